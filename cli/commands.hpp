@@ -1,0 +1,13 @@
+// Each `mhc` subcommand lives in its own cmd_*.cpp and registers itself on the app here.
+// A subcommand's callback throws mhc::Error on bad input; main() prints it and exits 2.
+#pragma once
+#include <CLI/CLI.hpp>
+
+namespace mhc::cli {
+
+void register_run(CLI::App& app);       // cmd_run.cpp
+void register_site(CLI::App& app);      // cmd_site.cpp
+void register_dispatch(CLI::App& app);  // cmd_dispatch.cpp
+void register_bench(CLI::App& app);     // cmd_bench.cpp
+
+}  // namespace mhc::cli

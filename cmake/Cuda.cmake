@@ -1,0 +1,35 @@
+# CUDA detection. Sets MHC_HAVE_CUDA and provides mhc_cuda_target_flags(target).
+#
+# Every kernel variant is compiled ahead of time (no run-time compilation while serving):
+#   sm_90a  Hopper, with wgmma and the other arch-specific instructions;
+#   sm_80   the portable path (A100, and the fallback the runtime picks on other GPUs);
+#   compute_80 PTX so that newer GPUs without their own SASS here can still load the portable path.
+set(MHC_HAVE_CUDA OFF)
+if(NOT MHC_CUDA STREQUAL "OFF")
+  include(CheckLanguage)
+  check_language(CUDA)
+  if(CMAKE_CUDA_COMPILER)
+    set(CMAKE_CUDA_ARCHITECTURES OFF)
+    enable_language(CUDA)
+    find_package(CUDAToolkit REQUIRED)
+    set(MHC_HAVE_CUDA ON)
+  elseif(MHC_CUDA STREQUAL "ON")
+    message(FATAL_ERROR "MHC_CUDA=ON but no CUDA compiler was found")
+  endif()
+endif()
+message(STATUS "mhc: CUDA backend ${MHC_HAVE_CUDA}")
+
+set(CMAKE_CUDA_STANDARD 20)
+set(CMAKE_CUDA_STANDARD_REQUIRED ON)
+
+function(mhc_cuda_target_flags target)
+  target_compile_options(${target} PRIVATE
+    $<$<COMPILE_LANGUAGE:CUDA>:
+      -gencode=arch=compute_90a,code=sm_90a
+      -gencode=arch=compute_80,code=sm_80
+      -gencode=arch=compute_80,code=compute_80
+      --expt-relaxed-constexpr
+      -lineinfo
+      -Xptxas=-warn-spills
+    >)
+endfunction()

@@ -1,0 +1,48 @@
+# Every dependency comes from the system (Debian packages, installed by scripts/setup.sh) or,
+# on the GPU machine which has no -dev packages, from header copies carried in .deps/
+# (scripts/device-deps.sh). Nothing is downloaded at build time.
+set(THREADS_PREFER_PTHREAD_FLAG ON)
+find_package(Threads REQUIRED)
+
+set(MHC_DEPS_DIR "${CMAKE_SOURCE_DIR}/.deps" CACHE PATH "Carried header-only dependencies")
+
+find_package(nlohmann_json 3.10 QUIET)
+if(NOT nlohmann_json_FOUND)
+  if(NOT EXISTS "${MHC_DEPS_DIR}/include/nlohmann/json.hpp")
+    message(FATAL_ERROR "nlohmann-json not found: run scripts/setup.sh (Debian: nlohmann-json3-dev)")
+  endif()
+  add_library(nlohmann_json::nlohmann_json INTERFACE IMPORTED)
+  target_include_directories(nlohmann_json::nlohmann_json INTERFACE "${MHC_DEPS_DIR}/include")
+endif()
+
+find_package(CLI11 QUIET)
+if(NOT CLI11_FOUND)
+  if(NOT EXISTS "${MHC_DEPS_DIR}/include/CLI/CLI.hpp")
+    message(FATAL_ERROR "CLI11 not found: run scripts/setup.sh (Debian: libcli11-dev)")
+  endif()
+  add_library(CLI11::CLI11 INTERFACE IMPORTED)
+  target_include_directories(CLI11::CLI11 INTERFACE "${MHC_DEPS_DIR}/include")
+endif()
+
+# fmt is used header-only everywhere so the binaries carry no libfmt.so dependency.
+find_package(fmt 9 QUIET)
+if(fmt_FOUND)
+  set(MHC_FMT_TARGET fmt::fmt-header-only)
+else()
+  if(NOT EXISTS "${MHC_DEPS_DIR}/include/fmt/format.h")
+    message(FATAL_ERROR "fmt not found: run scripts/setup.sh (Debian: libfmt-dev)")
+  endif()
+  add_library(fmt::fmt-header-only INTERFACE IMPORTED)
+  target_include_directories(fmt::fmt-header-only INTERFACE "${MHC_DEPS_DIR}/include")
+  target_compile_definitions(fmt::fmt-header-only INTERFACE FMT_HEADER_ONLY=1)
+endif()
+
+# GoogleTest: the system package, else the sources carried in .deps/googletest.
+find_package(GTest QUIET)
+if(NOT GTest_FOUND AND EXISTS "${MHC_DEPS_DIR}/googletest/CMakeLists.txt")
+  set(INSTALL_GTEST OFF CACHE BOOL "" FORCE)
+  add_subdirectory("${MHC_DEPS_DIR}/googletest" "${CMAKE_BINARY_DIR}/googletest" EXCLUDE_FROM_ALL)
+  add_library(GTest::gtest ALIAS gtest)
+  add_library(GTest::gtest_main ALIAS gtest_main)
+  set(GTest_FOUND TRUE)
+endif()

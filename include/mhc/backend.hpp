@@ -1,0 +1,38 @@
+// A backend runs mHC sites and stacks on host buffers: "cpu" always, "cuda" when built with CUDA
+// and a GPU is present. The CLI and the tests talk to backends only through this interface.
+#pragma once
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "mhc/config.hpp"
+#include "mhc/model.hpp"
+#include "mhc/site.hpp"
+
+namespace mhc {
+
+struct SiteTiming {
+  double median_us = 0;  // per site
+  int reps = 0;
+  std::string method;    // e.g. "CUDA graph replay, CUDA events" or "host steady clock"
+};
+
+class Backend {
+ public:
+  virtual ~Backend() = default;
+  virtual std::string name() const = 0;         // "cpu", "cuda"
+  virtual std::string description() const = 0;  // device and kernel path, e.g. "NVIDIA H200 sm_90a"
+  virtual void run_site(const MhcParams& p, const SiteWeightsView& w, const SiteInputsView& in,
+                        const SiteOutputsView& out) = 0;
+  virtual StackTrace run_stack(const ModelWeights& w, int64_t tokens, const Bf16* x0) = 0;
+  // Time of one whole site (input path, coefficients, stand-in-free post) at this many tokens.
+  virtual SiteTiming time_site(const ModelWeights& w, int64_t tokens, int reps) = 0;
+};
+
+// "auto" (best present), "cpu", "cuda". Throws mhc::Error when the backend is unknown, not built
+// in, or has no device.
+std::unique_ptr<Backend> make_backend(std::string_view name, const KernelConfig& config);
+std::vector<std::string> built_backends();
+
+}  // namespace mhc

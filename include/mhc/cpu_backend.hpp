@@ -1,0 +1,9 @@
+// The CPU implementation of mhc::Backend (fp32, see mhc/cpu.hpp).
+#pragma once
+#include <memory>
+
+#include "mhc/backend.hpp"
+
+namespace mhc::cpu {
+std::unique_ptr<Backend> make_backend(const KernelConfig& config);
+}

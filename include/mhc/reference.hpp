@@ -1,0 +1,32 @@
+// Float64 reference of the same computations as mhc/cpu.hpp. Inputs are the bf16/f32 values as
+// stored; all arithmetic is double. Storage roundings that the model itself performs (y before the
+// norm) are applied with round_to_bf16; outputs are returned unrounded so the error of a stored
+// bf16 output against them includes its final rounding.
+#pragma once
+#include <cstdint>
+#include <vector>
+
+#include "mhc/bf16.hpp"
+#include "mhc/params.hpp"
+#include "mhc/site.hpp"
+
+namespace mhc::ref {
+
+struct SiteResult {
+  std::vector<double> layer_input;  // [M, C]
+  std::vector<double> mixes;        // [M, NMIX]
+  std::vector<double> pre, post;    // [M, n]
+  std::vector<double> comb;         // [M, n, n]
+  std::vector<double> x_next;       // [M, n, C]
+};
+
+std::vector<double> input_path(const MhcParams& p, int64_t tokens, const Bf16* x,
+                               const float* pre_mix, const float* norm_weight);
+void coefficients(const MhcParams& p, int64_t tokens, const Bf16* x, const SiteWeightsView& w,
+                  SiteResult& out);  // fills mixes, pre, post, comb
+void sinkhorn(int n, int iters, double eps_h, const double* logits, double* comb);
+std::vector<double> post(const MhcParams& p, int64_t tokens, const Bf16* x, const double* post,
+                         const double* comb, const Bf16* sublayer_out);
+SiteResult run_site(const MhcParams& p, const SiteWeightsView& w, const SiteInputsView& in);
+
+}  // namespace mhc::ref
