@@ -6,7 +6,11 @@
 #include <string_view>
 #include <vector>
 
+#include <optional>
+
+#include "mhc/compare.hpp"
 #include "mhc/config.hpp"
+#include "mhc/dispatch.hpp"
 #include "mhc/model.hpp"
 #include "mhc/site.hpp"
 
@@ -28,6 +32,12 @@ class Backend {
   virtual StackTrace run_stack(const ModelWeights& w, int64_t tokens, const Bf16* x0) = 0;
   // Time of one whole site (input path, coefficients, stand-in-free post) at this many tokens.
   virtual SiteTiming time_site(const ModelWeights& w, int64_t tokens, int reps) = 0;
+  // The GPU's compute capability; none for the CPU.
+  virtual std::optional<ComputeCapability> capability() const { return std::nullopt; }
+  // The design doc's tolerances for what this backend computes under `config`.
+  virtual Tolerances tolerances(const KernelConfig& config) const {
+    return config.projection == Projection::fp32 ? kFp32Tolerances : kTf32Tolerances;
+  }
 };
 
 // "auto" (best present), "cpu", "cuda". Throws mhc::Error when the backend is unknown, not built
