@@ -1,10 +1,105 @@
-// Placeholder until the owner of `mhc run` lands it.
+// `mhc run`: the main job. A DeepSeek-V4.1-shaped mHC stack on deterministic synthetic weights,
+// validated against the float64 reference and timed, on the best backend present.
+#include <fmt/core.h>
+
+#include <nlohmann/json.hpp>
+
 #include "commands.hpp"
+#include "mhc/backend.hpp"
+#include "mhc/compare.hpp"
+#include "mhc/config.hpp"
+#include "mhc/dispatch.hpp"
 #include "mhc/error.hpp"
+#include "mhc/model.hpp"
+#include "mhc/reference.hpp"
+#include "run_report.hpp"
 
 namespace mhc::cli {
-void register_run(CLI::App& app) {
-  auto* cmd = app.add_subcommand("run", "(not built yet)");
-  cmd->callback([] { throw Error("mhc run is not implemented yet"); });
+namespace {
+
+struct RunOptions {
+  std::string preset_name{kDefaultPreset};
+  int64_t tokens = 16;
+  int layers = 0;  // 0: the preset's
+  int hidden = 0;  // 0: the preset's
+  int hc = 0;      // 0: the preset's
+  uint64_t seed = 1;
+  std::string kernel_config;
+  std::string backend = "auto";
+  int timing_reps = 0;  // 0: backend-appropriate default
+  bool json = false;
+};
+
+MhcParams resolve_params(const RunOptions& o) {
+  MhcParams p = preset(o.preset_name);
+  if (o.layers > 0) p.layers = o.layers;
+  if (o.hidden > 0) p.hidden = o.hidden;
+  if (o.hc > 0) p.n = o.hc;
+  validate(p);
+  if (o.tokens < 0) throw Error(fmt::format("--tokens {} must be >= 0", o.tokens));
+  return p;
 }
+
+// The dispatch decision for this run. `mhc run` validates eagerly (no graph capture yet), so
+// the policy is asked about an eager forward on the backend's device.
+DispatchDecision dispatch_for(const Backend& backend, const MhcParams& p, const KernelConfig& cfg,
+                              int64_t tokens) {
+  DispatchInputs in;
+  in.capability = backend.capability().value_or(ComputeCapability{0, 0});
+  in.prenorm_gemm_available = backend.capability().has_value();
+  in.hidden = p.hidden;
+  in.n = p.n;
+  in.mode = ExecMode::eager;
+  in.tokens = tokens;
+  in.config = cfg;
+  return decide(in);
+}
+
+void run(const RunOptions& o) {
+  const MhcParams p = resolve_params(o);
+  const KernelConfig cfg = KernelConfig::parse(o.kernel_config);
+  auto backend = make_backend(o.backend, cfg);
+  RunReport report(o.json);
+  report.header(o.preset_name, p, o.tokens, o.seed, *backend, cfg);
+  report.dispatch(dispatch_for(*backend, p, cfg, o.tokens), backend->capability().has_value());
+
+  const Tolerances tol = backend->tolerances(cfg);
+  report.site_check(check_one_site(*backend, p, o.tokens, o.seed), tol);
+
+  const ModelWeights weights = synthetic_model(p, o.seed);
+  const std::vector<Bf16> x0 = synthetic_embeddings(p, o.tokens, o.seed + 1);
+  const StackTrace trace = backend->run_stack(weights, o.tokens, x0.data());
+  const StackReference ref = reference_stack(weights, o.tokens, x0.data());
+  report.stack_check(trace, ref, p, o.tokens, tol);
+
+  const int reps = o.timing_reps > 0 ? o.timing_reps : (backend->name() == "cpu" ? 5 : 200);
+  report.timing(backend->time_site(weights, o.tokens, reps), p, o.tokens);
+  report.finish();
+  if (!report.all_passed()) throw Error("validation failed (see the FAIL lines above)");
+}
+
+}  // namespace
+
+void register_run(CLI::App& app) {
+  auto opts = std::make_shared<RunOptions>();
+  auto* cmd = app.add_subcommand(
+      "run", "Run a DeepSeek-V4.1-shaped mHC stack on synthetic weights: validate against "
+             "float64 and time each site");
+  cmd->add_option("--preset", opts->preset_name, "Model preset: dsv41-flash, dsv4-flash, dsv4-pro")
+      ->capture_default_str();
+  cmd->add_option("--tokens,-m", opts->tokens, "Tokens in the batch (0 is allowed)")
+      ->capture_default_str();
+  cmd->add_option("--layers", opts->layers, "Decoder layers (default: the preset's)");
+  cmd->add_option("--hidden", opts->hidden, "Hidden size C (default: the preset's)");
+  cmd->add_option("--hc", opts->hc, "Residual streams n (default: the preset's)");
+  cmd->add_option("--seed", opts->seed, "Seed of the synthetic weights and inputs")
+      ->capture_default_str();
+  cmd->add_option("--kernel-config", opts->kernel_config,
+                  R"(Kernel configuration JSON, e.g. '{"enable_mhc_overlap": true}')");
+  cmd->add_option("--backend", opts->backend, "auto, cpu or cuda")->capture_default_str();
+  cmd->add_option("--timing-reps", opts->timing_reps, "Timed repetitions (default: cpu 5, cuda 200)");
+  cmd->add_flag("--json", opts->json, "Print one JSON object instead of the text report");
+  cmd->callback([opts] { run(*opts); });
+}
+
 }  // namespace mhc::cli

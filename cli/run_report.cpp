@@ -1,0 +1,155 @@
+#include "run_report.hpp"
+
+#include <fmt/core.h>
+
+#include <cmath>
+
+#include "mhc/reference.hpp"
+
+namespace mhc::cli {
+namespace {
+
+// splitmix64: a tiny deterministic generator for the site check's fresh inputs.
+struct Rng {
+  uint64_t state;
+  uint64_t next() {
+    uint64_t z = (state += 0x9e3779b97f4a7c15ull);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+  }
+  float uniform(float lo, float hi) { return lo + (hi - lo) * float(next() >> 40) / float(1 << 24); }
+};
+
+std::vector<Bf16> random_bf16(Rng& rng, size_t count, float amplitude) {
+  std::vector<Bf16> v(count);
+  for (auto& e : v) e = float_to_bf16(rng.uniform(-amplitude, amplitude));
+  return v;
+}
+
+}  // namespace
+
+SiteCheck check_one_site(Backend& backend, const MhcParams& p, int64_t tokens, uint64_t seed) {
+  const ModelWeights w = synthetic_model(p, seed);
+  const SiteWeightsView site_w = w.sites.at(std::min<size_t>(1, w.sites.size() - 1)).view();
+  Rng rng{seed ^ 0x5eedf00dull};
+  const std::vector<Bf16> x = random_bf16(rng, size_t(tokens * p.k()), 1.0f);
+  const std::vector<Bf16> f = random_bf16(rng, size_t(tokens * p.hidden), 1.0f);
+  std::vector<float> pre_mix(size_t(tokens * p.n));
+  for (auto& e : pre_mix) e = rng.uniform(0.05f, 1.0f);  // as a carried sigmoid(.) + eps_h
+
+  SiteInputsView in{tokens, x.data(), pre_mix.data(), f.data()};
+  SiteOutputs out(p, tokens);
+  // Poison: NaN in every float output and a NaN bf16 pattern, so unwritten outputs fail.
+  std::fill(out.pre.begin(), out.pre.end(), NAN);
+  std::fill(out.post.begin(), out.post.end(), NAN);
+  std::fill(out.comb.begin(), out.comb.end(), NAN);
+  std::fill(out.layer_input.begin(), out.layer_input.end(), Bf16{0xffff});
+  std::fill(out.x_next.begin(), out.x_next.end(), Bf16{0xffff});
+  backend.run_site(p, site_w, in, out.view());
+
+  const ref::SiteResult r = ref::run_site(p, site_w, in);
+  return SiteCheck{compare(out.layer_input.data(), r.layer_input.data(), int64_t(r.layer_input.size())),
+                   compare(out.pre.data(), r.pre.data(), int64_t(r.pre.size())),
+                   compare(out.post.data(), r.post.data(), int64_t(r.post.size())),
+                   compare(out.comb.data(), r.comb.data(), int64_t(r.comb.size())),
+                   compare(out.x_next.data(), r.x_next.data(), int64_t(r.x_next.size()))};
+}
+
+void RunReport::header(const std::string& preset_name, const MhcParams& p, int64_t tokens,
+                       uint64_t seed, const Backend& backend, const KernelConfig& cfg) {
+  doc_["preset"] = preset_name;
+  doc_["params"] = {{"hidden", p.hidden}, {"n", p.n}, {"layers", p.layers}, {"sites", p.sites()},
+                    {"sinkhorn_iters", p.sinkhorn_iters}, {"eps_h", p.eps_h},
+                    {"eps_n", p.eps_n}, {"post_mult", p.post_mult}};
+  doc_["tokens"] = tokens;
+  doc_["seed"] = seed;
+  doc_["backend"] = {{"name", backend.name()}, {"description", backend.description()}};
+  doc_["kernel_config"] = nlohmann::json::parse(cfg.to_json());
+  doc_["kernel_config_hash"] = fmt::format("{:016x}", cfg.hash());
+  if (json_mode_) return;
+  fmt::print("mhc run: preset {} ({}), {} tokens, {} sites, seed {}\n", preset_name, describe(p),
+             tokens, p.sites(), seed);
+  fmt::print("backend: {} ({})\n", backend.name(), backend.description());
+  fmt::print("kernel config: {} (hash {:016x})\n", cfg.describe(), cfg.hash());
+}
+
+void RunReport::dispatch(const DispatchDecision& d, bool on_gpu) {
+  doc_["dispatch"] = nlohmann::json::parse(d.to_json());
+  doc_["dispatch"]["applies"] = on_gpu;
+  if (json_mode_) return;
+  if (!on_gpu) {
+    fmt::print("dispatch: overlap no (the CPU backend runs on one stream; policy says: {})\n",
+               d.reason_code);
+    return;
+  }
+  fmt::print("dispatch: {}\n", d.describe());
+}
+
+void RunReport::check_line(const std::string& what, const ErrorStats& e, double tol,
+                           nlohmann::json& into, bool print) {
+  const bool ok = e.passes(tol);
+  failures_ += ok ? 0 : 1;
+  into[what] = {{"rel_norm", e.rel_norm}, {"max_abs_rel", e.max_abs_rel},
+                {"nonfinite", e.nonfinite}, {"tolerance", tol}, {"pass", ok}};
+  if (print && !json_mode_) {
+    fmt::print("  {:<22} rel {:9.3e}  max {:9.3e}  tol {:7.1e}  {}\n", what, e.rel_norm,
+               e.max_abs_rel, tol, ok ? "PASS" : "FAIL");
+  }
+}
+
+void RunReport::site_check(const SiteCheck& c, const Tolerances& tol) {
+  if (!json_mode_) fmt::print("one site vs float64 reference (fresh inputs, carried pre_mix):\n");
+  auto& j = doc_["site_check"];
+  check_line("layer_input", c.layer_input, tol.activations, j);
+  check_line("pre", c.pre, tol.coefficients, j);
+  check_line("post", c.post, tol.coefficients, j);
+  check_line("comb", c.comb, tol.coefficients, j);
+  check_line("x_next", c.x_next, tol.activations, j);
+}
+
+void RunReport::stack_check(const StackTrace& trace, const StackReference& ref,
+                            const MhcParams& p, int64_t tokens, const Tolerances& tol) {
+  if (!json_mode_) {
+    fmt::print("stack of {} layers vs float64 reference (one-hot first site, stand-in sublayer):\n",
+               p.layers);
+  }
+  auto& j = doc_["stack_check"];
+  const int64_t x_count = tokens * p.k();
+  for (int layer = 0; layer < p.layers; ++layer) {
+    const ErrorStats e = compare(trace.x_after_layer.at(layer).data(),
+                                 ref.x_after_layer.at(layer).data(), x_count);
+    // Text shows the first layers, every 10th and the last; JSON has all.
+    const bool show = layer < 2 || (layer + 1) % 10 == 0 || layer + 1 == p.layers;
+    check_line(fmt::format("x after layer {}", layer + 1), e, tol.activations, j["layers"], show);
+  }
+  check_line("last pre", compare(trace.last_pre.data(), ref.last_pre.data(), tokens * p.n),
+             tol.coefficients, j);
+  check_line("output", compare(trace.output.data(), ref.output.data(), tokens * p.hidden),
+             tol.activations, j);
+}
+
+void RunReport::timing(const SiteTiming& t, const MhcParams& p, int64_t tokens) {
+  // Bytes floor per site (design doc, "Roofline"): 6K + 4C per token plus hc_fn once.
+  const double floor_bytes = double(tokens) * (6.0 * double(p.k()) + 4.0 * p.hidden) +
+                             double(p.nmix()) * double(p.k()) * 4.0;
+  const double gbps = t.median_us > 0 ? floor_bytes / (t.median_us * 1e3) : 0;
+  doc_["timing"] = {{"median_us_per_site", t.median_us}, {"reps", t.reps},
+                    {"method", t.method}, {"floor_bytes", floor_bytes},
+                    {"floor_gbps", gbps}};
+  if (json_mode_) return;
+  fmt::print("time per site: {:.2f} us (median of {}, {}), {:.1f} GB/s on the bytes floor\n",
+             t.median_us, t.reps, t.method, gbps);
+}
+
+void RunReport::finish() {
+  doc_["failures"] = failures_;
+  doc_["pass"] = failures_ == 0;
+  if (json_mode_) {
+    fmt::print("{}\n", doc_.dump(2));
+  } else {
+    fmt::print("result: {}\n", failures_ == 0 ? "PASS" : fmt::format("FAIL ({} checks)", failures_));
+  }
+}
+
+}  // namespace mhc::cli

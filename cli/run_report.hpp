@@ -1,0 +1,46 @@
+// The report of `mhc run`: text for people (default) or one JSON object (--json). Collects
+// pass/fail of every check so the command can exit non-zero when any fails.
+#pragma once
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "mhc/backend.hpp"
+#include "mhc/compare.hpp"
+#include "mhc/dispatch.hpp"
+#include "mhc/model.hpp"
+#include "mhc/params.hpp"
+
+namespace mhc::cli {
+
+// Errors of one site's five outputs against the float64 reference, on fresh random inputs
+// with a carried (not one-hot) pre_mix.
+struct SiteCheck {
+  ErrorStats layer_input, pre, post, comb, x_next;
+};
+SiteCheck check_one_site(Backend& backend, const MhcParams& p, int64_t tokens, uint64_t seed);
+
+class RunReport {
+ public:
+  explicit RunReport(bool json) : json_mode_(json) {}
+  void header(const std::string& preset_name, const MhcParams& p, int64_t tokens, uint64_t seed,
+              const Backend& backend, const KernelConfig& cfg);
+  void dispatch(const DispatchDecision& d, bool on_gpu);
+  void site_check(const SiteCheck& c, const Tolerances& tol);
+  void stack_check(const StackTrace& trace, const StackReference& ref, const MhcParams& p,
+                   int64_t tokens, const Tolerances& tol);
+  void timing(const SiteTiming& t, const MhcParams& p, int64_t tokens);
+  void finish();
+  bool all_passed() const { return failures_ == 0; }
+
+ private:
+  void check_line(const std::string& what, const ErrorStats& e, double tol,
+                  nlohmann::json& into, bool print = true);
+  bool json_mode_;
+  int failures_ = 0;
+  nlohmann::json doc_;
+};
+
+}  // namespace mhc::cli
