@@ -19,8 +19,14 @@ if(NOT MHC_CUDA STREQUAL "OFF")
 endif()
 message(STATUS "mhc: CUDA backend ${MHC_HAVE_CUDA}")
 
-set(CMAKE_CUDA_STANDARD 20)
-set(CMAKE_CUDA_STANDARD_REQUIRED ON)
+# CMake 3.25 predates nvcc 13 and does not know its C++20 flag; tell it.
+if(MHC_HAVE_CUDA)
+  set(CMAKE_CUDA20_STANDARD_COMPILE_OPTION "-std=c++20")
+  set(CMAKE_CUDA20_EXTENSION_COMPILE_OPTION "-std=c++20")
+  list(APPEND CMAKE_CUDA_COMPILE_FEATURES cuda_std_20)
+  set(CMAKE_CUDA_STANDARD 20)
+  set(CMAKE_CUDA_STANDARD_REQUIRED ON)
+endif()
 
 function(mhc_cuda_target_flags target)
   target_compile_options(${target} PRIVATE
