@@ -34,4 +34,9 @@ void final_collapse(const MhcParams& p, int64_t tokens, const Bf16* x, const flo
 void run_site(const MhcParams& p, const SiteWeightsView& w, const SiteInputsView& in,
               const SiteOutputsView& out);
 
+// Threads for the token-parallel loops. 0 (the default) means min(hardware threads, 8). Results
+// are bitwise the same for every value: each token is computed by one thread, in a fixed order.
+void set_threads(int threads);
+int threads();  // the effective count
+
 }  // namespace mhc::cpu
