@@ -1,0 +1,151 @@
+#include "mhc/config.hpp"
+
+#include <fmt/core.h>
+
+#include <nlohmann/json.hpp>
+
+#include "mhc/error.hpp"
+
+namespace mhc {
+
+namespace {
+
+using json = nlohmann::json;
+
+constexpr const char* kKnownKeys = "enable_mhc_overlap, overlap_max_tokens, projection";
+constexpr uint64_t kMaxOverlapTokens = uint64_t{1} << 20;
+
+// The offending value as it appeared, shortened so a huge value cannot flood the message.
+std::string shown(const json& value) {
+  std::string text = value.dump();
+  if (text.size() > 40) text = text.substr(0, 37) + "...";
+  return fmt::format("{} {}", value.type_name(), text);
+}
+
+[[noreturn]] void wrong_type(std::string_view key, std::string_view expected, const json& value) {
+  throw Error(
+      fmt::format("kernel config key '{}' must be {}, got {}", key, expected, shown(value)));
+}
+
+std::optional<bool> parse_enable(const json& value) {
+  if (value.is_null()) return std::nullopt;
+  if (!value.is_boolean()) wrong_type("enable_mhc_overlap", "true, false or null", value);
+  return value.get<bool>();
+}
+
+std::optional<int> parse_max_tokens(const json& value) {
+  constexpr std::string_view key = "overlap_max_tokens";
+  if (value.is_null()) return std::nullopt;
+  // JSON 16.0 is a float to nlohmann; a threshold is a count, so only integer literals pass.
+  if (!value.is_number_integer()) wrong_type(key, "a non-negative integer or null", value);
+  if (!value.is_number_unsigned() && value.get<int64_t>() < 0) {
+    throw Error(fmt::format("kernel config key '{}' must be >= 0, got {}", key, value.dump()));
+  }
+  if (value.get<uint64_t>() > kMaxOverlapTokens) {
+    throw Error(fmt::format("kernel config key '{}' must be <= {}, got {}", key, kMaxOverlapTokens,
+                            value.dump()));
+  }
+  return static_cast<int>(value.get<uint64_t>());
+}
+
+Projection parse_projection(const json& value) {
+  if (!value.is_string()) wrong_type("projection", "a string (\"tf32\" or \"fp32\")", value);
+  const auto& text = value.get_ref<const std::string&>();
+  if (text == "tf32") return Projection::tf32;
+  if (text == "fp32") return Projection::fp32;
+  throw Error(fmt::format("kernel config key 'projection' must be \"tf32\" or \"fp32\", got {}",
+                          value.dump()));
+}
+
+// nlohmann keeps the last of duplicated keys silently; a config that says two things is an error.
+json parse_object(std::string_view text) {
+  std::vector<std::string> seen;
+  auto reject_duplicates = [&seen](int depth, json::parse_event_t event, json& parsed) {
+    if (depth == 1 && event == json::parse_event_t::key) {
+      const auto& key = parsed.get_ref<const std::string&>();
+      for (const auto& earlier : seen) {
+        if (earlier == key) throw Error(fmt::format("kernel config key '{}' appears twice", key));
+      }
+      seen.push_back(key);
+    }
+    return true;
+  };
+  try {
+    return json::parse(text, reject_duplicates);
+  } catch (const json::parse_error& e) {
+    std::string what = e.what();
+    // Drop nlohmann's "[json.exception.parse_error.101] " prefix; keep its description.
+    if (auto end = what.find("] "); what.rfind("[json.exception", 0) == 0 && end != what.npos) {
+      what = what.substr(end + 2);
+    }
+    throw Error(fmt::format("kernel config is not valid JSON (at byte {}): {}", e.byte, what));
+  }
+}
+
+bool blank(std::string_view text) {
+  return text.find_first_not_of(" \t\r\n") == std::string_view::npos;
+}
+
+}  // namespace
+
+std::string_view to_string(Projection p) {
+  switch (p) {
+    case Projection::tf32:
+      return "tf32";
+    case Projection::fp32:
+      return "fp32";
+  }
+  return "?";
+}
+
+KernelConfig KernelConfig::parse(std::string_view json_text) {
+  KernelConfig config;
+  if (blank(json_text)) return config;
+  const json root = parse_object(json_text);
+  if (!root.is_object()) {
+    throw Error(fmt::format("kernel config must be a JSON object, got {}", shown(root)));
+  }
+  for (const auto& [key, value] : root.items()) {
+    if (key == "enable_mhc_overlap") {
+      config.enable_mhc_overlap = parse_enable(value);
+    } else if (key == "overlap_max_tokens") {
+      config.overlap_max_tokens = parse_max_tokens(value);
+    } else if (key == "projection") {
+      config.projection = parse_projection(value);
+    } else {
+      throw Error(fmt::format("unknown kernel config key '{}' (known keys: {})", key, kKnownKeys));
+    }
+  }
+  return config;
+}
+
+// Written by hand rather than by a JSON library: hash() is pinned to these exact bytes, so their
+// format must not depend on a library version. Keys in sorted order.
+std::string KernelConfig::to_json() const {
+  const std::string enable =
+      enable_mhc_overlap ? (*enable_mhc_overlap ? "true" : "false") : std::string("null");
+  const std::string max_tokens =
+      overlap_max_tokens ? std::to_string(*overlap_max_tokens) : std::string("null");
+  return fmt::format(R"({{"enable_mhc_overlap":{},"overlap_max_tokens":{},"projection":"{}"}})",
+                     enable, max_tokens, to_string(projection));
+}
+
+uint64_t KernelConfig::hash() const {
+  uint64_t h = 0xcbf29ce484222325ull;  // FNV-1a 64 offset basis
+  for (unsigned char c : to_json()) {
+    h ^= c;
+    h *= 0x100000001b3ull;  // FNV-1a 64 prime
+  }
+  return h;
+}
+
+std::string KernelConfig::describe() const {
+  const std::string enable =
+      enable_mhc_overlap ? (*enable_mhc_overlap ? "true" : "false") : std::string("unset");
+  const std::string max_tokens =
+      overlap_max_tokens ? std::to_string(*overlap_max_tokens) : std::string("default");
+  return fmt::format("enable_mhc_overlap={} overlap_max_tokens={} projection={}", enable,
+                     max_tokens, to_string(projection));
+}
+
+}  // namespace mhc

@@ -1,0 +1,238 @@
+// KernelConfig: parsing (accepted values, every kind of rejection), canonical JSON, hash, describe.
+#include <gtest/gtest.h>
+
+#include <string>
+
+#include "mhc/config.hpp"
+#include "mhc/error.hpp"
+
+namespace mhc {
+namespace {
+
+::testing::AssertionResult Contains(const std::string& text, const std::string& part) {
+  if (text.find(part) != std::string::npos) return ::testing::AssertionSuccess();
+  return ::testing::AssertionFailure() << "\"" << text << "\" does not contain \"" << part << "\"";
+}
+
+// Independent FNV-1a 64, checked against published vectors, so hash() is tested for being FNV-1a
+// over to_json() and not merely for being unchanged.
+uint64_t reference_fnv1a64(const std::string& bytes) {
+  uint64_t h = 14695981039346656037ull;
+  for (unsigned char c : bytes) h = (h ^ c) * 1099511628211ull;
+  return h;
+}
+
+std::string parse_error(const std::string& text) {
+  try {
+    KernelConfig::parse(text);
+  } catch (const Error& e) {
+    return e.what();
+  }
+  ADD_FAILURE() << "parse accepted: " << text;
+  return "";
+}
+
+TEST(KernelConfigParse, EmptyAndEmptyObjectGiveDefaults) {
+  for (const char* text : {"", "{}", "  \n", " { } "}) {
+    const KernelConfig c = KernelConfig::parse(text);
+    EXPECT_FALSE(c.enable_mhc_overlap.has_value()) << text;
+    EXPECT_FALSE(c.overlap_max_tokens.has_value()) << text;
+    EXPECT_EQ(c.projection, Projection::tf32) << text;
+  }
+}
+
+TEST(KernelConfigParse, EnableTriState) {
+  EXPECT_FALSE(KernelConfig::parse(R"({"enable_mhc_overlap": null})").enable_mhc_overlap);
+  EXPECT_EQ(KernelConfig::parse(R"({"enable_mhc_overlap": true})").enable_mhc_overlap, true);
+  EXPECT_EQ(KernelConfig::parse(R"({"enable_mhc_overlap": false})").enable_mhc_overlap, false);
+}
+
+TEST(KernelConfigParse, MaxTokensValues) {
+  EXPECT_FALSE(KernelConfig::parse(R"({"overlap_max_tokens": null})").overlap_max_tokens);
+  EXPECT_EQ(KernelConfig::parse(R"({"overlap_max_tokens": 0})").overlap_max_tokens, 0);
+  EXPECT_EQ(KernelConfig::parse(R"({"overlap_max_tokens": 32})").overlap_max_tokens, 32);
+  EXPECT_EQ(KernelConfig::parse(R"({"overlap_max_tokens": 1048576})").overlap_max_tokens, 1 << 20);
+}
+
+TEST(KernelConfigParse, ProjectionValues) {
+  EXPECT_EQ(KernelConfig::parse(R"({"projection": "tf32"})").projection, Projection::tf32);
+  EXPECT_EQ(KernelConfig::parse(R"({"projection": "fp32"})").projection, Projection::fp32);
+}
+
+TEST(KernelConfigParse, AllKeysTogether) {
+  const auto c = KernelConfig::parse(
+      R"({"projection":"fp32","overlap_max_tokens":24,"enable_mhc_overlap":true})");
+  EXPECT_EQ(c.enable_mhc_overlap, true);
+  EXPECT_EQ(c.overlap_max_tokens, 24);
+  EXPECT_EQ(c.projection, Projection::fp32);
+}
+
+TEST(KernelConfigParse, UnknownKeyIsNamedWithTheKnownKeys) {
+  const std::string msg = parse_error(R"({"enable_mhc_overlap": true, "enable_overlap": true})");
+  EXPECT_TRUE(Contains(msg, "'enable_overlap'"));
+  EXPECT_TRUE(Contains(msg, "enable_mhc_overlap, overlap_max_tokens, projection"));
+}
+
+TEST(KernelConfigParse, DuplicateKeyIsRejected) {
+  EXPECT_TRUE(Contains(parse_error(R"({"enable_mhc_overlap": true, "enable_mhc_overlap": false})"),
+                       "'enable_mhc_overlap' appears twice"));
+}
+
+struct BadValue {
+  const char* json;
+  const char* expected_in_message;
+};
+
+void PrintTo(const BadValue& v, std::ostream* os) { *os << v.json; }
+
+class KernelConfigBadValue : public ::testing::TestWithParam<BadValue> {};
+
+TEST_P(KernelConfigBadValue, IsRejectedNamingKeyAndExpectation) {
+  EXPECT_TRUE(Contains(parse_error(GetParam().json), GetParam().expected_in_message));
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    WrongTypes, KernelConfigBadValue,
+    ::testing::Values(
+        BadValue{R"({"enable_mhc_overlap": "true"})",
+                 "'enable_mhc_overlap' must be true, false or null, got string \"true\""},
+        BadValue{R"({"enable_mhc_overlap": 1})",
+                 "'enable_mhc_overlap' must be true, false or null"},
+        BadValue{R"({"overlap_max_tokens": 16.0})",
+                 "'overlap_max_tokens' must be a non-negative integer or null, got number 16.0"},
+        BadValue{R"({"overlap_max_tokens": 1e3})", "'overlap_max_tokens' must be a non-negative"},
+        BadValue{R"({"overlap_max_tokens": "16"})",
+                 "'overlap_max_tokens' must be a non-negative integer or null, got string"},
+        BadValue{R"({"overlap_max_tokens": true})", "'overlap_max_tokens' must be a non-negative"},
+        BadValue{R"({"overlap_max_tokens": [16]})", "got array [16]"},
+        BadValue{R"({"projection": null})", "'projection' must be a string"},
+        BadValue{R"({"projection": 32})", "'projection' must be a string"}));
+
+INSTANTIATE_TEST_SUITE_P(
+    WrongValues, KernelConfigBadValue,
+    ::testing::Values(
+        BadValue{R"({"overlap_max_tokens": -1})", "'overlap_max_tokens' must be >= 0, got -1"},
+        BadValue{R"({"overlap_max_tokens": 1048577})",
+                 "'overlap_max_tokens' must be <= 1048576, got 1048577"},
+        BadValue{R"({"overlap_max_tokens": 18446744073709551615})", "must be <= 1048576"},
+        BadValue{R"({"overlap_max_tokens": 99999999999999999999999})", "got number"},
+        BadValue{R"({"projection": "bf16"})",
+                 "'projection' must be \"tf32\" or \"fp32\", got \"bf16\""},
+        BadValue{R"({"projection": "TF32"})", "must be \"tf32\" or \"fp32\""}));
+
+INSTANTIATE_TEST_SUITE_P(NotAnObject, KernelConfigBadValue,
+                         ::testing::Values(BadValue{"[]", "must be a JSON object, got array"},
+                                           BadValue{"true", "must be a JSON object, got boolean"},
+                                           BadValue{"null", "must be a JSON object, got null"},
+                                           BadValue{R"("enable_mhc_overlap")",
+                                                    "must be a JSON object, got string"},
+                                           BadValue{"16", "must be a JSON object, got number"}));
+
+INSTANTIATE_TEST_SUITE_P(
+    BrokenJson, KernelConfigBadValue,
+    ::testing::Values(BadValue{R"({"enable_mhc_overlap": tru})", "not valid JSON (at byte 27)"},
+                      BadValue{R"({"enable_mhc_overlap": true)", "not valid JSON (at byte 28)"},
+                      BadValue{R"({'projection': 'fp32'})", "not valid JSON (at byte 2)"},
+                      BadValue{R"({"projection": "fp32",})", "not valid JSON (at byte 23)"},
+                      BadValue{R"({} {})", "not valid JSON (at byte 4)"}));
+
+TEST(KernelConfigParse, BrokenJsonMessageHasNoLibraryPrefix) {
+  const std::string msg = parse_error("{");
+  EXPECT_TRUE(Contains(msg, "not valid JSON"));
+  EXPECT_FALSE(Contains(msg, "[json.exception"));
+}
+
+TEST(KernelConfigJson, DefaultIsCanonical) {
+  EXPECT_EQ(KernelConfig{}.to_json(),
+            R"({"enable_mhc_overlap":null,"overlap_max_tokens":null,"projection":"tf32"})");
+}
+
+TEST(KernelConfigJson, EveryFieldIsWritten) {
+  KernelConfig c;
+  c.enable_mhc_overlap = false;
+  c.overlap_max_tokens = 0;
+  c.projection = Projection::fp32;
+  EXPECT_EQ(c.to_json(),
+            R"({"enable_mhc_overlap":false,"overlap_max_tokens":0,"projection":"fp32"})");
+}
+
+TEST(KernelConfigJson, RoundTripsThroughParse) {
+  for (const char* text : {"{}", R"({"enable_mhc_overlap": true, "overlap_max_tokens": 32})",
+                           R"({"enable_mhc_overlap": false, "projection": "fp32"})"}) {
+    const KernelConfig c = KernelConfig::parse(text);
+    EXPECT_EQ(KernelConfig::parse(c.to_json()).to_json(), c.to_json()) << text;
+  }
+}
+
+TEST(KernelConfigJson, KeyOrderAndSpacingOfInputDoNotMatter) {
+  const auto a = KernelConfig::parse(R"({"projection":"fp32","enable_mhc_overlap":true})");
+  const auto b =
+      KernelConfig::parse("{ \"enable_mhc_overlap\" : true ,\n \"projection\":\"fp32\" }");
+  EXPECT_EQ(a.to_json(), b.to_json());
+  EXPECT_EQ(a.hash(), b.hash());
+}
+
+TEST(KernelConfigHash, ReferenceFnvMatchesPublishedVectors) {
+  EXPECT_EQ(reference_fnv1a64(""), 0xcbf29ce484222325ull);
+  EXPECT_EQ(reference_fnv1a64("a"), 0xaf63dc4c8601ec8cull);
+  EXPECT_EQ(reference_fnv1a64("foobar"), 0x85944171f73967e8ull);
+}
+
+TEST(KernelConfigHash, IsFnv1a64OfCanonicalJson) {
+  for (const char* text : {"{}", R"({"enable_mhc_overlap": true})", R"({"projection": "fp32"})"}) {
+    const KernelConfig c = KernelConfig::parse(text);
+    EXPECT_EQ(c.hash(), reference_fnv1a64(c.to_json())) << text;
+  }
+}
+
+// Pinned values: a change here changes every recorded config hash, so it must be deliberate.
+TEST(KernelConfigHash, PinnedValues) {
+  EXPECT_EQ(KernelConfig{}.hash(), 0x6fbfe40acea10b32ull);
+  EXPECT_EQ(KernelConfig::parse(R"({"enable_mhc_overlap": true})").hash(), 0x7f33bda7e2e5c5cdull);
+  EXPECT_EQ(KernelConfig::parse(R"({"enable_mhc_overlap": false, "overlap_max_tokens": 32,
+                                    "projection": "fp32"})")
+                .hash(),
+            0xe4972b572769fe48ull);
+}
+
+TEST(KernelConfigHash, EveryFieldChangeChangesIt) {
+  const uint64_t base = KernelConfig{}.hash();
+  KernelConfig c;
+  c.enable_mhc_overlap = true;
+  EXPECT_NE(c.hash(), base);
+  const uint64_t enabled = c.hash();
+  c.enable_mhc_overlap = false;
+  EXPECT_NE(c.hash(), base);
+  EXPECT_NE(c.hash(), enabled);
+
+  c = KernelConfig{};
+  c.overlap_max_tokens = 16;  // the default's value, but an explicit override is a different config
+  EXPECT_NE(c.hash(), base);
+  const uint64_t sixteen = c.hash();
+  c.overlap_max_tokens = 17;
+  EXPECT_NE(c.hash(), sixteen);
+
+  c = KernelConfig{};
+  c.projection = Projection::fp32;
+  EXPECT_NE(c.hash(), base);
+}
+
+TEST(KernelConfigDescribe, DefaultsAndSetValues) {
+  EXPECT_EQ(KernelConfig{}.describe(),
+            "enable_mhc_overlap=unset overlap_max_tokens=default projection=tf32");
+  KernelConfig c;
+  c.enable_mhc_overlap = false;
+  c.overlap_max_tokens = 32;
+  c.projection = Projection::fp32;
+  EXPECT_EQ(c.describe(), "enable_mhc_overlap=false overlap_max_tokens=32 projection=fp32");
+  c.enable_mhc_overlap = true;
+  EXPECT_TRUE(Contains(c.describe(), "enable_mhc_overlap=true"));
+}
+
+TEST(ProjectionToString, BothValues) {
+  EXPECT_EQ(to_string(Projection::tf32), "tf32");
+  EXPECT_EQ(to_string(Projection::fp32), "fp32");
+}
+
+}  // namespace
+}  // namespace mhc
