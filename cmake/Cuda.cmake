@@ -24,7 +24,9 @@ if(MHC_HAVE_CUDA)
   set(CMAKE_CUDA20_STANDARD_COMPILE_OPTION "-std=c++20")
   set(CMAKE_CUDA20_EXTENSION_COMPILE_OPTION "-std=c++20")
   list(APPEND CMAKE_CUDA_COMPILE_FEATURES cuda_std_20)
-  set(CMAKE_CUDA_STANDARD 20)
+  # C++17 for CUDA sources: fmt 9's headers do not compile under nvcc in C++20 mode
+# (is_constant_evaluated calls a function FMT_CONSTEXPR leaves non-constexpr under nvcc).
+set(CMAKE_CUDA_STANDARD 17)
   set(CMAKE_CUDA_STANDARD_REQUIRED ON)
 endif()
 

@@ -1,0 +1,137 @@
+// Device helpers shared by every mHC kernel family: 16-byte bf16 vectors, cache-hinted loads,
+// deterministic warp and block reductions, TF32 MMA, and the host-side argument checks.
+#pragma once
+#include <cuda_runtime.h>
+
+#include <cstdint>
+#include <string>
+
+#include "mhc/error.hpp"
+
+namespace mhc::cuda {
+
+inline constexpr int kWarp = 32;
+inline constexpr int kBf16PerVec = 8;  // one 16-byte load holds 8 bf16
+
+__host__ __device__ constexpr int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
+// ---- bf16 <-> f32 (exact widening; round-to-nearest-even narrowing, like mhc::float_to_bf16) ----
+
+// Element 2i of a packed pair is the low half of word i, element 2i+1 the high half.
+__device__ __forceinline__ float bf16_lo(uint32_t word) { return __uint_as_float(word << 16); }
+__device__ __forceinline__ float bf16_hi(uint32_t word) {
+  return __uint_as_float(word & 0xffff0000u);
+}
+
+__device__ __forceinline__ uint32_t f32_to_bf16_bits(float f) {
+  uint32_t u = __float_as_uint(f);
+  if ((u & 0x7f800000u) == 0x7f800000u && (u & 0x007fffffu) != 0) return (u >> 16) | 0x0040u;
+  return (u + 0x7fffu + ((u >> 16) & 1u)) >> 16;
+}
+__device__ __forceinline__ uint32_t pack_bf16x2(float lo, float hi) {
+  return f32_to_bf16_bits(lo) | (f32_to_bf16_bits(hi) << 16);
+}
+// The value f takes once stored as bf16.
+__device__ __forceinline__ float round_bf16(float f) {
+  return __uint_as_float(f32_to_bf16_bits(f) << 16);
+}
+
+// 8 bf16 of a uint4 to 8 floats, in memory order.
+__device__ __forceinline__ void unpack_bf16x8(const uint4& v, float (&out)[8]) {
+  const uint32_t words[4] = {v.x, v.y, v.z, v.w};
+#pragma unroll
+  for (int i = 0; i < 4; ++i) {
+    out[2 * i] = bf16_lo(words[i]);
+    out[2 * i + 1] = bf16_hi(words[i]);
+  }
+}
+__device__ __forceinline__ uint4 pack_bf16x8(const float (&in)[8]) {
+  return make_uint4(pack_bf16x2(in[0], in[1]), pack_bf16x2(in[2], in[3]), pack_bf16x2(in[4], in[5]),
+                    pack_bf16x2(in[6], in[7]));
+}
+
+// ---- loads and stores -----------------------------------------------------------------------
+
+// Streamed activations (read once per kernel): keep them out of L1 so they do not evict the
+// reused weights; read-only path.
+__device__ __forceinline__ uint4 load_stream_u4(const void* ptr) {
+  uint4 v;
+  asm volatile("ld.global.nc.L1::no_allocate.v4.u32 {%0,%1,%2,%3}, [%4];"
+               : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
+               : "l"(ptr));
+  return v;
+}
+// Weights reused by many CTAs: ordinary read-only cached load.
+__device__ __forceinline__ float4 load_weight_f4(const float* ptr) {
+  return __ldg(reinterpret_cast<const float4*>(ptr));
+}
+__device__ __forceinline__ void store_u4(void* ptr, const uint4& v) {
+  *reinterpret_cast<uint4*>(ptr) = v;
+}
+
+// ---- deterministic reductions ---------------------------------------------------------------
+
+// Butterfly sum over aligned groups of `width` lanes (a power of two <= 32). Every lane of a
+// group ends with the same bits: each step adds the same two partial sums, only commuted.
+// All 32 lanes must call it.
+template <int kWidth>
+__device__ __forceinline__ float group_sum(float v) {
+#pragma unroll
+  for (int offset = kWidth / 2; offset > 0; offset /= 2) {
+    v += __shfl_xor_sync(0xffffffffu, v, offset);
+  }
+  return v;
+}
+__device__ __forceinline__ float group_sum_dynamic(float v, int width) {
+  for (int offset = width / 2; offset > 0; offset /= 2) {
+    v += __shfl_xor_sync(0xffffffffu, v, offset);
+  }
+  return v;
+}
+
+// Sum over the whole block in a fixed order (warp butterflies, then the warp totals in warp
+// order), returned to every thread. `scratch` holds one float per warp. Ends with a barrier so
+// scratch can be reused at once.
+__device__ __forceinline__ float block_sum(float v, float* scratch) {
+  v = group_sum<kWarp>(v);
+  const int warp = threadIdx.x / kWarp;
+  const int warps = blockDim.x / kWarp;
+  if (threadIdx.x % kWarp == 0) scratch[warp] = v;
+  __syncthreads();
+  float total = 0.f;
+  for (int w = 0; w < warps; ++w) total += scratch[w];
+  __syncthreads();
+  return total;
+}
+
+// ---- TF32 tensor cores ----------------------------------------------------------------------
+
+__device__ __forceinline__ uint32_t to_tf32(float f) {
+  uint32_t r;
+  asm("cvt.rna.tf32.f32 %0, %1;" : "=r"(r) : "f"(f));
+  return r;
+}
+
+// D += A * B for one m16n8k8 TF32 tile (fp32 accumulate). Fragment layout (g = lane/4,
+// t = lane%4): a0 (g, t), a1 (g+8, t), a2 (g, t+4), a3 (g+8, t+4); b0 (k=t, n=g), b1 (k=t+4, n=g);
+// d0 (g, 2t), d1 (g, 2t+1), d2 (g+8, 2t), d3 (g+8, 2t+1).
+__device__ __forceinline__ void mma_tf32(float (&d)[4], const uint32_t (&a)[4], uint32_t b0,
+                                         uint32_t b1) {
+  asm volatile(
+      "mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, "
+      "{%8,%9}, {%0,%1,%2,%3};"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+
+// ---- host-side checks -----------------------------------------------------------------------
+
+inline void require(bool ok, const std::string& what) {
+  if (!ok) throw Error(what);
+}
+inline void require_aligned16(const void* ptr, const char* name) {
+  require(reinterpret_cast<uintptr_t>(ptr) % 16 == 0,
+          std::string(name) + " must be 16-byte aligned for the vector loads");
+}
+
+}  // namespace mhc::cuda

@@ -1,0 +1,119 @@
+// The input path (design doc, step 1): layer_input = bf16(y * rsqrt(mean(y^2) + eps_n) * w) with
+// y = bf16(sum_j pre_mix[j] * x[j]). One CTA per token; each thread owns up to kRowVecs 16-byte
+// vectors of the C-row, keeps y in registers for the RMS reduction, and loads all its streams
+// before the first use so that they are in flight together.
+//
+// The row helpers here are shared with the fused post + next input path (post.cuh).
+#pragma once
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+#include "mhc/cuda/common.cuh"
+
+namespace mhc::cuda {
+
+inline constexpr int kRowVecs = 4;  // 16-byte vectors of a C-row per thread
+
+// Threads of a one-CTA-per-token row kernel for hidden size C (a multiple of 8).
+inline int row_kernel_threads(int hidden) {
+  const int64_t threads = ceil_div(ceil_div(hidden, kBf16PerVec), kRowVecs);
+  return static_cast<int>(ceil_div(threads, kWarp) * kWarp);
+}
+inline int row_kernel_max_hidden() { return 1024 * kRowVecs * kBf16PerVec; }
+
+// Column offset of this thread's vector v, or -1 past the row.
+__device__ __forceinline__ int row_column(int v, int hidden) {
+  const int c = (int(threadIdx.x) + v * int(blockDim.x)) * kBf16PerVec;
+  return c < hidden ? c : -1;
+}
+
+// y[e] = bf16(sum_j weights[j] * xs[j][e]), accumulated in fp32 in stream order.
+template <int kStreams>
+__device__ __forceinline__ void collapse8(const float (&xs)[kStreams][8],
+                                          const float (&weights)[kStreams], float (&y)[8]) {
+#pragma unroll
+  for (int e = 0; e < 8; ++e) {
+    float acc = 0.f;
+#pragma unroll
+    for (int j = 0; j < kStreams; ++j) acc = fmaf(weights[j], xs[j][e], acc);
+    y[e] = round_bf16(acc);
+  }
+}
+
+// Writes bf16(y * rsqrt(sum_sq / C + eps_n) * norm_weight) for the thread's vectors of the row.
+// sum_sq is this thread's share; the block total is formed in a fixed order. A null norm_weight
+// writes bf16(y) (a plain collapse, no norm). All threads of the block must call it.
+template <int kVec>
+__device__ __forceinline__ void rms_norm_store(const float (&y)[kVec][8], float sum_sq,
+                                               const float* norm_weight, float eps_n, int hidden,
+                                               uint16_t* out_row, float* scratch) {
+  float scale = 1.f;
+  if (norm_weight != nullptr) {
+    const float total = block_sum(sum_sq, scratch);
+    scale = 1.f / sqrtf(total / float(hidden) + eps_n);
+  }
+#pragma unroll
+  for (int v = 0; v < kVec; ++v) {
+    const int c = row_column(v, hidden);
+    if (c < 0) continue;
+    float o[8];
+    if (norm_weight != nullptr) {
+      const float4 w0 = load_weight_f4(norm_weight + c), w1 = load_weight_f4(norm_weight + c + 4);
+      const float w[8] = {w0.x, w0.y, w0.z, w0.w, w1.x, w1.y, w1.z, w1.w};
+#pragma unroll
+      for (int e = 0; e < 8; ++e) o[e] = y[v][e] * scale * w[e];
+    } else {
+#pragma unroll
+      for (int e = 0; e < 8; ++e) o[e] = y[v][e];
+    }
+    store_u4(out_row + c, pack_bf16x8(o));
+  }
+}
+
+template <int kStreams, int kVec>
+__global__ void input_path_kernel(const uint16_t* __restrict__ x, const float* __restrict__ pre_mix,
+                                  const float* __restrict__ norm_weight, int hidden, float eps_n,
+                                  uint16_t* __restrict__ layer_input) {
+  __shared__ float scratch[kWarp];
+  const int64_t token = blockIdx.x;
+  const uint16_t* x_token = x + token * kStreams * hidden;
+  float weights[kStreams];
+#pragma unroll
+  for (int j = 0; j < kStreams; ++j) weights[j] = pre_mix[token * kStreams + j];
+
+  uint4 xv[kVec][kStreams];
+#pragma unroll
+  for (int v = 0; v < kVec; ++v) {
+    const int c = row_column(v, hidden);
+#pragma unroll
+    for (int j = 0; j < kStreams; ++j) {
+      xv[v][j] = c >= 0 ? load_stream_u4(x_token + j * hidden + c) : make_uint4(0, 0, 0, 0);
+    }
+  }
+  float y[kVec][8];
+  float sum_sq = 0.f;
+#pragma unroll
+  for (int v = 0; v < kVec; ++v) {
+    float xs[kStreams][8];
+#pragma unroll
+    for (int j = 0; j < kStreams; ++j) unpack_bf16x8(xv[v][j], xs[j]);
+    collapse8<kStreams>(xs, weights, y[v]);
+#pragma unroll
+    for (int e = 0; e < 8; ++e) sum_sq = fmaf(y[v][e], y[v][e], sum_sq);
+  }
+  rms_norm_store<kVec>(y, sum_sq, norm_weight, eps_n, hidden, layer_input + token * hidden,
+                       scratch);
+}
+
+template <int kStreams>
+cudaError_t launch_input_path(const uint16_t* x, const float* pre_mix, const float* norm_weight,
+                              int64_t tokens, int hidden, float eps_n, uint16_t* layer_input,
+                              cudaStream_t stream) {
+  input_path_kernel<kStreams, kRowVecs>
+      <<<static_cast<unsigned>(tokens), row_kernel_threads(hidden), 0, stream>>>(
+          x, pre_mix, norm_weight, hidden, eps_n, layer_input);
+  return cudaGetLastError();
+}
+
+}  // namespace mhc::cuda

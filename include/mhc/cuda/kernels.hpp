@@ -1,0 +1,95 @@
+// Host API of the mHC CUDA kernels: checked launchers on device pointers, and the workspace of
+// the coefficient path. Host-only (no kernels here), so tests, the backend and the benchmark
+// share one compiled copy of every kernel (src/cuda/kernels.cu).
+//
+// Every launcher checks its arguments and throws mhc::Error on a bad shape, pointer or tuning;
+// a CUDA launch error is thrown as mhc::Error too. Zero tokens is a valid no-op. Nothing here
+// allocates: the coefficient path takes its split-K scratch from a SiteWorkspace made once.
+#pragma once
+#include <cuda_runtime_api.h>
+
+#include <cstdint>
+#include <string>
+
+#include "mhc/bf16.hpp"
+#include "mhc/config.hpp"
+#include "mhc/params.hpp"
+
+namespace mhc::cuda {
+
+// Split-K partials and per-tile arrival counters for one hidden size and stream count. Sized
+// once for the largest token count and split count it will serve.
+class SiteWorkspace {
+ public:
+  SiteWorkspace(const MhcParams& p, int64_t max_tokens, int max_splits);
+  ~SiteWorkspace();
+  SiteWorkspace(const SiteWorkspace&) = delete;
+  SiteWorkspace& operator=(const SiteWorkspace&) = delete;
+
+  int hidden() const { return hidden_; }
+  int streams() const { return streams_; }
+  int64_t max_tokens() const { return max_tokens_; }
+  int64_t partial_capacity() const { return partial_capacity_; }  // floats
+  float* partials() const { return partials_; }
+  unsigned* tile_counters() const { return tile_counters_; }
+
+ private:
+  int hidden_ = 0, streams_ = 0;
+  int64_t max_tokens_ = 0, partial_capacity_ = 0;
+  float* partials_ = nullptr;
+  unsigned* tile_counters_ = nullptr;
+};
+
+// Tuning of the prenorm GEMM: K splits and tokens per CTA (16 or 64). 0 means "choose".
+struct PrenormTuning {
+  int splits = 0;
+  int rows_per_tile = 0;
+  std::string describe() const;
+};
+// The heuristic: one token tile of 16 up to 16 tokens, else 64; splits so that tiles x splits
+// fills the multiprocessors once, with at least one 32-wide K chunk per warp of a CTA.
+PrenormTuning choose_prenorm_tuning(const MhcParams& p, int64_t tokens, int sm_count);
+// Largest split count the kernel accepts for this shape (one chunk per warp).
+int max_prenorm_splits(const MhcParams& p);
+
+struct CoefficientBuffers {         // device pointers
+  const Bf16* x = nullptr;          // [M, n, C]
+  const float* hc_fn = nullptr;     // [NMIX, K]
+  const float* hc_base = nullptr;   // [NMIX]
+  const float* hc_scale = nullptr;  // [3]
+  float* pre = nullptr;             // [M, n]
+  float* post = nullptr;            // [M, n]
+  float* comb = nullptr;            // [M, n, n]
+  float* mixes = nullptr;           // [M, NMIX], optional
+};
+
+// Step 2 in one launch: prenorm GEMM + sum of squares, split-K, fused stats. Refuses a workspace
+// made for another C or n. `tuning` fields left 0 are chosen by choose_prenorm_tuning.
+void prenorm_coefficients(const MhcParams& p, int64_t tokens, const CoefficientBuffers& b,
+                          Projection projection, PrenormTuning tuning, SiteWorkspace& ws,
+                          cudaStream_t stream);
+
+// Step 1: layer_input = bf16(rmsnorm(bf16(sum_j pre_mix[j] x[j])) * norm_weight).
+void input_path(const MhcParams& p, int64_t tokens, const Bf16* x, const float* pre_mix,
+                const float* norm_weight, Bf16* layer_input, cudaStream_t stream);
+
+// The next site's input path, fused into the post (norm_weight null: plain collapse).
+struct NextInput {
+  const float* pre_mix = nullptr;  // this site's pre
+  const float* norm_weight = nullptr;
+  Bf16* layer_input = nullptr;
+};
+
+// Step 4: x_next = bf16(post * F + comb^T x); with `next`, also the next site's layer_input.
+// x_next must not alias x.
+void post(const MhcParams& p, int64_t tokens, const Bf16* x, const float* post, const float* comb,
+          const Bf16* sublayer_out, Bf16* x_next, const NextInput* next, cudaStream_t stream);
+
+// The stack's stand-in sublayer: F = bf16(gain * layer_input).
+void standin_sublayer(const MhcParams& p, int64_t tokens, const Bf16* layer_input,
+                      const float* gain, Bf16* out, cudaStream_t stream);
+
+// Multiprocessors of the current device.
+int current_sm_count();
+
+}  // namespace mhc::cuda

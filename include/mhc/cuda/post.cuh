@@ -1,0 +1,98 @@
+// The post (design doc, step 4): x_next[k] = bf16(post[k] * F + sum_j comb[j][k] * x[j]), fp32
+// accumulation; row j of comb is the source stream. Optionally fused with the NEXT site's input
+// path (or the final collapse + norm after the last site): the next pre_mix is this site's pre,
+// already known, so layer_input(s+1) = rmsnorm(bf16(sum_k pre[k] * x_next[k])) * w(s+1) is formed
+// from the x_next values still in registers, which saves a full read of x per site.
+#pragma once
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+#include "mhc/cuda/common.cuh"
+#include "mhc/cuda/input_path.cuh"
+
+namespace mhc::cuda {
+
+struct PostArgs {
+  const uint16_t* x = nullptr;             // [M, n, C]
+  const float* post = nullptr;             // [M, n]
+  const float* comb = nullptr;             // [M, n, n]
+  const uint16_t* sublayer_out = nullptr;  // [M, C]
+  uint16_t* x_next = nullptr;              // [M, n, C]
+  int hidden = 0;
+  float eps_n = 0.f;
+  // Fused next input path (only read by the kNextInput instantiation).
+  const float* next_pre_mix = nullptr;      // [M, n]: this site's pre
+  const float* next_norm_weight = nullptr;  // [C], or null for a plain collapse
+  uint16_t* next_layer_input = nullptr;     // [M, C]
+};
+
+template <int kStreams, int kVec, bool kNextInput>
+__global__ void post_kernel(const PostArgs a) {
+  constexpr int n = kStreams;
+  __shared__ float scratch[kWarp];
+  const int64_t token = blockIdx.x;
+  const int hidden = a.hidden;
+  const uint16_t* x_token = a.x + token * n * hidden;
+  uint16_t* x_next_token = a.x_next + token * n * hidden;
+
+  uint4 xv[kVec][n];
+  uint4 fv[kVec];
+#pragma unroll
+  for (int v = 0; v < kVec; ++v) {
+    const int c = row_column(v, hidden);
+#pragma unroll
+    for (int j = 0; j < n; ++j) {
+      xv[v][j] = c >= 0 ? load_stream_u4(x_token + j * hidden + c) : make_uint4(0, 0, 0, 0);
+    }
+    fv[v] = c >= 0 ? load_stream_u4(a.sublayer_out + token * hidden + c) : make_uint4(0, 0, 0, 0);
+  }
+  float post[n], comb[n][n], next_weights[n];
+#pragma unroll
+  for (int j = 0; j < n; ++j) {
+    post[j] = a.post[token * n + j];
+    if constexpr (kNextInput) next_weights[j] = a.next_pre_mix[token * n + j];
+#pragma unroll
+    for (int k = 0; k < n; ++k) comb[j][k] = a.comb[(token * n + j) * n + k];
+  }
+
+  float y[kVec][8];
+  float sum_sq = 0.f;
+#pragma unroll
+  for (int v = 0; v < kVec; ++v) {
+    const int c = row_column(v, hidden);
+    float xs[n][8], f[8], out[n][8];
+#pragma unroll
+    for (int j = 0; j < n; ++j) unpack_bf16x8(xv[v][j], xs[j]);
+    unpack_bf16x8(fv[v], f);
+#pragma unroll
+    for (int k = 0; k < n; ++k) {
+#pragma unroll
+      for (int e = 0; e < 8; ++e) {
+        float acc = post[k] * f[e];
+#pragma unroll
+        for (int j = 0; j < n; ++j) acc = fmaf(comb[j][k], xs[j][e], acc);
+        out[k][e] = round_bf16(acc);  // the stored value is what the next site reads
+      }
+      if (c >= 0) store_u4(x_next_token + k * hidden + c, pack_bf16x8(out[k]));
+    }
+    if constexpr (kNextInput) {
+      collapse8<n>(out, next_weights, y[v]);
+#pragma unroll
+      for (int e = 0; e < 8; ++e) sum_sq = fmaf(y[v][e], y[v][e], sum_sq);
+    }
+  }
+  if constexpr (kNextInput) {
+    rms_norm_store<kVec>(y, sum_sq, a.next_norm_weight, a.eps_n, hidden,
+                         a.next_layer_input + token * hidden, scratch);
+  }
+}
+
+template <int kStreams, bool kNextInput>
+cudaError_t launch_post(const PostArgs& args, int64_t tokens, cudaStream_t stream) {
+  post_kernel<kStreams, kRowVecs, kNextInput>
+      <<<static_cast<unsigned>(tokens), row_kernel_threads(args.hidden), 0, stream>>>(args);
+  return cudaGetLastError();
+}
+
+}  // namespace mhc::cuda

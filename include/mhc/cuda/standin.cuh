@@ -1,0 +1,41 @@
+// The stand-in sublayer of the stack (mhc/model.hpp): F[m][c] = bf16(gain[c] * layer_input[m][c]).
+// Elementwise, 16-byte vectors, grid-stride.
+#pragma once
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cstdint>
+
+#include "mhc/cuda/common.cuh"
+
+namespace mhc::cuda {
+
+__global__ void standin_sublayer_kernel(const uint16_t* __restrict__ layer_input,
+                                        const float* __restrict__ gain, int64_t vectors, int hidden,
+                                        uint16_t* __restrict__ out) {
+  const int64_t stride = int64_t(gridDim.x) * blockDim.x;
+  for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < vectors; i += stride) {
+    const int64_t offset = i * kBf16PerVec;
+    const int c = static_cast<int>(offset % hidden);
+    float v[8];
+    unpack_bf16x8(load_stream_u4(layer_input + offset), v);
+    const float4 g0 = load_weight_f4(gain + c), g1 = load_weight_f4(gain + c + 4);
+    const float g[8] = {g0.x, g0.y, g0.z, g0.w, g1.x, g1.y, g1.z, g1.w};
+#pragma unroll
+    for (int e = 0; e < 8; ++e) v[e] *= g[e];
+    store_u4(out + offset, pack_bf16x8(v));
+  }
+}
+
+inline cudaError_t launch_standin_sublayer(const uint16_t* layer_input, const float* gain,
+                                           int64_t tokens, int hidden, uint16_t* out, int sm_count,
+                                           cudaStream_t stream) {
+  const int64_t vectors = tokens * hidden / kBf16PerVec;
+  constexpr int kThreads = 256;
+  const int64_t blocks = std::min<int64_t>(ceil_div(vectors, kThreads), int64_t(sm_count) * 8);
+  standin_sublayer_kernel<<<static_cast<unsigned>(blocks), kThreads, 0, stream>>>(
+      layer_input, gain, vectors, hidden, out);
+  return cudaGetLastError();
+}
+
+}  // namespace mhc::cuda

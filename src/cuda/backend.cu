@@ -1,0 +1,231 @@
+// The CUDA backend: runs sites and stacks on the GPU, times a whole site through CUDA graphs.
+#include <fmt/core.h>
+
+#include <algorithm>
+#include <cstring>
+#include <memory>
+#include <vector>
+
+#include "mhc/cuda/check.hpp"
+#include "mhc/cuda/kernels.hpp"
+#include "mhc/cuda_backend.hpp"
+#include "mhc/error.hpp"
+#include "site.hpp"
+#include "timing.hpp"
+
+namespace mhc::cuda {
+namespace {
+
+template <typename... Args>
+std::string msg(std::string_view format, const Args&... args) {
+  return fmt::vformat(format, fmt::make_format_args(args...));
+}
+
+// Which of the compiled kernel images the runtime loads on this device.
+std::string kernel_path(const cudaDeviceProp& prop) {
+  if (prop.major == 9 && prop.minor == 0) return "sm_90a kernels";
+  if (prop.major == 8) return "sm_80 kernels";
+  return "compute_80 PTX kernels (JIT-compiled by the driver)";
+}
+
+// A cheap identity of a model's weights: shapes plus samples of every array, so that the upload
+// is done once per model, not once per call.
+uint64_t fingerprint(const ModelWeights& w) {
+  uint64_t h = 1469598103934665603ull;
+  auto mix = [&](const void* data, size_t bytes) {
+    const auto* p = static_cast<const unsigned char*>(data);
+    for (size_t i = 0; i < bytes; ++i) h = (h ^ p[i]) * 1099511628211ull;
+  };
+  auto sample = [&](const std::vector<float>& v) {
+    const size_t n = v.size();
+    mix(&n, sizeof n);
+    const size_t step = std::max<size_t>(1, n / 64);
+    for (size_t i = 0; i < n; i += step) mix(&v[i], sizeof(float));
+  };
+  mix(&w.params, sizeof w.params);
+  for (const auto& s : w.sites) {
+    sample(s.hc_fn);
+    sample(s.hc_base);
+    sample(s.hc_scale);
+    sample(s.norm_weight);
+  }
+  for (const auto& g : w.standin_gain) sample(g);
+  sample(w.final_norm);
+  return h;
+}
+
+struct DeviceModel {
+  uint64_t id = 0;
+  std::vector<DeviceSiteWeights> sites;
+  std::vector<DeviceBuffer<float>> gains;
+  DeviceBuffer<float> final_norm;
+};
+
+class CudaBackend final : public Backend {
+ public:
+  explicit CudaBackend(const KernelConfig& config) : config_(config) {
+    int device = 0;
+    MHC_CUDA_CHECK(cudaGetDevice(&device));
+    MHC_CUDA_CHECK(cudaGetDeviceProperties(&prop_, device));
+    if (prop_.major < 8) {
+      throw Error(
+          msg("GPU {} has compute capability {}.{}; the CUDA backend needs sm_80 or newer "
+              "(mma.sync TF32)",
+              prop_.name, prop_.major, prop_.minor));
+    }
+    MHC_CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
+  }
+  ~CudaBackend() override { cudaStreamDestroy(stream_); }
+
+  std::string name() const override { return "cuda"; }
+  std::string description() const override {
+    return msg("{} (sm_{}{}, {} SMs), {}, projection {}", prop_.name, prop_.major, prop_.minor,
+               prop_.multiProcessorCount, kernel_path(prop_), to_string(config_.projection));
+  }
+  std::optional<ComputeCapability> capability() const override {
+    return ComputeCapability{prop_.major, prop_.minor};
+  }
+
+  void run_site(const MhcParams& p, const SiteWeightsView& w, const SiteInputsView& in,
+                const SiteOutputsView& out) override {
+    validate(p);
+    if (in.tokens == 0) return;
+    const int64_t m = in.tokens;
+    DeviceSiteWeights dw(p, w);
+    DeviceSiteBuffers b(p, m);
+    b.x.upload(in.x, size_t(m * p.k()));
+    b.pre_mix.upload(in.pre_mix, size_t(m * p.n));
+    b.sublayer_out.upload(in.sublayer_out, size_t(m * p.hidden));
+    SiteWorkspace& ws = workspace(p, m);
+    enqueue_site(p, m, dw, b, config_.projection, PrenormTuning{}, ws, stream_);
+    MHC_CUDA_CHECK(cudaStreamSynchronize(stream_));
+    b.layer_input.download(out.layer_input, size_t(m * p.hidden));
+    b.pre.download(out.pre, size_t(m * p.n));
+    b.post.download(out.post, size_t(m * p.n));
+    b.comb.download(out.comb, size_t(m * p.n * p.n));
+    b.x_next.download(out.x_next, size_t(m * p.k()));
+  }
+
+  StackTrace run_stack(const ModelWeights& w, int64_t tokens, const Bf16* x0) override {
+    const MhcParams& p = w.params;
+    validate(p);
+    StackTrace trace;
+    const int sites = static_cast<int>(w.sites.size());
+    if (tokens == 0) {
+      trace.x_after_layer.assign(size_t(sites / 2), {});
+      return trace;
+    }
+    const DeviceModel& model = upload(w);
+    DeviceSiteBuffers b(p, tokens);
+    b.x.upload(x0, size_t(tokens * p.k()));
+    std::vector<float> one_hot(size_t(tokens * p.n), 0.f);
+    for (int64_t m = 0; m < tokens; ++m) one_hot[size_t(m * p.n)] = 1.f;
+    b.pre_mix.upload(one_hot.data(), one_hot.size());
+    SiteWorkspace& ws = workspace(p, tokens);
+
+    input_path(p, tokens, b.x.get(), b.pre_mix.get(), model.sites[0].norm_weight.get(),
+               b.layer_input.get(), stream_);
+    for (int s = 0; s < sites; ++s) {
+      const DeviceSiteWeights& site = model.sites[size_t(s)];
+      standin_sublayer(p, tokens, b.layer_input.get(), model.gains[size_t(s)].get(),
+                       b.sublayer_out.get(), stream_);
+      prenorm_coefficients(p, tokens, b.coefficients(site), config_.projection, PrenormTuning{}, ws,
+                           stream_);
+      // The post also forms the next site's layer_input (or the final collapse + norm).
+      NextInput next;
+      next.pre_mix = b.pre.get();
+      next.norm_weight = s + 1 < sites ? model.sites[size_t(s + 1)].norm_weight.get()
+                                       : (w.final_norm.empty() ? nullptr : model.final_norm.get());
+      next.layer_input = b.layer_input.get();
+      post(p, tokens, b.x.get(), b.post.get(), b.comb.get(), b.sublayer_out.get(), b.x_next.get(),
+           &next, stream_);
+      std::swap(b.x, b.x_next);
+      if (s % 2 == 1) {
+        MHC_CUDA_CHECK(cudaStreamSynchronize(stream_));
+        trace.x_after_layer.emplace_back(size_t(tokens * p.k()));
+        b.x.download(trace.x_after_layer.back().data(), trace.x_after_layer.back().size());
+      }
+    }
+    MHC_CUDA_CHECK(cudaStreamSynchronize(stream_));
+    trace.last_pre.resize(size_t(tokens * p.n));
+    b.pre.download(trace.last_pre.data(), trace.last_pre.size());
+    trace.output.resize(size_t(tokens * p.hidden));
+    b.layer_input.download(trace.output.data(), trace.output.size());
+    return trace;
+  }
+
+  SiteTiming time_site(const ModelWeights& w, int64_t tokens, int reps) override {
+    const MhcParams& p = w.params;
+    validate(p);
+    SiteTiming timing;
+    if (tokens == 0 || reps <= 0) {
+      timing.method = "no-op (zero tokens)";
+      return timing;
+    }
+    const DeviceModel& model = upload(w);
+    SiteWorkspace& ws = workspace(p, tokens);
+    const PrenormTuning tuning = choose_prenorm_tuning(p, tokens, prop_.multiProcessorCount);
+    const TimedResult r = time_rotated_graphs(
+        p, tokens, prop_.l2CacheSize, reps, stream_, [&](DeviceSiteBuffers& b, cudaStream_t s) {
+          enqueue_site(p, tokens, model.sites[0], b, config_.projection, tuning, ws, s);
+        });
+    timing.median_us = r.median_us;
+    timing.reps = r.reps;
+    timing.method = r.method;
+    return timing;
+  }
+
+ private:
+  SiteWorkspace& workspace(const MhcParams& p, int64_t tokens) {
+    if (!workspace_ || workspace_->hidden() != p.hidden || workspace_->streams() != p.n ||
+        workspace_->max_tokens() < tokens) {
+      workspace_.reset();
+      workspace_ =
+          std::make_unique<SiteWorkspace>(p, std::max<int64_t>(tokens, 16), max_prenorm_splits(p));
+    }
+    return *workspace_;
+  }
+
+  const DeviceModel& upload(const ModelWeights& w) {
+    const uint64_t id = fingerprint(w);
+    if (model_ && model_->id == id) return *model_;
+    model_.reset();
+    auto m = std::make_unique<DeviceModel>();
+    m->id = id;
+    for (size_t s = 0; s < w.sites.size(); ++s) {
+      m->sites.emplace_back(w.params, w.sites[s].view());
+      m->gains.emplace_back(size_t(w.params.hidden));
+      m->gains.back().upload(w.standin_gain.at(s).data(), size_t(w.params.hidden));
+    }
+    if (!w.final_norm.empty()) {
+      m->final_norm = DeviceBuffer<float>(size_t(w.params.hidden));
+      m->final_norm.upload(w.final_norm.data(), size_t(w.params.hidden));
+    }
+    model_ = std::move(m);
+    return *model_;
+  }
+
+  KernelConfig config_;
+  cudaDeviceProp prop_{};
+  cudaStream_t stream_ = nullptr;
+  std::unique_ptr<SiteWorkspace> workspace_;
+  std::unique_ptr<DeviceModel> model_;
+};
+
+}  // namespace
+
+bool device_present() {
+  int count = 0;
+  if (cudaGetDeviceCount(&count) != cudaSuccess) {
+    cudaGetLastError();  // clear the sticky "no device" error
+    return false;
+  }
+  return count > 0;
+}
+
+std::unique_ptr<Backend> make_backend(const KernelConfig& config) {
+  if (!device_present()) throw Error("no CUDA GPU is visible");
+  return std::make_unique<CudaBackend>(config);
+}
+
+}  // namespace mhc::cuda

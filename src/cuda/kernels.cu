@@ -1,0 +1,240 @@
+// The one compiled copy of every mHC kernel instantiation, behind the checked host API of
+// mhc/cuda/kernels.hpp.
+#include <fmt/core.h>
+
+#include <algorithm>
+
+#include "mhc/cuda/check.hpp"
+#include "mhc/cuda/input_path.cuh"
+#include "mhc/cuda/kernels.hpp"
+#include "mhc/cuda/post.cuh"
+#include "mhc/cuda/prenorm_gemm.cuh"
+#include "mhc/cuda/standin.cuh"
+#include "mhc/error.hpp"
+
+namespace mhc::cuda {
+namespace {
+
+constexpr int kChunkK = 32;    // K per warp step of the prenorm GEMM
+constexpr int kGemmWarps = 8;  // warps per prenorm CTA
+constexpr int kMaxRowsPerTile = 64;
+
+// fmt's compile-time format checks are consteval, which nvcc's front end rejects here; the
+// messages are formatted at run time instead.
+template <typename... Args>
+std::string msg(std::string_view format, const Args&... args) {
+  return fmt::vformat(format, fmt::make_format_args(args...));
+}
+
+const uint16_t* bits(const Bf16* p) { return reinterpret_cast<const uint16_t*>(p); }
+uint16_t* bits(Bf16* p) { return reinterpret_cast<uint16_t*>(p); }
+
+// Shapes every kernel family supports: n in {2, 4} (NMIX a multiple of 8, at most 32) and C a
+// multiple of 64 (whole 16-byte vectors and whole 32-wide K chunks per stream).
+void check_shape(const MhcParams& p, int64_t tokens, const char* what) {
+  require(p.n == 2 || p.n == 4,
+          msg("{}: n={} is not supported by the CUDA kernels (n must be 2 or 4)", what, p.n));
+  require(p.hidden > 0 && p.hidden % 64 == 0,
+          msg("{}: hidden size C={} must be a positive multiple of 64", what, p.hidden));
+  require(p.hidden <= row_kernel_max_hidden(),
+          msg("{}: hidden size C={} is above the kernels' limit {}", what, p.hidden,
+              row_kernel_max_hidden()));
+  require(tokens >= 0 && tokens <= INT32_MAX, msg("{}: token count {} out of range", what, tokens));
+}
+
+void check_ptr(const void* ptr, const char* name, const char* what) {
+  require(ptr != nullptr, msg("{}: {} is null", what, name));
+  require_aligned16(ptr, name);
+}
+
+void check_launch(cudaError_t err, const char* what) {
+  if (err != cudaSuccess) {
+    throw Error(msg("{}: CUDA launch failed: {} ({})", what, cudaGetErrorName(err),
+                    cudaGetErrorString(err)));
+  }
+}
+
+template <int kStreams>
+cudaError_t dispatch_prenorm(const PrenormArgs& args, bool compensated, int rows_per_tile,
+                             cudaStream_t stream) {
+  if (rows_per_tile == 16) {
+    return compensated ? launch_prenorm_coefficients<kStreams, 1, true>(args, stream)
+                       : launch_prenorm_coefficients<kStreams, 1, false>(args, stream);
+  }
+  return compensated ? launch_prenorm_coefficients<kStreams, 4, true>(args, stream)
+                     : launch_prenorm_coefficients<kStreams, 4, false>(args, stream);
+}
+
+}  // namespace
+
+SiteWorkspace::SiteWorkspace(const MhcParams& p, int64_t max_tokens, int max_splits)
+    : hidden_(p.hidden), streams_(p.n), max_tokens_(max_tokens) {
+  check_shape(p, max_tokens, "SiteWorkspace");
+  require(max_splits >= 1, msg("SiteWorkspace: max_splits={} must be >= 1", max_splits));
+  const int64_t padded =
+      std::max<int64_t>(ceil_div(max_tokens, kMaxRowsPerTile), 1) * kMaxRowsPerTile;
+  partial_capacity_ = padded * (p.nmix() + 1) * max_splits;
+  const int64_t counters = std::max<int64_t>(ceil_div(max_tokens, 16), 1);
+  MHC_CUDA_CHECK(cudaMalloc(&partials_, partial_capacity_ * sizeof(float)));
+  MHC_CUDA_CHECK(cudaMalloc(&tile_counters_, counters * sizeof(unsigned)));
+  MHC_CUDA_CHECK(cudaMemset(tile_counters_, 0, counters * sizeof(unsigned)));
+}
+
+SiteWorkspace::~SiteWorkspace() {
+  cudaFree(partials_);
+  cudaFree(tile_counters_);
+}
+
+std::string PrenormTuning::describe() const {
+  return msg("splits={} rows_per_tile={}", splits, rows_per_tile);
+}
+
+int max_prenorm_splits(const MhcParams& p) {
+  return std::max<int>(1, static_cast<int>(p.k() / kChunkK / kGemmWarps));
+}
+
+PrenormTuning choose_prenorm_tuning(const MhcParams& p, int64_t tokens, int sm_count) {
+  PrenormTuning t;
+  t.rows_per_tile = tokens <= 16 ? 16 : 64;
+  const int64_t tiles = std::max<int64_t>(1, ceil_div(tokens, t.rows_per_tile));
+  t.splits =
+      static_cast<int>(std::clamp<int64_t>(sm_count / tiles, 1, int64_t(max_prenorm_splits(p))));
+  return t;
+}
+
+void prenorm_coefficients(const MhcParams& p, int64_t tokens, const CoefficientBuffers& b,
+                          Projection projection, PrenormTuning tuning, SiteWorkspace& ws,
+                          cudaStream_t stream) {
+  constexpr const char* what = "prenorm_coefficients";
+  check_shape(p, tokens, what);
+  require(ws.hidden() == p.hidden && ws.streams() == p.n,
+          msg("{}: the workspace was made for C={} n={} and cannot run C={} n={}", what,
+              ws.hidden(), ws.streams(), p.hidden, p.n));
+  require(tokens <= ws.max_tokens(),
+          msg("{}: {} tokens exceed the workspace's {}", what, tokens, ws.max_tokens()));
+  if (tokens == 0) return;
+  check_ptr(b.x, "x", what);
+  check_ptr(b.hc_fn, "hc_fn", what);
+  require(b.hc_base && b.hc_scale && b.pre && b.post && b.comb,
+          msg("{}: hc_base, hc_scale, pre, post and comb must not be null", what));
+  const PrenormTuning chosen = choose_prenorm_tuning(p, tokens, current_sm_count());
+  if (tuning.rows_per_tile == 0) tuning.rows_per_tile = chosen.rows_per_tile;
+  if (tuning.splits == 0) tuning.splits = chosen.splits;
+  require(tuning.rows_per_tile == 16 || tuning.rows_per_tile == 64,
+          msg("{}: rows_per_tile={} must be 16 or 64", what, tuning.rows_per_tile));
+  require(tuning.splits >= 1 && tuning.splits <= max_prenorm_splits(p),
+          msg("{}: splits={} must be in 1..{} for K={}", what, tuning.splits, max_prenorm_splits(p),
+              p.k()));
+  const int64_t tiles = ceil_div(tokens, tuning.rows_per_tile);
+  const int64_t need = tiles * tuning.rows_per_tile * (p.nmix() + 1) * tuning.splits;
+  require(tuning.splits == 1 || need <= ws.partial_capacity(),
+          msg("{}: {} needs {} partial floats, the workspace holds {}", what, tuning.describe(),
+              need, ws.partial_capacity()));
+
+  PrenormArgs args;
+  args.x = bits(b.x);
+  args.hc_fn = b.hc_fn;
+  args.tokens = tokens;
+  args.k = static_cast<int>(p.k());
+  args.splits = tuning.splits;
+  const int64_t chunks = p.k() / kChunkK;
+  args.chunks_per_split = static_cast<int>(ceil_div(chunks, tuning.splits));
+  // Re-balance so that no split is empty (an empty split would still be counted, but wastes a CTA).
+  args.splits = static_cast<int>(ceil_div(chunks, args.chunks_per_split));
+  args.partials = ws.partials();
+  args.tile_counters = ws.tile_counters();
+  args.coef.hc_base = b.hc_base;
+  args.coef.hc_scale = b.hc_scale;
+  args.coef.eps_h = static_cast<float>(p.eps_h);
+  args.coef.eps_n = static_cast<float>(p.eps_n);
+  args.coef.post_mult = static_cast<float>(p.post_mult);
+  args.coef.sinkhorn_iters = p.sinkhorn_iters;
+  args.coef.inv_k = static_cast<float>(1.0 / double(p.k()));
+  args.out = {b.pre, b.post, b.comb, b.mixes};
+  const bool compensated = projection == Projection::fp32;
+  const cudaError_t err =
+      p.n == 2 ? dispatch_prenorm<2>(args, compensated, tuning.rows_per_tile, stream)
+               : dispatch_prenorm<4>(args, compensated, tuning.rows_per_tile, stream);
+  check_launch(err, what);
+}
+
+void input_path(const MhcParams& p, int64_t tokens, const Bf16* x, const float* pre_mix,
+                const float* norm_weight, Bf16* layer_input, cudaStream_t stream) {
+  constexpr const char* what = "input_path";
+  check_shape(p, tokens, what);
+  if (tokens == 0) return;
+  check_ptr(x, "x", what);
+  check_ptr(layer_input, "layer_input", what);
+  require(pre_mix != nullptr, msg("{}: pre_mix is null", what));
+  if (norm_weight != nullptr) check_ptr(norm_weight, "norm_weight", what);
+  const float eps_n = static_cast<float>(p.eps_n);
+  const cudaError_t err = p.n == 2
+                              ? launch_input_path<2>(bits(x), pre_mix, norm_weight, tokens,
+                                                     p.hidden, eps_n, bits(layer_input), stream)
+                              : launch_input_path<4>(bits(x), pre_mix, norm_weight, tokens,
+                                                     p.hidden, eps_n, bits(layer_input), stream);
+  check_launch(err, what);
+}
+
+void post(const MhcParams& p, int64_t tokens, const Bf16* x, const float* post_coef,
+          const float* comb, const Bf16* sublayer_out, Bf16* x_next, const NextInput* next,
+          cudaStream_t stream) {
+  constexpr const char* what = "post";
+  check_shape(p, tokens, what);
+  if (tokens == 0) return;
+  check_ptr(x, "x", what);
+  check_ptr(sublayer_out, "sublayer_out", what);
+  check_ptr(x_next, "x_next", what);
+  require(post_coef && comb, msg("{}: post and comb must not be null", what));
+  require(x != x_next, msg("{}: x_next must not alias x", what));
+  PostArgs a;
+  a.x = bits(x);
+  a.post = post_coef;
+  a.comb = comb;
+  a.sublayer_out = bits(sublayer_out);
+  a.x_next = bits(x_next);
+  a.hidden = p.hidden;
+  a.eps_n = static_cast<float>(p.eps_n);
+  if (next != nullptr) {
+    require(next->pre_mix != nullptr, msg("{}: next pre_mix is null", what));
+    check_ptr(next->layer_input, "next layer_input", what);
+    if (next->norm_weight != nullptr) check_ptr(next->norm_weight, "next norm_weight", what);
+    a.next_pre_mix = next->pre_mix;
+    a.next_norm_weight = next->norm_weight;
+    a.next_layer_input = bits(next->layer_input);
+  }
+  cudaError_t err;
+  if (p.n == 2) {
+    err = next ? launch_post<2, true>(a, tokens, stream) : launch_post<2, false>(a, tokens, stream);
+  } else {
+    err = next ? launch_post<4, true>(a, tokens, stream) : launch_post<4, false>(a, tokens, stream);
+  }
+  check_launch(err, what);
+}
+
+void standin_sublayer(const MhcParams& p, int64_t tokens, const Bf16* layer_input,
+                      const float* gain, Bf16* out, cudaStream_t stream) {
+  constexpr const char* what = "standin_sublayer";
+  check_shape(p, tokens, what);
+  if (tokens == 0) return;
+  check_ptr(layer_input, "layer_input", what);
+  check_ptr(gain, "gain", what);
+  check_ptr(out, "out", what);
+  check_launch(launch_standin_sublayer(bits(layer_input), gain, tokens, p.hidden, bits(out),
+                                       current_sm_count(), stream),
+               what);
+}
+
+int current_sm_count() {
+  // Cached per device: cudaDeviceGetAttribute is cheap but this sits on the launch path.
+  static thread_local int cached_device = -1, cached_count = 0;
+  int device = 0;
+  MHC_CUDA_CHECK(cudaGetDevice(&device));
+  if (device != cached_device) {
+    MHC_CUDA_CHECK(cudaDeviceGetAttribute(&cached_count, cudaDevAttrMultiProcessorCount, device));
+    cached_device = device;
+  }
+  return cached_count;
+}
+
+}  // namespace mhc::cuda

@@ -1,0 +1,31 @@
+// Timing of device work the way the project reports it: the work captured once per input set in
+// a CUDA graph, input sets rotated so that repeated replays are not served from L2, CUDA events
+// around every replay, warm-up first, median reported.
+#pragma once
+#include <cuda_runtime_api.h>
+
+#include <cstdint>
+#include <functional>
+#include <string>
+
+#include "mhc/params.hpp"
+#include "site.hpp"
+
+namespace mhc::cuda {
+
+struct TimedResult {
+  double median_us = 0;
+  double min_us = 0;
+  int reps = 0;
+  int sets = 0;
+  std::string method;
+};
+
+// Random bf16 in [-amplitude, amplitude) and pre_mix in [0.2, 1.2): deterministic per seed.
+void fill_random(DeviceSiteBuffers& b, const MhcParams& p, uint64_t seed, cudaStream_t stream);
+
+using EnqueueFn = std::function<void(DeviceSiteBuffers&, cudaStream_t)>;
+TimedResult time_rotated_graphs(const MhcParams& p, int64_t tokens, int64_t l2_bytes, int reps,
+                                cudaStream_t stream, const EnqueueFn& enqueue);
+
+}  // namespace mhc::cuda
