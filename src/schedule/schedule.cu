@@ -50,7 +50,7 @@ void StackSchedule::enqueue(cudaStream_t main, bool overlap, const std::vector<S
 
 void StackSchedule::enqueue_native(cudaStream_t main, const SiteLaunches& s,
                                    const ScheduleDelays& d) {
-  s.input_path(main);
+  if (s.input_path) s.input_path(main);
   s.coefficients(main);
   enqueue_spin(main, d.main_cycles);
   s.sublayer(main);
@@ -69,7 +69,7 @@ void StackSchedule::enqueue_overlap(cudaStream_t main, int site, const SiteLaunc
   s.coefficients(side_);
   MHC_CUDA_CHECK(cudaEventRecord(coef_ready, side_));
 
-  s.input_path(main);
+  if (s.input_path) s.input_path(main);
   enqueue_spin(main, d.main_cycles);
   s.sublayer(main);
 #ifndef MHC_SCRATCH_DROP_JOIN  // defined only in a scratch build that proves the stress test bites

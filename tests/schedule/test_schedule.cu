@@ -80,14 +80,14 @@ struct ToyStack {
     for (int s = 0; s < sites; ++s) {
       const int in = s % 2, outb = 1 - in;
       SiteLaunches l;
-      l.input_path = [=, this](cudaStream_t st) {
+      l.input_path = [this, in, outb, s](cudaStream_t st) {
         toy_input_path<<<kN / 256, 256, 0, st>>>(x[in], coef[outb], layer_input);
       };
-      l.coefficients = [=, this](cudaStream_t st) {
+      l.coefficients = [this, in, outb, s](cudaStream_t st) {
         toy_coefficients<<<1, 256, 0, st>>>(x[in], coef[in], s);
       };
-      l.sublayer = [=, this](cudaStream_t st) { toy_sublayer<<<kN / 256, 256, 0, st>>>(layer_input, f); };
-      l.post = [=, this](cudaStream_t st) {
+      l.sublayer = [this, in, outb, s](cudaStream_t st) { toy_sublayer<<<kN / 256, 256, 0, st>>>(layer_input, f); };
+      l.post = [this, in, outb, s](cudaStream_t st) {
         toy_post<<<kN / 256, 256, 0, st>>>(x[in], coef[in], f, x[outb]);
       };
       out.push_back(l);

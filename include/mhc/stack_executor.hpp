@@ -1,0 +1,88 @@
+// A DeepSeek-V4.1-shaped mHC stack on the GPU: every site's input path, coefficients, sublayer
+// and post, on the native or the overlap schedule (mhc/schedule.hpp), chosen per forward by the
+// dispatch policy (mhc/dispatch.hpp).
+//
+// Buffers (all made in the constructor, sized for max_tokens; nothing allocates per forward):
+//   x_in            the caller's streams, never written by the stack
+//   x[2]            ping-pong streams: site s reads src(s) and writes dst(s)
+//   pre[2]          ping-pong: site s+1's input path reads pre(s) while the side stream may
+//                   already write pre(s+1)
+//   post, comb      read by post(s) before coefficients(s+1) may start (it waits for post(s))
+//   layer_input, F  main stream only
+//   output          final collapse + final norm, fused into the last post
+// The post of site s also forms site s+1's layer_input (or the output), so only site 0 runs a
+// separate input path.
+#pragma once
+#include <cuda_runtime_api.h>
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <utility>
+
+#include "mhc/bf16.hpp"
+#include "mhc/config.hpp"
+#include "mhc/dispatch.hpp"
+#include "mhc/model.hpp"
+#include "mhc/schedule.hpp"
+
+namespace mhc::cuda {
+
+// The sublayer of site `site`: reads layer_input [tokens, C], writes out [tokens, C] on `stream`
+// (with tensor parallelism, its all-reduce belongs in here too). Must not allocate or sync.
+using SublayerFn = std::function<void(int site, int64_t tokens, const Bf16* layer_input, Bf16* out,
+                                      cudaStream_t stream)>;
+
+struct StackOptions {
+  int64_t max_tokens = 16;
+  bool trace_layers = false;  // copy x after every layer into a trace buffer (validation)
+  bool ubatching = false;     // reported to the dispatch policy
+  ScheduleDelays delays;      // test-only stream delays
+};
+
+struct ForwardInfo {
+  DispatchDecision decision;
+  bool overlapped = false;
+  bool graph_replayed = false;
+};
+
+class StackExecutor {
+ public:
+  // `sublayer` null: the built-in stand-in F = bf16(gain * layer_input) (mhc/model.hpp).
+  StackExecutor(const ModelWeights& weights, const KernelConfig& config,
+                const StackOptions& options, SublayerFn sublayer = nullptr);
+  ~StackExecutor();
+  StackExecutor(const StackExecutor&) = delete;
+  StackExecutor& operator=(const StackExecutor&) = delete;
+
+  // Captures the FULL-graph forward for this token count (both schedules the policy may pick)
+  // ahead of serving; forward() in full mode refuses a token count that was not prepared.
+  void prepare_full_graph(int64_t tokens, cudaStream_t stream);
+
+  // Enqueues one forward of `tokens` tokens on `stream`: reads x_in(), writes output().
+  ForwardInfo forward(int64_t tokens, ExecMode mode, cudaStream_t stream);
+
+  // The policy's decision for a forward, without running it.
+  DispatchDecision decide(int64_t tokens, ExecMode mode) const;
+
+  // Enqueues the given schedule eagerly, bypassing the policy (tests and benchmarks only).
+  void enqueue_schedule(int64_t tokens, bool overlap, cudaStream_t stream);
+
+  Bf16* x_in() const;            // [max_tokens, n, C]
+  float* pre_mix_in() const;     // [max_tokens, n]: one-hot on stream 0 unless overwritten
+  const Bf16* output() const;    // [max_tokens, C]
+  const Bf16* x_final() const;   // streams after the last site
+  const float* last_pre() const; // [max_tokens, n]
+  const Bf16* layer_trace(int layer) const;  // [max_tokens, n, C]; needs trace_layers
+  const MhcParams& params() const;
+  // Sites run with each schedule since construction (proves which path forwards took).
+  int64_t overlapped_sites() const;
+  int64_t native_sites() const;
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace mhc::cuda

@@ -1,0 +1,225 @@
+#include <fmt/core.h>
+
+#include <vector>
+
+#include "../cuda/site.hpp"
+#include "mhc/cuda/check.hpp"
+#include "mhc/cuda/device_buffer.hpp"
+#include "mhc/cuda/kernels.hpp"
+#include "mhc/stack_executor.hpp"
+
+namespace mhc::cuda {
+
+struct StackExecutor::Impl {
+  MhcParams p;
+  KernelConfig config;
+  StackOptions options;
+  SublayerFn sublayer;
+  ComputeCapability capability;
+  int sm_count = 0;
+
+  std::vector<DeviceSiteWeights> sites;
+  std::vector<DeviceBuffer<float>> gains;
+  DeviceBuffer<float> final_norm;
+  bool has_final_norm = false;
+
+  DeviceBuffer<Bf16> x_in, x[2], layer_input, f, output, trace;
+  DeviceBuffer<float> pre_mix_in, pre[2], post, comb;
+  std::unique_ptr<SiteWorkspace> workspace;
+  std::unique_ptr<StackSchedule> schedule;
+  std::map<std::pair<int64_t, bool>, CapturedGraph> graphs;  // (tokens, overlap) -> graph
+  int64_t overlapped_sites = 0, native_sites = 0;
+
+  Impl(const ModelWeights& w, const KernelConfig& cfg, const StackOptions& opt, SublayerFn fn);
+  const Bf16* src(int s) const { return s == 0 ? x_in.get() : x[s % 2].get(); }
+  Bf16* dst(int s) const { return x[(s + 1) % 2].get(); }
+  std::vector<SiteLaunches> launches(int64_t tokens);
+  SiteLaunches site_launches(int s, int64_t tokens, const PrenormTuning& tuning);
+  void enqueue(int64_t tokens, bool overlap, cudaStream_t stream);
+};
+
+StackExecutor::Impl::Impl(const ModelWeights& w, const KernelConfig& cfg, const StackOptions& opt,
+                          SublayerFn fn)
+    : p(w.params), config(cfg), options(opt), sublayer(std::move(fn)) {
+  validate(p);
+  if (options.max_tokens < 1) throw Error("StackExecutor: max_tokens must be at least 1");
+  if (int(w.sites.size()) != p.sites()) {
+    throw Error(fmt::format("StackExecutor: {} site weights for {} layers (need {})",
+                            w.sites.size(), p.layers, p.sites()));
+  }
+  int device = 0;
+  cudaDeviceProp prop{};
+  MHC_CUDA_CHECK(cudaGetDevice(&device));
+  MHC_CUDA_CHECK(cudaGetDeviceProperties(&prop, device));
+  capability = {prop.major, prop.minor};
+  sm_count = prop.multiProcessorCount;
+
+  for (int s = 0; s < p.sites(); ++s) {
+    sites.emplace_back(p, w.sites[size_t(s)].view());
+    gains.emplace_back(size_t(p.hidden));
+    gains.back().upload(w.standin_gain.at(size_t(s)).data(), size_t(p.hidden));
+  }
+  has_final_norm = !w.final_norm.empty();
+  final_norm = DeviceBuffer<float>(size_t(p.hidden));
+  if (has_final_norm) final_norm.upload(w.final_norm.data(), size_t(p.hidden));
+
+  const size_t m = size_t(options.max_tokens);
+  x_in = DeviceBuffer<Bf16>(m * size_t(p.k()));
+  for (auto& b : x) b = DeviceBuffer<Bf16>(m * size_t(p.k()));
+  layer_input = DeviceBuffer<Bf16>(m * size_t(p.hidden));
+  f = DeviceBuffer<Bf16>(m * size_t(p.hidden));
+  output = DeviceBuffer<Bf16>(m * size_t(p.hidden));
+  if (options.trace_layers) trace = DeviceBuffer<Bf16>(size_t(p.layers) * m * size_t(p.k()));
+  for (auto& b : pre) b = DeviceBuffer<float>(m * size_t(p.n));
+  post = DeviceBuffer<float>(m * size_t(p.n));
+  comb = DeviceBuffer<float>(m * size_t(p.n * p.n));
+  // One-hot on stream 0 (the model's first site) until the caller writes a carried pre_mix.
+  std::vector<float> hot(m * size_t(p.n), 0.f);
+  for (size_t t = 0; t < m; ++t) hot[t * size_t(p.n)] = 1.f;
+  pre_mix_in = DeviceBuffer<float>(hot.size());
+  pre_mix_in.upload(hot.data(), hot.size());
+
+  workspace = std::make_unique<SiteWorkspace>(p, options.max_tokens, max_prenorm_splits(p));
+  schedule = std::make_unique<StackSchedule>(p.sites());
+  if (!sublayer) {
+    sublayer = [this](int s, int64_t tokens, const Bf16* in, Bf16* out, cudaStream_t st) {
+      standin_sublayer(p, tokens, in, gains[size_t(s)].get(), out, st);
+    };
+  }
+}
+
+SiteLaunches StackExecutor::Impl::site_launches(int s, int64_t tokens,
+                                                const PrenormTuning& tuning) {
+  SiteLaunches l;
+  const size_t site = size_t(s);
+  if (s == 0) {
+    l.input_path = [this, tokens](cudaStream_t st) {
+      input_path(p, tokens, x_in.get(), pre_mix_in.get(), sites[0].norm_weight.get(),
+                 layer_input.get(), st);
+    };
+  }
+  l.coefficients = [this, s, site, tokens, tuning](cudaStream_t st) {
+    CoefficientBuffers c;
+    c.x = src(s);
+    c.hc_fn = sites[site].hc_fn.get();
+    c.hc_base = sites[site].hc_base.get();
+    c.hc_scale = sites[site].hc_scale.get();
+    c.pre = pre[site % 2].get();
+    c.post = post.get();
+    c.comb = comb.get();
+    prenorm_coefficients(p, tokens, c, config.projection, tuning, *workspace, st);
+  };
+  l.sublayer = [this, s, tokens](cudaStream_t st) {
+    sublayer(s, tokens, layer_input.get(), f.get(), st);
+  };
+  l.post = [this, s, site, tokens](cudaStream_t st) {
+    const bool last = s + 1 == p.sites();
+    NextInput next;
+    next.pre_mix = pre[site % 2].get();
+    next.norm_weight = last ? (has_final_norm ? final_norm.get() : nullptr)
+                            : sites[site + 1].norm_weight.get();
+    next.layer_input = last ? output.get() : layer_input.get();
+    mhc::cuda::post(p, tokens, src(s), post.get(), comb.get(), f.get(), dst(s), &next, st);
+    if (options.trace_layers && s % 2 == 1) {
+      const size_t count = size_t(tokens * p.k());
+      Bf16* slot = trace.get() + size_t(s / 2) * size_t(options.max_tokens) * size_t(p.k());
+      MHC_CUDA_CHECK(cudaMemcpyAsync(slot, dst(s), count * sizeof(Bf16), cudaMemcpyDeviceToDevice, st));
+    }
+  };
+  return l;
+}
+
+std::vector<SiteLaunches> StackExecutor::Impl::launches(int64_t tokens) {
+  const PrenormTuning tuning = choose_prenorm_tuning(p, tokens, sm_count);
+  std::vector<SiteLaunches> all;
+  all.reserve(size_t(p.sites()));
+  for (int s = 0; s < p.sites(); ++s) all.push_back(site_launches(s, tokens, tuning));
+  return all;
+}
+
+void StackExecutor::Impl::enqueue(int64_t tokens, bool overlap, cudaStream_t stream) {
+  schedule->enqueue(stream, overlap, launches(tokens), options.delays);
+}
+
+StackExecutor::StackExecutor(const ModelWeights& weights, const KernelConfig& config,
+                             const StackOptions& options, SublayerFn sublayer)
+    : impl_(std::make_unique<Impl>(weights, config, options, std::move(sublayer))) {}
+
+StackExecutor::~StackExecutor() = default;
+
+DispatchDecision StackExecutor::decide(int64_t tokens, ExecMode mode) const {
+  DispatchInputs in;
+  in.capability = impl_->capability;
+  in.prenorm_gemm_available = true;  // compiled for every GPU this backend accepts (sm_80+)
+  in.hidden = impl_->p.hidden;
+  in.n = impl_->p.n;
+  in.ubatching = impl_->options.ubatching;
+  in.mode = mode;
+  in.tokens = tokens;
+  in.config = impl_->config;
+  return mhc::decide(in);
+}
+
+void StackExecutor::prepare_full_graph(int64_t tokens, cudaStream_t stream) {
+  if (tokens < 1 || tokens > impl_->options.max_tokens) {
+    throw Error(fmt::format("prepare_full_graph: tokens {} outside 1..{}", tokens,
+                            impl_->options.max_tokens));
+  }
+  const bool overlap = decide(tokens, ExecMode::full).overlap;
+  auto key = std::make_pair(tokens, overlap);
+  if (impl_->graphs.count(key)) return;
+  impl_->graphs.emplace(
+      key, CapturedGraph(stream, [&](cudaStream_t st) { impl_->enqueue(tokens, overlap, st); }));
+}
+
+ForwardInfo StackExecutor::forward(int64_t tokens, ExecMode mode, cudaStream_t stream) {
+  if (tokens < 0 || tokens > impl_->options.max_tokens) {
+    throw Error(fmt::format("forward: tokens {} outside 0..{} (the executor's max_tokens)", tokens,
+                            impl_->options.max_tokens));
+  }
+  ForwardInfo info;
+  info.decision = decide(tokens, mode);
+  if (tokens == 0) return info;
+  info.overlapped = info.decision.overlap;
+  if (mode == ExecMode::full) {
+    auto it = impl_->graphs.find({tokens, info.overlapped});
+    if (it == impl_->graphs.end()) {
+      throw Error(fmt::format("forward: no FULL graph prepared for {} tokens; call "
+                              "prepare_full_graph before serving",
+                              tokens));
+    }
+    it->second.replay(stream);
+    info.graph_replayed = true;
+  } else {
+    // Eager and piecewise both run the sublayer outside any graph the executor owns, so the
+    // policy never picks the overlap for them.
+    impl_->enqueue(tokens, info.overlapped, stream);
+  }
+  (info.overlapped ? impl_->overlapped_sites : impl_->native_sites) += impl_->p.sites();
+  return info;
+}
+
+Bf16* StackExecutor::x_in() const { return impl_->x_in.get(); }
+float* StackExecutor::pre_mix_in() const { return impl_->pre_mix_in.get(); }
+
+void StackExecutor::enqueue_schedule(int64_t tokens, bool overlap, cudaStream_t stream) {
+  if (tokens < 1 || tokens > impl_->options.max_tokens) {
+    throw Error(fmt::format("enqueue_schedule: tokens {} outside 1..{}", tokens,
+                            impl_->options.max_tokens));
+  }
+  impl_->enqueue(tokens, overlap, stream);
+}
+const Bf16* StackExecutor::output() const { return impl_->output.get(); }
+const Bf16* StackExecutor::x_final() const { return impl_->x[impl_->p.sites() % 2].get(); }
+const float* StackExecutor::last_pre() const {
+  return impl_->pre[size_t(impl_->p.sites() - 1) % 2].get();
+}
+const Bf16* StackExecutor::layer_trace(int layer) const {
+  if (!impl_->options.trace_layers) throw Error("layer_trace: the executor was built without trace_layers");
+  return impl_->trace.get() + size_t(layer) * size_t(impl_->options.max_tokens) * size_t(impl_->p.k());
+}
+const MhcParams& StackExecutor::params() const { return impl_->p; }
+int64_t StackExecutor::overlapped_sites() const { return impl_->overlapped_sites; }
+int64_t StackExecutor::native_sites() const { return impl_->native_sites; }
+
+}  // namespace mhc::cuda

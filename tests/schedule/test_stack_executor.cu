@@ -1,0 +1,209 @@
+// The stack executor on real mHC kernels: overlap and native bitwise equal (eager and in FULL
+// graph replays, with changing inputs and delayed streams), the policy's choice per mode proven
+// by counters, and the whole 40-layer stack against the float64 reference.
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <vector>
+
+#include "mhc/compare.hpp"
+#include "mhc/cuda/check.hpp"
+#include "mhc/model.hpp"
+#include "mhc/stack_executor.hpp"
+
+namespace mhc::cuda {
+namespace {
+
+bool have_gpu() {
+  int count = 0;
+  if (cudaGetDeviceCount(&count) != cudaSuccess) {
+    cudaGetLastError();
+    return false;
+  }
+  return count > 0;
+}
+
+struct Case {
+  int hidden, n;
+  int64_t tokens;
+  bool carried;  // entry with a carried pre_mix instead of the one-hot first site
+};
+
+MhcParams small_stack(int hidden, int n, int layers) {
+  MhcParams p = preset("dsv41-flash");
+  p.hidden = hidden;
+  p.n = n;
+  p.layers = layers;
+  return p;
+}
+
+KernelConfig overlap_everywhere() {
+  return KernelConfig::parse(R"({"enable_mhc_overlap": true, "overlap_max_tokens": 4096})");
+}
+
+// Fresh inputs: x from a new embedding seed; with `carried`, a positive non-one-hot pre_mix.
+void load_inputs(StackExecutor& ex, int64_t tokens, uint64_t seed, bool carried,
+                 cudaStream_t st) {
+  const MhcParams& p = ex.params();
+  const auto x = synthetic_embeddings(p, tokens, seed);
+  MHC_CUDA_CHECK(cudaMemcpyAsync(ex.x_in(), x.data(), x.size() * sizeof(Bf16),
+                                 cudaMemcpyHostToDevice, st));
+  std::vector<float> pre_mix(size_t(tokens * p.n), 0.f);
+  for (int64_t t = 0; t < tokens; ++t) {
+    for (int j = 0; j < p.n; ++j) {
+      pre_mix[size_t(t * p.n + j)] = carried ? 0.2f + 0.1f * float((t + j + seed) % 7) : (j == 0);
+    }
+  }
+  MHC_CUDA_CHECK(cudaMemcpyAsync(ex.pre_mix_in(), pre_mix.data(), pre_mix.size() * sizeof(float),
+                                 cudaMemcpyHostToDevice, st));
+  MHC_CUDA_CHECK(cudaStreamSynchronize(st));
+}
+
+// Final streams and output, as raw bytes.
+std::vector<uint16_t> results(const StackExecutor& ex, int64_t tokens, cudaStream_t st) {
+  const MhcParams& p = ex.params();
+  const size_t xs = size_t(tokens * p.k()), os = size_t(tokens * p.hidden);
+  std::vector<uint16_t> host(xs + os + size_t(tokens * p.n) * 2);
+  MHC_CUDA_CHECK(cudaStreamSynchronize(st));
+  MHC_CUDA_CHECK(cudaMemcpy(host.data(), ex.x_final(), xs * 2, cudaMemcpyDeviceToHost));
+  MHC_CUDA_CHECK(cudaMemcpy(host.data() + xs, ex.output(), os * 2, cudaMemcpyDeviceToHost));
+  MHC_CUDA_CHECK(cudaMemcpy(host.data() + xs + os, ex.last_pre(), size_t(tokens * p.n) * 4,
+                            cudaMemcpyDeviceToHost));
+  return host;
+}
+
+class StackExecutorTest : public ::testing::TestWithParam<Case> {
+ protected:
+  void SetUp() override {
+    if (!have_gpu()) GTEST_SKIP() << "no CUDA GPU";
+    MHC_CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
+  }
+  void TearDown() override {
+    if (stream_) cudaStreamDestroy(stream_);
+  }
+  cudaStream_t stream_ = nullptr;
+};
+
+TEST_P(StackExecutorTest, OverlapBitwiseEqualsNativeEagerAndInGraphs) {
+  const Case c = GetParam();
+  const MhcParams p = small_stack(c.hidden, c.n, 3);
+  const ModelWeights w = synthetic_model(p, 7);
+  StackOptions opt;
+  opt.max_tokens = std::max<int64_t>(c.tokens, 1);
+  StackExecutor ex(w, overlap_everywhere(), opt);
+  if (c.tokens == 0) {
+    const ForwardInfo info = ex.forward(0, ExecMode::full, stream_);
+    EXPECT_FALSE(info.overlapped);
+    EXPECT_EQ(info.decision.reason_code, "zero_tokens");
+    return;
+  }
+  // Eager: both schedules, forced.
+  load_inputs(ex, c.tokens, 11, c.carried, stream_);
+  ex.enqueue_schedule(c.tokens, false, stream_);
+  const auto native = results(ex, c.tokens, stream_);
+  ex.enqueue_schedule(c.tokens, true, stream_);
+  EXPECT_EQ(results(ex, c.tokens, stream_), native) << "eager overlap differs from native";
+
+  // FULL graph: the policy picks the overlap; replays with inputs changed between them.
+  ex.prepare_full_graph(c.tokens, stream_);
+  for (uint64_t replay = 0; replay < 5; ++replay) {
+    load_inputs(ex, c.tokens, 100 + replay, c.carried, stream_);
+    ex.enqueue_schedule(c.tokens, false, stream_);
+    const auto expect = results(ex, c.tokens, stream_);
+    const ForwardInfo info = ex.forward(c.tokens, ExecMode::full, stream_);
+    ASSERT_TRUE(info.overlapped && info.graph_replayed) << info.decision.describe();
+    EXPECT_EQ(results(ex, c.tokens, stream_), expect) << "replay " << replay;
+  }
+}
+
+std::vector<Case> matrix() {
+  std::vector<Case> cases;
+  for (int hidden : {4096, 5120, 7168})
+    for (int n : {2, 4})
+      for (int64_t tokens : {0, 1, 8, 9, 16, 17, 32, 128, 256})
+        for (bool carried : {false, true}) cases.push_back({hidden, n, tokens, carried});
+  return cases;
+}
+
+INSTANTIATE_TEST_SUITE_P(Matrix, StackExecutorTest, ::testing::ValuesIn(matrix()),
+                         [](const auto& info) {
+                           const Case& c = info.param;
+                           return "C" + std::to_string(c.hidden) + "_n" + std::to_string(c.n) +
+                                  "_M" + std::to_string(c.tokens) +
+                                  (c.carried ? "_carried" : "_onehot");
+                         });
+
+class StackStressTest : public StackExecutorTest {};
+
+// Delaying either stream must not change a bit: any missing edge lets the post read stale
+// coefficients or the side stream read overwritten streams.
+TEST_F(StackStressTest, DelayedStreamsStayBitwiseEqual) {
+  const MhcParams p = small_stack(5120, 4, 4);
+  const ModelWeights w = synthetic_model(p, 3);
+  for (ScheduleDelays d : {ScheduleDelays{2'000'000, 0}, ScheduleDelays{0, 2'000'000}}) {
+    StackOptions opt;
+    opt.max_tokens = 8;
+    opt.delays = d;
+    StackExecutor ex(w, overlap_everywhere(), opt);
+    load_inputs(ex, 8, 5, true, stream_);
+    ex.enqueue_schedule(8, false, stream_);
+    const auto native = results(ex, 8, stream_);
+    ex.enqueue_schedule(8, true, stream_);
+    EXPECT_EQ(results(ex, 8, stream_), native) << "eager, side " << d.side_cycles;
+    ex.prepare_full_graph(8, stream_);
+    for (int replay = 0; replay < 5; ++replay) {
+      ex.forward(8, ExecMode::full, stream_);
+      EXPECT_EQ(results(ex, 8, stream_), native) << "replay " << replay << ", side " << d.side_cycles;
+    }
+  }
+}
+
+// Eager, piecewise and large forwards never take the overlap path; the counters prove it.
+TEST_F(StackStressTest, PolicyKeepsEagerPiecewiseAndLargeBatchesNative) {
+  const MhcParams p = small_stack(4096, 4, 2);
+  const ModelWeights w = synthetic_model(p, 9);
+  StackOptions opt;
+  opt.max_tokens = 64;
+  StackExecutor ex(w, KernelConfig::parse(R"({"enable_mhc_overlap": true})"), opt);
+  load_inputs(ex, 64, 1, false, stream_);
+  EXPECT_FALSE(ex.forward(8, ExecMode::eager, stream_).overlapped);
+  EXPECT_FALSE(ex.forward(8, ExecMode::piecewise, stream_).overlapped);
+  ex.prepare_full_graph(64, stream_);
+  EXPECT_FALSE(ex.forward(64, ExecMode::full, stream_).overlapped);  // above the threshold
+  MHC_CUDA_CHECK(cudaStreamSynchronize(stream_));
+  EXPECT_EQ(ex.overlapped_sites(), 0);
+  EXPECT_EQ(ex.native_sites(), 3 * p.sites());
+  ex.prepare_full_graph(8, stream_);
+  EXPECT_TRUE(ex.forward(8, ExecMode::full, stream_).overlapped);
+  EXPECT_EQ(ex.overlapped_sites(), p.sites());
+}
+
+// The 80-site DeepSeek-V4.1-Flash stack, FULL graph with overlap, against float64 per layer.
+TEST_F(StackStressTest, FortyLayerStackMatchesFloat64Reference) {
+  const MhcParams p = preset("dsv41-flash");
+  const int64_t tokens = 4;
+  const ModelWeights w = synthetic_model(p, 1);
+  StackOptions opt;
+  opt.max_tokens = tokens;
+  opt.trace_layers = true;
+  StackExecutor ex(w, KernelConfig::parse(R"({"enable_mhc_overlap": true})"), opt);
+  const auto x0 = synthetic_embeddings(p, tokens, 2);
+  MHC_CUDA_CHECK(cudaMemcpy(ex.x_in(), x0.data(), x0.size() * 2, cudaMemcpyHostToDevice));
+  ex.prepare_full_graph(tokens, stream_);
+  ASSERT_TRUE(ex.forward(tokens, ExecMode::full, stream_).overlapped);
+  MHC_CUDA_CHECK(cudaStreamSynchronize(stream_));
+  const StackReference ref = reference_stack(w, tokens, x0.data());
+  std::vector<Bf16> x(size_t(tokens * p.k()));
+  for (int layer = 0; layer < p.layers; ++layer) {
+    MHC_CUDA_CHECK(cudaMemcpy(x.data(), ex.layer_trace(layer), x.size() * 2, cudaMemcpyDeviceToHost));
+    const ErrorStats e = compare(x.data(), ref.x_after_layer[size_t(layer)].data(), int64_t(x.size()));
+    EXPECT_TRUE(e.passes(kTf32Tolerances.activations)) << "layer " << layer + 1 << ": " << e.describe();
+  }
+  std::vector<Bf16> out(size_t(tokens * p.hidden));
+  MHC_CUDA_CHECK(cudaMemcpy(out.data(), ex.output(), out.size() * 2, cudaMemcpyDeviceToHost));
+  const ErrorStats e = compare(out.data(), ref.output.data(), int64_t(out.size()));
+  EXPECT_TRUE(e.passes(kTf32Tolerances.activations)) << "output: " << e.describe();
+}
+
+}  // namespace
+}  // namespace mhc::cuda
