@@ -1,0 +1,87 @@
+// Shared helpers of the GPU tests: skip without a GPU, device copies of a random site case, and
+// the comparisons against the float64 reference.
+#pragma once
+#include <gtest/gtest.h>
+
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include "cpu/test_util.hpp"
+#include "mhc/compare.hpp"
+#include "mhc/cuda/device_buffer.hpp"
+#include "mhc/cuda/kernels.hpp"
+#include "mhc/cuda_backend.hpp"
+
+namespace mhc::test {
+
+inline bool gpu_present() {
+  static const bool present = cuda::device_present();
+  return present;
+}
+
+#define MHC_SKIP_WITHOUT_GPU() \
+  if (!::mhc::test::gpu_present()) GTEST_SKIP() << "no CUDA GPU visible"
+
+template <typename T>
+cuda::DeviceBuffer<T> to_device(const std::vector<T>& host) {
+  cuda::DeviceBuffer<T> d(host.size());
+  d.upload(host.data(), host.size());
+  return d;
+}
+
+template <typename T>
+std::vector<T> to_host(const cuda::DeviceBuffer<T>& d) {
+  std::vector<T> host(d.size());
+  d.download(host.data(), host.size());
+  return host;
+}
+
+// A poisoned (0xFF bytes: NaN) device buffer of `count` elements.
+template <typename T>
+cuda::DeviceBuffer<T> poisoned(size_t count) {
+  cuda::DeviceBuffer<T> d(count);
+  d.fill_bytes(0xFF);
+  return d;
+}
+
+// Device copies of a site case's weights.
+struct DeviceWeights {
+  cuda::DeviceBuffer<float> hc_fn, hc_base, hc_scale, norm_weight;
+  explicit DeviceWeights(const SiteWeights& w)
+      : hc_fn(to_device(w.hc_fn)),
+        hc_base(to_device(w.hc_base)),
+        hc_scale(to_device(w.hc_scale)),
+        norm_weight(to_device(w.norm_weight)) {}
+};
+
+// The coefficient path's outputs on the device, poisoned.
+struct DeviceCoefficients {
+  cuda::DeviceBuffer<float> pre, post, comb, mixes;
+  DeviceCoefficients(const MhcParams& p, int64_t tokens)
+      : pre(poisoned<float>(size_t(tokens * p.n))),
+        post(poisoned<float>(size_t(tokens * p.n))),
+        comb(poisoned<float>(size_t(tokens * p.n * p.n))),
+        mixes(poisoned<float>(size_t(tokens * p.nmix()))) {}
+  cuda::CoefficientBuffers buffers(const cuda::DeviceBuffer<Bf16>& x,
+                                   const DeviceWeights& w) const {
+    return {x.get(),   w.hc_fn.get(), w.hc_base.get(), w.hc_scale.get(),
+            pre.get(), post.get(),    comb.get(),      mixes.get()};
+  }
+};
+
+inline std::string case_name(const MhcParams& p, int64_t tokens, double amplitude) {
+  char buf[96];
+  std::snprintf(buf, sizeof buf, "n=%d C=%d M=%lld amp=%g", p.n, p.hidden, (long long)tokens,
+                amplitude);
+  return buf;
+}
+
+#define MHC_EXPECT_CLOSE(stats, tol, label)                                            \
+  do {                                                                                 \
+    const ::mhc::ErrorStats mhc_stats_ = (stats);                                      \
+    EXPECT_TRUE(mhc_stats_.passes(tol))                                                \
+        << (label) << ": " << mhc_stats_.describe() << " (tolerance " << (tol) << ")"; \
+  } while (0)
+
+}  // namespace mhc::test

@@ -1,0 +1,344 @@
+// Every CUDA kernel family against the float64 reference: fresh random inputs for every case
+// (amplitudes 1e-3 .. 1e2, never zeros), outputs poisoned with 0xFF (NaN) before each run, so an
+// unwritten or NaN output fails. Skips cleanly without a GPU.
+#include <cuda_runtime_api.h>
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <vector>
+
+#include "gpu_test_util.hpp"
+#include "mhc/cuda/check.hpp"
+#include "mhc/error.hpp"
+#include "mhc/reference.hpp"
+
+namespace mhc {
+namespace {
+
+using test::case_name;
+using test::DeviceCoefficients;
+using test::DeviceWeights;
+using test::poisoned;
+using test::to_device;
+using test::to_host;
+
+const double kAmplitudes[] = {1e-3, 1e-1, 1.0, 1e2};
+
+struct CoefficientOutputsHost {
+  std::vector<float> pre, post, comb, mixes;
+  bool operator==(const CoefficientOutputsHost& o) const {
+    return test::same_bits(pre, o.pre) && test::same_bits(post, o.post) &&
+           test::same_bits(comb, o.comb) && test::same_bits(mixes, o.mixes);
+  }
+};
+
+CoefficientOutputsHost download(const DeviceCoefficients& d) {
+  return {to_host(d.pre), to_host(d.post), to_host(d.comb), to_host(d.mixes)};
+}
+
+// Runs the coefficient path once on fresh random inputs and checks it against ref::coefficients.
+void check_coefficients(const MhcParams& p, int64_t tokens, uint64_t seed, double amplitude,
+                        Projection projection, cuda::PrenormTuning tuning = {}) {
+  const test::SiteCase c = test::random_site_case(p, tokens, seed, amplitude);
+  const DeviceWeights w(c.weights);
+  const auto x = to_device(c.x);
+  const DeviceCoefficients out(p, tokens);
+  cuda::SiteWorkspace ws(p, tokens, cuda::max_prenorm_splits(p));
+  cuda::prenorm_coefficients(p, tokens, out.buffers(x, w), projection, tuning, ws, nullptr);
+  MHC_CUDA_CHECK(cudaDeviceSynchronize());
+  const CoefficientOutputsHost got = download(out);
+
+  ref::SiteResult want;
+  ref::coefficients(p, tokens, c.x.data(), c.weights.view(), want);
+  const double tol =
+      (projection == Projection::fp32 ? kFp32Tolerances : kTf32Tolerances).coefficients;
+  const std::string label = case_name(p, tokens, amplitude) + " " +
+                            std::string(to_string(projection)) + " " + tuning.describe();
+  const int64_t m = tokens;
+  const ErrorStats mixes = compare(got.mixes.data(), want.mixes.data(), m * p.nmix());
+  const ErrorStats comb = compare(got.comb.data(), want.comb.data(), m * p.n * p.n);
+  MHC_EXPECT_CLOSE(mixes, tol, label + " mixes");
+  MHC_EXPECT_CLOSE(compare(got.pre.data(), want.pre.data(), m * p.n), tol, label + " pre");
+  MHC_EXPECT_CLOSE(compare(got.post.data(), want.post.data(), m * p.n), tol, label + " post");
+  MHC_EXPECT_CLOSE(comb, tol, label + " comb");
+  std::printf("[ coef     ] %s: mixes %s | comb %s\n", label.c_str(), mixes.describe().c_str(),
+              comb.describe().c_str());
+}
+
+struct Shape {
+  int n;
+  int hidden;
+};
+const Shape kModelShapes[] = {{2, 4096}, {2, 5120}, {2, 7168}, {4, 4096}, {4, 5120}, {4, 7168}};
+const int64_t kSmallTokens[] = {1, 2, 3, 8, 13, 16, 17, 64, 137};
+
+TEST(CudaCoefficients, Tf32AtEveryModelShape) {
+  MHC_SKIP_WITHOUT_GPU();
+  uint64_t seed = 100;
+  for (const Shape s : kModelShapes) {
+    const MhcParams p = test::small_params(s.n, s.hidden);
+    for (int64_t m : kSmallTokens) {
+      ++seed;
+      check_coefficients(p, m, seed, kAmplitudes[seed % 4], Projection::tf32);
+    }
+  }
+}
+
+TEST(CudaCoefficients, Fp32ProjectionAtEveryModelShape) {
+  MHC_SKIP_WITHOUT_GPU();
+  uint64_t seed = 200;
+  for (const Shape s : kModelShapes) {
+    const MhcParams p = test::small_params(s.n, s.hidden);
+    for (int64_t m : {1, 13, 17, 137}) {
+      ++seed;
+      check_coefficients(p, m, seed, kAmplitudes[seed % 4], Projection::fp32);
+    }
+  }
+}
+
+TEST(CudaCoefficients, LargeTokenCounts) {
+  MHC_SKIP_WITHOUT_GPU();
+  const MhcParams p = test::small_params(4, 5120);
+  uint64_t seed = 300;
+  for (int64_t m : {1024, 4096, 8192}) {
+    ++seed;
+    check_coefficients(p, m, seed, kAmplitudes[seed % 4], Projection::tf32);
+  }
+  check_coefficients(p, 1024, ++seed, 1.0, Projection::fp32);
+  check_coefficients(test::small_params(2, 4096), 4096, ++seed, 1e2, Projection::tf32);
+}
+
+TEST(CudaCoefficients, EveryTilingAndSplitCount) {
+  MHC_SKIP_WITHOUT_GPU();
+  const MhcParams p = test::small_params(4, 5120);
+  const int max_splits = cuda::max_prenorm_splits(p);
+  uint64_t seed = 400;
+  for (int rows : {16, 64}) {
+    for (int splits : {1, 2, 7, 33, max_splits}) {
+      for (int64_t m : {1, 17, 137}) {
+        ++seed;
+        check_coefficients(p, m, seed, kAmplitudes[seed % 4], Projection::tf32, {splits, rows});
+      }
+    }
+  }
+}
+
+// Same inputs, 20 runs: bitwise identical outputs (fixed-order split-K and warp reductions),
+// with one split and with the most, at token counts with partial tiles.
+TEST(CudaCoefficients, BitwiseRepeatable) {
+  MHC_SKIP_WITHOUT_GPU();
+  const MhcParams p = test::small_params(4, 5120);
+  for (int64_t m : {13, 137, 4096}) {
+    for (int splits : {1, cuda::max_prenorm_splits(p)}) {
+      const test::SiteCase c = test::random_site_case(p, m, 500 + uint64_t(m), 1.0);
+      const DeviceWeights w(c.weights);
+      const auto x = to_device(c.x);
+      cuda::SiteWorkspace ws(p, m, cuda::max_prenorm_splits(p));
+      CoefficientOutputsHost first;
+      for (int run = 0; run < 20; ++run) {
+        const DeviceCoefficients out(p, m);
+        cuda::prenorm_coefficients(p, m, out.buffers(x, w), Projection::tf32, {splits, 0}, ws,
+                                   nullptr);
+        MHC_CUDA_CHECK(cudaDeviceSynchronize());
+        const CoefficientOutputsHost got = download(out);
+        if (run == 0) {
+          first = got;
+        } else {
+          ASSERT_TRUE(got == first) << "M=" << m << " splits=" << splits << " run " << run;
+        }
+      }
+    }
+  }
+}
+
+// Graph replays give the eager result bit for bit (the per-tile counters re-arm themselves).
+TEST(CudaCoefficients, GraphReplayMatchesEager) {
+  MHC_SKIP_WITHOUT_GPU();
+  const MhcParams p = test::small_params(4, 5120);
+  const int64_t m = 17;
+  const test::SiteCase c = test::random_site_case(p, m, 600, 1.0);
+  const DeviceWeights w(c.weights);
+  const auto x = to_device(c.x);
+  cuda::SiteWorkspace ws(p, m, cuda::max_prenorm_splits(p));
+  const DeviceCoefficients eager(p, m), graphed(p, m);
+  cuda::prenorm_coefficients(p, m, eager.buffers(x, w), Projection::tf32, {}, ws, nullptr);
+  MHC_CUDA_CHECK(cudaDeviceSynchronize());
+  cudaStream_t stream;
+  MHC_CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+  cudaGraph_t graph;
+  cudaGraphExec_t exec;
+  MHC_CUDA_CHECK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal));
+  cuda::prenorm_coefficients(p, m, graphed.buffers(x, w), Projection::tf32, {}, ws, stream);
+  MHC_CUDA_CHECK(cudaStreamEndCapture(stream, &graph));
+  MHC_CUDA_CHECK(cudaGraphInstantiate(&exec, graph, 0));
+  for (int replay = 0; replay < 5; ++replay) {
+    MHC_CUDA_CHECK(cudaGraphLaunch(exec, stream));
+    MHC_CUDA_CHECK(cudaStreamSynchronize(stream));
+    EXPECT_TRUE(download(graphed) == download(eager)) << "replay " << replay;
+  }
+  cudaGraphExecDestroy(exec);
+  cudaGraphDestroy(graph);
+  cudaStreamDestroy(stream);
+}
+
+TEST(CudaCoefficients, RefusesAnotherHiddenSizeAndBadTuning) {
+  MHC_SKIP_WITHOUT_GPU();
+  const MhcParams p = test::small_params(4, 5120);
+  const test::SiteCase c = test::random_site_case(p, 4, 700, 1.0);
+  const DeviceWeights w(c.weights);
+  const auto x = to_device(c.x);
+  const DeviceCoefficients out(p, 4);
+  cuda::SiteWorkspace ws(p, 4, cuda::max_prenorm_splits(p));
+  const MhcParams other = test::small_params(4, 4096);
+  EXPECT_THROW(
+      cuda::prenorm_coefficients(other, 4, out.buffers(x, w), Projection::tf32, {}, ws, nullptr),
+      Error);
+  EXPECT_THROW(cuda::prenorm_coefficients(p, 4, out.buffers(x, w), Projection::tf32,
+                                          {cuda::max_prenorm_splits(p) + 1, 0}, ws, nullptr),
+               Error);
+  EXPECT_THROW(
+      cuda::prenorm_coefficients(p, 4, out.buffers(x, w), Projection::tf32, {1, 32}, ws, nullptr),
+      Error);
+  EXPECT_THROW(
+      cuda::prenorm_coefficients(p, 5, out.buffers(x, w), Projection::tf32, {}, ws, nullptr),
+      Error);  // more tokens than the workspace
+  EXPECT_THROW(cuda::SiteWorkspace(test::small_params(3, 5120), 4, 1), Error);
+  EXPECT_THROW(cuda::SiteWorkspace(test::small_params(4, 5000), 4, 1), Error);
+  EXPECT_THROW(
+      cuda::input_path(test::small_params(4, 5000), 1, x.get(), nullptr, nullptr, nullptr, nullptr),
+      Error);
+}
+
+TEST(CudaKernels, ZeroTokensIsANoOp) {
+  MHC_SKIP_WITHOUT_GPU();
+  const MhcParams p = test::small_params(4, 5120);
+  cuda::SiteWorkspace ws(p, 16, 4);
+  EXPECT_NO_THROW(cuda::prenorm_coefficients(p, 0, {}, Projection::tf32, {}, ws, nullptr));
+  EXPECT_NO_THROW(cuda::input_path(p, 0, nullptr, nullptr, nullptr, nullptr, nullptr));
+  EXPECT_NO_THROW(cuda::post(p, 0, nullptr, nullptr, nullptr, nullptr, nullptr, nullptr, nullptr));
+  EXPECT_NO_THROW(cuda::standin_sublayer(p, 0, nullptr, nullptr, nullptr, nullptr));
+  MHC_CUDA_CHECK(cudaDeviceSynchronize());
+}
+
+void check_input_path(const MhcParams& p, int64_t m, uint64_t seed, double amplitude,
+                      bool with_norm) {
+  const test::SiteCase c = test::random_site_case(p, m, seed, amplitude);
+  const auto x = to_device(c.x);
+  const auto pre_mix = to_device(c.pre_mix);
+  const auto norm = to_device(c.weights.norm_weight);
+  auto out = poisoned<Bf16>(size_t(m * p.hidden));
+  cuda::input_path(p, m, x.get(), pre_mix.get(), with_norm ? norm.get() : nullptr, out.get(),
+                   nullptr);
+  const std::vector<Bf16> got = to_host(out);
+  const std::vector<double> want =
+      with_norm ? ref::input_path(p, m, c.x.data(), c.pre_mix.data(), c.weights.norm_weight.data())
+                : [&] {  // plain collapse
+                    std::vector<double> y(size_t(m * p.hidden), 0.0);
+                    for (int64_t t = 0; t < m; ++t)
+                      for (int j = 0; j < p.n; ++j)
+                        for (int64_t k = 0; k < p.hidden; ++k)
+                          y[size_t(t * p.hidden + k)] +=
+                              double(c.pre_mix[size_t(t * p.n + j)]) *
+                              bf16_to_float(c.x[size_t((t * p.n + j) * p.hidden + k)]);
+                    return y;
+                  }();
+  MHC_EXPECT_CLOSE(compare(got.data(), want.data(), m * p.hidden), kTf32Tolerances.activations,
+                   case_name(p, m, amplitude) + (with_norm ? " layer_input" : " collapse"));
+}
+
+TEST(CudaInputPath, MatchesReference) {
+  MHC_SKIP_WITHOUT_GPU();
+  uint64_t seed = 800;
+  for (const Shape s : kModelShapes) {
+    for (int64_t m : {1, 3, 17, 137}) {
+      ++seed;
+      check_input_path(test::small_params(s.n, s.hidden), m, seed, kAmplitudes[seed % 4], true);
+    }
+  }
+  check_input_path(test::small_params(4, 5120), 4096, ++seed, 1.0, true);
+  check_input_path(test::small_params(4, 64), 5, ++seed, 1.0, true);  // one partial warp
+  check_input_path(test::small_params(2, 5120), 9, ++seed, 1e2, false);
+}
+
+// Post alone and post fused with the next input path, against ref::post (and ref::input_path on
+// the bf16-stored reference x_next).
+void check_post(const MhcParams& p, int64_t m, uint64_t seed, double amplitude, bool fused) {
+  const test::SiteCase c = test::random_site_case(p, m, seed, amplitude);
+  test::TestRng rng(seed * 7 + 1);
+  std::vector<float> post_coef(size_t(m * p.n)), comb(size_t(m * p.n * p.n));
+  for (float& v : post_coef) v = float(rng.uniform(0.0, 2.0));
+  for (float& v : comb) v = float(rng.uniform(0.0, 1.0));
+  const auto x = to_device(c.x);
+  const auto f = to_device(c.sublayer_out);
+  const auto post_d = to_device(post_coef);
+  const auto comb_d = to_device(comb);
+  const auto next_pre = to_device(c.pre_mix);
+  const auto next_norm = to_device(c.weights.norm_weight);
+  auto x_next = poisoned<Bf16>(size_t(m * p.k()));
+  auto next_input = poisoned<Bf16>(size_t(m * p.hidden));
+  cuda::NextInput next{next_pre.get(), next_norm.get(), next_input.get()};
+  cuda::post(p, m, x.get(), post_d.get(), comb_d.get(), f.get(), x_next.get(),
+             fused ? &next : nullptr, nullptr);
+  const std::vector<Bf16> got = to_host(x_next);
+
+  const std::vector<double> post_ref(post_coef.begin(), post_coef.end());
+  const std::vector<double> comb_ref(comb.begin(), comb.end());
+  const std::vector<double> want =
+      ref::post(p, m, c.x.data(), post_ref.data(), comb_ref.data(), c.sublayer_out.data());
+  const std::string label = case_name(p, m, amplitude);
+  MHC_EXPECT_CLOSE(compare(got.data(), want.data(), m * p.k()), kTf32Tolerances.activations,
+                   label + " x_next");
+  if (!fused) return;
+  std::vector<Bf16> want_stored(want.size());
+  for (size_t i = 0; i < want.size(); ++i) want_stored[i] = float_to_bf16(float(want[i]));
+  const std::vector<double> want_next =
+      ref::input_path(p, m, want_stored.data(), c.pre_mix.data(), c.weights.norm_weight.data());
+  MHC_EXPECT_CLOSE(compare(to_host(next_input).data(), want_next.data(), m * p.hidden),
+                   kTf32Tolerances.activations, label + " next layer_input");
+}
+
+TEST(CudaPost, MatchesReference) {
+  MHC_SKIP_WITHOUT_GPU();
+  uint64_t seed = 900;
+  for (const Shape s : kModelShapes) {
+    for (int64_t m : {1, 13, 137}) {
+      ++seed;
+      check_post(test::small_params(s.n, s.hidden), m, seed, kAmplitudes[seed % 4], false);
+    }
+  }
+  check_post(test::small_params(4, 5120), 4096, ++seed, 1.0, false);
+}
+
+TEST(CudaPost, FusedWithNextInputPathMatchesReference) {
+  MHC_SKIP_WITHOUT_GPU();
+  uint64_t seed = 1000;
+  for (const Shape s : kModelShapes) {
+    for (int64_t m : {1, 13, 137}) {
+      ++seed;
+      check_post(test::small_params(s.n, s.hidden), m, seed, kAmplitudes[seed % 4], true);
+    }
+  }
+  check_post(test::small_params(4, 5120), 4096, ++seed, 1e-1, true);
+}
+
+TEST(CudaStandin, MatchesDefinition) {
+  MHC_SKIP_WITHOUT_GPU();
+  const MhcParams p = test::small_params(4, 5120);
+  for (int64_t m : {1, 17, 300}) {
+    test::TestRng rng(1100 + uint64_t(m));
+    const std::vector<Bf16> input = test::random_bf16(size_t(m * p.hidden), rng, 3.0);
+    std::vector<float> gain(size_t(p.hidden));
+    for (float& g : gain) g = float(rng.uniform(-0.7, 0.7));
+    const auto input_d = to_device(input);
+    const auto gain_d = to_device(gain);
+    auto out = poisoned<Bf16>(input.size());
+    cuda::standin_sublayer(p, m, input_d.get(), gain_d.get(), out.get(), nullptr);
+    const std::vector<Bf16> got = to_host(out);
+    std::vector<Bf16> want(input.size());
+    standin_sublayer(p, m, input.data(), gain.data(), want.data());
+    EXPECT_TRUE(test::same_bits(got, want)) << "M=" << m;
+  }
+}
+
+}  // namespace
+}  // namespace mhc
