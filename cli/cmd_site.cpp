@@ -1,10 +1,103 @@
-// Placeholder until the owner of `mhc site` lands it.
+// `mhc site`: one V4.1 mHC site (design doc, "One site") on tensors from a safetensors file, run by
+// a backend, with the outputs written to another safetensors file.
+#include <fmt/core.h>
+
+#include <chrono>
+#include <map>
+#include <string>
+
 #include "commands.hpp"
+#include "mhc/backend.hpp"
+#include "mhc/config.hpp"
 #include "mhc/error.hpp"
+#include "mhc/params.hpp"
+#include "mhc/safetensors.hpp"
 
 namespace mhc::cli {
-void register_site(CLI::App& app) {
-  auto* cmd = app.add_subcommand("site", "(not built yet)");
-  cmd->callback([] { throw Error("mhc site is not implemented yet"); });
+namespace {
+
+struct SiteArgs {
+  std::string inputs;
+  std::string out;
+  std::string backend = "auto";
+  std::string kernel_config;
+};
+
+// Everything needed to reproduce the run; values are exact (shortest round-trip text).
+std::map<std::string, std::string> output_metadata(const st::SiteFileInputs& in,
+                                                   const Backend& backend,
+                                                   const KernelConfig& config,
+                                                   const std::string& inputs_path) {
+  const MhcParams& p = in.params;
+  return {
+      {"producer", "mhc site"},
+      {"inputs", inputs_path},
+      {"backend", backend.name()},
+      {"backend_description", backend.description()},
+      {"tokens", fmt::format("{}", in.tokens)},
+      {"n", fmt::format("{}", p.n)},
+      {"hidden", fmt::format("{}", p.hidden)},
+      {"eps_h", fmt::format("{}", p.eps_h)},
+      {"eps_n", fmt::format("{}", p.eps_n)},
+      {"sinkhorn_iters", fmt::format("{}", p.sinkhorn_iters)},
+      {"post_mult", fmt::format("{}", p.post_mult)},
+      {"kernel_config", config.to_json()},
+      {"kernel_config_hash", fmt::format("0x{:016x}", config.hash())},
+  };
 }
+
+void print_summary(const SiteArgs& a, const st::SiteFileInputs& in, const Backend& backend,
+                   const KernelConfig& config, double ms) {
+  const MhcParams& p = in.params;
+  auto line = [](std::string_view label, const std::string& value) {
+    fmt::print("{:<10}{}\n", label, value);
+  };
+  line("inputs", a.inputs);
+  line("shape",
+       fmt::format("M={} n={} C={} (K={}, NMIX={})", in.tokens, p.n, p.hidden, p.k(), p.nmix()));
+  line("params", fmt::format("T={} eps_h={:g} eps_n={:g} post_mult={:g}", p.sinkhorn_iters, p.eps_h,
+                             p.eps_n, p.post_mult));
+  line("backend", fmt::format("{} ({})", backend.name(), backend.description()));
+  line("config", fmt::format("{} (hash 0x{:016x})", config.describe(), config.hash()));
+  line("run", fmt::format("{:.3f} ms (one run_site call on host buffers, host clock)", ms));
+  line("output", fmt::format("{}: layer_input [{}, {}] bf16, pre/post [{}, {}] f32, comb [{}, {}, "
+                             "{}] f32, x_next [{}, {}, {}] bf16",
+                             a.out, in.tokens, p.hidden, in.tokens, p.n, in.tokens, p.n, p.n,
+                             in.tokens, p.n, p.hidden));
+}
+
+void run_site_command(const SiteArgs& a) {
+  // Cheap checks first: a bad config or a missing GPU is reported before a large file is read.
+  const KernelConfig config = KernelConfig::parse(a.kernel_config);
+  const auto backend = make_backend(a.backend, config);
+  const st::SiteFileInputs in = st::read_site_inputs(a.inputs);
+  SiteOutputs out(in.params, in.tokens);
+  const auto start = std::chrono::steady_clock::now();
+  backend->run_site(in.params, in.weights.view(), in.inputs(), out.view());
+  const std::chrono::duration<double, std::milli> elapsed =
+      std::chrono::steady_clock::now() - start;
+  st::site_outputs_writer(in.params, in.tokens, out,
+                          output_metadata(in, *backend, config, a.inputs))
+      .write(a.out);
+  print_summary(a, in, *backend, config, elapsed.count());
+}
+
+}  // namespace
+
+void register_site(CLI::App& app) {
+  auto args = std::make_shared<SiteArgs>();
+  auto* cmd = app.add_subcommand(
+      "site", "Run one mHC site on tensors from a safetensors file (see docs/safetensors.md)");
+  cmd->add_option("--inputs", args->inputs,
+                  "Input file: x, pre_mix, hc_fn, hc_base, hc_scale, norm_weight, sublayer_out")
+      ->required();
+  cmd->add_option("--out", args->out,
+                  "Output file: layer_input, pre, post, comb, x_next (+ metadata)")
+      ->required();
+  cmd->add_option("--backend", args->backend, "auto, cpu or cuda")->capture_default_str();
+  cmd->add_option("--kernel-config", args->kernel_config,
+                  "Kernel configuration as JSON, e.g. '{\"projection\": \"fp32\"}'");
+  cmd->callback([args] { run_site_command(*args); });
+}
+
 }  // namespace mhc::cli
