@@ -30,7 +30,7 @@ class RunReport {
   void dispatch(const DispatchDecision& d, bool on_gpu);
   void site_check(const SiteCheck& c, const Tolerances& tol);
   void stack_check(const StackTrace& trace, const StackReference& ref, const MhcParams& p,
-                   int64_t tokens, const Tolerances& tol);
+                   int64_t tokens);
   void timing(const SiteTiming& t, const MhcParams& p, int64_t tokens);
   void finish();
   bool all_passed() const { return failures_ == 0; }

@@ -1,0 +1,22 @@
+// Helpers shared by the `mhc bench` subcommands: summaries of timings, the metadata every result
+// file carries (GPU, driver, runtime, commit, date), and writing JSON.
+#pragma once
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+namespace mhc::cli {
+
+struct Summary {
+  double median = 0, p10 = 0, p90 = 0, min = 0;
+};
+Summary summarize(std::vector<float> samples);
+
+// {"gpu", "driver", "cuda_runtime", "sm_count", "commit" (env MHC_COMMIT), "date" (UTC)}.
+nlohmann::json bench_metadata();
+
+// Writes `doc` to `path` (nothing when path is empty); throws mhc::Error naming the path.
+void write_json(const std::string& path, const nlohmann::json& doc);
+
+}  // namespace mhc::cli
