@@ -11,6 +11,7 @@
 #include "mhc/cuda/prenorm_gemm.cuh"
 #include "mhc/cuda/standin.cuh"
 #include "mhc/error.hpp"
+#include "prenorm_dispatch.hpp"
 
 namespace mhc::cuda {
 namespace {
@@ -52,17 +53,6 @@ void check_launch(cudaError_t err, const char* what) {
     throw Error(msg("{}: CUDA launch failed: {} ({})", what, cudaGetErrorName(err),
                     cudaGetErrorString(err)));
   }
-}
-
-template <int kStreams>
-cudaError_t dispatch_prenorm(const PrenormArgs& args, bool compensated, int rows_per_tile,
-                             cudaStream_t stream) {
-  if (rows_per_tile == 16) {
-    return compensated ? launch_prenorm_coefficients<kStreams, 1, true>(args, stream)
-                       : launch_prenorm_coefficients<kStreams, 1, false>(args, stream);
-  }
-  return compensated ? launch_prenorm_coefficients<kStreams, 4, true>(args, stream)
-                     : launch_prenorm_coefficients<kStreams, 4, false>(args, stream);
 }
 
 }  // namespace

@@ -1,0 +1,15 @@
+// The prenorm GEMM's instantiations live in one translation unit per stream count
+// (prenorm_n2.cu, prenorm_n4.cu) so that they compile in parallel.
+#pragma once
+#include <cuda_runtime_api.h>
+
+namespace mhc::cuda {
+
+struct PrenormArgs;
+
+// Launches the instantiation for kStreams, the projection and the tile size (16 or 64 rows).
+template <int kStreams>
+cudaError_t dispatch_prenorm(const PrenormArgs& args, bool compensated, int rows_per_tile,
+                             cudaStream_t stream);
+
+}  // namespace mhc::cuda

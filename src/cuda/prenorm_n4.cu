@@ -1,0 +1,6 @@
+// The prenorm GEMM instantiations for n = 4.
+#include "prenorm_dispatch.cuh"
+
+namespace mhc::cuda {
+template cudaError_t dispatch_prenorm<4>(const PrenormArgs&, bool, int, cudaStream_t);
+}  // namespace mhc::cuda
