@@ -13,6 +13,9 @@
 #include "mhc/model.hpp"
 #include "mhc/reference.hpp"
 #include "run_report.hpp"
+#if MHC_WITH_CUDA
+#include "mhc/stack_run.hpp"
+#endif
 
 namespace mhc::cli {
 namespace {
@@ -27,6 +30,9 @@ struct RunOptions {
   std::string kernel_config;
   std::string backend = "auto";
   int timing_reps = 0;  // 0: backend-appropriate default
+  std::string mode = "full";
+  std::string sync_check = "off";
+  std::string trace_path;
   bool json = false;
 };
 
@@ -40,16 +46,16 @@ MhcParams resolve_params(const RunOptions& o) {
   return p;
 }
 
-// The dispatch decision for this run. `mhc run` validates eagerly (no graph capture yet), so
-// the policy is asked about an eager forward on the backend's device.
+// The dispatch decision the CPU backend is asked about (it runs one stream, so it never overlaps;
+// the GPU path asks the executor instead).
 DispatchDecision dispatch_for(const Backend& backend, const MhcParams& p, const KernelConfig& cfg,
-                              int64_t tokens) {
+                              int64_t tokens, ExecMode mode) {
   DispatchInputs in;
   in.capability = backend.capability().value_or(ComputeCapability{0, 0});
   in.prenorm_gemm_available = backend.capability().has_value();
   in.hidden = p.hidden;
   in.n = p.n;
-  in.mode = ExecMode::eager;
+  in.mode = mode;
   in.tokens = tokens;
   in.config = cfg;
   return decide(in);
@@ -58,17 +64,34 @@ DispatchDecision dispatch_for(const Backend& backend, const MhcParams& p, const 
 void run(const RunOptions& o) {
   const MhcParams p = resolve_params(o);
   const KernelConfig cfg = KernelConfig::parse(o.kernel_config);
+  const ExecMode mode = parse_exec_mode(o.mode);
+  if (o.sync_check != "off" && o.sync_check != "error") {
+    throw Error(fmt::format("--sync-check '{}': expected off or error", o.sync_check));
+  }
   auto backend = make_backend(o.backend, cfg);
+  const bool on_gpu = backend->capability().has_value();
+  if (!on_gpu && !o.trace_path.empty()) throw Error("--trace needs the cuda backend");
   RunReport report(o.json);
   report.header(o.preset_name, p, o.tokens, o.seed, *backend, cfg);
-  report.dispatch(dispatch_for(*backend, p, cfg, o.tokens), backend->capability().has_value());
 
   const Tolerances tol = backend->tolerances(cfg);
   report.site_check(check_one_site(*backend, p, o.tokens, o.seed), tol);
 
   const ModelWeights weights = synthetic_model(p, o.seed);
   const std::vector<Bf16> x0 = synthetic_embeddings(p, o.tokens, o.seed + 1);
-  const StackTrace trace = backend->run_stack(weights, o.tokens, x0.data());
+  StackTrace trace;
+  if (on_gpu) {
+#if MHC_WITH_CUDA
+    cuda::StackRunOptions run_opt{mode, o.sync_check == "error", o.trace_path};
+    cuda::StackRunResult r = cuda::run_stack(weights, o.tokens, x0.data(), cfg, run_opt);
+    report.dispatch(r.decision, true);
+    report.gpu_forward(o.mode, r.overlapped, r.graph_replayed, r.sync_checked, o.trace_path);
+    trace = std::move(r.trace);
+#endif
+  } else {
+    report.dispatch(dispatch_for(*backend, p, cfg, o.tokens, mode), false);
+    trace = backend->run_stack(weights, o.tokens, x0.data());
+  }
   const StackReference ref = reference_stack(weights, o.tokens, x0.data());
   report.stack_check(trace, ref, p, o.tokens);
 
@@ -98,6 +121,14 @@ void register_run(CLI::App& app) {
                   R"(Kernel configuration JSON, e.g. '{"enable_mhc_overlap": true}')");
   cmd->add_option("--backend", opts->backend, "auto, cpu or cuda")->capture_default_str();
   cmd->add_option("--timing-reps", opts->timing_reps, "Timed repetitions (default: cpu 5, cuda 200)");
+  cmd->add_option("--mode", opts->mode, "Execution mode of the GPU forward: eager, piecewise, full")
+      ->capture_default_str();
+  cmd->add_option("--sync-check", opts->sync_check,
+                  "error: capture the forward in global mode first, so any host sync inside it "
+                  "is an error (FULL mode always does)")
+      ->capture_default_str();
+  cmd->add_option("--trace", opts->trace_path,
+                  "Write a Chrome trace (GPU-timed, per stream) of one forward to this file");
   cmd->add_flag("--json", opts->json, "Print one JSON object instead of the text report");
   cmd->callback([opts] { run(*opts); });
 }

@@ -86,6 +86,18 @@ void RunReport::dispatch(const DispatchDecision& d, bool on_gpu) {
   fmt::print("dispatch: {}\n", d.describe());
 }
 
+void RunReport::gpu_forward(const std::string& mode, bool overlapped, bool graph_replayed,
+                            bool sync_checked, const std::string& trace_path) {
+  doc_["forward"] = {{"mode", mode}, {"overlapped", overlapped},
+                     {"graph_replayed", graph_replayed}, {"sync_checked", sync_checked},
+                     {"trace", trace_path}};
+  if (json_mode_) return;
+  fmt::print("forward: mode {}, {} schedule{}{}\n", mode, overlapped ? "overlap" : "native",
+             graph_replayed ? ", FULL CUDA graph replay" : ", eager launches",
+             sync_checked ? ", no host sync inside (global-mode capture succeeded)" : "");
+  if (!trace_path.empty()) fmt::print("trace: {} (open in ui.perfetto.dev)\n", trace_path);
+}
+
 void RunReport::check_line(const std::string& what, const ErrorStats& e, double tol,
                            nlohmann::json& into, bool print) {
   const bool ok = e.passes(tol);

@@ -28,6 +28,8 @@ class RunReport {
   void header(const std::string& preset_name, const MhcParams& p, int64_t tokens, uint64_t seed,
               const Backend& backend, const KernelConfig& cfg);
   void dispatch(const DispatchDecision& d, bool on_gpu);
+  void gpu_forward(const std::string& mode, bool overlapped, bool graph_replayed,
+                   bool sync_checked, const std::string& trace_path);
   void site_check(const SiteCheck& c, const Tolerances& tol);
   void stack_check(const StackTrace& trace, const StackReference& ref, const MhcParams& p,
                    int64_t tokens);

@@ -30,6 +30,17 @@ struct SiteLaunches {
   std::function<void(cudaStream_t)> post;          // x, post, comb, F -> x_next
 };
 
+enum class Stage { input_path, coefficients, sublayer, post };
+const char* stage_name(Stage s);
+
+// Sees every stage as it is enqueued (e.g. to record timing events around it for a trace).
+class StageObserver {
+ public:
+  virtual ~StageObserver() = default;
+  virtual void begin(Stage stage, int site, cudaStream_t stream) = 0;
+  virtual void end(Stage stage, int site, cudaStream_t stream) = 0;
+};
+
 // Test-only delays: a spin kernel of this many clock cycles is put in front of the side stream's
 // coefficients, or in front of the main stream's sublayer, to shake the stream ordering.
 struct ScheduleDelays {
@@ -45,8 +56,9 @@ class StackSchedule {
   StackSchedule& operator=(const StackSchedule&) = delete;
 
   // Enqueues all sites on `main` (and the side stream when `overlap`).
+  // Every stage is wrapped in an NVTX range ("mhc <stage> <site>") for Nsight Systems.
   void enqueue(cudaStream_t main, bool overlap, const std::vector<SiteLaunches>& sites,
-               const ScheduleDelays& delays = {});
+               const ScheduleDelays& delays = {}, StageObserver* observer = nullptr);
 
   // Sites enqueued with the overlap schedule since construction (proves which path ran).
   int64_t overlapped_sites() const { return overlapped_sites_; }
@@ -54,9 +66,12 @@ class StackSchedule {
   cudaStream_t side_stream() const { return side_; }
 
  private:
-  void enqueue_native(cudaStream_t main, const SiteLaunches& s, const ScheduleDelays& d);
-  void enqueue_overlap(cudaStream_t main, int site, const SiteLaunches& s,
-                       const ScheduleDelays& d);
+  void enqueue_native(cudaStream_t main, int site, const SiteLaunches& s);
+  void enqueue_overlap(cudaStream_t main, int site, const SiteLaunches& s);
+  void run_stage(Stage stage, int site, const std::function<void(cudaStream_t)>& fn,
+                 cudaStream_t stream);
+  ScheduleDelays delays_;
+  StageObserver* observer_ = nullptr;
   cudaStream_t side_ = nullptr;
   std::vector<cudaEvent_t> x_ready_, coef_ready_;  // one pair per site
   int64_t overlapped_sites_ = 0;

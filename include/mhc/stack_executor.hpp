@@ -67,7 +67,10 @@ class StackExecutor {
   DispatchDecision decide(int64_t tokens, ExecMode mode) const;
 
   // Enqueues the given schedule eagerly, bypassing the policy (tests and benchmarks only).
-  void enqueue_schedule(int64_t tokens, bool overlap, cudaStream_t stream);
+  // With an observer (e.g. a TraceRecorder) every stage is reported as it is enqueued.
+  void enqueue_schedule(int64_t tokens, bool overlap, cudaStream_t stream,
+                        StageObserver* observer = nullptr);
+  cudaStream_t side_stream() const;
 
   Bf16* x_in() const;            // [max_tokens, n, C]
   float* pre_mix_in() const;     // [max_tokens, n]: one-hot on stream 0 unless overwritten

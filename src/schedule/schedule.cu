@@ -1,3 +1,7 @@
+#include <nvtx3/nvToolsExt.h>
+
+#include <string>
+
 #include "mhc/cuda/check.hpp"
 #include "mhc/schedule.hpp"
 
@@ -11,6 +15,16 @@ __global__ void spin_kernel(int64_t cycles) {
 }
 
 }  // namespace
+
+const char* stage_name(Stage s) {
+  switch (s) {
+    case Stage::input_path: return "input_path";
+    case Stage::coefficients: return "coefficients";
+    case Stage::sublayer: return "sublayer";
+    case Stage::post: return "post";
+  }
+  return "?";
+}
 
 void enqueue_spin(cudaStream_t stream, int64_t cycles) {
   if (cycles <= 0) return;
@@ -34,50 +48,62 @@ StackSchedule::~StackSchedule() {
 }
 
 void StackSchedule::enqueue(cudaStream_t main, bool overlap, const std::vector<SiteLaunches>& sites,
-                            const ScheduleDelays& delays) {
+                            const ScheduleDelays& delays, StageObserver* observer) {
   if (sites.size() > x_ready_.size()) {
     throw Error("StackSchedule: " + std::to_string(sites.size()) + " sites enqueued, built for " +
                 std::to_string(x_ready_.size()));
   }
+  delays_ = delays;
+  observer_ = observer;
   for (size_t s = 0; s < sites.size(); ++s) {
     if (overlap) {
-      enqueue_overlap(main, int(s), sites[s], delays);
+      enqueue_overlap(main, int(s), sites[s]);
     } else {
-      enqueue_native(main, sites[s], delays);
+      enqueue_native(main, int(s), sites[s]);
     }
   }
+  observer_ = nullptr;
 }
 
-void StackSchedule::enqueue_native(cudaStream_t main, const SiteLaunches& s,
-                                   const ScheduleDelays& d) {
-  if (s.input_path) s.input_path(main);
-  s.coefficients(main);
-  enqueue_spin(main, d.main_cycles);
-  s.sublayer(main);
-  s.post(main);
+void StackSchedule::run_stage(Stage stage, int site,
+                              const std::function<void(cudaStream_t)>& fn, cudaStream_t stream) {
+  if (!fn) return;  // e.g. the input path of a site whose previous post already formed it
+  const std::string range = std::string("mhc ") + stage_name(stage) + " " + std::to_string(site);
+  nvtxRangePushA(range.c_str());
+  if (observer_) observer_->begin(stage, site, stream);
+  fn(stream);
+  if (observer_) observer_->end(stage, site, stream);
+  nvtxRangePop();
+}
+
+void StackSchedule::enqueue_native(cudaStream_t main, int site, const SiteLaunches& s) {
+  run_stage(Stage::input_path, site, s.input_path, main);
+  run_stage(Stage::coefficients, site, s.coefficients, main);
+  enqueue_spin(main, delays_.main_cycles);
+  run_stage(Stage::sublayer, site, s.sublayer, main);
+  run_stage(Stage::post, site, s.post, main);
   ++native_sites_;
 }
 
-void StackSchedule::enqueue_overlap(cudaStream_t main, int site, const SiteLaunches& s,
-                                    const ScheduleDelays& d) {
+void StackSchedule::enqueue_overlap(cudaStream_t main, int site, const SiteLaunches& s) {
   cudaEvent_t x_ready = x_ready_[size_t(site)];
   cudaEvent_t coef_ready = coef_ready_[size_t(site)];
   // Fork: x (written by the previous post on main) is ready here.
   MHC_CUDA_CHECK(cudaEventRecord(x_ready, main));
   MHC_CUDA_CHECK(cudaStreamWaitEvent(side_, x_ready, 0));
-  enqueue_spin(side_, d.side_cycles);
-  s.coefficients(side_);
+  enqueue_spin(side_, delays_.side_cycles);
+  run_stage(Stage::coefficients, site, s.coefficients, side_);
   MHC_CUDA_CHECK(cudaEventRecord(coef_ready, side_));
 
-  if (s.input_path) s.input_path(main);
-  enqueue_spin(main, d.main_cycles);
-  s.sublayer(main);
+  run_stage(Stage::input_path, site, s.input_path, main);
+  enqueue_spin(main, delays_.main_cycles);
+  run_stage(Stage::sublayer, site, s.sublayer, main);
 #ifndef MHC_SCRATCH_DROP_JOIN  // defined only in a scratch build that proves the stress test bites
   // Join: the post needs the coefficients, and x must not be overwritten while the side stream
   // may still read it.
   MHC_CUDA_CHECK(cudaStreamWaitEvent(main, coef_ready, 0));
 #endif
-  s.post(main);
+  run_stage(Stage::post, site, s.post, main);
   ++overlapped_sites_;
 }
 

@@ -35,7 +35,8 @@ struct StackExecutor::Impl {
   Bf16* dst(int s) const { return x[(s + 1) % 2].get(); }
   std::vector<SiteLaunches> launches(int64_t tokens);
   SiteLaunches site_launches(int s, int64_t tokens, const PrenormTuning& tuning);
-  void enqueue(int64_t tokens, bool overlap, cudaStream_t stream);
+  void enqueue(int64_t tokens, bool overlap, cudaStream_t stream,
+               StageObserver* observer = nullptr);
 };
 
 StackExecutor::Impl::Impl(const ModelWeights& w, const KernelConfig& cfg, const StackOptions& opt,
@@ -137,8 +138,9 @@ std::vector<SiteLaunches> StackExecutor::Impl::launches(int64_t tokens) {
   return all;
 }
 
-void StackExecutor::Impl::enqueue(int64_t tokens, bool overlap, cudaStream_t stream) {
-  schedule->enqueue(stream, overlap, launches(tokens), options.delays);
+void StackExecutor::Impl::enqueue(int64_t tokens, bool overlap, cudaStream_t stream,
+                                  StageObserver* observer) {
+  schedule->enqueue(stream, overlap, launches(tokens), options.delays, observer);
 }
 
 StackExecutor::StackExecutor(const ModelWeights& weights, const KernelConfig& config,
@@ -202,13 +204,16 @@ ForwardInfo StackExecutor::forward(int64_t tokens, ExecMode mode, cudaStream_t s
 Bf16* StackExecutor::x_in() const { return impl_->x_in.get(); }
 float* StackExecutor::pre_mix_in() const { return impl_->pre_mix_in.get(); }
 
-void StackExecutor::enqueue_schedule(int64_t tokens, bool overlap, cudaStream_t stream) {
+void StackExecutor::enqueue_schedule(int64_t tokens, bool overlap, cudaStream_t stream,
+                                     StageObserver* observer) {
   if (tokens < 1 || tokens > impl_->options.max_tokens) {
     throw Error(fmt::format("enqueue_schedule: tokens {} outside 1..{}", tokens,
                             impl_->options.max_tokens));
   }
-  impl_->enqueue(tokens, overlap, stream);
+  impl_->enqueue(tokens, overlap, stream, observer);
 }
+
+cudaStream_t StackExecutor::side_stream() const { return impl_->schedule->side_stream(); }
 const Bf16* StackExecutor::output() const { return impl_->output.get(); }
 const Bf16* StackExecutor::x_final() const { return impl_->x[impl_->p.sites() % 2].get(); }
 const float* StackExecutor::last_pre() const {
