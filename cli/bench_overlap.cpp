@@ -9,6 +9,8 @@
 #include "bench_common.hpp"
 #include "commands.hpp"
 #include "mhc/error.hpp"
+#include "mhc/model.hpp"
+#include "mhc/params.hpp"
 #if MHC_WITH_CUDA
 #include "mhc/cuda/check.hpp"
 #include "mhc/decoder_standin.hpp"
