@@ -1,10 +1,146 @@
-// Placeholder until the owner of `mhc dispatch` lands it.
+// `mhc dispatch`: asks the overlap policy (src/core/dispatch.cpp) what it would do for a described
+// situation and prints the decision, the reason, the threshold, the all-reduce and the config.
+#include <fmt/core.h>
+
+#include <cstdint>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <string>
+
 #include "commands.hpp"
+#include "mhc/config.hpp"
+#include "mhc/dispatch.hpp"
 #include "mhc/error.hpp"
 
 namespace mhc::cli {
-void register_dispatch(CLI::App& app) {
-  auto* cmd = app.add_subcommand("dispatch", "(not built yet)");
-  cmd->callback([] { throw Error("mhc dispatch is not implemented yet"); });
+namespace {
+
+// The TP state as described on the command line.
+struct CliTensorParallel final : TensorParallelInfo {
+  int world = 1;
+  bool fused = false;
+  int world_size() const override { return world; }
+  bool fused_allreduce_available() const override { return fused; }
+};
+
+struct DispatchArgs {
+  std::string arch;
+  std::string kernel_config;
+  int hidden = 5120;
+  int n = 4;
+  int64_t tokens = 8;
+  std::string mode = "full";
+  bool ubatching = false;
+  bool no_prenorm_gemm = false;
+  int tp = 1;
+  bool fused_available = false;
+  bool json = false;
+};
+
+constexpr const char* kNoFusedKernel =
+    "the policy selects the SM100 fused all-reduce, but this build contains no fused all-reduce "
+    "kernel";
+
+void check_args(const DispatchArgs& a) {
+  if (a.hidden < 1) throw Error(fmt::format("--hidden must be >= 1, got {}", a.hidden));
+  if (a.n < 1) throw Error(fmt::format("--hc must be >= 1, got {}", a.n));
+  if (a.tokens < 0) throw Error(fmt::format("--tokens must be >= 0, got {}", a.tokens));
+  if (a.tp < 1) throw Error(fmt::format("--tp must be >= 1, got {}", a.tp));
 }
+
+std::string hash_text(uint64_t h) { return fmt::format("0x{:016x}", h); }
+
+std::string inputs_line(const DispatchArgs& a, const DispatchInputs& in) {
+  return fmt::format("C={} n={} NMIX={} M={} mode={} ubatching={} prenorm_gemm={} tp={}{}",
+                     in.hidden, in.n, int64_t{in.n} * (in.n + 2), in.tokens, to_string(in.mode),
+                     in.ubatching ? "yes" : "no", in.prenorm_gemm_available ? "yes" : "no", a.tp,
+                     a.tp > 1 && a.fused_available ? " (fused all-reduce available)" : "");
+}
+
+nlohmann::json inputs_json(const DispatchArgs& a, const DispatchInputs& in) {
+  return {{"arch", fmt::format("{}.{}", in.capability.major, in.capability.minor)},
+          {"hidden", in.hidden},
+          {"n", in.n},
+          {"tokens", in.tokens},
+          {"mode", std::string(to_string(in.mode))},
+          {"ubatching", in.ubatching},
+          {"prenorm_gemm_available", in.prenorm_gemm_available},
+          {"tp", a.tp},
+          {"fused_allreduce_available", a.fused_available}};
+}
+
+void print_text(const DispatchArgs& a, const DispatchInputs& in, const DispatchDecision& d) {
+  auto line = [](std::string_view label, const std::string& value) {
+    fmt::print("{:<13}{}\n", label, value);
+  };
+  line("arch", fmt::format("{}.{}", in.capability.major, in.capability.minor));
+  line("inputs", inputs_line(a, in));
+  line("decision", d.overlap ? "overlap (coefficient path on the side stream)"
+                             : "no overlap (native schedule)");
+  line("reason", d.overlap ? "-" : fmt::format("{}: {}", d.reason_code, d.reason));
+  line("threshold", fmt::format("0 < M <= {} ({})", d.max_tokens,
+                                in.config.overlap_max_tokens ? "kernel config" : "arch default"));
+  line("all-reduce", std::string(to_string(d.all_reduce)));
+  line("config", in.config.describe());
+  line("config hash", hash_text(in.config.hash()));
+  if (d.all_reduce == AllReduce::fused) line("note", std::string(kNoFusedKernel) + ".");
+}
+
+void print_json(const DispatchArgs& a, const DispatchInputs& in, const DispatchDecision& d) {
+  nlohmann::json out = nlohmann::json::parse(d.to_json());
+  out["config"] = nlohmann::json::parse(in.config.to_json());
+  out["config_hash"] = hash_text(in.config.hash());
+  out["inputs"] = inputs_json(a, in);
+  if (d.all_reduce == AllReduce::fused) out["note"] = kNoFusedKernel;
+  fmt::print("{}\n", out.dump(2));
+}
+
+void run_dispatch(const DispatchArgs& a) {
+  check_args(a);
+  DispatchInputs in;
+  in.capability = parse_capability(a.arch);
+  in.config = KernelConfig::parse(a.kernel_config);
+  in.hidden = a.hidden;
+  in.n = a.n;
+  in.tokens = a.tokens;
+  in.mode = parse_exec_mode(a.mode);
+  in.ubatching = a.ubatching;
+  in.prenorm_gemm_available = !a.no_prenorm_gemm;
+  CliTensorParallel tp;
+  tp.world = a.tp;
+  tp.fused = a.fused_available;
+  in.tp = &tp;
+  const DispatchDecision d = decide(in);
+  if (a.json) {
+    print_json(a, in, d);
+  } else {
+    print_text(a, in, d);
+  }
+}
+
+}  // namespace
+
+void register_dispatch(CLI::App& app) {
+  auto* cmd = app.add_subcommand(
+      "dispatch", "Say whether the mHC coefficient overlap would run, and why (policy only)");
+  auto args = std::make_shared<DispatchArgs>();
+  cmd->add_option("--arch", args->arch, "Compute capability, e.g. 9.0 (H200) or 10.0 (B200)")
+      ->required();
+  cmd->add_option("--kernel-config", args->kernel_config,
+                  R"(Kernel config JSON, e.g. '{"enable_mhc_overlap": true}')");
+  cmd->add_option("--hidden", args->hidden, "Hidden size C")->capture_default_str();
+  cmd->add_option("--hc", args->n, "Residual streams n (hc_mult)")->capture_default_str();
+  cmd->add_option("--tokens", args->tokens, "Tokens M in the batch")->capture_default_str();
+  cmd->add_option("--mode", args->mode, "Execution mode: eager, piecewise or full")
+      ->capture_default_str();
+  cmd->add_flag("--ubatching", args->ubatching, "Micro-batching is on");
+  cmd->add_flag("--no-prenorm-gemm", args->no_prenorm_gemm,
+                "The prenorm GEMM kernel is not available for the device");
+  cmd->add_option("--tp", args->tp, "Tensor-parallel world size")->capture_default_str();
+  cmd->add_flag("--fused-allreduce-available", args->fused_available,
+                "The TP group offers the SM100 fused all-reduce");
+  cmd->add_flag("--json", args->json, "Print one JSON object");
+  cmd->callback([args] { run_dispatch(*args); });
+}
+
 }  // namespace mhc::cli
