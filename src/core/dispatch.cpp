@@ -143,24 +143,21 @@ ExecMode parse_exec_mode(std::string_view s) {
 }
 
 ComputeCapability parse_capability(std::string_view s) {
-  auto fail = [s]() -> ComputeCapability {
-    throw Error(
-        fmt::format("bad compute capability '{}': expected MAJOR.MINOR such as 9.0 or 10.3", s));
-  };
-  const auto dot = s.find('.');
-  if (dot == s.npos) return fail();
-  const std::string_view major_text = s.substr(0, dot);
-  const std::string_view minor_text = s.substr(dot + 1);
-  // Digits only (from_chars alone would accept a leading '-'); a few digits at most.
+  // MAJOR.MINOR, one or two digits each; from_chars alone would also take a sign.
   auto digits = [](std::string_view t) {
     return !t.empty() && t.size() <= 2 && t.find_first_not_of("0123456789") == t.npos;
   };
-  if (!digits(major_text) || !digits(minor_text)) return fail();
+  const auto dot = s.find('.');
+  const std::string_view major_text = s.substr(0, dot);
+  const std::string_view minor_text = dot == s.npos ? "" : s.substr(dot + 1);
   ComputeCapability cc;
-  std::from_chars(major_text.data(), major_text.data() + major_text.size(), cc.major);
-  std::from_chars(minor_text.data(), minor_text.data() + minor_text.size(), cc.minor);
-  if (cc.major < 1) return fail();
-  return cc;
+  if (digits(major_text) && digits(minor_text)) {
+    std::from_chars(major_text.data(), major_text.data() + major_text.size(), cc.major);
+    std::from_chars(minor_text.data(), minor_text.data() + minor_text.size(), cc.minor);
+    if (cc.major >= 1) return cc;
+  }
+  throw Error(
+      fmt::format("bad compute capability '{}': expected MAJOR.MINOR such as 9.0 or 10.3", s));
 }
 
 int default_overlap_max_tokens(ComputeCapability /*cc*/) {
