@@ -60,6 +60,8 @@ json parse_json(const char* text, uint64_t size, std::string_view source) {
     fail(source, fmt::format("header is not valid JSON at file offset {} (header byte {}): {}",
                              8 + header_byte, header_byte,
                              pos == std::string::npos ? what : what.substr(pos)));
+  } catch (const json::exception& e) {  // e.g. out_of_range 406 for a number like 1e400
+    fail(source, fmt::format("header is not acceptable JSON: {}", e.what()));
   }
   if (!duplicate.empty()) fail(source, fmt::format("header has a duplicate key '{}'", duplicate));
   return j;

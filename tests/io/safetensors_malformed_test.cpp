@@ -109,6 +109,9 @@ TEST(SafetensorsMalformed, BadShapes) {
   EXPECT_TRUE(mentions(shape_error("[\"4\"]"), {"shape dim 0"}));
   EXPECT_TRUE(mentions(shape_error("[9223372036854775808]"), {"shape dim 0"}));
   EXPECT_TRUE(mentions(shape_error("[99999999999999999999999]"), {"shape dim 0"}));
+  EXPECT_TRUE(mentions(shape_error("[1e30]"), {"shape dim 0"}));
+  EXPECT_TRUE(
+      mentions(shape_error("[1e400]"), {"bad.safetensors", "not acceptable JSON", "1e400"}));
 }
 
 TEST(SafetensorsMalformed, ShapeProductOverflow) {
