@@ -111,11 +111,12 @@ void run(const OverlapOptions& o) {
   };
   StackOptions opt;
   opt.max_tokens = max_tokens;
-  Arm native{std::make_unique<StackExecutor>(
-      w, KernelConfig::parse(R"({"enable_mhc_overlap": false})"), opt, sublayer)};
-  Arm overlap{std::make_unique<StackExecutor>(
+  Arm native, overlap;
+  native.ex = std::make_unique<StackExecutor>(
+      w, KernelConfig::parse(R"({"enable_mhc_overlap": false})"), opt, sublayer);
+  overlap.ex = std::make_unique<StackExecutor>(
       w, KernelConfig::parse(R"({"enable_mhc_overlap": true, "overlap_max_tokens": 1048576})"),
-      opt, sublayer)};
+      opt, sublayer);
   cudaStream_t st;
   MHC_CUDA_CHECK(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking));
 
