@@ -108,6 +108,10 @@ std::string bench_kernels(const KernelBenchOptions& o) {
     const double md = double(m);
     const PrenormTuning chosen = choose_prenorm_tuning(p, m, prop.multiProcessorCount);
     std::vector<Item> items;
+    items.push_back({"empty kernel (graph floor)",
+                     0.0,
+                     [](DeviceSiteBuffers&, cudaStream_t s) { enqueue_empty_kernel(s); },
+                     {}});
     const double coef_bytes = md * 2 * K + weight_bytes + md * (2 * p.n + p.n * p.n) * 4;
     items.push_back({"input_path",
                      md * (2 * K + 2 * C),
@@ -168,7 +172,7 @@ std::string bench_kernels(const KernelBenchOptions& o) {
     for (const Item& item : items) {
       const TimedResult r =
           time_rotated_graphs(p, m, prop.l2CacheSize, o.reps, stream, item.enqueue);
-      const double gbps = item.bytes / (r.median_us * 1e-6) / 1e9;
+      const double gbps = item.bytes / (r.median_us * 1e-6) / 1e9;  // 0 for the empty kernel
       const double floor_us = item.bytes / kAnchorCopyBandwidth * 1e6;
       const std::string tuning = item.tuning.splits ? item.tuning.describe() : "";
       fmt::print("{:<34} {:>6} {:>10.2f} {:>9.0f} {:>10.2f} {:>7.0f}%  {}\n", item.name, m,

@@ -84,11 +84,16 @@ int max_prenorm_splits(const MhcParams& p) {
 }
 
 PrenormTuning choose_prenorm_tuning(const MhcParams& p, int64_t tokens, int sm_count) {
+  // Measured on an H200 (docs/kernels.md): 16-token tiles win up to a few hundred tokens (more
+  // CTAs, less register pressure), 64-token tiles above (hc_fn re-read from L2 once per tile).
+  // Splits fill the multiprocessors once; at decode sizes they are capped because the last CTA
+  // reads every split's partials, which costs more than it saves beyond a few dozen.
+  constexpr int kDecodeMaxSplits = 40;
   PrenormTuning t;
-  t.rows_per_tile = tokens <= 16 ? 16 : 64;
+  t.rows_per_tile = tokens <= 256 ? 16 : 64;
   const int64_t tiles = std::max<int64_t>(1, ceil_div(tokens, t.rows_per_tile));
-  t.splits =
-      static_cast<int>(std::clamp<int64_t>(sm_count / tiles, 1, int64_t(max_prenorm_splits(p))));
+  const int64_t cap = std::min<int64_t>(max_prenorm_splits(p), kDecodeMaxSplits);
+  t.splits = static_cast<int>(std::clamp<int64_t>(sm_count / tiles, 1, cap));
   return t;
 }
 

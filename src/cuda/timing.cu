@@ -42,7 +42,14 @@ void fill(DeviceBuffer<float>& b, float lo, float hi, uint64_t seed, cudaStream_
   MHC_CUDA_CHECK(cudaGetLastError());
 }
 
+__global__ void empty_kernel() {}
+
 }  // namespace
+
+void enqueue_empty_kernel(cudaStream_t stream) {
+  empty_kernel<<<1, 32, 0, stream>>>();
+  MHC_CUDA_CHECK(cudaGetLastError());
+}
 
 void fill_random(DeviceSiteBuffers& b, const MhcParams& p, uint64_t seed, cudaStream_t stream) {
   (void)p;

@@ -24,6 +24,9 @@ struct TimedResult {
 // Random bf16 in [-amplitude, amplitude) and pre_mix in [0.2, 1.2): deterministic per seed.
 void fill_random(DeviceSiteBuffers& b, const MhcParams& p, uint64_t seed, cudaStream_t stream);
 
+// One empty kernel: what a graph replay costs with no work in it.
+void enqueue_empty_kernel(cudaStream_t stream);
+
 using EnqueueFn = std::function<void(DeviceSiteBuffers&, cudaStream_t)>;
 TimedResult time_rotated_graphs(const MhcParams& p, int64_t tokens, int64_t l2_bytes, int reps,
                                 cudaStream_t stream, const EnqueueFn& enqueue);

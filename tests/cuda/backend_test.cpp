@@ -125,7 +125,9 @@ TEST(CudaBackend, StackTracksTheReference) {
   MHC_SKIP_WITHOUT_GPU();
   MhcParams p = test::small_params(4, 5120, 4);
   check_stack(p, 5, 2200, Projection::tf32, kTf32Tolerances.coefficients, 1e-2);
-  check_stack(p, 3, 2300, Projection::fp32, 1e-4, 1e-2);
+  // last_pre follows x, whose bf16 roundings decorrelate from the reference's after a few
+  // sites, so its bound is the TF32 tier even with the fp32 projection.
+  check_stack(p, 3, 2300, Projection::fp32, kTf32Tolerances.coefficients, 1e-2);
   check_stack(test::small_params(2, 4096, 3), 17, 2400, Projection::tf32,
               kTf32Tolerances.coefficients, 1e-2);
 }

@@ -51,7 +51,9 @@ struct PrenormShape {
   static constexpr int kThreads = 256;
   static constexpr int kWarps = kThreads / kWarp;
   static constexpr int kChunk = 32;  // K per warp step: 4 lanes x 8 bf16
-  static constexpr int kUnroll = 2;  // chunks loaded before the first MMA (loads in flight)
+  // Chunks per pipeline stage: two for the small-register 16-row tile (more loads in flight at
+  // decode sizes), one for the 64-row tile, whose double-buffered stage is already 56 registers.
+  static constexpr int kUnroll = kMTiles == 1 ? 2 : 1;
   static constexpr int kValuesPerLane = kMTiles * kNTiles * 4 + kMTiles * 2;
 };
 
@@ -146,13 +148,9 @@ __global__ void __launch_bounds__(256) prenorm_coefficients_kernel(const Prenorm
 #pragma unroll
   for (int nt = 0; nt < S::kNTiles; ++nt) w_row[nt] = args.hc_fn + (nt * 8 + g) * k + t * 8;
 
-  float acc[kMTiles][S::kNTiles][4] = {};
-  float sumsq[kMTiles][2] = {};
-  for (int c0 = chunk_begin + warp; c0 < chunk_end; c0 += S::kWarps * S::kUnroll) {
-    uint4 xv[S::kUnroll][kMTiles][2];
-    float4 wv[S::kUnroll][S::kNTiles][2];
-    // All loads of kUnroll chunks are issued before the first MMA so that they are in flight
-    // together; out-of-range chunks and rows contribute zeros.
+  // Out-of-range chunks and rows load zeros, which add nothing.
+  auto load_stage = [&](int c0, uint4(&xv)[S::kUnroll][kMTiles][2],
+                        float4(&wv)[S::kUnroll][S::kNTiles][2]) {
 #pragma unroll
     for (int u = 0; u < S::kUnroll; ++u) {
       const int c = c0 + u * S::kWarps;
@@ -172,9 +170,35 @@ __global__ void __launch_bounds__(256) prenorm_coefficients_kernel(const Prenorm
         wv[u][nt][1] = in ? load_weight_f4(w_row[nt] + offset + 4) : make_float4(0, 0, 0, 0);
       }
     }
+  };
+
+  float acc[kMTiles][S::kNTiles][4] = {};
+  float sumsq[kMTiles][2] = {};
+  // Register double buffering: the next stage's loads are issued before this stage's MMAs, so
+  // loads stay in flight while the tensor cores work. mma.sync has consumed its operand
+  // registers when it returns, so overwriting `cur` afterwards is safe (no wgmma-style race).
+  uint4 x_cur[S::kUnroll][kMTiles][2], x_next[S::kUnroll][kMTiles][2];
+  float4 w_cur[S::kUnroll][S::kNTiles][2], w_next[S::kUnroll][S::kNTiles][2];
+  constexpr int kStageStride = S::kWarps * S::kUnroll;
+  load_stage(chunk_begin + warp, x_cur, w_cur);
+  for (int c0 = chunk_begin + warp; c0 < chunk_end; c0 += kStageStride) {
+    if (c0 + kStageStride < chunk_end) load_stage(c0 + kStageStride, x_next, w_next);
 #pragma unroll
     for (int u = 0; u < S::kUnroll; ++u) {
-      detail::chunk_mma<kStreams, kMTiles, kCompensated>(xv[u], wv[u], acc, sumsq);
+      detail::chunk_mma<kStreams, kMTiles, kCompensated>(x_cur[u], w_cur[u], acc, sumsq);
+    }
+#pragma unroll
+    for (int u = 0; u < S::kUnroll; ++u) {
+#pragma unroll
+      for (int mt = 0; mt < kMTiles; ++mt) {
+        x_cur[u][mt][0] = x_next[u][mt][0];
+        x_cur[u][mt][1] = x_next[u][mt][1];
+      }
+#pragma unroll
+      for (int nt = 0; nt < S::kNTiles; ++nt) {
+        w_cur[u][nt][0] = w_next[u][nt][0];
+        w_cur[u][nt][1] = w_next[u][nt][1];
+      }
     }
   }
 #pragma unroll
@@ -210,9 +234,11 @@ __global__ void __launch_bounds__(256) prenorm_coefficients_kernel(const Prenorm
   // Warp 0 holds the CTA's totals. With one split they go straight to shared memory; otherwise
   // to this split's slot of the workspace.
   const int n_out = rows_valid * S::kStride;
+  // Each split's block of partials is padded to whole float4s for the vector reduction below.
+  const int n_out_padded = (n_out + 3) / 4 * 4;
   float* tile_partials = args.partials + row0 * S::kStride * args.splits;
   if (warp == 0) {
-    float* dest = args.splits == 1 ? &sums[0][0] : tile_partials + int64_t(split) * n_out;
+    float* dest = args.splits == 1 ? &sums[0][0] : tile_partials + int64_t(split) * n_out_padded;
 #pragma unroll
     for (int mt = 0; mt < kMTiles; ++mt) {
 #pragma unroll
@@ -241,36 +267,58 @@ __global__ void __launch_bounds__(256) prenorm_coefficients_kernel(const Prenorm
     __syncthreads();
     if (!is_last_cta) return;
     __threadfence();
-    // Lanes per output: as many as fit (<= 32), each summing a strided subset of the splits in
-    // ascending order, then a butterfly: a fixed order, so deterministic.
+    // Lanes per float4 of outputs: as many as fit (<= 32); each lane sums a strided subset of
+    // the splits in ascending order, loading kBatch splits at a time so that they are all in
+    // flight, then a butterfly across the lanes. A fixed order: deterministic.
+    constexpr int kBatch = 8;
+    const int n_vec = n_out_padded / 4;
     int width = 1;
-    while (width < kWarp && width * 2 * n_out <= S::kThreads && width < args.splits) width *= 2;
+    while (width < kWarp && width * 2 * n_vec <= S::kThreads && width < args.splits) width *= 2;
     const int groups = S::kThreads / width;
-    const int passes = static_cast<int>(ceil_div(n_out, groups));
+    const int passes = static_cast<int>(ceil_div(n_vec, groups));
     for (int pass = 0; pass < passes; ++pass) {
-      const int o = pass * groups + threadIdx.x / width;
-      float v = 0.f;
-      if (o < n_out) {
-        const float* p = tile_partials + o;
-#pragma unroll 4
-        for (int s = threadIdx.x % width; s < args.splits; s += width) {
-          v += __ldcg(p + int64_t(s) * n_out);
+      const int vec = pass * groups + int(threadIdx.x) / width;
+      float4 total = make_float4(0.f, 0.f, 0.f, 0.f);
+      if (vec < n_vec) {
+        const float* base = tile_partials + vec * 4;
+        for (int s0 = int(threadIdx.x) % width; s0 < args.splits; s0 += kBatch * width) {
+          float4 batch[kBatch];
+#pragma unroll
+          for (int b = 0; b < kBatch; ++b) {
+            const int s = s0 + b * width;
+            batch[b] = s < args.splits ? load_coherent_f4(base + int64_t(s) * n_out_padded)
+                                       : make_float4(0.f, 0.f, 0.f, 0.f);
+          }
+#pragma unroll
+          for (int b = 0; b < kBatch; ++b) {
+            total.x += batch[b].x;
+            total.y += batch[b].y;
+            total.z += batch[b].z;
+            total.w += batch[b].w;
+          }
         }
       }
-      v = group_sum_dynamic(v, width);
-      if (o < n_out && threadIdx.x % width == 0) (&sums[0][0])[o] = v;
+      total.x = group_sum_dynamic(total.x, width);
+      total.y = group_sum_dynamic(total.y, width);
+      total.z = group_sum_dynamic(total.z, width);
+      total.w = group_sum_dynamic(total.w, width);
+      if (vec < n_vec && int(threadIdx.x) % width == 0) {
+        float* flat = &sums[0][0];
+        const float values[4] = {total.x, total.y, total.z, total.w};
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+          if (vec * 4 + e < n_out) flat[vec * 4 + e] = values[e];
+        }
+      }
     }
     // Re-arm the counter for the next launch or graph replay.
     if (threadIdx.x == 0) args.tile_counters[tile] = 0;
   }
   __syncthreads();
 
-  // Stats: kStreams lanes per token.
-  constexpr int kTokensPerPass = S::kThreads / kStreams;
-  for (int first = 0; first < rows_valid; first += kTokensPerPass) {
-    const int row = first + int(threadIdx.x) / kStreams;
-    const bool valid = row < rows_valid;
-    token_coefficients<kStreams>(sums[valid ? row : 0], valid, row0 + row, args.coef, args.out);
+  // Stats: one thread per token.
+  if (int(threadIdx.x) < rows_valid) {
+    token_coefficients<kStreams>(sums[threadIdx.x], row0 + threadIdx.x, args.coef, args.out);
   }
 }
 
