@@ -48,7 +48,8 @@ void check_args(const DispatchArgs& a) {
   if (a.tp < 1) throw Error(fmt::format("--tp must be >= 1, got {}", a.tp));
 }
 
-std::string hash_text(uint64_t h) { return fmt::format("0x{:016x}", h); }
+// 16 hex digits, no prefix: the form `mhc run` prints.
+std::string hash_text(uint64_t h) { return fmt::format("{:016x}", h); }
 
 std::string inputs_line(const DispatchArgs& a, const DispatchInputs& in) {
   return fmt::format("C={} n={} NMIX={} M={} mode={} ubatching={} prenorm_gemm={} tp={}{}",
