@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <string>
+#include <utility>
 
 #include "mhc/error.hpp"
 
@@ -75,6 +76,69 @@ __device__ __forceinline__ void store_u4(void* ptr, const uint4& v) {
 // Partials written by other CTAs of the same launch: read through L2 (L1 is not coherent).
 __device__ __forceinline__ float4 load_coherent_f4(const float* ptr) {
   return __ldcg(reinterpret_cast<const float4*>(ptr));
+}
+
+// 16-byte asynchronous global -> shared copy (sm_80+), L2 only; `valid` false zero-fills the
+// destination without reading the source.
+__device__ __forceinline__ void cp_async_16(void* smem_dst, const void* gmem_src, bool valid) {
+  const unsigned dst = static_cast<unsigned>(__cvta_generic_to_shared(smem_dst));
+  asm volatile("cp.async.cg.shared.global.L2::256B [%0], [%1], 16, %2;" ::"r"(dst), "l"(gmem_src),
+               "r"(valid ? 16 : 0)
+               : "memory");
+}
+__device__ __forceinline__ void cp_async_commit() {
+  asm volatile("cp.async.commit_group;" ::: "memory");
+}
+// Waits until at most kPending of this thread's committed groups are still in flight.
+template <int kPending>
+__device__ __forceinline__ void cp_async_wait() {
+  asm volatile("cp.async.wait_group %0;" ::"n"(kPending) : "memory");
+}
+
+// ---- programmatic dependent launch (sm_90) ---------------------------------------------------
+// Kernels launched with launch_kernel may start while the previous kernel in the stream is still
+// finishing (its launch latency is hidden). Each kernel calls wait_for_producer() before it reads
+// anything an earlier kernel wrote and before its first global write; allow_dependents() lets
+// the next kernel be scheduled early. Both are no-ops on sm_80 and when launched without PDL.
+__device__ __forceinline__ void wait_for_producer() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.wait;" ::: "memory");
+#endif
+}
+__device__ __forceinline__ void allow_dependents() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+#endif
+}
+
+// PDL only where this build's kernels contain the waits: the sm_90a image, i.e. compute
+// capability 9.x. (A newer GPU runs the compute_80 PTX, which has no griddepcontrol.)
+inline bool pdl_enabled() {
+  static const bool enabled = [] {
+    int device = 0, major = 0;
+    if (cudaGetDevice(&device) != cudaSuccess) return false;
+    if (cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device) != cudaSuccess) {
+      return false;
+    }
+    return major == 9;
+  }();
+  return enabled;
+}
+
+template <typename... KernelArgs, typename... Args>
+cudaError_t launch_kernel(void (*kernel)(KernelArgs...), dim3 grid, dim3 block, size_t smem_bytes,
+                          cudaStream_t stream, Args&&... args) {
+  cudaLaunchAttribute attribute{};
+  attribute.id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  attribute.val.programmaticStreamSerializationAllowed = pdl_enabled() ? 1 : 0;
+  cudaLaunchConfig_t config{};
+  config.gridDim = grid;
+  config.blockDim = block;
+  config.dynamicSmemBytes = smem_bytes;
+  config.stream = stream;
+  config.attrs = &attribute;
+  config.numAttrs = 1;
+  return cudaLaunchKernelEx(&config, kernel, std::forward<Args>(args)...);
 }
 
 // ---- deterministic reductions ---------------------------------------------------------------

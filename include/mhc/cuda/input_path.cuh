@@ -76,6 +76,8 @@ __global__ void input_path_kernel(const uint16_t* __restrict__ x, const float* _
                                   const float* __restrict__ norm_weight, int hidden, float eps_n,
                                   uint16_t* __restrict__ layer_input) {
   __shared__ float scratch[kWarp];
+  allow_dependents();
+  wait_for_producer();
   const int64_t token = blockIdx.x;
   const uint16_t* x_token = x + token * kStreams * hidden;
   float weights[kStreams];
@@ -110,10 +112,9 @@ template <int kStreams>
 cudaError_t launch_input_path(const uint16_t* x, const float* pre_mix, const float* norm_weight,
                               int64_t tokens, int hidden, float eps_n, uint16_t* layer_input,
                               cudaStream_t stream) {
-  input_path_kernel<kStreams, kRowVecs>
-      <<<static_cast<unsigned>(tokens), row_kernel_threads(hidden), 0, stream>>>(
-          x, pre_mix, norm_weight, hidden, eps_n, layer_input);
-  return cudaGetLastError();
+  return launch_kernel(input_path_kernel<kStreams, kRowVecs>, dim3(static_cast<unsigned>(tokens)),
+                       dim3(row_kernel_threads(hidden)), 0, stream, x, pre_mix, norm_weight, hidden,
+                       eps_n, layer_input);
 }
 
 }  // namespace mhc::cuda

@@ -31,6 +31,8 @@ template <int kStreams, int kVec, bool kNextInput>
 __global__ void post_kernel(const PostArgs a) {
   constexpr int n = kStreams;
   __shared__ float scratch[kWarp];
+  allow_dependents();
+  wait_for_producer();
   const int64_t token = blockIdx.x;
   const int hidden = a.hidden;
   const uint16_t* x_token = a.x + token * n * hidden;
@@ -90,9 +92,9 @@ __global__ void post_kernel(const PostArgs a) {
 
 template <int kStreams, bool kNextInput>
 cudaError_t launch_post(const PostArgs& args, int64_t tokens, cudaStream_t stream) {
-  post_kernel<kStreams, kRowVecs, kNextInput>
-      <<<static_cast<unsigned>(tokens), row_kernel_threads(args.hidden), 0, stream>>>(args);
-  return cudaGetLastError();
+  return launch_kernel(post_kernel<kStreams, kRowVecs, kNextInput>,
+                       dim3(static_cast<unsigned>(tokens)), dim3(row_kernel_threads(args.hidden)),
+                       0, stream, args);
 }
 
 }  // namespace mhc::cuda

@@ -51,10 +51,16 @@ struct PrenormShape {
   static constexpr int kThreads = 256;
   static constexpr int kWarps = kThreads / kWarp;
   static constexpr int kChunk = 32;  // K per warp step: 4 lanes x 8 bf16
-  // Chunks per pipeline stage: two for the small-register 16-row tile (more loads in flight at
-  // decode sizes), one for the 64-row tile, whose double-buffered stage is already 56 registers.
-  static constexpr int kUnroll = kMTiles == 1 ? 2 : 1;
   static constexpr int kValuesPerLane = kMTiles * kNTiles * 4 + kMTiles * 2;
+  // x chunks in flight per warp: a cp.async ring in shared memory, so that the bytes in flight
+  // cost no registers (with register-only buffering the 64-row tile reached 64% of the copy
+  // bandwidth: 32 KB of x in flight per SM is too little for HBM3e's latency).
+  static constexpr int kStages = 4;
+  static constexpr int kRingBytes = kWarps * kStages * kMTiles * 2 * kWarp * 16;
+  // After the main loop the ring is reused for the warp tree and the per-token sums.
+  static constexpr int kExchangeFloats = (kWarps / 2) * kValuesPerLane * kWarp;
+  static constexpr int kEpilogueBytes = (kExchangeFloats + kRows * kStride) * 4;
+  static constexpr int kSmemBytes = kRingBytes > kEpilogueBytes ? kRingBytes : kEpilogueBytes;
 };
 
 namespace detail {
@@ -118,8 +124,7 @@ __device__ __forceinline__ void chunk_mma(const uint4 (&xv)[kMTiles][2],
 template <int kStreams, int kMTiles, bool kCompensated>
 __global__ void __launch_bounds__(256) prenorm_coefficients_kernel(const PrenormArgs args) {
   using S = PrenormShape<kStreams, kMTiles>;
-  __shared__ float exchange[S::kWarps / 2][S::kValuesPerLane][kWarp];  // lane-minor: no conflicts
-  __shared__ float sums[S::kRows][S::kStride];
+  extern __shared__ uint4 smem[];
   __shared__ int is_last_cta;
 
   const int lane = threadIdx.x % kWarp, warp = threadIdx.x / kWarp;
@@ -148,59 +153,73 @@ __global__ void __launch_bounds__(256) prenorm_coefficients_kernel(const Prenorm
 #pragma unroll
   for (int nt = 0; nt < S::kNTiles; ++nt) w_row[nt] = args.hc_fn + (nt * 8 + g) * k + t * 8;
 
-  // Out-of-range chunks and rows load zeros, which add nothing.
-  auto load_stage = [&](int c0, uint4(&xv)[S::kUnroll][kMTiles][2],
-                        float4(&wv)[S::kUnroll][S::kNTiles][2]) {
+  // Each lane copies its own 16-byte pieces of x into its own ring slots and reads back only
+  // those, so its own cp.async.wait_group is all the synchronisation the ring needs.
+  uint4* ring = smem + warp * (S::kStages * kMTiles * 2 * kWarp) + lane;
+  auto slot = [&](int stage, int mt, int h) {
+    return ring + ((stage * kMTiles + mt) * 2 + h) * kWarp;
+  };
+  // Out-of-range chunks and rows are zero-filled (cp.async reads nothing), adding nothing.
+  auto issue_x = [&](int c, int stage) {
+    const bool in = c < chunk_end;
+    const int64_t offset = int64_t(in ? c : chunk_begin) * S::kChunk;
 #pragma unroll
-    for (int u = 0; u < S::kUnroll; ++u) {
-      const int c = c0 + u * S::kWarps;
-      const bool in = c < chunk_end;
-      const int64_t offset = int64_t(c) * S::kChunk;
+    for (int mt = 0; mt < kMTiles; ++mt) {
 #pragma unroll
-      for (int mt = 0; mt < kMTiles; ++mt) {
-#pragma unroll
-        for (int h = 0; h < 2; ++h) {
-          xv[u][mt][h] = (in && row_ok[mt][h]) ? load_stream_u4(x_row[mt][h] + offset)
-                                               : make_uint4(0, 0, 0, 0);
-        }
+      for (int h = 0; h < 2; ++h) {
+        cp_async_16(slot(stage, mt, h), x_row[mt][h] + offset, in && row_ok[mt][h]);
       }
+    }
+    cp_async_commit();
+  };
+  auto load_w = [&](int c, float4(&wv)[S::kNTiles][2]) {
+    const bool in = c < chunk_end;
+    const int64_t offset = int64_t(c) * S::kChunk;
 #pragma unroll
-      for (int nt = 0; nt < S::kNTiles; ++nt) {
-        wv[u][nt][0] = in ? load_weight_f4(w_row[nt] + offset) : make_float4(0, 0, 0, 0);
-        wv[u][nt][1] = in ? load_weight_f4(w_row[nt] + offset + 4) : make_float4(0, 0, 0, 0);
-      }
+    for (int nt = 0; nt < S::kNTiles; ++nt) {
+      wv[nt][0] = in ? load_weight_f4(w_row[nt] + offset) : make_float4(0, 0, 0, 0);
+      wv[nt][1] = in ? load_weight_f4(w_row[nt] + offset + 4) : make_float4(0, 0, 0, 0);
     }
   };
 
   float acc[kMTiles][S::kNTiles][4] = {};
   float sumsq[kMTiles][2] = {};
-  // Register double buffering: the next stage's loads are issued before this stage's MMAs, so
-  // loads stay in flight while the tensor cores work. mma.sync has consumed its operand
-  // registers when it returns, so overwriting `cur` afterwards is safe (no wgmma-style race).
-  uint4 x_cur[S::kUnroll][kMTiles][2], x_next[S::kUnroll][kMTiles][2];
-  float4 w_cur[S::kUnroll][S::kNTiles][2], w_next[S::kUnroll][S::kNTiles][2];
-  constexpr int kStageStride = S::kWarps * S::kUnroll;
-  load_stage(chunk_begin + warp, x_cur, w_cur);
-  for (int c0 = chunk_begin + warp; c0 < chunk_end; c0 += kStageStride) {
-    if (c0 + kStageStride < chunk_end) load_stage(c0 + kStageStride, x_next, w_next);
+  const int first = chunk_begin + warp;
+  // hc_fn is not written by any kernel, so its first chunk is loaded before waiting for the
+  // kernel that produced x (programmatic dependent launch): at decode sizes reading hc_fn is
+  // most of the work.
+  float4 w_cur[S::kNTiles][2], w_next[S::kNTiles][2];
+  load_w(first, w_cur);
+  allow_dependents();
+  wait_for_producer();
 #pragma unroll
-    for (int u = 0; u < S::kUnroll; ++u) {
-      detail::chunk_mma<kStreams, kMTiles, kCompensated>(x_cur[u], w_cur[u], acc, sumsq);
+  for (int st = 0; st < S::kStages - 1; ++st) issue_x(first + st * S::kWarps, st);
+  int stage = 0;
+  for (int c = first; c < chunk_end; c += S::kWarps) {
+    issue_x(c + (S::kStages - 1) * S::kWarps, (stage + S::kStages - 1) % S::kStages);
+    load_w(c + S::kWarps, w_next);    // W comes from L2: one chunk ahead hides its latency
+    cp_async_wait<S::kStages - 1>();  // chunk c's group has landed
+    uint4 xv[kMTiles][2];
+#pragma unroll
+    for (int mt = 0; mt < kMTiles; ++mt) {
+      xv[mt][0] = *slot(stage, mt, 0);
+      xv[mt][1] = *slot(stage, mt, 1);
     }
+    // mma.sync has consumed its operand registers when it returns, so reloading them for the
+    // next chunk cannot race with it (the upstream wgmma pitfall does not arise).
+    detail::chunk_mma<kStreams, kMTiles, kCompensated>(xv, w_cur, acc, sumsq);
 #pragma unroll
-    for (int u = 0; u < S::kUnroll; ++u) {
-#pragma unroll
-      for (int mt = 0; mt < kMTiles; ++mt) {
-        x_cur[u][mt][0] = x_next[u][mt][0];
-        x_cur[u][mt][1] = x_next[u][mt][1];
-      }
-#pragma unroll
-      for (int nt = 0; nt < S::kNTiles; ++nt) {
-        w_cur[u][nt][0] = w_next[u][nt][0];
-        w_cur[u][nt][1] = w_next[u][nt][1];
-      }
+    for (int nt = 0; nt < S::kNTiles; ++nt) {
+      w_cur[nt][0] = w_next[nt][0];
+      w_cur[nt][1] = w_next[nt][1];
     }
+    stage = stage + 1 == S::kStages ? 0 : stage + 1;
   }
+  cp_async_wait<0>();
+  __syncthreads();  // every warp is done with its ring: the epilogue reuses the memory
+  float* exchange = reinterpret_cast<float*>(smem);  // [kWarps/2][kValuesPerLane][32]
+  float* sums = exchange + S::kExchangeFloats;       // [kRows][kStride]
+
 #pragma unroll
   for (int mt = 0; mt < kMTiles; ++mt) {
     sumsq[mt][0] = group_sum<4>(sumsq[mt][0]);
@@ -224,10 +243,15 @@ __global__ void __launch_bounds__(256) prenorm_coefficients_kernel(const Prenorm
 #pragma unroll
   for (int half = S::kWarps / 2; half >= 1; half /= 2) {
     if (warp >= half && warp < 2 * half) {
-      for_each_value([&](int i, float& v) { exchange[warp - half][i][lane] = v; });
+      for_each_value([&](int i, float& v) {
+        exchange[((warp - half) * S::kValuesPerLane + i) * kWarp + lane] = v;
+      });
     }
     __syncthreads();
-    if (warp < half) for_each_value([&](int i, float& v) { v += exchange[warp][i][lane]; });
+    if (warp < half) {
+      for_each_value(
+          [&](int i, float& v) { v += exchange[(warp * S::kValuesPerLane + i) * kWarp + lane]; });
+    }
     __syncthreads();
   }
 
@@ -238,7 +262,7 @@ __global__ void __launch_bounds__(256) prenorm_coefficients_kernel(const Prenorm
   const int n_out_padded = (n_out + 3) / 4 * 4;
   float* tile_partials = args.partials + row0 * S::kStride * args.splits;
   if (warp == 0) {
-    float* dest = args.splits == 1 ? &sums[0][0] : tile_partials + int64_t(split) * n_out_padded;
+    float* dest = args.splits == 1 ? sums : tile_partials + int64_t(split) * n_out_padded;
 #pragma unroll
     for (int mt = 0; mt < kMTiles; ++mt) {
 #pragma unroll
@@ -303,7 +327,7 @@ __global__ void __launch_bounds__(256) prenorm_coefficients_kernel(const Prenorm
       total.z = group_sum_dynamic(total.z, width);
       total.w = group_sum_dynamic(total.w, width);
       if (vec < n_vec && int(threadIdx.x) % width == 0) {
-        float* flat = &sums[0][0];
+        float* flat = sums;
         const float values[4] = {total.x, total.y, total.z, total.w};
 #pragma unroll
         for (int e = 0; e < 4; ++e) {
@@ -318,7 +342,8 @@ __global__ void __launch_bounds__(256) prenorm_coefficients_kernel(const Prenorm
 
   // Stats: one thread per token.
   if (int(threadIdx.x) < rows_valid) {
-    token_coefficients<kStreams>(sums[threadIdx.x], row0 + threadIdx.x, args.coef, args.out);
+    token_coefficients<kStreams>(sums + threadIdx.x * S::kStride, row0 + threadIdx.x, args.coef,
+                                 args.out);
   }
 }
 
@@ -328,9 +353,12 @@ cudaError_t launch_prenorm_coefficients(const PrenormArgs& args, cudaStream_t st
   using S = PrenormShape<kStreams, kMTiles>;
   const dim3 grid(static_cast<unsigned>(ceil_div(args.tokens, S::kRows)),
                   static_cast<unsigned>(args.splits));
-  prenorm_coefficients_kernel<kStreams, kMTiles, kCompensated>
-      <<<grid, S::kThreads, 0, stream>>>(args);
-  return cudaGetLastError();
+  auto* kernel = prenorm_coefficients_kernel<kStreams, kMTiles, kCompensated>;
+  // Above 48 KB of dynamic shared memory a kernel must opt in, once.
+  static const cudaError_t opt_in =
+      cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, S::kSmemBytes);
+  if (opt_in != cudaSuccess) return opt_in;
+  return launch_kernel(kernel, grid, dim3(S::kThreads), S::kSmemBytes, stream, args);
 }
 
 }  // namespace mhc::cuda

@@ -13,6 +13,8 @@ namespace mhc::cuda {
 __global__ void standin_sublayer_kernel(const uint16_t* __restrict__ layer_input,
                                         const float* __restrict__ gain, int64_t vectors, int hidden,
                                         uint16_t* __restrict__ out) {
+  allow_dependents();
+  wait_for_producer();
   const int64_t stride = int64_t(gridDim.x) * blockDim.x;
   for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < vectors; i += stride) {
     const int64_t offset = i * kBf16PerVec;
@@ -33,9 +35,8 @@ inline cudaError_t launch_standin_sublayer(const uint16_t* layer_input, const fl
   const int64_t vectors = tokens * hidden / kBf16PerVec;
   constexpr int kThreads = 256;
   const int64_t blocks = std::min<int64_t>(ceil_div(vectors, kThreads), int64_t(sm_count) * 8);
-  standin_sublayer_kernel<<<static_cast<unsigned>(blocks), kThreads, 0, stream>>>(
-      layer_input, gain, vectors, hidden, out);
-  return cudaGetLastError();
+  return launch_kernel(standin_sublayer_kernel, dim3(static_cast<unsigned>(blocks)), dim3(kThreads),
+                       0, stream, layer_input, gain, vectors, hidden, out);
 }
 
 }  // namespace mhc::cuda
