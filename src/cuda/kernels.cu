@@ -99,7 +99,7 @@ PrenormTuning choose_prenorm_tuning(const MhcParams& p, int64_t tokens, int sm_c
 
 void prenorm_coefficients(const MhcParams& p, int64_t tokens, const CoefficientBuffers& b,
                           Projection projection, PrenormTuning tuning, SiteWorkspace& ws,
-                          cudaStream_t stream) {
+                          cudaStream_t stream, const InputPathBuffers* input) {
   constexpr const char* what = "prenorm_coefficients";
   check_shape(p, tokens, what);
   require(ws.hidden() == p.hidden && ws.streams() == p.n,
@@ -146,6 +146,21 @@ void prenorm_coefficients(const MhcParams& p, int64_t tokens, const CoefficientB
   args.coef.sinkhorn_iters = p.sinkhorn_iters;
   args.coef.inv_k = static_cast<float>(1.0 / double(p.k()));
   args.out = {b.pre, b.post, b.comb, b.mixes};
+  if (input != nullptr) {
+    if (tuning.rows_per_tile == 16 && tokens <= kFusedInputMaxTokens &&
+        p.hidden <= kFusedInputMaxHidden) {
+      require(input->pre_mix != nullptr, msg("{}: input pre_mix is null", what));
+      check_ptr(input->layer_input, "layer_input", what);
+      if (input->norm_weight != nullptr) check_ptr(input->norm_weight, "norm_weight", what);
+      args.input.pre_mix = input->pre_mix;
+      args.input.norm_weight = input->norm_weight;
+      args.input.layer_input = bits(input->layer_input);
+      args.input.hidden = p.hidden;
+      args.input.eps_n = static_cast<float>(p.eps_n);
+    } else {
+      input_path(p, tokens, b.x, input->pre_mix, input->norm_weight, input->layer_input, stream);
+    }
+  }
   const bool compensated = projection == Projection::fp32;
   const cudaError_t err =
       p.n == 2 ? dispatch_prenorm<2>(args, compensated, tuning.rows_per_tile, stream)

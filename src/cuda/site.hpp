@@ -29,8 +29,8 @@ struct DeviceSiteBuffers {
   CoefficientBuffers coefficients(const DeviceSiteWeights& w) const;
 };
 
-// Input path, coefficient path (prenorm GEMM with fused stats) and post of one site, in stream
-// order on one stream (no allocation, capturable).
+// Input path and coefficient path (one launch at decode sizes), then the post, of one site, in
+// stream order on one stream (no allocation, capturable).
 void enqueue_site(const MhcParams& p, int64_t tokens, const DeviceSiteWeights& w,
                   DeviceSiteBuffers& b, Projection projection, const PrenormTuning& tuning,
                   SiteWorkspace& ws, cudaStream_t stream);

@@ -17,9 +17,9 @@ namespace mhc::cuda {
 
 }  // namespace mhc::cuda
 
-#define MHC_CUDA_CHECK(call)                                                      \
-  do {                                                                            \
-    cudaError_t mhc_cuda_check_err_ = (call);                                     \
-    if (mhc_cuda_check_err_ != cudaSuccess)                                       \
+#define MHC_CUDA_CHECK(call)                                                         \
+  do {                                                                               \
+    cudaError_t mhc_cuda_check_err_ = (call);                                        \
+    if (mhc_cuda_check_err_ != cudaSuccess)                                          \
       ::mhc::cuda::throw_cuda_error(mhc_cuda_check_err_, #call, __FILE__, __LINE__); \
   } while (0)

@@ -15,7 +15,8 @@ class DeviceBuffer {
   DeviceBuffer() = default;
   explicit DeviceBuffer(size_t count) : count_(count) {
     // At least one element so that even an empty buffer has a valid, aligned address.
-    MHC_CUDA_CHECK(cudaMalloc(reinterpret_cast<void**>(&data_), (count > 0 ? count : 1) * sizeof(T)));
+    MHC_CUDA_CHECK(
+        cudaMalloc(reinterpret_cast<void**>(&data_), (count > 0 ? count : 1) * sizeof(T)));
   }
   ~DeviceBuffer() { cudaFree(data_); }
   DeviceBuffer(DeviceBuffer&& o) noexcept

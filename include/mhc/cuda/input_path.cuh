@@ -71,14 +71,14 @@ __device__ __forceinline__ void rms_norm_store(const float (&y)[kVec][8], float 
   }
 }
 
+// One token's input path, by the whole block (also used by the fused input-path CTAs of the
+// coefficient kernel). `scratch` holds one float per warp.
 template <int kStreams, int kVec>
-__global__ void input_path_kernel(const uint16_t* __restrict__ x, const float* __restrict__ pre_mix,
-                                  const float* __restrict__ norm_weight, int hidden, float eps_n,
-                                  uint16_t* __restrict__ layer_input) {
-  __shared__ float scratch[kWarp];
-  allow_dependents();
-  wait_for_producer();
-  const int64_t token = blockIdx.x;
+__device__ __forceinline__ void input_path_token(const uint16_t* __restrict__ x,
+                                                 const float* __restrict__ pre_mix,
+                                                 const float* __restrict__ norm_weight, int hidden,
+                                                 float eps_n, uint16_t* __restrict__ layer_input,
+                                                 int64_t token, float* scratch) {
   const uint16_t* x_token = x + token * kStreams * hidden;
   float weights[kStreams];
 #pragma unroll
@@ -106,6 +106,17 @@ __global__ void input_path_kernel(const uint16_t* __restrict__ x, const float* _
   }
   rms_norm_store<kVec>(y, sum_sq, norm_weight, eps_n, hidden, layer_input + token * hidden,
                        scratch);
+}
+
+template <int kStreams, int kVec>
+__global__ void input_path_kernel(const uint16_t* __restrict__ x, const float* __restrict__ pre_mix,
+                                  const float* __restrict__ norm_weight, int hidden, float eps_n,
+                                  uint16_t* __restrict__ layer_input) {
+  __shared__ float scratch[kWarp];
+  allow_dependents();
+  wait_for_producer();
+  input_path_token<kStreams, kVec>(x, pre_mix, norm_weight, hidden, eps_n, layer_input, blockIdx.x,
+                                   scratch);
 }
 
 template <int kStreams>

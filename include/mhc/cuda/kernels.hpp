@@ -63,11 +63,23 @@ struct CoefficientBuffers {         // device pointers
   float* mixes = nullptr;           // [M, NMIX], optional
 };
 
+// Step 1 requested together with step 2 (device pointers); see prenorm_coefficients.
+struct InputPathBuffers {
+  const float* pre_mix = nullptr;
+  const float* norm_weight = nullptr;  // null: plain collapse
+  Bf16* layer_input = nullptr;
+};
+// Up to this many tokens an InputPathBuffers request runs inside the coefficient launch.
+inline constexpr int64_t kFusedInputMaxTokens = 64;
+
 // Step 2 in one launch: prenorm GEMM + sum of squares, split-K, fused stats. Refuses a workspace
-// made for another C or n. `tuning` fields left 0 are chosen by choose_prenorm_tuning.
+// made for another C or n. `tuning` fields left 0 are chosen by choose_prenorm_tuning. With
+// `input`, also step 1 on the same x: inside the same launch (extra CTAs beside the GEMM's) with
+// 16-token tiles up to kFusedInputMaxTokens tokens, where a launch costs more than the work, else as a separate
+// input_path launch just before.
 void prenorm_coefficients(const MhcParams& p, int64_t tokens, const CoefficientBuffers& b,
                           Projection projection, PrenormTuning tuning, SiteWorkspace& ws,
-                          cudaStream_t stream);
+                          cudaStream_t stream, const InputPathBuffers* input = nullptr);
 
 // Step 1: layer_input = bf16(rmsnorm(bf16(sum_j pre_mix[j] x[j])) * norm_weight).
 void input_path(const MhcParams& p, int64_t tokens, const Bf16* x, const float* pre_mix,

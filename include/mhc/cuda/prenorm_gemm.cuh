@@ -25,6 +25,7 @@
 
 #include "mhc/cuda/coefficients.cuh"
 #include "mhc/cuda/common.cuh"
+#include "mhc/cuda/input_path.cuh"
 
 namespace mhc::cuda {
 
@@ -39,7 +40,19 @@ struct PrenormArgs {
   unsigned* tile_counters = nullptr;  // workspace: one per tile, zero between launches
   CoefficientParams coef;
   CoefficientOutputs out;
+  // Optional input path fused into the same launch (decode sizes): kRows extra CTAs per tile,
+  // one token each, run beside the GEMM CTAs and save a kernel launch. Null layer_input: off.
+  struct {
+    const float* pre_mix = nullptr;
+    const float* norm_weight = nullptr;
+    uint16_t* layer_input = nullptr;
+    int hidden = 0;
+    float eps_n = 0.f;
+  } input;
 };
+
+// Largest C the fused input-path CTAs cover (256 threads x kRowVecs 16-byte vectors).
+inline constexpr int kFusedInputMaxHidden = 256 * kRowVecs * kBf16PerVec;
 
 template <int kStreams, int kMTiles>
 struct PrenormShape {
@@ -52,15 +65,12 @@ struct PrenormShape {
   static constexpr int kWarps = kThreads / kWarp;
   static constexpr int kChunk = 32;  // K per warp step: 4 lanes x 8 bf16
   static constexpr int kValuesPerLane = kMTiles * kNTiles * 4 + kMTiles * 2;
-  // x chunks in flight per warp: a cp.async ring in shared memory, so that the bytes in flight
-  // cost no registers (with register-only buffering the 64-row tile reached 64% of the copy
-  // bandwidth: 32 KB of x in flight per SM is too little for HBM3e's latency).
-  static constexpr int kStages = 4;
-  static constexpr int kRingBytes = kWarps * kStages * kMTiles * 2 * kWarp * 16;
-  // After the main loop the ring is reused for the warp tree and the per-token sums.
+  // Chunks per pipeline stage: two for the small-register 16-row tile (more loads in flight at
+  // decode sizes), one for the 64-row tile, whose double-buffered stage is already 56 registers.
+  // (A 4-stage cp.async ring for x in shared memory was measured 10% slower at 4096-8192
+  // tokens on an H200 than these register buffers: see docs/kernels.md.)
+  static constexpr int kUnroll = kMTiles == 1 ? 2 : 1;
   static constexpr int kExchangeFloats = (kWarps / 2) * kValuesPerLane * kWarp;
-  static constexpr int kEpilogueBytes = (kExchangeFloats + kRows * kStride) * 4;
-  static constexpr int kSmemBytes = kRingBytes > kEpilogueBytes ? kRingBytes : kEpilogueBytes;
 };
 
 namespace detail {
@@ -82,36 +92,41 @@ __device__ __forceinline__ void chunk_mma(const uint4 (&xv)[kMTiles][2],
                                           float (&acc)[kMTiles][kStreams * (kStreams + 2) / 8][4],
                                           float (&sumsq)[kMTiles][2]) {
   using S = PrenormShape<kStreams, kMTiles>;
-  auto step = [&](auto s_const) {
+  // The compensated (fp32) projection runs a second pass with the low parts of hc_fn; the hi and
+  // lo fragments are never live together, which keeps the 64-row tile within 255 registers.
+  auto pass = [&](auto s_const, auto lo_const) {
     constexpr int s = decltype(s_const)::value;
-    uint32_t b_hi[S::kNTiles][2];
-    [[maybe_unused]] uint32_t b_lo[S::kNTiles][2];
+    constexpr bool kLo = decltype(lo_const)::value;
+    uint32_t b[S::kNTiles][2];
 #pragma unroll
     for (int nt = 0; nt < S::kNTiles; ++nt) {
       const float w0 = lane_of<(2 * s) % 4>(wv[nt][s / 2]);
       const float w1 = lane_of<(2 * s + 1) % 4>(wv[nt][s / 2]);
-      b_hi[nt][0] = to_tf32(w0);
-      b_hi[nt][1] = to_tf32(w1);
-      if constexpr (kCompensated) {
-        b_lo[nt][0] = to_tf32(w0 - __uint_as_float(b_hi[nt][0]));
-        b_lo[nt][1] = to_tf32(w1 - __uint_as_float(b_hi[nt][1]));
+      b[nt][0] = to_tf32(w0);
+      b[nt][1] = to_tf32(w1);
+      if constexpr (kLo) {
+        b[nt][0] = to_tf32(w0 - __uint_as_float(b[nt][0]));
+        b[nt][1] = to_tf32(w1 - __uint_as_float(b[nt][1]));
       }
     }
 #pragma unroll
     for (int mt = 0; mt < kMTiles; ++mt) {
       const uint32_t top = word_of<s>(xv[mt][0]), bottom = word_of<s>(xv[mt][1]);
       const uint32_t a[4] = {top << 16, bottom << 16, top & 0xffff0000u, bottom & 0xffff0000u};
+      if constexpr (!kLo) {
 #pragma unroll
-      for (int h = 0; h < 2; ++h) {
-        const float lo = __uint_as_float(a[h]), hi = __uint_as_float(a[h + 2]);
-        sumsq[mt][h] = fmaf(lo, lo, fmaf(hi, hi, sumsq[mt][h]));
+        for (int h = 0; h < 2; ++h) {
+          const float lo = __uint_as_float(a[h]), hi = __uint_as_float(a[h + 2]);
+          sumsq[mt][h] = fmaf(lo, lo, fmaf(hi, hi, sumsq[mt][h]));
+        }
       }
 #pragma unroll
-      for (int nt = 0; nt < S::kNTiles; ++nt) {
-        if constexpr (kCompensated) mma_tf32(acc[mt][nt], a, b_lo[nt][0], b_lo[nt][1]);
-        mma_tf32(acc[mt][nt], a, b_hi[nt][0], b_hi[nt][1]);
-      }
+      for (int nt = 0; nt < S::kNTiles; ++nt) mma_tf32(acc[mt][nt], a, b[nt][0], b[nt][1]);
     }
+  };
+  auto step = [&](auto s_const) {
+    pass(s_const, std::false_type{});
+    if constexpr (kCompensated) pass(s_const, std::true_type{});
   };
   step(std::integral_constant<int, 0>{});
   step(std::integral_constant<int, 1>{});
@@ -124,14 +139,28 @@ __device__ __forceinline__ void chunk_mma(const uint4 (&xv)[kMTiles][2],
 template <int kStreams, int kMTiles, bool kCompensated>
 __global__ void __launch_bounds__(256) prenorm_coefficients_kernel(const PrenormArgs args) {
   using S = PrenormShape<kStreams, kMTiles>;
-  extern __shared__ uint4 smem[];
+  __shared__ float exchange[S::kExchangeFloats];  // [kWarps/2][kValuesPerLane][32], lane-minor
+  __shared__ float sums[S::kRows * S::kStride];   // [kRows][kStride]
   __shared__ int is_last_cta;
 
-  const int lane = threadIdx.x % kWarp, warp = threadIdx.x / kWarp;
-  const int g = lane / 4, t = lane % 4;
   const int64_t tile = blockIdx.x;
   const int split = blockIdx.y;
   const int64_t row0 = tile * S::kRows;
+  if constexpr (kMTiles == 1) {  // only the decode-size tile fuses the input path
+    if (split >= args.splits) {  // a fused input-path CTA
+      const int64_t token = row0 + (split - args.splits);
+      allow_dependents();
+      wait_for_producer();
+      if (token < args.tokens) {
+        input_path_token<kStreams, kRowVecs>(args.x, args.input.pre_mix, args.input.norm_weight,
+                                             args.input.hidden, args.input.eps_n,
+                                             args.input.layer_input, token, exchange);
+      }
+      return;
+    }
+  }
+  const int lane = threadIdx.x % kWarp, warp = threadIdx.x / kWarp;
+  const int g = lane / 4, t = lane % 4;
   const int rows_valid =
       args.tokens - row0 < S::kRows ? static_cast<int>(args.tokens - row0) : S::kRows;
   const int64_t k = args.k;
@@ -153,72 +182,84 @@ __global__ void __launch_bounds__(256) prenorm_coefficients_kernel(const Prenorm
 #pragma unroll
   for (int nt = 0; nt < S::kNTiles; ++nt) w_row[nt] = args.hc_fn + (nt * 8 + g) * k + t * 8;
 
-  // Each lane copies its own 16-byte pieces of x into its own ring slots and reads back only
-  // those, so its own cp.async.wait_group is all the synchronisation the ring needs.
-  uint4* ring = smem + warp * (S::kStages * kMTiles * 2 * kWarp) + lane;
-  auto slot = [&](int stage, int mt, int h) {
-    return ring + ((stage * kMTiles + mt) * 2 + h) * kWarp;
-  };
-  // Out-of-range chunks and rows are zero-filled (cp.async reads nothing), adding nothing.
-  auto issue_x = [&](int c, int stage) {
-    const bool in = c < chunk_end;
-    const int64_t offset = int64_t(in ? c : chunk_begin) * S::kChunk;
+  // Out-of-range chunks and rows load zeros, which add nothing.
+  auto load_x = [&](int c0, uint4(&xv)[S::kUnroll][kMTiles][2]) {
 #pragma unroll
-    for (int mt = 0; mt < kMTiles; ++mt) {
+    for (int u = 0; u < S::kUnroll; ++u) {
+      const int c = c0 + u * S::kWarps;
+      const bool in = c < chunk_end;
+      const int64_t offset = int64_t(c) * S::kChunk;
 #pragma unroll
-      for (int h = 0; h < 2; ++h) {
-        cp_async_16(slot(stage, mt, h), x_row[mt][h] + offset, in && row_ok[mt][h]);
+      for (int mt = 0; mt < kMTiles; ++mt) {
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+          xv[u][mt][h] = (in && row_ok[mt][h]) ? load_stream_u4(x_row[mt][h] + offset)
+                                               : make_uint4(0, 0, 0, 0);
+        }
       }
     }
-    cp_async_commit();
   };
-  auto load_w = [&](int c, float4(&wv)[S::kNTiles][2]) {
-    const bool in = c < chunk_end;
-    const int64_t offset = int64_t(c) * S::kChunk;
+  auto load_w = [&](int c0, float4(&wv)[S::kUnroll][S::kNTiles][2]) {
 #pragma unroll
-    for (int nt = 0; nt < S::kNTiles; ++nt) {
-      wv[nt][0] = in ? load_weight_f4(w_row[nt] + offset) : make_float4(0, 0, 0, 0);
-      wv[nt][1] = in ? load_weight_f4(w_row[nt] + offset + 4) : make_float4(0, 0, 0, 0);
+    for (int u = 0; u < S::kUnroll; ++u) {
+      const int c = c0 + u * S::kWarps;
+      const bool in = c < chunk_end;
+      const int64_t offset = int64_t(c) * S::kChunk;
+#pragma unroll
+      for (int nt = 0; nt < S::kNTiles; ++nt) {
+        wv[u][nt][0] = in ? load_weight_f4(w_row[nt] + offset) : make_float4(0, 0, 0, 0);
+        wv[u][nt][1] = in ? load_weight_f4(w_row[nt] + offset + 4) : make_float4(0, 0, 0, 0);
+      }
     }
   };
 
   float acc[kMTiles][S::kNTiles][4] = {};
   float sumsq[kMTiles][2] = {};
+  // Register double buffering: the next stage's loads are issued before this stage's MMAs, so
+  // loads stay in flight while the tensor cores work. mma.sync has consumed its operand
+  // registers when it returns, so overwriting them afterwards is safe (the upstream wgmma
+  // register race cannot arise).
+  uint4 x_cur[S::kUnroll][kMTiles][2], x_next[S::kUnroll][kMTiles][2];
+  float4 w_cur[S::kUnroll][S::kNTiles][2], w_next[S::kUnroll][S::kNTiles][2];
+  constexpr int kStageStride = S::kWarps * S::kUnroll;
   const int first = chunk_begin + warp;
-  // hc_fn is not written by any kernel, so its first chunk is loaded before waiting for the
-  // kernel that produced x (programmatic dependent launch): at decode sizes reading hc_fn is
-  // most of the work.
-  float4 w_cur[S::kNTiles][2], w_next[S::kNTiles][2];
-  load_w(first, w_cur);
-  allow_dependents();
-  wait_for_producer();
-#pragma unroll
-  for (int st = 0; st < S::kStages - 1; ++st) issue_x(first + st * S::kWarps, st);
-  int stage = 0;
-  for (int c = first; c < chunk_end; c += S::kWarps) {
-    issue_x(c + (S::kStages - 1) * S::kWarps, (stage + S::kStages - 1) % S::kStages);
-    load_w(c + S::kWarps, w_next);    // W comes from L2: one chunk ahead hides its latency
-    cp_async_wait<S::kStages - 1>();  // chunk c's group has landed
-    uint4 xv[kMTiles][2];
-#pragma unroll
-    for (int mt = 0; mt < kMTiles; ++mt) {
-      xv[mt][0] = *slot(stage, mt, 0);
-      xv[mt][1] = *slot(stage, mt, 1);
-    }
-    // mma.sync has consumed its operand registers when it returns, so reloading them for the
-    // next chunk cannot race with it (the upstream wgmma pitfall does not arise).
-    detail::chunk_mma<kStreams, kMTiles, kCompensated>(xv, w_cur, acc, sumsq);
-#pragma unroll
-    for (int nt = 0; nt < S::kNTiles; ++nt) {
-      w_cur[nt][0] = w_next[nt][0];
-      w_cur[nt][1] = w_next[nt][1];
-    }
-    stage = stage + 1 == S::kStages ? 0 : stage + 1;
+  // hc_fn is written by no kernel, so its first stage is loaded before waiting for the kernel
+  // that produced x (programmatic dependent launch): at decode sizes hc_fn is most of the bytes.
+  // (Only for the decode-size tile: in the 64-row tile the early load costs registers, and the
+  // compensated variant then spilled.)
+  if constexpr (kMTiles == 1) {
+    load_w(first, w_cur);
+    allow_dependents();
+    wait_for_producer();
+  } else {
+    allow_dependents();
+    wait_for_producer();
+    load_w(first, w_cur);
   }
-  cp_async_wait<0>();
-  __syncthreads();  // every warp is done with its ring: the epilogue reuses the memory
-  float* exchange = reinterpret_cast<float*>(smem);  // [kWarps/2][kValuesPerLane][32]
-  float* sums = exchange + S::kExchangeFloats;       // [kRows][kStride]
+  load_x(first, x_cur);
+  for (int c0 = first; c0 < chunk_end; c0 += kStageStride) {
+    if (c0 + kStageStride < chunk_end) {
+      load_x(c0 + kStageStride, x_next);
+      load_w(c0 + kStageStride, w_next);
+    }
+#pragma unroll
+    for (int u = 0; u < S::kUnroll; ++u) {
+      detail::chunk_mma<kStreams, kMTiles, kCompensated>(x_cur[u], w_cur[u], acc, sumsq);
+    }
+#pragma unroll
+    for (int u = 0; u < S::kUnroll; ++u) {
+#pragma unroll
+      for (int mt = 0; mt < kMTiles; ++mt) {
+        x_cur[u][mt][0] = x_next[u][mt][0];
+        x_cur[u][mt][1] = x_next[u][mt][1];
+      }
+#pragma unroll
+      for (int nt = 0; nt < S::kNTiles; ++nt) {
+        w_cur[u][nt][0] = w_next[u][nt][0];
+        w_cur[u][nt][1] = w_next[u][nt][1];
+      }
+    }
+  }
 
 #pragma unroll
   for (int mt = 0; mt < kMTiles; ++mt) {
@@ -353,12 +394,10 @@ cudaError_t launch_prenorm_coefficients(const PrenormArgs& args, cudaStream_t st
   using S = PrenormShape<kStreams, kMTiles>;
   const dim3 grid(static_cast<unsigned>(ceil_div(args.tokens, S::kRows)),
                   static_cast<unsigned>(args.splits));
-  auto* kernel = prenorm_coefficients_kernel<kStreams, kMTiles, kCompensated>;
-  // Above 48 KB of dynamic shared memory a kernel must opt in, once.
-  static const cudaError_t opt_in =
-      cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, S::kSmemBytes);
-  if (opt_in != cudaSuccess) return opt_in;
-  return launch_kernel(kernel, grid, dim3(S::kThreads), S::kSmemBytes, stream, args);
+  const bool fused_input = kMTiles == 1 && args.input.layer_input != nullptr;
+  const dim3 grid_with_input(grid.x, grid.y + (fused_input ? S::kRows : 0));
+  return launch_kernel(prenorm_coefficients_kernel<kStreams, kMTiles, kCompensated>,
+                       grid_with_input, dim3(S::kThreads), 0, stream, args);
 }
 
 }  // namespace mhc::cuda
