@@ -123,28 +123,52 @@ class CudaBackend final : public Backend {
     b.pre_mix.upload(one_hot.data(), one_hot.size());
     SiteWorkspace& ws = workspace(p, tokens);
 
-    input_path(p, tokens, b.x.get(), b.pre_mix.get(), model.sites[0].norm_weight.get(),
-               b.layer_input.get(), stream_);
+    const PrenormTuning tuning = choose_prenorm_tuning(p, tokens, prop_.multiProcessorCount);
+    // Two schedules of the same math. At decode sizes each site's input path rides in its
+    // coefficient launch (the post is plain); above, the post of site s also forms site s+1's
+    // layer_input (one read of x saved). Measured on an H200: docs/kernels.md.
+    const bool decode_schedule = input_path_fuses(p, tokens, tuning);
+    const float* final_norm = w.final_norm.empty() ? nullptr : model.final_norm.get();
+    if (!decode_schedule) {
+      input_path(p, tokens, b.x.get(), b.pre_mix.get(), model.sites[0].norm_weight.get(),
+                 b.layer_input.get(), stream_);
+    }
     for (int s = 0; s < sites; ++s) {
       const DeviceSiteWeights& site = model.sites[size_t(s)];
+      if (decode_schedule) {
+        // pre_mix (read by the input-path CTAs) and pre (written by the stats) are different
+        // buffers, swapped after the site.
+        const InputPathBuffers input{b.pre_mix.get(), site.norm_weight.get(), b.layer_input.get()};
+        prenorm_coefficients(p, tokens, b.coefficients(site), config_.projection, tuning, ws,
+                             stream_, &input);
+      }
       standin_sublayer(p, tokens, b.layer_input.get(), model.gains[size_t(s)].get(),
                        b.sublayer_out.get(), stream_);
-      prenorm_coefficients(p, tokens, b.coefficients(site), config_.projection, PrenormTuning{}, ws,
-                           stream_);
-      // The post also forms the next site's layer_input (or the final collapse + norm).
-      NextInput next;
-      next.pre_mix = b.pre.get();
-      next.norm_weight = s + 1 < sites ? model.sites[size_t(s + 1)].norm_weight.get()
-                                       : (w.final_norm.empty() ? nullptr : model.final_norm.get());
-      next.layer_input = b.layer_input.get();
-      post(p, tokens, b.x.get(), b.post.get(), b.comb.get(), b.sublayer_out.get(), b.x_next.get(),
-           &next, stream_);
+      if (decode_schedule) {
+        post(p, tokens, b.x.get(), b.post.get(), b.comb.get(), b.sublayer_out.get(), b.x_next.get(),
+             nullptr, stream_);
+        std::swap(b.pre, b.pre_mix);
+      } else {
+        prenorm_coefficients(p, tokens, b.coefficients(site), config_.projection, tuning, ws,
+                             stream_);
+        NextInput next;
+        next.pre_mix = b.pre.get();
+        next.norm_weight =
+            s + 1 < sites ? model.sites[size_t(s + 1)].norm_weight.get() : final_norm;
+        next.layer_input = b.layer_input.get();
+        post(p, tokens, b.x.get(), b.post.get(), b.comb.get(), b.sublayer_out.get(), b.x_next.get(),
+             &next, stream_);
+      }
       std::swap(b.x, b.x_next);
       if (s % 2 == 1) {
         MHC_CUDA_CHECK(cudaStreamSynchronize(stream_));
         trace.x_after_layer.emplace_back(size_t(tokens * p.k()));
         b.x.download(trace.x_after_layer.back().data(), trace.x_after_layer.back().size());
       }
+    }
+    if (decode_schedule) {  // the final collapse + norm with the last site's pre
+      std::swap(b.pre, b.pre_mix);
+      input_path(p, tokens, b.x.get(), b.pre.get(), final_norm, b.layer_input.get(), stream_);
     }
     MHC_CUDA_CHECK(cudaStreamSynchronize(stream_));
     trace.last_pre.resize(size_t(tokens * p.n));

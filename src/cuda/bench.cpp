@@ -167,9 +167,9 @@ std::string bench_kernels(const KernelBenchOptions& o) {
                        enqueue_site(p, m, w, b, proj, chosen, ws, s);
                      },
                      chosen});
-    // In a stack the input path of site s comes out of the post of site s-1: per site, the
-    // coefficient path plus the fused post.
-    items.push_back({"site in stack (coef, fused post)", site_bytes,
+    // In a stack at larger sizes the input path of site s comes out of the post of site s-1:
+    // per site, the coefficient path plus the fused post.
+    items.push_back({"coef + post with next input", site_bytes,
                      [&, m, chosen](DeviceSiteBuffers& b, cudaStream_t s) {
                        prenorm_coefficients(p, m, b.coefficients(w), proj, chosen, ws, s);
                        NextInput next{b.pre.get(), w.norm_weight.get(), b.layer_input.get()};
@@ -178,22 +178,34 @@ std::string bench_kernels(const KernelBenchOptions& o) {
                      },
                      chosen});
     // A real model captures all its sites in one graph, so the per-graph launch floor is paid
-    // once per forward, not per site: eight stack sites (x and x_next alternating) per graph.
+    // once per forward, not per site: eight stack sites (x and x_next, pre and pre_mix
+    // alternating) per graph, on the stack's schedule for this size (as run_stack).
     constexpr int kSitesPerGraph = 8;
-    items.push_back({"site in stack, 8 per graph (each)", site_bytes,
-                     [&, m, chosen](DeviceSiteBuffers& b, cudaStream_t s) {
-                       for (int i = 0; i < kSitesPerGraph; ++i) {
-                         Bf16* in = i % 2 == 0 ? b.x.get() : b.x_next.get();
-                         Bf16* out = i % 2 == 0 ? b.x_next.get() : b.x.get();
-                         CoefficientBuffers c = b.coefficients(w);
-                         c.x = in;
-                         prenorm_coefficients(p, m, c, proj, chosen, ws, s);
-                         NextInput next{b.pre.get(), w.norm_weight.get(), b.layer_input.get()};
-                         post(p, m, in, b.post.get(), b.comb.get(), b.sublayer_out.get(), out,
-                              &next, s);
-                       }
-                     },
-                     chosen, kSitesPerGraph});
+    const bool decode_schedule = input_path_fuses(p, m, chosen);
+    items.push_back(
+        {"site in stack, 8 per graph (each)", site_bytes,
+         [&, m, chosen, decode_schedule](DeviceSiteBuffers& b, cudaStream_t s) {
+           for (int i = 0; i < kSitesPerGraph; ++i) {
+             const bool even = i % 2 == 0;
+             Bf16* in = even ? b.x.get() : b.x_next.get();
+             Bf16* out = even ? b.x_next.get() : b.x.get();
+             float* pre = even ? b.pre.get() : b.pre_mix.get();
+             float* pre_mix = even ? b.pre_mix.get() : b.pre.get();
+             CoefficientBuffers c = b.coefficients(w);
+             c.x = in;
+             c.pre = pre;
+             if (decode_schedule) {
+               const InputPathBuffers input{pre_mix, w.norm_weight.get(), b.layer_input.get()};
+               prenorm_coefficients(p, m, c, proj, chosen, ws, s, &input);
+               post(p, m, in, b.post.get(), b.comb.get(), b.sublayer_out.get(), out, nullptr, s);
+             } else {
+               prenorm_coefficients(p, m, c, proj, chosen, ws, s);
+               NextInput next{pre, w.norm_weight.get(), b.layer_input.get()};
+               post(p, m, in, b.post.get(), b.comb.get(), b.sublayer_out.get(), out, &next, s);
+             }
+           }
+         },
+         chosen, kSitesPerGraph});
     for (const Item& item : items) {
       TimedResult r = time_rotated_graphs(p, m, prop.l2CacheSize, o.reps, stream, item.enqueue);
       r.median_us /= item.per_graph;

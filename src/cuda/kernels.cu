@@ -97,6 +97,11 @@ PrenormTuning choose_prenorm_tuning(const MhcParams& p, int64_t tokens, int sm_c
   return t;
 }
 
+bool input_path_fuses(const MhcParams& p, int64_t tokens, const PrenormTuning& tuning) {
+  return tuning.rows_per_tile == 16 && tokens <= kFusedInputMaxTokens &&
+         p.hidden <= kFusedInputMaxHidden;
+}
+
 void prenorm_coefficients(const MhcParams& p, int64_t tokens, const CoefficientBuffers& b,
                           Projection projection, PrenormTuning tuning, SiteWorkspace& ws,
                           cudaStream_t stream, const InputPathBuffers* input) {
@@ -147,8 +152,7 @@ void prenorm_coefficients(const MhcParams& p, int64_t tokens, const CoefficientB
   args.coef.inv_k = static_cast<float>(1.0 / double(p.k()));
   args.out = {b.pre, b.post, b.comb, b.mixes};
   if (input != nullptr) {
-    if (tuning.rows_per_tile == 16 && tokens <= kFusedInputMaxTokens &&
-        p.hidden <= kFusedInputMaxHidden) {
+    if (input_path_fuses(p, tokens, tuning)) {
       require(input->pre_mix != nullptr, msg("{}: input pre_mix is null", what));
       check_ptr(input->layer_input, "layer_input", what);
       if (input->norm_weight != nullptr) check_ptr(input->norm_weight, "norm_weight", what);

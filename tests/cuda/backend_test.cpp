@@ -97,7 +97,7 @@ TEST(CudaBackend, SameBitsEveryRun) {
   }
 }
 
-// The whole stack on the device (stand-in sublayer, fused post + next input path) against the
+// The whole stack on the device (stand-in sublayer; either schedule) against the
 // float64 reference stack. Once two implementations differ in one bf16 rounding of x their later
 // roundings decorrelate, so the bound grows like sqrt(sites) (as in the CPU stack test).
 void check_stack(const MhcParams& p, int64_t tokens, uint64_t seed, Projection projection,
@@ -130,6 +130,9 @@ TEST(CudaBackend, StackTracksTheReference) {
   check_stack(p, 3, 2300, Projection::fp32, kTf32Tolerances.coefficients, 1e-2);
   check_stack(test::small_params(2, 4096, 3), 17, 2400, Projection::tf32,
               kTf32Tolerances.coefficients, 1e-2);
+  // Above kFusedInputMaxTokens the stack runs its other schedule (post + next input path).
+  check_stack(test::small_params(4, 1024, 2), 137, 2450, Projection::tf32,
+              kTf32Tolerances.coefficients, 1e-2);
 }
 
 TEST(CudaBackend, Dsv41FlashStackTracksTheReference) {
@@ -160,6 +163,8 @@ TEST(Sanitize, EveryKernelSmall) {
     }
   }
   check_stack(test::small_params(4, 256, 2), 19, 3100, Projection::tf32,
+              kTf32Tolerances.coefficients, 1e-2);
+  check_stack(test::small_params(2, 256, 2), 70, 3200, Projection::tf32,
               kTf32Tolerances.coefficients, 1e-2);
 }
 

@@ -71,12 +71,14 @@ struct InputPathBuffers {
 };
 // Up to this many tokens an InputPathBuffers request runs inside the coefficient launch.
 inline constexpr int64_t kFusedInputMaxTokens = 64;
+// Whether prenorm_coefficients with this (resolved) tuning runs the input path in its own launch.
+bool input_path_fuses(const MhcParams& p, int64_t tokens, const PrenormTuning& tuning);
 
 // Step 2 in one launch: prenorm GEMM + sum of squares, split-K, fused stats. Refuses a workspace
 // made for another C or n. `tuning` fields left 0 are chosen by choose_prenorm_tuning. With
 // `input`, also step 1 on the same x: inside the same launch (extra CTAs beside the GEMM's) with
-// 16-token tiles up to kFusedInputMaxTokens tokens, where a launch costs more than the work, else as a separate
-// input_path launch just before.
+// 16-token tiles up to kFusedInputMaxTokens tokens, where a launch costs more than the work, else
+// as a separate input_path launch just before.
 void prenorm_coefficients(const MhcParams& p, int64_t tokens, const CoefficientBuffers& b,
                           Projection projection, PrenormTuning tuning, SiteWorkspace& ws,
                           cudaStream_t stream, const InputPathBuffers* input = nullptr);
