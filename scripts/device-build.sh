@@ -10,4 +10,4 @@ CXX=/usr/bin/g++ CC=/usr/bin/gcc cmake -S . -B "$build_dir" -G Ninja -DCMAKE_BUI
   -DCMAKE_CXX_COMPILER=/usr/bin/g++ -DCMAKE_CUDA_HOST_COMPILER=/usr/bin/g++ \
   -DMHC_CUDA=ON "$@"
 # -k 0: a half-finished file elsewhere must not stop the GPU targets from building.
-cmake --build "$build_dir" -j "$(nproc)" -k 0 --target ${MHC_TARGETS:-test_cuda mhc}
+cmake --build "$build_dir" -j "$(nproc)" --target ${MHC_TARGETS:-test_cuda mhc} -- -k 0
