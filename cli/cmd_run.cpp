@@ -3,9 +3,11 @@
 #include <fmt/core.h>
 
 #include <nlohmann/json.hpp>
+#include <optional>
 
 #include "commands.hpp"
 #include "mhc/backend.hpp"
+#include "mhc/checkpoint.hpp"
 #include "mhc/compare.hpp"
 #include "mhc/config.hpp"
 #include "mhc/dispatch.hpp"
@@ -34,6 +36,7 @@ struct RunOptions {
   std::string sync_check = "off";
   std::string trace_path;
   bool json = false;
+  std::string weights_dir;  // --weights: mHC parameters from a checkpoint instead of synthetic
 };
 
 MhcParams resolve_params(const RunOptions& o) {
@@ -61,8 +64,29 @@ DispatchDecision dispatch_for(const Backend& backend, const MhcParams& p, const 
   return decide(in);
 }
 
-void run(const RunOptions& o) {
-  const MhcParams p = resolve_params(o);
+// --weights: C, n and layers come from the checkpoint (checked against --preset when given).
+ckpt::Loaded load_weights(const RunOptions& o, bool preset_given) {
+  if (o.layers > 0 || o.hidden > 0 || o.hc > 0) {
+    throw Error(
+        "--layers, --hidden and --hc cannot be combined with --weights (the checkpoint's "
+        "shapes decide)");
+  }
+  if (o.tokens < 0) throw Error(fmt::format("--tokens {} must be >= 0", o.tokens));
+  ckpt::LoadOptions lo;
+  lo.seed = o.seed;
+  if (preset_given) {
+    lo.expect = preset(o.preset_name);
+    lo.expect_name = o.preset_name;
+  }
+  ckpt::Loaded loaded = ckpt::load(o.weights_dir, lo);
+  fmt::print(o.json ? stderr : stdout, "{}", ckpt::describe(loaded.report, loaded.weights.params));
+  return loaded;
+}
+
+void run(const RunOptions& o, bool preset_given) {
+  std::optional<ckpt::Loaded> ck;
+  if (!o.weights_dir.empty()) ck = load_weights(o, preset_given);
+  const MhcParams p = ck ? ck->weights.params : resolve_params(o);
   const KernelConfig cfg = KernelConfig::parse(o.kernel_config);
   const ExecMode mode = parse_exec_mode(o.mode);
   if (o.sync_check != "off" && o.sync_check != "error") {
@@ -72,12 +96,13 @@ void run(const RunOptions& o) {
   const bool on_gpu = backend->capability().has_value();
   if (!on_gpu && !o.trace_path.empty()) throw Error("--trace needs the cuda backend");
   RunReport report(o.json);
-  report.header(o.preset_name, p, o.tokens, o.seed, *backend, cfg);
+  report.header(ck ? "none (--weights " + o.weights_dir + ")" : o.preset_name, p, o.tokens, o.seed, *backend,
+                cfg);
 
   const Tolerances tol = backend->tolerances(cfg);
   report.site_check(check_one_site(*backend, p, o.tokens, o.seed), tol);
 
-  const ModelWeights weights = synthetic_model(p, o.seed);
+  const ModelWeights weights = ck ? std::move(ck->weights) : synthetic_model(p, o.seed);
   const std::vector<Bf16> x0 = synthetic_embeddings(p, o.tokens, o.seed + 1);
   StackTrace trace;
   if (on_gpu) {
@@ -108,8 +133,9 @@ void register_run(CLI::App& app) {
   auto* cmd = app.add_subcommand(
       "run", "Run a DeepSeek-V4.1-shaped mHC stack on synthetic weights: validate against "
              "float64 and time each site");
-  cmd->add_option("--preset", opts->preset_name, "Model preset: dsv41-flash, dsv4-flash, dsv4-pro")
-      ->capture_default_str();
+  auto* preset_opt = cmd->add_option("--preset", opts->preset_name,
+                                     "Model preset: dsv41-flash, dsv4-flash, dsv4-pro")
+                         ->capture_default_str();
   cmd->add_option("--tokens,-m", opts->tokens, "Tokens in the batch (0 is allowed)")
       ->capture_default_str();
   cmd->add_option("--layers", opts->layers, "Decoder layers (default: the preset's)");
@@ -130,7 +156,10 @@ void register_run(CLI::App& app) {
   cmd->add_option("--trace", opts->trace_path,
                   "Write a Chrome trace (GPU-timed, per stream) of one forward to this file");
   cmd->add_flag("--json", opts->json, "Print one JSON object instead of the text report");
-  cmd->callback([opts] { run(*opts); });
+  cmd->add_option("--weights", opts->weights_dir,
+                  "Checkpoint directory (model.safetensors.index.json + shards, or one "
+                  ".safetensors file): real mHC parameters instead of synthetic ones");
+  cmd->callback([opts, preset_opt] { run(*opts, preset_opt->count() > 0); });
 }
 
 }  // namespace mhc::cli

@@ -14,6 +14,7 @@ int main(int argc, char** argv) {
   mhc::cli::register_site(app);
   mhc::cli::register_dispatch(app);
   mhc::cli::register_bench(app);
+  mhc::cli::register_export_example(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

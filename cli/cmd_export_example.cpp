@@ -1,0 +1,70 @@
+// `mhc export-example DIR`: writes a small synthetic DeepSeek-V4.1-style checkpoint (two shards +
+// index by default) for `mhc run --weights DIR`, the tests and the docs.
+#include <fmt/core.h>
+
+#include <memory>
+#include <string>
+
+#include "commands.hpp"
+#include "mhc/checkpoint.hpp"
+#include "mhc/error.hpp"
+
+namespace mhc::cli {
+namespace {
+
+struct ExportArgs {
+  std::string dir;
+  std::string naming = "official";
+  std::string norm_dtype = "f32";
+  bool no_final_norm = false;
+  bool no_config = false;
+  ckpt::ExportOptions opt;
+};
+
+void export_example(ExportArgs& a) {
+  const auto naming = ckpt::parse_naming(a.naming);
+  if (!naming) throw Error(fmt::format("--naming '{}': expected official or hf", a.naming));
+  if (a.norm_dtype != "f32" && a.norm_dtype != "bf16") {
+    throw Error(fmt::format("--norm-dtype '{}': expected f32 or bf16", a.norm_dtype));
+  }
+  a.opt.naming = *naming;
+  a.opt.norm_bf16 = a.norm_dtype == "bf16";
+  a.opt.final_norm = !a.no_final_norm;
+  a.opt.config_json = !a.no_config;
+  const ckpt::ExportReport r = ckpt::export_example(a.dir, a.opt);
+  const MhcParams p = ckpt::example_params(a.opt);
+  fmt::print("wrote {} ({} naming, seed {}): {}\n", a.dir, a.naming, a.opt.seed, describe(p));
+  for (const auto& f : r.files) fmt::print("  {}\n", f);
+  fmt::print("{} mHC/norm tensors; decoys that `mhc run --weights` must not read: ", r.mhc_tensors);
+  for (size_t i = 0; i < r.decoys.size(); ++i) fmt::print("{}{}", i ? ", " : "", r.decoys[i]);
+  fmt::print("\n{} bytes in all. Try: mhc run --weights {} --seed {}\n", r.total_bytes, a.dir,
+             a.opt.seed);
+}
+
+}  // namespace
+
+void register_export_example(CLI::App& app) {
+  auto a = std::make_shared<ExportArgs>();
+  auto* cmd =
+      app.add_subcommand("export-example",
+                         "Write a small synthetic checkpoint in the DeepSeek-V4.1 layout (shards + "
+                         "model.safetensors.index.json) for `mhc run --weights`");
+  cmd->add_option("dir", a->dir, "Directory to write (created if needed)")->required();
+  cmd->add_option("--layers", a->opt.layers, "Decoder layers")->capture_default_str();
+  cmd->add_option("--hidden", a->opt.hidden, "Hidden size C")->capture_default_str();
+  cmd->add_option("--hc", a->opt.hc, "Residual streams n")->capture_default_str();
+  cmd->add_option("--naming", a->naming,
+                  "Tensor names: official (layers.{i}.hc_attn_fn) or hf "
+                  "(model.layers.{i}.attn_hc.fn)")
+      ->capture_default_str();
+  cmd->add_option("--seed", a->opt.seed, "Seed of the synthetic weights")->capture_default_str();
+  cmd->add_flag("--single-file", a->opt.single_file,
+                "One model.safetensors instead of two shards + index");
+  cmd->add_option("--norm-dtype", a->norm_dtype, "Dtype of the norm weights: f32 or bf16")
+      ->capture_default_str();
+  cmd->add_flag("--no-final-norm", a->no_final_norm, "Leave out the final norm.weight");
+  cmd->add_flag("--no-config", a->no_config, "Leave out config.json");
+  cmd->callback([a] { export_example(*a); });
+}
+
+}  // namespace mhc::cli

@@ -1,0 +1,140 @@
+// DeepSeek-V4/V4.1 checkpoints: the mHC parameters of every layer and the sublayer norm weights,
+// read from a checkpoint directory as published (model.safetensors.index.json plus its shards, or
+// one .safetensors file) without touching anything else in it. Shards are memory-mapped and only
+// their headers and the mHC/norm tensors are read, so the expert weights (hundreds of GB in a
+// real checkpoint) are never paged in. See docs/checkpoints.md for the names and the checks.
+#pragma once
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "mhc/model.hpp"
+#include "mhc/params.hpp"
+
+namespace mhc::ckpt {
+
+// How tensors are named: DeepSeek's own ("layers.3.hc_attn_fn") or the transformers module tree
+// ("model.layers.3.attn_hc.fn").
+enum class Naming { kOfficial, kHf };
+std::string_view to_string(Naming n);                    // "official", "hf"
+std::optional<Naming> parse_naming(std::string_view s);  // nullopt for anything else
+
+// The eight per-layer tensors, in this order: the attention site's hc fn/base/scale, the FFN
+// site's, then the attention and FFN sublayer norm weights.
+enum class Slot {
+  kAttnFn,
+  kAttnBase,
+  kAttnScale,
+  kFfnFn,
+  kFfnBase,
+  kFfnScale,
+  kAttnNorm,
+  kFfnNorm
+};
+inline constexpr int kSlots = 8;
+std::string tensor_name(Naming naming, int layer, Slot slot);
+std::string final_norm_name(Naming naming);  // "norm.weight", "model.norm.weight"
+// Which (layer, slot) a name is under `naming`; nullopt for every other tensor (experts, ...).
+struct LayerTensor {
+  int layer = 0;
+  Slot slot = Slot::kAttnFn;
+};
+std::optional<LayerTensor> match_layer_tensor(Naming naming, std::string_view name);
+
+// model.safetensors.index.json: {"metadata": {"total_size": N, ...}, "weight_map": {tensor:
+// shard}}. Strict: valid JSON, no duplicate keys, weight_map an object of shard file names that
+// stay inside the checkpoint directory (no absolute paths, no ".."). `source` names the file in
+// errors. Throws mhc::Error. A fuzzer calls this.
+struct Index {
+  std::map<std::string, std::string> weight_map;  // tensor name -> shard file name
+  std::optional<uint64_t> total_size;             // metadata.total_size when present
+};
+Index parse_index(std::string_view json_text, std::string_view source);
+
+// The parameters config.json may set (transformers' DeepseekV4Config key names). Each is
+// optional; a present key must have the right type and range (hc_eps, rms_norm_eps: finite
+// numbers >= 0; the others: positive integers). Other keys are ignored. Throws mhc::Error naming
+// the key. A fuzzer calls this too.
+struct ConfigValues {
+  std::optional<double> hc_eps, rms_norm_eps;
+  std::optional<int> hc_sinkhorn_iters, hidden_size, hc_mult, num_hidden_layers;
+};
+ConfigValues parse_config(std::string_view json_text, std::string_view source);
+
+struct LoadOptions {
+  // A preset's shapes the checkpoint must match (C, n, layers); nullopt: no such check.
+  std::optional<MhcParams> expect;
+  std::string expect_name;  // the preset's name, for messages
+  uint64_t seed = 1;        // seed of the synthetic stand-in gains (not in a checkpoint)
+};
+
+// What the loader found and how much it read (printed by `mhc run --weights`).
+struct LoadReport {
+  std::string path;    // as given
+  std::string layout;  // "index" or "single file"
+  Naming naming = Naming::kOfficial;
+  std::string config_json;                    // path of the config.json used, empty when none
+  std::vector<std::string> config_keys_used;  // e.g. "hc_eps=1e-06"
+  int shards_listed = 0;                   // shard files named by the index (1 for a single file)
+  std::vector<std::string> shards_opened;  // only those holding the tensors read
+  int tensors_listed = 0;                  // tensors in the index (or the single file)
+  int tensors_read = 0;
+  uint64_t tensor_bytes_read = 0;    // data of the tensors read
+  uint64_t header_bytes_read = 0;    // safetensors headers of the opened shards
+  uint64_t metadata_bytes_read = 0;  // index json + config.json
+  uint64_t total_file_bytes = 0;     // all shard files listed, as on disk
+  bool final_norm_from_checkpoint = false;
+  std::string norm_dtype;  // "F32", "BF16" or "F32+BF16"
+  uint64_t bytes_read() const {
+    return tensor_bytes_read + header_bytes_read + metadata_bytes_read;
+  }
+};
+
+struct Loaded {
+  ModelWeights weights;
+  LoadReport report;
+};
+
+// Loads `path`: a directory with model.safetensors.index.json (sharded), a directory with exactly
+// one .safetensors file, or a .safetensors file. C, n and the layer count come from the shapes;
+// eps_h, T and eps_n are the V4.1 defaults unless config.json next to the weights sets
+// hc_eps / hc_sinkhorn_iters / rms_norm_eps. The stand-in gains are the synthetic model's for the
+// same shape and `opt.seed`; a missing final norm is the synthetic model's too (reported).
+// Every problem is an mhc::Error naming the file and the tensor.
+Loaded load(const std::string& path, const LoadOptions& opt = {});
+
+// Several lines describing what was found and read, for people.
+std::string describe(const LoadReport& r, const MhcParams& p);
+
+// ---- `mhc export-example` ------------------------------------------------------------------
+
+struct ExportOptions {
+  int layers = 3;
+  int hidden = 256;
+  int hc = 4;
+  Naming naming = Naming::kOfficial;
+  uint64_t seed = 1;
+  bool single_file = false;  // model.safetensors instead of two shards + index
+  bool norm_bf16 = false;    // sublayer and final norms stored as BF16
+  bool final_norm = true;    // write norm.weight
+  bool config_json = true;   // write config.json with the V4.1 values
+};
+
+struct ExportReport {
+  std::vector<std::string> files;  // written, relative to the directory
+  int mhc_tensors = 0;
+  std::vector<std::string> decoys;  // non-mHC tensors written to show they are not read
+  uint64_t total_bytes = 0;
+};
+
+// Writes a small synthetic checkpoint (synthetic_model(p, seed)'s weights, named as a real one)
+// into `dir` (created if needed; existing files of the same names are replaced).
+ExportReport export_example(const std::string& dir, const ExportOptions& opt);
+
+// The params export_example writes (V4.1 defaults with the chosen C, n and layers).
+MhcParams example_params(const ExportOptions& opt);
+
+}  // namespace mhc::ckpt

@@ -1,0 +1,68 @@
+// Internals of the checkpoint loader shared by checkpoint_load.cpp and checkpoint_layers.cpp.
+#pragma once
+#include <filesystem>
+#include <map>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "mhc/checkpoint.hpp"
+#include "mhc/safetensors.hpp"
+
+namespace mhc::ckpt {
+
+// Where the tensors are: the index's weight_map (or, for a single file, its own tensor list).
+struct Source {
+  std::filesystem::path dir;  // shard names and config.json are relative to this
+  std::string index_path;     // empty for a single file
+  std::string single_path;    // the single file, empty with an index
+  std::map<std::string, std::string> weight_map;  // tensor -> shard file name
+  std::map<std::string, st::File> shards;         // opened shards, by shard file name
+  const std::string& where() const { return index_path.empty() ? single_path : index_path; }
+};
+
+// "hc_attn_fn", "attn_hc.fn", ...: a per-layer tensor's name after "layers.{i}.".
+std::string_view slot_suffix(Naming naming, Slot slot);
+
+// The naming and the layer count, worked out from the names alone (nothing opened yet).
+struct Layers {
+  Naming naming = Naming::kOfficial;
+  int count = 0;
+};
+Layers find_layers(const Source& s);
+
+// Reads tensors through the shards that hold them, opening each shard once, and accounts for
+// what was read.
+class TensorReader {
+ public:
+  TensorReader(Source& s, LoadReport& r) : src_(s), report_(r) {}
+  bool listed(const std::string& name) const { return src_.weight_map.count(name) != 0; }
+  const st::TensorInfo& info(const std::string& name);
+  std::vector<float> f32(const std::string& name, const st::ShapeSpec& spec);
+  std::vector<float> f32_or_bf16(const std::string& name, const st::ShapeSpec& spec);
+  std::string file_of(const std::string& name) const;
+  std::string norm_dtypes() const;
+
+ private:
+  const st::File& shard_of(const std::string& name);
+  void count(const std::string& name);
+  Source& src_;
+  LoadReport& report_;
+  std::set<std::string> norm_dtypes_;
+};
+
+// C and n from layer 0's attention hc_fn [n(n+2), n*C].
+struct Shapes {
+  int hidden = 0;
+  int n = 0;
+  std::string from;  // the tensor they came from
+  st::Shape fn_shape;
+};
+Shapes read_shapes(TensorReader& reader, const Layers& layers);
+
+// Every site's hc_fn/base/scale and norm weight, checked against `p`; the final norm when
+// present; the stand-in gains (and a missing final norm) from synthetic_model(p, seed).
+ModelWeights read_weights(TensorReader& reader, const Layers& layers, const MhcParams& p,
+                          uint64_t seed);
+
+}  // namespace mhc::ckpt
