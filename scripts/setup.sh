@@ -3,6 +3,8 @@
 # Idempotent: installs only what is missing. The CUDA toolkit is optional and never installed here.
 set -euo pipefail
 packages=(cmake ninja-build g++ libgtest-dev googletest nlohmann-json3-dev libcli11-dev libfmt-dev)
+# The fuzzers (fuzz/run.sh, run by CI) need clang and its libFuzzer/sanitizer runtimes.
+if [ "${MHC_SETUP_FUZZ:-0}" = 1 ]; then packages+=(clang-14 libclang-rt-14-dev); fi
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

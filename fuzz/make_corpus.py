@@ -1,0 +1,142 @@
+#!/usr/bin/env python3
+"""Writes the seed corpus of the fuzzers (fuzz/corpus/*): small valid files and one malformed
+file per check of the readers. The corpus is committed; rerun this only to change it
+(python3 fuzz/make_corpus.py). Regression inputs found by fuzzing live next to these as
+crash-*/regress-* files and are never overwritten here."""
+
+import json
+import os
+import struct
+
+ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "corpus")
+
+
+def write(kind, name, data):
+    path = os.path.join(ROOT, kind, name)
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    with open(path, "wb") as f:
+        f.write(data if isinstance(data, bytes) else data.encode())
+
+
+def st_file(header, data=b"", length=None):
+    if isinstance(header, bytes):
+        raw = header
+    else:
+        text = header if isinstance(header, str) else json.dumps(header, separators=(",", ":"))
+        raw = text.encode()
+    return struct.pack("<Q", len(raw) if length is None else length) + raw + data
+
+
+def entry(dtype, shape, begin, end):
+    return {"dtype": dtype, "shape": shape, "data_offsets": [begin, end]}
+
+
+def f32(*values):
+    return struct.pack("<%df" % len(values), *values)
+
+
+def safetensors_corpus():
+    w = lambda name, blob: write("safetensors", name, blob)
+    w("valid-f32.safetensors", st_file({"x": entry("F32", [2, 3], 0, 24)}, f32(*range(6))))
+    multi = {
+        "__metadata__": {"format": "pt", "note": "seed"},
+        "a": entry("BF16", [4], 0, 8),
+        "b": entry("F32", [], 8, 12),
+        "c": entry("I64", [0, 5], 12, 12),
+        "d": entry("U8", [3], 12, 15),
+        "e": entry("F8_E4M3", [1, 1], 16, 17),
+    }
+    w("valid-multi.safetensors", st_file(multi, bytes(range(17))))
+    # One tiny official mHC layer: n=1 (NMIX=3), C=2.
+    layer = {}
+    data = b""
+    for name, shape in [("layers.0.hc_attn_fn", [3, 2]), ("layers.0.hc_attn_base", [3]),
+                        ("layers.0.hc_attn_scale", [3]), ("layers.0.attn_norm.weight", [2])]:
+        n = 1
+        for d in shape:
+            n *= d
+        layer[name] = entry("F32", shape, len(data), len(data) + 4 * n)
+        data += f32(*([0.5] * n))
+    w("valid-mhc-layer.safetensors", st_file(layer, data))
+    w("empty-header.safetensors", st_file("{}"))
+    w("padded-header.safetensors", st_file('{"x":' + json.dumps(entry("U8", [1], 0, 1)) + "}   ",
+                                           b"\x01"))
+    # Malformed, one per check.
+    w("bad-short.safetensors", b"\x05\x00\x00")
+    w("bad-length.safetensors", st_file("{}", length=1 << 40))
+    w("bad-length-huge.safetensors", st_file("{}", length=(1 << 64) - 1))
+    w("bad-json.safetensors", st_file('{"x": {"dtype": "F32",'))
+    w("bad-array.safetensors", st_file("[1, 2, 3]"))
+    w("bad-offsets.safetensors", st_file({"x": entry("F32", [2], 0, 8)}, b"\x00" * 4))
+    w("bad-begin-after-end.safetensors", st_file({"x": entry("U8", [0], 4, 2)}, b"\x00" * 4))
+    w("bad-overlap.safetensors", st_file({"x": entry("F32", [1], 0, 4),
+                                          "y": entry("F32", [1], 2, 6)}, b"\x00" * 8))
+    w("bad-dtype.safetensors", st_file({"x": entry("F31", [1], 0, 4)}, b"\x00" * 4))
+    w("bad-size.safetensors", st_file({"x": entry("F32", [3], 0, 8)}, b"\x00" * 8))
+    w("bad-dim.safetensors", st_file('{"x":{"dtype":"F32","shape":[-1],"data_offsets":[0,4]}}',
+                                     b"\x00" * 4))
+    w("bad-dim-float.safetensors", st_file('{"x":{"dtype":"F32","shape":[1e400],'
+                                           '"data_offsets":[0,4]}}', b"\x00" * 4))
+    w("bad-overflow.safetensors", st_file({"x": entry("F32", [2**32, 2**32, 2], 0, 0)}))
+    w("bad-duplicate.safetensors", st_file('{"x":{"dtype":"U8","shape":[1],"data_offsets":[0,1]},'
+                                           '"x":{"dtype":"U8","shape":[1],"data_offsets":[0,1]}}',
+                                           b"\x00"))
+    w("bad-metadata.safetensors", st_file({"__metadata__": {"k": 1}}))
+    w("bad-field.safetensors", st_file({"x": {"dtype": "U8", "shape": [1], "data_offsets": [0, 1],
+                                              "extra": 0}}, b"\x00"))
+    w("bad-nested.safetensors", st_file('{"x":{"dtype":"U8","shape":[' + "[" * 200 + "]" * 200 +
+                                        '],"data_offsets":[0,1]}}', b"\x00"))
+    w("bad-utf8.safetensors", st_file(b'{"\xff":{}}'))
+
+
+def index_corpus():
+    w = lambda name, text: write("index", name, text)
+    wm = {}
+    for i in range(2):
+        for s in ["hc_attn_fn", "hc_attn_base", "hc_attn_scale", "hc_ffn_fn", "hc_ffn_base",
+                  "hc_ffn_scale", "attn_norm.weight", "ffn_norm.weight"]:
+            wm["layers.%d.%s" % (i, s)] = "model-0000%d-of-00002.safetensors" % (i + 1)
+    wm["layers.0.ffn.experts.0.w1.weight"] = "model-00001-of-00002.safetensors"
+    wm["norm.weight"] = "model-00002-of-00002.safetensors"
+    w("valid-official.index.json", json.dumps({"metadata": {"total_size": 123456},
+                                               "weight_map": wm}, indent=1))
+    hf = {"model.layers.0.attn_hc.fn": "model.safetensors",
+          "model.layers.0.ffn_hc.scale": "sub/model.safetensors",
+          "model.layers.0.input_layernorm.weight": "model.safetensors",
+          "model.layers.0.post_attention_layernorm.weight": "model.safetensors",
+          "model.layers.0.mlp.experts.gate_up_proj": "model.safetensors",
+          "model.norm.weight": "model.safetensors"}
+    w("valid-hf.index.json", json.dumps({"weight_map": hf}))
+    gap = {k: v for k, v in wm.items() if not k.startswith("layers.1.")}
+    gap.update({k.replace("layers.0.", "layers.2."): v for k, v in wm.items()
+                if k.startswith("layers.0.hc")})
+    w("bad-layer-gap.index.json", json.dumps({"weight_map": gap}))
+    short = {k: v for k, v in wm.items() if k != "layers.1.hc_ffn_fn"}
+    w("bad-layer-count.index.json", json.dumps({"weight_map": short}))
+    mixed = dict(wm)
+    mixed["model.layers.0.attn_hc.fn"] = "x.safetensors"
+    w("bad-mixed-naming.index.json", json.dumps({"weight_map": mixed}))
+    w("bad-no-mhc.index.json", '{"weight_map": {"layers.0.ffn.experts.0.w1.weight": "x"}}')
+    w("valid-config.json", json.dumps({
+        "architectures": ["DeepseekV4ForCausalLM"], "model_type": "deepseek_v4",
+        "hidden_size": 4096, "num_hidden_layers": 43, "hc_mult": 4, "hc_eps": 1e-6,
+        "hc_sinkhorn_iters": 20, "rms_norm_eps": 1e-6,
+        "quantization_config": {"fmt": "e4m3", "weight_block_size": [128, 128]}}, indent=2))
+    w("valid-config-v41.json", '{"hc_eps": 1e-06, "rms_norm_eps": 1e-20, "hc_sinkhorn_iters": 20}')
+    w("bad-json.index.json", '{"weight_map": {"a": ')
+    w("bad-duplicate.index.json", '{"weight_map": {"a": "x", "a": "y"}}')
+    w("bad-dotdot.index.json", '{"weight_map": {"a": "../../etc/passwd"}}')
+    w("bad-absolute.index.json", '{"weight_map": {"a": "/abs.safetensors"}}')
+    w("bad-nul.index.json", '{"weight_map": {"a": "x\\u0000.safetensors"}}')
+    w("bad-type.index.json", '{"weight_map": {"a": 1}}')
+    w("bad-total.index.json", '{"metadata": {"total_size": 1.5}, "weight_map": {}}')
+    w("bad-number.index.json", '{"metadata": {"total_size": 1e400}, "weight_map": {}}')
+    w("bad-config-type.json", '{"hc_eps": "1e-6", "hc_sinkhorn_iters": 2.5}')
+    w("bad-config-range.json", '{"hc_sinkhorn_iters": 100000, "hidden_size": -1}')
+    w("bad-config-nested.json", '{"hc_eps": ' + "[" * 300 + "]" * 300 + "}")
+    w("bad-utf8.index.json", b'{"weight_map": {"\xc3\x28": "x"}}')
+
+
+if __name__ == "__main__":
+    safetensors_corpus()
+    index_corpus()

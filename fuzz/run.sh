@@ -1,0 +1,46 @@
+#!/usr/bin/env bash
+# Builds the libFuzzer targets with clang into build-fuzz/ and runs each one for a fixed time over
+# a scratch copy of the committed seed corpus (fuzz/corpus/<target>), so the repository is never
+# modified. Exit status: 0 when no target crashed; otherwise 1, with the crashing input in
+# build-fuzz/artifacts/ (add it to fuzz/corpus/<target>/ as a regression once fixed).
+#
+#   fuzz/run.sh [seconds per target]     (default 30; CI runs 30 s x 2 targets)
+#
+# The seed is fixed (MHC_FUZZ_SEED, default 1) so a CI run is reproducible; pass another seed, or
+# more seconds, to explore further by hand. MHC_FUZZ_ARGS adds libFuzzer flags (e.g.
+# -detect_leaks=0 where LeakSanitizer cannot run). See docs/fuzzing.md.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+secs=${1:-30}
+seed=${MHC_FUZZ_SEED:-1}
+build=${MHC_FUZZ_BUILD_DIR:-build-fuzz}
+cxx=${MHC_FUZZ_CXX:-clang++-14}
+
+MHC_SETUP_FUZZ=1 scripts/setup.sh || exit 1
+cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CXX_COMPILER="$cxx" \
+  -DMHC_CUDA=OFF -DBUILD_TESTING=OFF -DMHC_FUZZ=ON >/dev/null || exit 1
+cmake --build "$build" -j "$(nproc)" --target fuzz_safetensors fuzz_index || exit 1
+
+status=0
+mkdir -p "$build/artifacts"
+for target in safetensors index; do
+  work="$build/corpus-$target"
+  rm -rf "$work" && mkdir -p "$work"
+  log="$build/fuzz-$target.log"
+  echo "fuzz: $target for ${secs}s (seed $seed), log in $log"
+  # -max_total_time bounds the fuzzing; timeout(1) is a hard stop should the process hang anyway
+  # (-timeout is libFuzzer's per-input limit, reported as a crash).
+  timeout -k 10 $((secs + 120)) "$build/fuzz/fuzz_$target" -max_total_time="$secs" -seed="$seed" \
+    -timeout=10 -rss_limit_mb=2048 -max_len=65536 -dict=fuzz/json.dict -print_final_stats=1 \
+    -artifact_prefix="$build/artifacts/$target-" ${MHC_FUZZ_ARGS:-} "$work" "fuzz/corpus/$target" \
+    >"$log" 2>&1
+  rc=$?
+  grep -E "INITED|DONE|stat::number_of_executed_units|stat::new_units_added|ERROR|SUMMARY" "$log"
+  if [ $rc -ne 0 ]; then
+    echo "fuzz: $target FAILED (exit $rc); inputs in $build/artifacts/:"
+    ls -l "$build/artifacts" | grep -- "$target-" || true
+    tail -40 "$log"
+    status=1
+  fi
+done
+exit $status
