@@ -83,11 +83,14 @@ void enqueue_spin(cudaStream_t stream, int64_t cycles);
 
 // A captured CUDA graph of whatever `body` enqueues on `stream`, captured in
 // cudaStreamCaptureModeGlobal so that any host synchronisation or allocation inside fails the
-// capture. Replays with replay(stream).
+// capture. Replays with replay(stream). With one thread per GPU (tensor parallelism), each thread
+// captures in cudaStreamCaptureModeThreadLocal instead, as NCCL requires: its own unsafe calls
+// still fail the capture, the other ranks' threads are not affected by it.
 class CapturedGraph {
  public:
   CapturedGraph() = default;
-  CapturedGraph(cudaStream_t stream, const std::function<void(cudaStream_t)>& body);
+  CapturedGraph(cudaStream_t stream, const std::function<void(cudaStream_t)>& body,
+                cudaStreamCaptureMode mode = cudaStreamCaptureModeGlobal);
   ~CapturedGraph();
   CapturedGraph(CapturedGraph&& o) noexcept;
   CapturedGraph& operator=(CapturedGraph&& o) noexcept;

@@ -39,6 +39,12 @@ struct StackOptions {
   bool trace_layers = false;  // copy x after every layer into a trace buffer (validation)
   bool ubatching = false;     // reported to the dispatch policy
   ScheduleDelays delays;      // test-only stream delays
+  // Tensor parallelism, as the dispatch policy sees it (null: TP = 1). Not owned; must outlive
+  // the executor. The sublayer does the all-reduce the policy names (docs/tensor_parallel.md).
+  const TensorParallelInfo* tp = nullptr;
+  // How prepare_full_graph captures: global (default), or thread-local when one thread per GPU
+  // captures NCCL collectives concurrently.
+  cudaStreamCaptureMode capture_mode = cudaStreamCaptureModeGlobal;
 };
 
 struct ForwardInfo {

@@ -107,8 +107,9 @@ void StackSchedule::enqueue_overlap(cudaStream_t main, int site, const SiteLaunc
   ++overlapped_sites_;
 }
 
-CapturedGraph::CapturedGraph(cudaStream_t stream, const std::function<void(cudaStream_t)>& body) {
-  MHC_CUDA_CHECK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeGlobal));
+CapturedGraph::CapturedGraph(cudaStream_t stream, const std::function<void(cudaStream_t)>& body,
+                             cudaStreamCaptureMode mode) {
+  MHC_CUDA_CHECK(cudaStreamBeginCapture(stream, mode));
   try {
     body(stream);
   } catch (...) {

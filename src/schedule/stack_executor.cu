@@ -158,6 +158,7 @@ DispatchDecision StackExecutor::decide(int64_t tokens, ExecMode mode) const {
   in.ubatching = impl_->options.ubatching;
   in.mode = mode;
   in.tokens = tokens;
+  in.tp = impl_->options.tp;
   in.config = impl_->config;
   return mhc::decide(in);
 }
@@ -170,8 +171,10 @@ void StackExecutor::prepare_full_graph(int64_t tokens, cudaStream_t stream) {
   const bool overlap = decide(tokens, ExecMode::full).overlap;
   auto key = std::make_pair(tokens, overlap);
   if (impl_->graphs.count(key)) return;
-  impl_->graphs.emplace(
-      key, CapturedGraph(stream, [&](cudaStream_t st) { impl_->enqueue(tokens, overlap, st); }));
+  impl_->graphs.emplace(key,
+                        CapturedGraph(
+                            stream, [&](cudaStream_t st) { impl_->enqueue(tokens, overlap, st); },
+                            impl_->options.capture_mode));
 }
 
 ForwardInfo StackExecutor::forward(int64_t tokens, ExecMode mode, cudaStream_t stream) {

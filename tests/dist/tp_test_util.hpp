@@ -1,0 +1,84 @@
+// Shared helpers of the tensor-parallel tests: skip without enough GPUs, small stacks, inputs,
+// a clock for the "nothing hangs" bounds, and the error text of a call that must fail.
+#pragma once
+#include <fmt/core.h>
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "mhc/cuda/check.hpp"
+#include "mhc/cuda/device_buffer.hpp"
+#include "mhc/dist/tp_run.hpp"
+#include "mhc/dist/tp_runner.hpp"
+#include "mhc/dist/tp_stack.hpp"
+#include "mhc/error.hpp"
+#include "mhc/model.hpp"
+
+namespace mhc::dist::test {
+
+#define MHC_SKIP_WITHOUT_GPUS(n)         \
+  if (::mhc::dist::visible_gpus() < (n)) \
+  GTEST_SKIP() << "needs " << (n) << " GPUs, " << ::mhc::dist::visible_gpus() << " visible"
+
+inline MhcParams small_stack(int hidden, int layers) {
+  MhcParams p = preset("dsv41-flash");
+  p.hidden = hidden;
+  p.layers = layers;
+  return p;
+}
+
+inline KernelConfig overlap_config(bool overlap) {
+  return KernelConfig::parse(overlap ? R"({"enable_mhc_overlap": true, "overlap_max_tokens": 4096})"
+                                     : R"({"enable_mhc_overlap": false})");
+}
+
+// Short timeouts for the error paths, generous ones for runs that must succeed (the first NCCL
+// initialisation in a process takes seconds).
+inline TpRunOptions ranks(int world, std::chrono::milliseconds timeout = std::chrono::seconds(60)) {
+  TpRunOptions o;
+  o.world = world;
+  o.timeout = timeout;
+  return o;
+}
+
+// Fresh x for the executor (the caller's embeddings for `seed`); pre_mix stays one-hot.
+inline void load_inputs(cuda::StackExecutor& ex, int64_t tokens, uint64_t seed) {
+  const auto x = synthetic_embeddings(ex.params(), tokens, seed);
+  MHC_CUDA_CHECK(cudaMemcpy(ex.x_in(), x.data(), x.size() * sizeof(Bf16), cudaMemcpyHostToDevice));
+}
+
+inline StackResult eager(RankContext& ctx, cuda::StackExecutor& ex, int64_t tokens, bool overlap,
+                         cudaStream_t st) {
+  ex.enqueue_schedule(tokens, overlap, st);
+  ctx.wait(st);
+  return download_result(ex, tokens);
+}
+
+inline StackResult forward(RankContext& ctx, cuda::StackExecutor& ex, int64_t tokens, ExecMode mode,
+                           cudaStream_t st) {
+  ex.forward(tokens, mode, st);
+  ctx.wait(st);
+  return download_result(ex, tokens);
+}
+
+inline double seconds_since(std::chrono::steady_clock::time_point start) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+}
+
+// The mhc::Error message of `f`, or "" when it did not throw one.
+inline std::string error_of(const std::function<void()>& f) {
+  try {
+    f();
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "";
+}
+
+#define MHC_EXPECT_CONTAINS(text, part) \
+  EXPECT_NE(std::string(text).find(part), std::string::npos) << "in: " << (text)
+
+}  // namespace mhc::dist::test
