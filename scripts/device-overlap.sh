@@ -24,7 +24,7 @@ if has build; then
       -DMHC_SCRATCH_DROP_JOIN=ON >"$OUT/build-scratch.log" 2>&1 &
     scratch_pid=$!
   fi
-  scripts/device-build.sh >"$OUT/build.log" 2>&1 || { tail -30 "$OUT/build.log"; exit 1; }
+  MHC_TARGETS="test_schedule mhc" scripts/device-build.sh >"$OUT/build.log" 2>&1 || { tail -30 "$OUT/build.log"; exit 1; }
   [ -n "${scratch_pid:-}" ] && { wait "$scratch_pid" || { tail -20 "$OUT/build-scratch.log"; status=1; }; }
 fi
 if has test; then
