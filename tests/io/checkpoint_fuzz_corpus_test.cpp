@@ -12,7 +12,9 @@ namespace {
 
 namespace fs = std::filesystem;
 
-const fs::path kCorpus = fs::path(MHC_TEST_DATA_DIR) / ".." / ".." / "fuzz" / "corpus";
+// tests/data -> the repository root, lexically (tests/data is not in git, so it may not exist).
+const fs::path kCorpus =
+    fs::path(MHC_TEST_DATA_DIR).parent_path().parent_path() / "fuzz" / "corpus";
 
 std::vector<fs::path> inputs(const std::string& target) {
   std::vector<fs::path> out;
