@@ -1,9 +1,13 @@
 // `mhc bench overlap`: matched native vs overlap on the stand-in decoder stack, FULL graph replay,
 // the two schedules interleaved in one run, medians of many replays; the gain per token count
-// and the crossover, from which the Hopper default threshold is set (docs/overlap.md).
+// and the crossover, from which the Hopper default threshold is set (docs/overlap.md). With --tp N
+// the same measurement runs with the stand-in sharded over N GPUs, one thread per GPU, the NCCL
+// all-reduce inside every sublayer and inside the FULL graphs; rank 0's timings are reported, every
+// rank runs the same graphs (docs/tensor_parallel.md).
 #include <fmt/core.h>
 
 #include <fstream>
+#include <functional>
 #include <nlohmann/json.hpp>
 
 #include "bench_common.hpp"
@@ -16,6 +20,10 @@
 #include "mhc/decoder_standin.hpp"
 #include "mhc/stack_executor.hpp"
 #endif
+#if MHC_WITH_NCCL
+#include "mhc/dist/tp_stack.hpp"
+#include "mhc/tensor_parallel.hpp"
+#endif
 
 namespace mhc::cli {
 namespace {
@@ -27,22 +35,39 @@ struct OverlapOptions {
   int reps = 40;
   int attention_width = 0, ffn_width = 0;
   std::string json_path;
+  int tp = 0;  // 0: one GPU, no NCCL
 };
 
 #if MHC_WITH_CUDA
 using namespace mhc::cuda;
+
+// How the bench waits for the GPU: a stream sync on one GPU; with --tp the rank's bounded,
+// abort-aware wait (a blocking sync would never return if a peer were gone).
+using WaitFn = std::function<void(cudaStream_t)>;
 
 struct Arm {
   std::unique_ptr<StackExecutor> ex;
   std::vector<float> times_us;
 };
 
-float time_forward(StackExecutor& ex, int64_t tokens, cudaStream_t st, cudaEvent_t a,
-                   cudaEvent_t b) {
+// Both arms on one GPU (or one TP rank): the same weights and stand-in, one schedule each.
+struct Arms {
+  Arm native, overlap;
+  Arms(const ModelWeights& w, const StackOptions& opt, const SublayerFn& sublayer) {
+    native.ex = std::make_unique<StackExecutor>(
+        w, KernelConfig::parse(R"({"enable_mhc_overlap": false})"), opt, sublayer);
+    overlap.ex = std::make_unique<StackExecutor>(
+        w, KernelConfig::parse(R"({"enable_mhc_overlap": true, "overlap_max_tokens": 1048576})"),
+        opt, sublayer);
+  }
+};
+
+float time_forward(StackExecutor& ex, int64_t tokens, cudaStream_t st, cudaEvent_t a, cudaEvent_t b,
+                   const WaitFn& wait) {
   MHC_CUDA_CHECK(cudaEventRecord(a, st));
   ex.forward(tokens, ExecMode::full, st);
   MHC_CUDA_CHECK(cudaEventRecord(b, st));
-  MHC_CUDA_CHECK(cudaEventSynchronize(b));
+  wait(st);
   float ms = 0;
   MHC_CUDA_CHECK(cudaEventElapsedTime(&ms, a, b));
   return ms * 1000.0f;
@@ -57,11 +82,16 @@ bool outputs_equal(const StackExecutor& a, const StackExecutor& b, int64_t token
   return ha == hb;
 }
 
-nlohmann::json measure(const OverlapOptions& o, const MhcParams& p, Arm& native, Arm& overlap,
-                       int64_t tokens, cudaStream_t st) {
+nlohmann::json measure(const OverlapOptions& o, const MhcParams& p, Arms& arms, int64_t tokens,
+                       cudaStream_t st, const WaitFn& wait) {
+  Arm& native = arms.native;
+  Arm& overlap = arms.overlap;
   const auto x = synthetic_embeddings(p, tokens, 42 + uint64_t(tokens));
   for (Arm* arm : {&native, &overlap}) {
     MHC_CUDA_CHECK(cudaMemcpy(arm->ex->x_in(), x.data(), x.size() * 2, cudaMemcpyHostToDevice));
+    // One eager forward first: with --tp, NCCL sets up this size's connections outside capture.
+    arm->ex->enqueue_schedule(tokens, arm->ex->decide(tokens, ExecMode::full).overlap, st);
+    wait(st);
     arm->ex->prepare_full_graph(tokens, st);
     arm->times_us.clear();
   }
@@ -69,14 +99,14 @@ nlohmann::json measure(const OverlapOptions& o, const MhcParams& p, Arm& native,
   MHC_CUDA_CHECK(cudaEventCreate(&a));
   MHC_CUDA_CHECK(cudaEventCreate(&b));
   for (int warm = 0; warm < 3; ++warm) {
-    time_forward(*native.ex, tokens, st, a, b);
-    time_forward(*overlap.ex, tokens, st, a, b);
+    time_forward(*native.ex, tokens, st, a, b, wait);
+    time_forward(*overlap.ex, tokens, st, a, b, wait);
   }
   for (int r = 0; r < o.reps; ++r) {  // ABBA interleaving: neither arm always goes first
     Arm& first = r % 2 ? overlap : native;
     Arm& second = r % 2 ? native : overlap;
-    first.times_us.push_back(time_forward(*first.ex, tokens, st, a, b));
-    second.times_us.push_back(time_forward(*second.ex, tokens, st, a, b));
+    first.times_us.push_back(time_forward(*first.ex, tokens, st, a, b, wait));
+    second.times_us.push_back(time_forward(*second.ex, tokens, st, a, b, wait));
   }
   cudaEventDestroy(a);
   cudaEventDestroy(b);
@@ -95,49 +125,34 @@ nlohmann::json measure(const OverlapOptions& o, const MhcParams& p, Arm& native,
           {"reps", o.reps}};
 }
 
-void run(const OverlapOptions& o) {
-  MhcParams p = preset(o.preset_name);
-  if (o.layers > 0) p.layers = o.layers;
-  validate(p);
-  int64_t max_tokens = 1;
-  for (int64_t t : o.tokens) {
-    if (t < 1) throw Error(fmt::format("--tokens: {} is not a positive token count", t));
-    max_tokens = std::max(max_tokens, t);
-  }
-  const ModelWeights w = synthetic_model(p, 1);
-  DecoderStandin standin(p, max_tokens, {o.attention_width, o.ffn_width});
-  SublayerFn sublayer = [&standin](int s, int64_t m, const Bf16* in, Bf16* out, cudaStream_t st) {
-    standin(s, m, in, out, st);
-  };
-  StackOptions opt;
-  opt.max_tokens = max_tokens;
-  Arm native, overlap;
-  native.ex = std::make_unique<StackExecutor>(
-      w, KernelConfig::parse(R"({"enable_mhc_overlap": false})"), opt, sublayer);
-  overlap.ex = std::make_unique<StackExecutor>(
-      w, KernelConfig::parse(R"({"enable_mhc_overlap": true, "overlap_max_tokens": 1048576})"),
-      opt, sublayer);
-  cudaStream_t st;
-  MHC_CUDA_CHECK(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking));
+std::vector<nlohmann::json> measure_all(const OverlapOptions& o, const MhcParams& p, Arms& arms,
+                                        cudaStream_t st, const WaitFn& wait) {
+  std::vector<nlohmann::json> rows;
+  for (int64_t t : o.tokens) rows.push_back(measure(o, p, arms, t, st, wait));
+  return rows;
+}
 
-  nlohmann::json doc = bench_metadata();
+// Prints the table and the crossover and writes the JSON; `doc` holds the run's own fields.
+void report(const OverlapOptions& o, const MhcParams& p, const StandinWidths& widths,
+            const std::vector<nlohmann::json>& rows, nlohmann::json doc) {
   doc["bench"] = "overlap";
   doc["preset"] = o.preset_name;
   doc["params"] = {{"hidden", p.hidden}, {"n", p.n}, {"layers", p.layers}};
-  doc["standin"] = {{"attention_width", standin.widths().attention},
-                    {"ffn_width", standin.widths().ffn},
-                    {"weight_bytes_per_layer", standin.widths().weight_bytes_per_layer(p)}};
-  doc["method"] = "FULL CUDA graph of the whole stack per arm, CUDA events around each replay, "
-                  "arms interleaved ABBA, median";
-  fmt::print("mhc bench overlap: {} (C={} n={} layers={}), stand-in widths {}/{}, {} reps\n",
-             o.preset_name, p.hidden, p.n, p.layers, standin.widths().attention,
-             standin.widths().ffn, o.reps);
+  doc["standin"] = {{"attention_width", widths.attention},
+                    {"ffn_width", widths.ffn},
+                    {"weight_bytes_per_layer", widths.weight_bytes_per_layer(p)}};
+  doc["method"] =
+      "FULL CUDA graph of the whole stack per arm, CUDA events around each replay, "
+      "arms interleaved ABBA, median";
+  fmt::print("mhc bench overlap: {} (C={} n={} layers={}), stand-in widths {}/{}, {} reps{}\n",
+             o.preset_name, p.hidden, p.n, p.layers, widths.attention, widths.ffn, o.reps,
+             o.tp > 0 ? fmt::format(", TP={} (rank 0's timings)", o.tp) : "");
   fmt::print("{:>6} {:>12} {:>12} {:>8} {:>12} {:>14} {:>8}\n", "tokens", "native us/L",
              "overlap us/L", "gain %", "saved us/L", "saved us/L/tok", "bitwise");
   int64_t crossover = 0;  // largest token count up to which the overlap never lost
   bool lost = false;
-  for (int64_t t : o.tokens) {
-    nlohmann::json row = measure(o, p, native, overlap, t, st);
+  for (const nlohmann::json& row : rows) {
+    const int64_t t = row["tokens"].get<int64_t>();
     fmt::print("{:>6} {:>12.2f} {:>12.2f} {:>8.2f} {:>12.2f} {:>14.3f} {:>8}\n", t,
                row["native_us_per_layer"].get<double>(), row["overlap_us_per_layer"].get<double>(),
                row["gain_percent"].get<double>(), row["saved_us_per_layer"].get<double>(),
@@ -149,8 +164,77 @@ void run(const OverlapOptions& o) {
   }
   doc["overlap_wins_up_to_tokens"] = crossover;
   fmt::print("overlap faster at every measured size up to {} tokens\n", crossover);
-  cudaStreamDestroy(st);
   write_json(o.json_path, doc);
+}
+
+void run_one_gpu(const OverlapOptions& o, const MhcParams& p, const ModelWeights& w,
+                 int64_t max_tokens) {
+  DecoderStandin standin(p, max_tokens, {o.attention_width, o.ffn_width});
+  SublayerFn sublayer = [&standin](int s, int64_t m, const Bf16* in, Bf16* out, cudaStream_t st) {
+    standin(s, m, in, out, st);
+  };
+  StackOptions opt;
+  opt.max_tokens = max_tokens;
+  Arms arms(w, opt, sublayer);
+  cudaStream_t st;
+  MHC_CUDA_CHECK(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking));
+  const auto rows =
+      measure_all(o, p, arms, st, [](cudaStream_t s) { MHC_CUDA_CHECK(cudaStreamSynchronize(s)); });
+  cudaStreamDestroy(st);
+  report(o, p, standin.widths(), rows, bench_metadata());
+}
+
+#if MHC_WITH_NCCL
+// Every rank measures the same sequence of graphs (each replay all-reduces across the ranks);
+// rank 0's timings are reported, and "bitwise_equal" must hold on every rank.
+void run_tensor_parallel(const OverlapOptions& o, const MhcParams& p, const ModelWeights& w,
+                         int64_t max_tokens) {
+  const StandinWidths widths = StandinWidths::for_params(p, {o.attention_width, o.ffn_width});
+  const StandinShardPlan plan = plan_standin_shards(o.tp, widths.attention, widths.ffn);
+  std::vector<std::vector<nlohmann::json>> rows(size_t(o.tp));
+  dist::TpRunOptions ranks;
+  ranks.world = o.tp;
+  dist::run_ranks(ranks, [&](dist::RankContext& ctx) {
+    dist::TpSublayer sublayer(ctx, p, max_tokens, {o.attention_width, o.ffn_width});
+    StackOptions opt;
+    opt.max_tokens = max_tokens;
+    Arms arms(w, sublayer.stack_options(opt), sublayer.fn());
+    sublayer.check_executor(*arms.native.ex);
+    dist::RankStream st;
+    rows[size_t(ctx.rank())] =
+        measure_all(o, p, arms, st.get(), [&ctx](cudaStream_t s) { ctx.wait(s); });
+  });
+  for (size_t i = 0; i < rows[0].size(); ++i) {
+    bool all = true;
+    for (const auto& rank_rows : rows) all = all && rank_rows[i]["bitwise_equal"].get<bool>();
+    rows[0][i]["bitwise_equal"] = all;
+  }
+  nlohmann::json doc = bench_metadata();
+  doc["tensor_parallel"] = {{"tp", o.tp},
+                            {"shards", plan.describe()},
+                            {"all_reduce", "nccl, in place, bf16 sum, main stream"},
+                            {"timings_of_rank", 0}};
+  report(o, p, widths, rows[0], doc);
+}
+#endif
+
+void run(const OverlapOptions& o) {
+  MhcParams p = preset(o.preset_name);
+  if (o.layers > 0) p.layers = o.layers;
+  validate(p);
+  int64_t max_tokens = 1;
+  for (int64_t t : o.tokens) {
+    if (t < 1) throw Error(fmt::format("--tokens: {} is not a positive token count", t));
+    max_tokens = std::max(max_tokens, t);
+  }
+  if (o.tp < 0) throw Error(fmt::format("--tp {}: expected a TP size >= 1", o.tp));
+  const ModelWeights w = synthetic_model(p, 1);
+  if (o.tp == 0) return run_one_gpu(o, p, w, max_tokens);
+#if MHC_WITH_NCCL
+  run_tensor_parallel(o, p, w, max_tokens);
+#else
+  throw Error("--tp needs the CUDA backend built with NCCL; this build has none");
+#endif
 }
 #else
 void run(const OverlapOptions&) {
@@ -171,6 +255,9 @@ void add_bench_overlap(CLI::App& bench) {
   cmd->add_option("--attn-width", o->attention_width, "Stand-in attention width (default C)");
   cmd->add_option("--ffn-width", o->ffn_width, "Stand-in MoE width (default 5C/4)");
   cmd->add_option("--json", o->json_path, "Also write the results to this JSON file");
+  cmd->add_option("--tp", o->tp,
+                  "Shard the stand-in over N GPUs (one thread each, NCCL all-reduce in every "
+                  "sublayer); reports rank 0's timings");
   cmd->callback([o] { run(*o); });
 }
 

@@ -18,6 +18,10 @@
 #if MHC_WITH_CUDA
 #include "mhc/stack_run.hpp"
 #endif
+#if MHC_WITH_NCCL
+#include "mhc/dist/tp_run.hpp"
+#include "mhc/dist/tp_runner.hpp"
+#endif
 
 namespace mhc::cli {
 namespace {
@@ -35,6 +39,7 @@ struct RunOptions {
   std::string mode = "full";
   std::string sync_check = "off";
   std::string trace_path;
+  int tp = 0;  // --tp N: tensor parallelism over N GPUs (0: off)
   bool json = false;
   std::string weights_dir;  // --weights: mHC parameters from a checkpoint instead of synthetic
 };
@@ -47,6 +52,44 @@ MhcParams resolve_params(const RunOptions& o) {
   validate(p);
   if (o.tokens < 0) throw Error(fmt::format("--tokens {} must be >= 0", o.tokens));
   return p;
+}
+
+// --tp is checked before any work: its own validation replaces the single-GPU stack check.
+void check_tp_options(const RunOptions& o) {
+  if (o.tp == 0) return;
+  if (o.tp < 0) throw Error(fmt::format("--tp {}: expected a TP size >= 1", o.tp));
+#if !MHC_WITH_NCCL
+  throw Error("--tp needs the CUDA backend built with NCCL; this build has none");
+#endif
+  if (o.backend == "cpu") throw Error("--tp needs the cuda backend");
+  if (!o.trace_path.empty() || o.sync_check != "off") {
+    throw Error("--tp cannot be combined with --trace or --sync-check");
+  }
+#if MHC_WITH_NCCL
+  check_tp_fits(o.tp, dist::visible_gpus());
+#endif
+}
+
+// --tp N: the stack with the cuBLAS stand-in decoder sharded over N GPUs (one thread per GPU,
+// NCCL all-reduce), validated against the same stack on one GPU (docs/tensor_parallel.md).
+void run_tensor_parallel(const RunOptions& o, const ModelWeights& w, const std::vector<Bf16>& x0,
+                         const KernelConfig& cfg, ExecMode mode, bool site_passed) {
+#if MHC_WITH_NCCL
+  dist::TpRunConfig c;
+  c.world = o.tp;
+  c.mode = mode;
+  if (o.timing_reps > 0) c.timing_reps = o.timing_reps;
+  const dist::TpRunReport r = dist::run_stack_tp(w, o.tokens, x0.data(), cfg, c);
+  const bool pass = r.passed() && site_passed;
+  if (o.json) {
+    fmt::print("{}\n", r.to_json());
+  } else {
+    fmt::print("{}result: {}\n", r.describe(), pass ? "PASS" : "FAIL");
+  }
+  if (!pass) throw Error("validation failed (see the FAIL lines above)");
+#else
+  (void)o, (void)w, (void)x0, (void)cfg, (void)mode, (void)site_passed;
+#endif
 }
 
 // The dispatch decision the CPU backend is asked about (it runs one stream, so it never overlaps;
@@ -89,6 +132,7 @@ void run(const RunOptions& o, bool preset_given) {
   const MhcParams p = ck ? ck->weights.params : resolve_params(o);
   const KernelConfig cfg = KernelConfig::parse(o.kernel_config);
   const ExecMode mode = parse_exec_mode(o.mode);
+  check_tp_options(o);
   if (o.sync_check != "off" && o.sync_check != "error") {
     throw Error(fmt::format("--sync-check '{}': expected off or error", o.sync_check));
   }
@@ -104,6 +148,7 @@ void run(const RunOptions& o, bool preset_given) {
 
   const ModelWeights weights = ck ? std::move(ck->weights) : synthetic_model(p, o.seed);
   const std::vector<Bf16> x0 = synthetic_embeddings(p, o.tokens, o.seed + 1);
+  if (o.tp > 0) return run_tensor_parallel(o, weights, x0, cfg, mode, report.all_passed());
   StackTrace trace;
   if (on_gpu) {
 #if MHC_WITH_CUDA
@@ -155,6 +200,9 @@ void register_run(CLI::App& app) {
       ->capture_default_str();
   cmd->add_option("--trace", opts->trace_path,
                   "Write a Chrome trace (GPU-timed, per stream) of one forward to this file");
+  cmd->add_option("--tp", opts->tp,
+                  "Tensor parallelism over N GPUs (one thread each, NCCL all-reduce): the cuBLAS "
+                  "stand-in decoder sharded over them, validated against TP=1");
   cmd->add_flag("--json", opts->json, "Print one JSON object instead of the text report");
   cmd->add_option("--weights", opts->weights_dir,
                   "Checkpoint directory (model.safetensors.index.json + shards, or one "
