@@ -82,6 +82,7 @@ void register_bench(CLI::App& app) {
   kernels->add_option("--json", options->json_path, "Write the JSON report here");
   kernels->add_option("--commit", options->commit, "Commit to record (default: env MHC_COMMIT)");
   kernels->callback([options] { run_kernels(*options); });
+  add_bench_overlap(*bench);
 }
 
 }  // namespace mhc::cli
