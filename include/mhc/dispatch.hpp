@@ -57,9 +57,12 @@ struct DispatchDecision {
   std::string to_json() const;  // {"overlap","reason_code","reason","max_tokens","all_reduce"}
 };
 
-// The architecture's default token threshold (16 upstream for SM100; Hopper's is measured).
+// The architecture's default token threshold: 16 upstream (GB200-derived) for SM100 and the
+// rest; on SM90 the value measured on an H200 (docs/overlap.md). The config overrides both.
+inline constexpr int kSm90OverlapMaxTokens = 128;
 int default_overlap_max_tokens(ComputeCapability cc);
 
+// Throws mhc::Error on impossible inputs (C < 1, n < 1, M < 0, negative threshold, TP size < 1).
 DispatchDecision decide(const DispatchInputs& in);
 
 }  // namespace mhc

@@ -163,13 +163,14 @@ TEST_F(StackStressTest, PolicyKeepsEagerPiecewiseAndLargeBatchesNative) {
   const MhcParams p = small_stack(4096, 4, 2);
   const ModelWeights w = synthetic_model(p, 9);
   StackOptions opt;
-  opt.max_tokens = 64;
+  const int64_t large = kSm90OverlapMaxTokens + 1;  // above every architecture's default
+  opt.max_tokens = large;
   StackExecutor ex(w, KernelConfig::parse(R"({"enable_mhc_overlap": true})"), opt);
-  load_inputs(ex, 64, 1, false, stream_);
+  load_inputs(ex, large, 1, false, stream_);
   EXPECT_FALSE(ex.forward(8, ExecMode::eager, stream_).overlapped);
   EXPECT_FALSE(ex.forward(8, ExecMode::piecewise, stream_).overlapped);
-  ex.prepare_full_graph(64, stream_);
-  EXPECT_FALSE(ex.forward(64, ExecMode::full, stream_).overlapped);  // above the threshold
+  ex.prepare_full_graph(large, stream_);
+  EXPECT_FALSE(ex.forward(large, ExecMode::full, stream_).overlapped);
   MHC_CUDA_CHECK(cudaStreamSynchronize(stream_));
   EXPECT_EQ(ex.overlapped_sites(), 0);
   EXPECT_EQ(ex.native_sites(), 3 * p.sites());
