@@ -88,7 +88,9 @@ nlohmann::json measure(const OverlapOptions& o, const MhcParams& p, Arms& arms, 
   Arm& overlap = arms.overlap;
   const auto x = synthetic_embeddings(p, tokens, 42 + uint64_t(tokens));
   for (Arm* arm : {&native, &overlap}) {
-    MHC_CUDA_CHECK(cudaMemcpy(arm->ex->x_in(), x.data(), x.size() * 2, cudaMemcpyHostToDevice));
+    // Stream-ordered before this arm's forwards (a plain cudaMemcpy is not ordered with `st`).
+    MHC_CUDA_CHECK(
+        cudaMemcpyAsync(arm->ex->x_in(), x.data(), x.size() * 2, cudaMemcpyHostToDevice, st));
     // One eager forward first: with --tp, NCCL sets up this size's connections outside capture.
     arm->ex->enqueue_schedule(tokens, arm->ex->decide(tokens, ExecMode::full).overlap, st);
     wait(st);

@@ -77,13 +77,6 @@ struct RankRun {
   StackResult result;
 };
 
-StackResult eager(RankContext& ctx, cuda::StackExecutor& ex, int64_t tokens, bool overlap,
-                  cudaStream_t st) {
-  ex.enqueue_schedule(tokens, overlap, st);
-  ctx.wait(st);
-  return download_result(ex, tokens);
-}
-
 // One rank: both schedules eagerly, then the forward the policy picks (FULL: captured first),
 // replays, timing. Every rank runs exactly the same sequence of collectives.
 void rank_run(RankContext& ctx, const ModelWeights& w, int64_t tokens, const Bf16* x0,
@@ -94,24 +87,23 @@ void rank_run(RankContext& ctx, const ModelWeights& w, int64_t tokens, const Bf1
   cuda::StackExecutor& ex = stack.executor();
   RankStream stream;
   const cudaStream_t st = stream.get();
-  MHC_CUDA_CHECK(cudaMemcpy(ex.x_in(), x0, size_t(tokens * w.params.k()) * sizeof(Bf16),
-                            cudaMemcpyHostToDevice));
-  const StackResult native = eager(ctx, ex, tokens, false, st);
-  const StackResult overlapped = eager(ctx, ex, tokens, true, st);
+  // Stream-ordered before the forwards (a plain cudaMemcpy is not ordered with this stream).
+  MHC_CUDA_CHECK(cudaMemcpyAsync(ex.x_in(), x0, size_t(tokens * w.params.k()) * sizeof(Bf16),
+                                 cudaMemcpyHostToDevice, st));
+  const StackResult native = eager_result(ctx, ex, tokens, false, st);
+  const StackResult overlapped = eager_result(ctx, ex, tokens, true, st);
   if (c.mode == ExecMode::full) prepare_tp_graph(ctx, ex, tokens, st);
-  const cuda::ForwardInfo info = ex.forward(tokens, c.mode, st);
-  ctx.wait(st);
-  out.result = download_result(ex, tokens);
+  const int64_t overlapped_before = ex.overlapped_sites();
+  out.result = forward_result(ctx, ex, tokens, c.mode, st);
   TpRankReport& r = out.report;
-  r.decision = info.decision;
-  r.overlapped = info.overlapped;
-  r.graph_replayed = info.graph_replayed;
+  r.decision = ex.decide(tokens, c.mode);
+  r.overlapped = ex.overlapped_sites() > overlapped_before;
+  r.graph_replayed = c.mode == ExecMode::full;  // forward() refuses FULL without a graph
   r.overlap_equals_native = bitwise_equal(native, overlapped) && bitwise_equal(native, out.result);
   r.replays_stable = true;
   for (int i = 0; i < c.replays; ++i) {
-    ex.forward(tokens, c.mode, st);
-    ctx.wait(st);
-    r.replays_stable = r.replays_stable && bitwise_equal(download_result(ex, tokens), out.result);
+    r.replays_stable =
+        r.replays_stable && bitwise_equal(forward_result(ctx, ex, tokens, c.mode, st), out.result);
   }
   r.forward_us = ForwardTimer().median_us(ctx, ex, tokens, c.mode, c.timing_reps, st);
 }
@@ -143,6 +135,20 @@ StackResult download_result(const cuda::StackExecutor& ex, int64_t tokens) {
 
 bool bitwise_equal(const StackResult& a, const StackResult& b) {
   return same_bits(a.x, b.x) && same_bits(a.output, b.output) && same_bits(a.pre, b.pre);
+}
+
+StackResult eager_result(RankContext& ctx, cuda::StackExecutor& ex, int64_t tokens, bool overlap,
+                         cudaStream_t stream) {
+  ex.enqueue_schedule(tokens, overlap, stream);
+  ctx.wait(stream);
+  return download_result(ex, tokens);
+}
+
+StackResult forward_result(RankContext& ctx, cuda::StackExecutor& ex, int64_t tokens, ExecMode mode,
+                           cudaStream_t stream) {
+  ex.forward(tokens, mode, stream);
+  ctx.wait(stream);
+  return download_result(ex, tokens);
 }
 
 ResultErrors compare_results(const StackResult& out, const StackResult& ref) {

@@ -104,8 +104,11 @@ void inject_faults(Group& g, int rank) {
 void check_communicator(RankContext& ctx) {
   cuda::DeviceBuffer<float> value(1);
   const float mine = float(ctx.rank() + 1);
-  value.upload(&mine, 1);
   RankStream stream;
+  // Stream-ordered: a plain cudaMemcpy from pageable memory may return before its DMA is done,
+  // and nothing orders the non-blocking stream after it.
+  MHC_CUDA_CHECK(
+      cudaMemcpyAsync(value.get(), &mine, sizeof mine, cudaMemcpyHostToDevice, stream.get()));
   ctx.comm().all_reduce(value.get(), value.get(), 1, ncclFloat32, ncclSum, stream.get());
   ctx.wait(stream.get());
   float sum = 0;

@@ -94,8 +94,7 @@ TEST(TpErrors, NcclErrorOnOneRankIsReportedAndEndsTheOthers) {
       ctx.wait(st.get());
     });
   });
-  MHC_EXPECT_CONTAINS(msg, "rank 1: NCCL error");
-  MHC_EXPECT_CONTAINS(msg, "ncclAllReduce");
+  MHC_EXPECT_CONTAINS(msg, "rank 1: NCCL");  // the call's error, or the communicator's
   EXPECT_LT(seconds_since(start), 15.0) << "rank 0 must give up on cancellation, not the deadline";
 }
 

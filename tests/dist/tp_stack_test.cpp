@@ -8,9 +8,6 @@
 namespace mhc::dist {
 namespace {
 
-using test::eager;
-using test::forward;
-
 struct Outcome {
   StackResult native, overlap, full;
   DispatchDecision decision;
@@ -28,9 +25,9 @@ std::vector<Outcome> run_world(int world, const ModelWeights& w, int64_t tokens,
     cuda::StackExecutor& ex = stack.executor();
     RankStream st;
     Outcome& o = out[size_t(ctx.rank())];
-    test::load_inputs(ex, tokens, 5);
-    o.native = eager(ctx, ex, tokens, false, st.get());
-    o.overlap = eager(ctx, ex, tokens, true, st.get());
+    test::load_inputs(ex, tokens, 5, st.get());
+    o.native = eager_result(ctx, ex, tokens, false, st.get());
+    o.overlap = eager_result(ctx, ex, tokens, true, st.get());
     prepare_tp_graph(ctx, ex, tokens, st.get());
     const cuda::ForwardInfo info = ex.forward(tokens, ExecMode::full, st.get());
     ctx.wait(st.get());
@@ -105,13 +102,13 @@ TEST_P(TpGraphTest, ReplaysWithChangingInputsStayBitwiseEqualToEagerNative) {
     TpStack stack(ctx, w, test::overlap_config(overlap), {}, opt);
     cuda::StackExecutor& ex = stack.executor();
     RankStream st;
-    test::load_inputs(ex, tokens, 1);
+    test::load_inputs(ex, tokens, 1, st.get());
     prepare_tp_graph(ctx, ex, tokens, st.get());
     for (uint64_t replay = 0; replay < 6; ++replay) {
-      test::load_inputs(ex, tokens, 100 + replay);
-      const StackResult expect = eager(ctx, ex, tokens, false, st.get());
-      const StackResult got = forward(ctx, ex, tokens, ExecMode::full, st.get());
-      const StackResult again = forward(ctx, ex, tokens, ExecMode::full, st.get());
+      test::load_inputs(ex, tokens, 100 + replay, st.get());
+      const StackResult expect = eager_result(ctx, ex, tokens, false, st.get());
+      const StackResult got = forward_result(ctx, ex, tokens, ExecMode::full, st.get());
+      const StackResult again = forward_result(ctx, ex, tokens, ExecMode::full, st.get());
       mismatches[size_t(ctx.rank())] += !bitwise_equal(expect, got);
       unstable[size_t(ctx.rank())] += !bitwise_equal(got, again);
     }

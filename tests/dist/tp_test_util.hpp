@@ -44,24 +44,13 @@ inline TpRunOptions ranks(int world, std::chrono::milliseconds timeout = std::ch
   return o;
 }
 
-// Fresh x for the executor (the caller's embeddings for `seed`); pre_mix stays one-hot.
-inline void load_inputs(cuda::StackExecutor& ex, int64_t tokens, uint64_t seed) {
+// Fresh x for the executor (the embeddings for `seed`), ordered on `st` before later work there;
+// pre_mix stays one-hot.
+inline void load_inputs(cuda::StackExecutor& ex, int64_t tokens, uint64_t seed, cudaStream_t st) {
   const auto x = synthetic_embeddings(ex.params(), tokens, seed);
-  MHC_CUDA_CHECK(cudaMemcpy(ex.x_in(), x.data(), x.size() * sizeof(Bf16), cudaMemcpyHostToDevice));
-}
-
-inline StackResult eager(RankContext& ctx, cuda::StackExecutor& ex, int64_t tokens, bool overlap,
-                         cudaStream_t st) {
-  ex.enqueue_schedule(tokens, overlap, st);
-  ctx.wait(st);
-  return download_result(ex, tokens);
-}
-
-inline StackResult forward(RankContext& ctx, cuda::StackExecutor& ex, int64_t tokens, ExecMode mode,
-                           cudaStream_t st) {
-  ex.forward(tokens, mode, st);
-  ctx.wait(st);
-  return download_result(ex, tokens);
+  MHC_CUDA_CHECK(
+      cudaMemcpyAsync(ex.x_in(), x.data(), x.size() * sizeof(Bf16), cudaMemcpyHostToDevice, st));
+  MHC_CUDA_CHECK(cudaStreamSynchronize(st));  // x is freed on return; no collective is queued
 }
 
 inline double seconds_since(std::chrono::steady_clock::time_point start) {

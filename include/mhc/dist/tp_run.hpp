@@ -15,6 +15,7 @@
 #include "mhc/config.hpp"
 #include "mhc/decoder_standin.hpp"
 #include "mhc/dispatch.hpp"
+#include "mhc/dist/tp_runner.hpp"
 #include "mhc/model.hpp"
 #include "mhc/stack_executor.hpp"
 #include "mhc/tensor_parallel.hpp"
@@ -29,6 +30,12 @@ struct StackResult {
 // Copies them from the executor after the caller has waited for the forward.
 StackResult download_result(const cuda::StackExecutor& ex, int64_t tokens);
 bool bitwise_equal(const StackResult& a, const StackResult& b);
+// One forward waited for (bounded) and downloaded: the given schedule eagerly, or the forward the
+// policy picks for `mode` (FULL: a prepared graph).
+StackResult eager_result(RankContext& ctx, cuda::StackExecutor& ex, int64_t tokens, bool overlap,
+                         cudaStream_t stream);
+StackResult forward_result(RankContext& ctx, cuda::StackExecutor& ex, int64_t tokens, ExecMode mode,
+                           cudaStream_t stream);
 
 // `out` against `ref` (both bf16/fp32 results of the GPU; ref widened to double).
 struct ResultErrors {
