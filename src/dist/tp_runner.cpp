@@ -127,8 +127,11 @@ void rank_main(const std::shared_ptr<Group>& g, int rank) {
     cudaStreamCaptureMode mode = cudaStreamCaptureModeThreadLocal;
     MHC_CUDA_CHECK(cudaThreadExchangeStreamCaptureMode(&mode));
     inject_faults(*g, rank);
-    RankHooks hooks{[g] { return g->failed.load(); },
-                    [g, rank](const std::string& m) { g->report(rank, m); }};
+    // A raw pointer: the communicator is owned by the group, so the group outlives the hooks
+    // (a shared_ptr here would make the group own itself).
+    Group* group = g.get();
+    RankHooks hooks{[group] { return group->failed.load(); },
+                    [group, rank](const std::string& m) { group->report(rank, m); }};
     auto owned = std::make_unique<RankComm>(g->id, g->world, rank, g->timeout, std::move(hooks));
     RankComm& comm = *owned;
     {
