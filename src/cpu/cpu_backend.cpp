@@ -44,6 +44,9 @@ class CpuBackend final : public Backend {
   }
 
   SiteTiming time_site(const ModelWeights& w, int64_t tokens, int reps) override;
+  // The CPU computes the projection in fp32 whatever the config asks, so it is held to the
+  // fp32 tier.
+  Tolerances tolerances(const KernelConfig&) const override { return kFp32Tolerances; }
 
  private:
   KernelConfig config_;
