@@ -45,6 +45,12 @@ struct StackOptions {
   // How prepare_full_graph captures: global (default), or thread-local when one thread per GPU
   // captures NCCL collectives concurrently.
   cudaStreamCaptureMode capture_mode = cudaStreamCaptureModeGlobal;
+  // Native schedule only: where the coefficient launch can carry the input path (decode sizes),
+  // put it there and keep the post plain, the fastest single-stream layout (docs/kernels.md).
+  // Off by default because its layer_input comes from another kernel than the overlap
+  // schedule's, so native and overlap are then equal within tolerance, not bitwise; the overlap
+  // benchmark turns it on so that the overlap is measured against the best native schedule.
+  bool native_decode_schedule = false;
 };
 
 struct ForwardInfo {

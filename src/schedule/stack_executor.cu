@@ -33,10 +33,18 @@ struct StackExecutor::Impl {
   Impl(const ModelWeights& w, const KernelConfig& cfg, const StackOptions& opt, SublayerFn fn);
   const Bf16* src(int s) const { return s == 0 ? x_in.get() : x[s % 2].get(); }
   Bf16* dst(int s) const { return x[(s + 1) % 2].get(); }
-  std::vector<SiteLaunches> launches(int64_t tokens);
+  std::vector<SiteLaunches> launches(int64_t tokens, bool overlap);
   SiteLaunches site_launches(int s, int64_t tokens, const PrenormTuning& tuning);
+  SiteLaunches decode_site_launches(int s, int64_t tokens, const PrenormTuning& tuning);
+  CoefficientBuffers coefficient_buffers(int s) const;
   void enqueue(int64_t tokens, bool overlap, cudaStream_t stream,
                StageObserver* observer = nullptr);
+  // Copies x after site s (an FFN site) into the layer trace.
+  void copy_trace(int s, int64_t tokens, cudaStream_t st) const {
+    const size_t count = size_t(tokens * p.k());
+    Bf16* slot = trace.get() + size_t(s / 2) * size_t(options.max_tokens) * size_t(p.k());
+    MHC_CUDA_CHECK(cudaMemcpyAsync(slot, dst(s), count * sizeof(Bf16), cudaMemcpyDeviceToDevice, st));
+  }
 };
 
 StackExecutor::Impl::Impl(const ModelWeights& w, const KernelConfig& cfg, const StackOptions& opt,
@@ -99,16 +107,9 @@ SiteLaunches StackExecutor::Impl::site_launches(int s, int64_t tokens,
                  layer_input.get(), st);
     };
   }
-  l.coefficients = [this, s, site, tokens, tuning](cudaStream_t st) {
-    CoefficientBuffers c;
-    c.x = src(s);
-    c.hc_fn = sites[site].hc_fn.get();
-    c.hc_base = sites[site].hc_base.get();
-    c.hc_scale = sites[site].hc_scale.get();
-    c.pre = pre[site % 2].get();
-    c.post = post.get();
-    c.comb = comb.get();
-    prenorm_coefficients(p, tokens, c, config.projection, tuning, *workspace, st);
+  l.coefficients = [this, s, tokens, tuning](cudaStream_t st) {
+    prenorm_coefficients(p, tokens, coefficient_buffers(s), config.projection, tuning, *workspace,
+                         st);
   };
   l.sublayer = [this, s, tokens](cudaStream_t st) {
     sublayer(s, tokens, layer_input.get(), f.get(), st);
@@ -121,26 +122,65 @@ SiteLaunches StackExecutor::Impl::site_launches(int s, int64_t tokens,
                             : sites[site + 1].norm_weight.get();
     next.layer_input = last ? output.get() : layer_input.get();
     mhc::cuda::post(p, tokens, src(s), post.get(), comb.get(), f.get(), dst(s), &next, st);
-    if (options.trace_layers && s % 2 == 1) {
-      const size_t count = size_t(tokens * p.k());
-      Bf16* slot = trace.get() + size_t(s / 2) * size_t(options.max_tokens) * size_t(p.k());
-      MHC_CUDA_CHECK(cudaMemcpyAsync(slot, dst(s), count * sizeof(Bf16), cudaMemcpyDeviceToDevice, st));
-    }
+    if (options.trace_layers && s % 2 == 1) copy_trace(s, tokens, st);
   };
   return l;
 }
 
-std::vector<SiteLaunches> StackExecutor::Impl::launches(int64_t tokens) {
+CoefficientBuffers StackExecutor::Impl::coefficient_buffers(int s) const {
+  const size_t site = size_t(s);
+  CoefficientBuffers c;
+  c.x = src(s);
+  c.hc_fn = sites[site].hc_fn.get();
+  c.hc_base = sites[site].hc_base.get();
+  c.hc_scale = sites[site].hc_scale.get();
+  c.pre = pre[site % 2].get();
+  c.post = post.get();
+  c.comb = comb.get();
+  return c;
+}
+
+// The single-stream decode layout: site s's input path rides in its coefficient launch (reading
+// the previous site's pre, while the launch writes this site's into the other buffer), the post
+// is plain, and only the last post also forms the final output.
+SiteLaunches StackExecutor::Impl::decode_site_launches(int s, int64_t tokens,
+                                                       const PrenormTuning& tuning) {
+  SiteLaunches l = site_launches(s, tokens, tuning);
+  l.input_path = nullptr;
+  l.coefficients = [this, s, tokens, tuning](cudaStream_t st) {
+    InputPathBuffers input;
+    input.pre_mix = s == 0 ? pre_mix_in.get() : pre[size_t(s - 1) % 2].get();
+    input.norm_weight = sites[size_t(s)].norm_weight.get();
+    input.layer_input = layer_input.get();
+    prenorm_coefficients(p, tokens, coefficient_buffers(s), config.projection, tuning, *workspace,
+                         st, &input);
+  };
+  if (s + 1 < p.sites()) {
+    auto fused_post = l.post;
+    l.post = [this, s, tokens, fused_post](cudaStream_t st) {
+      mhc::cuda::post(p, tokens, src(s), post.get(), comb.get(), f.get(), dst(s), nullptr, st);
+      if (options.trace_layers && s % 2 == 1) copy_trace(s, tokens, st);
+    };
+  }
+  return l;
+}
+
+std::vector<SiteLaunches> StackExecutor::Impl::launches(int64_t tokens, bool overlap) {
   const PrenormTuning tuning = choose_prenorm_tuning(p, tokens, sm_count);
+  const bool decode = !overlap && options.native_decode_schedule &&
+                      input_path_fuses(p, tokens, tuning);
   std::vector<SiteLaunches> all;
   all.reserve(size_t(p.sites()));
-  for (int s = 0; s < p.sites(); ++s) all.push_back(site_launches(s, tokens, tuning));
+  for (int s = 0; s < p.sites(); ++s) {
+    all.push_back(decode ? decode_site_launches(s, tokens, tuning)
+                         : site_launches(s, tokens, tuning));
+  }
   return all;
 }
 
 void StackExecutor::Impl::enqueue(int64_t tokens, bool overlap, cudaStream_t stream,
                                   StageObserver* observer) {
-  schedule->enqueue(stream, overlap, launches(tokens), options.delays, observer);
+  schedule->enqueue(stream, overlap, launches(tokens, overlap), options.delays, observer);
 }
 
 StackExecutor::StackExecutor(const ModelWeights& weights, const KernelConfig& config,

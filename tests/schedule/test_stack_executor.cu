@@ -179,6 +179,38 @@ TEST_F(StackStressTest, PolicyKeepsEagerPiecewiseAndLargeBatchesNative) {
   EXPECT_EQ(ex.overlapped_sites(), p.sites());
 }
 
+// The fastest single-stream layout (input path inside the coefficient launch at decode sizes)
+// computes the same stack: within the stack bounds of the float64 reference at every layer.
+TEST_F(StackStressTest, NativeDecodeScheduleMatchesFloat64Reference) {
+  MhcParams p = preset("dsv41-flash");
+  p.layers = 8;
+  for (int64_t tokens : {1, 13, 64, 65}) {
+    const ModelWeights w = synthetic_model(p, 12);
+    StackOptions opt;
+    opt.max_tokens = tokens;
+    opt.trace_layers = true;
+    opt.native_decode_schedule = true;
+    StackExecutor ex(w, KernelConfig::parse(R"({"enable_mhc_overlap": false})"), opt);
+    const auto x0 = synthetic_embeddings(p, tokens, 13);
+    MHC_CUDA_CHECK(cudaMemcpy(ex.x_in(), x0.data(), x0.size() * 2, cudaMemcpyHostToDevice));
+    ex.prepare_full_graph(tokens, stream_);
+    ASSERT_FALSE(ex.forward(tokens, ExecMode::full, stream_).overlapped);
+    MHC_CUDA_CHECK(cudaStreamSynchronize(stream_));
+    const StackReference ref = reference_stack(w, tokens, x0.data());
+    std::vector<Bf16> x(size_t(tokens * p.k()));
+    for (int layer = 0; layer < p.layers; ++layer) {
+      MHC_CUDA_CHECK(cudaMemcpy(x.data(), ex.layer_trace(layer), x.size() * 2, cudaMemcpyDeviceToHost));
+      const ErrorStats e = compare(x.data(), ref.x_after_layer[size_t(layer)].data(), int64_t(x.size()));
+      EXPECT_TRUE(e.passes(stack_x_tolerance(layer + 1)))
+          << "M=" << tokens << " layer " << layer + 1 << ": " << e.describe();
+    }
+    std::vector<Bf16> out(size_t(tokens * p.hidden));
+    MHC_CUDA_CHECK(cudaMemcpy(out.data(), ex.output(), out.size() * 2, cudaMemcpyDeviceToHost));
+    const ErrorStats e = compare(out.data(), ref.output.data(), int64_t(out.size()));
+    EXPECT_TRUE(e.passes(kStackOutputTolerance)) << "M=" << tokens << " output: " << e.describe();
+  }
+}
+
 // The 80-site DeepSeek-V4.1-Flash stack, FULL graph with overlap, against float64 per layer.
 TEST_F(StackStressTest, FortyLayerStackMatchesFloat64Reference) {
   const MhcParams p = preset("dsv41-flash");
