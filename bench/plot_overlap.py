@@ -13,15 +13,18 @@ import matplotlib.pyplot as plt  # noqa: E402
 
 def main(out_png, paths):
     fig, (ax_gain, ax_saved) = plt.subplots(1, 2, figsize=(12, 4.5))
+    meta = None  # the title describes the first file's run
     for path in paths:
         with open(path) as f:
             doc = json.load(f)
+        meta = meta or doc
         rows = doc["rows"]
         tokens = [r["tokens"] for r in rows]
         label = f'{doc["preset"]} (C={doc["params"]["hidden"]})'
+        if "tensor_parallel" in doc:
+            label += f', TP={doc["tensor_parallel"]["tp"]}'
         ax_gain.plot(tokens, [r["gain_percent"] for r in rows], marker="o", label=label)
         ax_saved.plot(tokens, [r["saved_us_per_layer"] for r in rows], marker="o", label=label)
-    meta = doc
     for ax, ylabel in ((ax_gain, "gain of overlap over native (%)"),
                        (ax_saved, "saved per decoder layer (us)")):
         ax.set_xscale("log", base=2)
