@@ -6,6 +6,7 @@
 #include <cstring>
 #include <vector>
 
+#include "cuda/gpu_test_util.hpp"
 #include "mhc/cuda/check.hpp"
 #include "mhc/schedule.hpp"
 
@@ -14,10 +15,6 @@ namespace {
 
 constexpr int kN = 4096;
 
-bool have_gpu() {
-  int count = 0;
-  return cudaGetDeviceCount(&count) == cudaSuccess && count > 0;
-}
 
 // coef = mean(x) * 0.5 + site, computed by one block in a fixed order (a toy coefficient path).
 __global__ void toy_coefficients(const float* x, float* coef, int site) {
@@ -115,7 +112,7 @@ bool bitwise_equal(const std::vector<float>& a, const std::vector<float>& b) {
 class ScheduleTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    if (!have_gpu()) GTEST_SKIP() << "no CUDA GPU";
+    MHC_SKIP_WITHOUT_GPU();
     MHC_CUDA_CHECK(cudaStreamCreateWithFlags(&main_, cudaStreamNonBlocking));
   }
   void TearDown() override {

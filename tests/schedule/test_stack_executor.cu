@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "mhc/compare.hpp"
+#include "cuda/gpu_test_util.hpp"
 #include "mhc/cuda/check.hpp"
 #include "mhc/model.hpp"
 #include "mhc/stack_executor.hpp"
@@ -14,14 +15,6 @@
 namespace mhc::cuda {
 namespace {
 
-bool have_gpu() {
-  int count = 0;
-  if (cudaGetDeviceCount(&count) != cudaSuccess) {
-    cudaGetLastError();
-    return false;
-  }
-  return count > 0;
-}
 
 struct Case {
   int hidden, n;
@@ -72,10 +65,28 @@ std::vector<uint16_t> results(const StackExecutor& ex, int64_t tokens, cudaStrea
   return host;
 }
 
+// x after every layer (the executor's trace) and the output against the float64 reference stack.
+void expect_within_stack_bounds(const StackExecutor& ex, const ModelWeights& w, int64_t tokens,
+                                const std::vector<Bf16>& x0) {
+  const MhcParams& p = ex.params();
+  const StackReference ref = reference_stack(w, tokens, x0.data());
+  std::vector<Bf16> x(size_t(tokens * p.k()));
+  for (int layer = 0; layer < p.layers; ++layer) {
+    MHC_CUDA_CHECK(cudaMemcpy(x.data(), ex.layer_trace(layer), x.size() * 2, cudaMemcpyDeviceToHost));
+    const ErrorStats e = compare(x.data(), ref.x_after_layer[size_t(layer)].data(), int64_t(x.size()));
+    EXPECT_TRUE(e.passes(stack_x_tolerance(layer + 1)))
+        << "M=" << tokens << " layer " << layer + 1 << ": " << e.describe();
+  }
+  std::vector<Bf16> out(size_t(tokens * p.hidden));
+  MHC_CUDA_CHECK(cudaMemcpy(out.data(), ex.output(), out.size() * 2, cudaMemcpyDeviceToHost));
+  const ErrorStats e = compare(out.data(), ref.output.data(), int64_t(out.size()));
+  EXPECT_TRUE(e.passes(kStackOutputTolerance)) << "M=" << tokens << " output: " << e.describe();
+}
+
 class StackExecutorTest : public ::testing::TestWithParam<Case> {
  protected:
   void SetUp() override {
-    if (!have_gpu()) GTEST_SKIP() << "no CUDA GPU";
+    MHC_SKIP_WITHOUT_GPU();
     MHC_CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
   }
   void TearDown() override {
@@ -196,18 +207,7 @@ TEST_F(StackStressTest, NativeDecodeScheduleMatchesFloat64Reference) {
     ex.prepare_full_graph(tokens, stream_);
     ASSERT_FALSE(ex.forward(tokens, ExecMode::full, stream_).overlapped);
     MHC_CUDA_CHECK(cudaStreamSynchronize(stream_));
-    const StackReference ref = reference_stack(w, tokens, x0.data());
-    std::vector<Bf16> x(size_t(tokens * p.k()));
-    for (int layer = 0; layer < p.layers; ++layer) {
-      MHC_CUDA_CHECK(cudaMemcpy(x.data(), ex.layer_trace(layer), x.size() * 2, cudaMemcpyDeviceToHost));
-      const ErrorStats e = compare(x.data(), ref.x_after_layer[size_t(layer)].data(), int64_t(x.size()));
-      EXPECT_TRUE(e.passes(stack_x_tolerance(layer + 1)))
-          << "M=" << tokens << " layer " << layer + 1 << ": " << e.describe();
-    }
-    std::vector<Bf16> out(size_t(tokens * p.hidden));
-    MHC_CUDA_CHECK(cudaMemcpy(out.data(), ex.output(), out.size() * 2, cudaMemcpyDeviceToHost));
-    const ErrorStats e = compare(out.data(), ref.output.data(), int64_t(out.size()));
-    EXPECT_TRUE(e.passes(kStackOutputTolerance)) << "M=" << tokens << " output: " << e.describe();
+    expect_within_stack_bounds(ex, w, tokens, x0);
   }
 }
 
@@ -225,17 +225,7 @@ TEST_F(StackStressTest, FortyLayerStackMatchesFloat64Reference) {
   ex.prepare_full_graph(tokens, stream_);
   ASSERT_TRUE(ex.forward(tokens, ExecMode::full, stream_).overlapped);
   MHC_CUDA_CHECK(cudaStreamSynchronize(stream_));
-  const StackReference ref = reference_stack(w, tokens, x0.data());
-  std::vector<Bf16> x(size_t(tokens * p.k()));
-  for (int layer = 0; layer < p.layers; ++layer) {
-    MHC_CUDA_CHECK(cudaMemcpy(x.data(), ex.layer_trace(layer), x.size() * 2, cudaMemcpyDeviceToHost));
-    const ErrorStats e = compare(x.data(), ref.x_after_layer[size_t(layer)].data(), int64_t(x.size()));
-    EXPECT_TRUE(e.passes(stack_x_tolerance(layer + 1))) << "layer " << layer + 1 << ": " << e.describe();
-  }
-  std::vector<Bf16> out(size_t(tokens * p.hidden));
-  MHC_CUDA_CHECK(cudaMemcpy(out.data(), ex.output(), out.size() * 2, cudaMemcpyDeviceToHost));
-  const ErrorStats e = compare(out.data(), ref.output.data(), int64_t(out.size()));
-  EXPECT_TRUE(e.passes(kStackOutputTolerance)) << "output: " << e.describe();
+  expect_within_stack_bounds(ex, w, tokens, x0);
 }
 
 }  // namespace

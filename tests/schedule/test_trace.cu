@@ -5,6 +5,7 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
+#include "cuda/gpu_test_util.hpp"
 #include "mhc/cuda/check.hpp"
 #include "mhc/model.hpp"
 #include "mhc/stack_run.hpp"
@@ -12,14 +13,6 @@
 namespace mhc::cuda {
 namespace {
 
-bool have_gpu() {
-  int count = 0;
-  if (cudaGetDeviceCount(&count) != cudaSuccess) {
-    cudaGetLastError();
-    return false;
-  }
-  return count > 0;
-}
 
 nlohmann::json traced_run(bool overlap, const std::string& path) {
   MhcParams p = preset("dsv41-flash");
@@ -38,7 +31,7 @@ nlohmann::json traced_run(bool overlap, const std::string& path) {
 }
 
 TEST(Trace, OverlapPutsCoefficientsOnTheSideStream) {
-  if (!have_gpu()) GTEST_SKIP() << "no CUDA GPU";
+  MHC_SKIP_WITHOUT_GPU();
   for (bool overlap : {false, true}) {
     const std::string path = ::testing::TempDir() + "mhc_trace.json";
     const nlohmann::json trace = traced_run(overlap, path);
