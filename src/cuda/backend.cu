@@ -10,6 +10,7 @@
 #include "mhc/cuda/kernels.hpp"
 #include "mhc/cuda_backend.hpp"
 #include "mhc/error.hpp"
+#include "mhc/stack_run.hpp"
 #include "site.hpp"
 #include "timing.hpp"
 
@@ -54,11 +55,10 @@ uint64_t fingerprint(const ModelWeights& w) {
   return h;
 }
 
+// The weights time_site needs (one site's), kept while the same model is timed again.
 struct DeviceModel {
   uint64_t id = 0;
-  std::vector<DeviceSiteWeights> sites;
-  std::vector<DeviceBuffer<float>> gains;
-  DeviceBuffer<float> final_norm;
+  DeviceSiteWeights site;
 };
 
 class CudaBackend final : public Backend {
@@ -106,76 +106,16 @@ class CudaBackend final : public Backend {
     b.x_next.download(out.x_next, size_t(m * p.k()));
   }
 
+  // The stack runs through the StackExecutor (src/schedule) eagerly, on its fastest
+  // single-stream layout: up to 64 tokens each site's input path rides in its coefficient launch
+  // and the post is plain; above, the post also forms the next site's layer_input (measured on
+  // an H200: docs/kernels.md). The overlap schedule is `mhc run`'s business (mhc/stack_run.hpp).
   StackTrace run_stack(const ModelWeights& w, int64_t tokens, const Bf16* x0) override {
-    const MhcParams& p = w.params;
-    validate(p);
-    StackTrace trace;
-    const int sites = static_cast<int>(w.sites.size());
-    if (tokens == 0) {
-      trace.x_after_layer.assign(size_t(sites / 2), {});
-      return trace;
-    }
-    const DeviceModel& model = upload(w);
-    DeviceSiteBuffers b(p, tokens);
-    b.x.upload(x0, size_t(tokens * p.k()));
-    std::vector<float> one_hot(size_t(tokens * p.n), 0.f);
-    for (int64_t m = 0; m < tokens; ++m) one_hot[size_t(m * p.n)] = 1.f;
-    b.pre_mix.upload(one_hot.data(), one_hot.size());
-    SiteWorkspace& ws = workspace(p, tokens);
-
-    const PrenormTuning tuning = choose_prenorm_tuning(p, tokens, prop_.multiProcessorCount);
-    // Two schedules of the same math. At decode sizes each site's input path rides in its
-    // coefficient launch (the post is plain); above, the post of site s also forms site s+1's
-    // layer_input (one read of x saved). Measured on an H200: docs/kernels.md.
-    const bool decode_schedule = input_path_fuses(p, tokens, tuning);
-    const float* final_norm = w.final_norm.empty() ? nullptr : model.final_norm.get();
-    if (!decode_schedule) {
-      input_path(p, tokens, b.x.get(), b.pre_mix.get(), model.sites[0].norm_weight.get(),
-                 b.layer_input.get(), stream_);
-    }
-    for (int s = 0; s < sites; ++s) {
-      const DeviceSiteWeights& site = model.sites[size_t(s)];
-      if (decode_schedule) {
-        // pre_mix (read by the input-path CTAs) and pre (written by the stats) are different
-        // buffers, swapped after the site.
-        const InputPathBuffers input{b.pre_mix.get(), site.norm_weight.get(), b.layer_input.get()};
-        prenorm_coefficients(p, tokens, b.coefficients(site), config_.projection, tuning, ws,
-                             stream_, &input);
-      }
-      standin_sublayer(p, tokens, b.layer_input.get(), model.gains[size_t(s)].get(),
-                       b.sublayer_out.get(), stream_);
-      if (decode_schedule) {
-        post(p, tokens, b.x.get(), b.post.get(), b.comb.get(), b.sublayer_out.get(), b.x_next.get(),
-             nullptr, stream_);
-        std::swap(b.pre, b.pre_mix);
-      } else {
-        prenorm_coefficients(p, tokens, b.coefficients(site), config_.projection, tuning, ws,
-                             stream_);
-        NextInput next;
-        next.pre_mix = b.pre.get();
-        next.norm_weight =
-            s + 1 < sites ? model.sites[size_t(s + 1)].norm_weight.get() : final_norm;
-        next.layer_input = b.layer_input.get();
-        post(p, tokens, b.x.get(), b.post.get(), b.comb.get(), b.sublayer_out.get(), b.x_next.get(),
-             &next, stream_);
-      }
-      std::swap(b.x, b.x_next);
-      if (s % 2 == 1) {
-        MHC_CUDA_CHECK(cudaStreamSynchronize(stream_));
-        trace.x_after_layer.emplace_back(size_t(tokens * p.k()));
-        b.x.download(trace.x_after_layer.back().data(), trace.x_after_layer.back().size());
-      }
-    }
-    if (decode_schedule) {  // the final collapse + norm with the last site's pre
-      std::swap(b.pre, b.pre_mix);
-      input_path(p, tokens, b.x.get(), b.pre.get(), final_norm, b.layer_input.get(), stream_);
-    }
-    MHC_CUDA_CHECK(cudaStreamSynchronize(stream_));
-    trace.last_pre.resize(size_t(tokens * p.n));
-    b.pre.download(trace.last_pre.data(), trace.last_pre.size());
-    trace.output.resize(size_t(tokens * p.hidden));
-    b.layer_input.download(trace.output.data(), trace.output.size());
-    return trace;
+    validate(w.params);
+    StackRunOptions options;
+    options.mode = ExecMode::eager;
+    options.native_decode_schedule = true;
+    return cuda::run_stack(w, tokens, x0, config_, options).trace;
   }
 
   SiteTiming time_site(const ModelWeights& w, int64_t tokens, int reps) override {
@@ -191,7 +131,7 @@ class CudaBackend final : public Backend {
     const PrenormTuning tuning = choose_prenorm_tuning(p, tokens, prop_.multiProcessorCount);
     const TimedResult r = time_rotated_graphs(
         p, tokens, prop_.l2CacheSize, reps, stream_, [&](DeviceSiteBuffers& b, cudaStream_t s) {
-          enqueue_site(p, tokens, model.sites[0], b, config_.projection, tuning, ws, s);
+          enqueue_site(p, tokens, model.site, b, config_.projection, tuning, ws, s);
         });
     timing.median_us = r.median_us;
     timing.reps = r.reps;
@@ -216,15 +156,7 @@ class CudaBackend final : public Backend {
     model_.reset();
     auto m = std::make_unique<DeviceModel>();
     m->id = id;
-    for (size_t s = 0; s < w.sites.size(); ++s) {
-      m->sites.emplace_back(w.params, w.sites[s].view());
-      m->gains.emplace_back(size_t(w.params.hidden));
-      m->gains.back().upload(w.standin_gain.at(s).data(), size_t(w.params.hidden));
-    }
-    if (!w.final_norm.empty()) {
-      m->final_norm = DeviceBuffer<float>(size_t(w.params.hidden));
-      m->final_norm.upload(w.final_norm.data(), size_t(w.params.hidden));
-    }
+    m->site = DeviceSiteWeights(w.params, w.sites.at(0).view());
     model_ = std::move(m);
     return *model_;
   }

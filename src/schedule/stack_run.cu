@@ -32,6 +32,7 @@ StackRunResult run_stack(const ModelWeights& w, int64_t tokens, const Bf16* x0,
   StackOptions opt;
   opt.max_tokens = std::max<int64_t>(tokens, 1);
   opt.trace_layers = true;
+  opt.native_decode_schedule = options.native_decode_schedule;
   StackExecutor ex(w, config, opt);
   r.decision = ex.decide(tokens, options.mode);
   if (tokens == 0) {
