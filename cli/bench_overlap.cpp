@@ -12,11 +12,13 @@
 
 #include "bench_common.hpp"
 #include "commands.hpp"
+#include "mhc/checkpoint.hpp"
 #include "mhc/error.hpp"
 #include "mhc/model.hpp"
 #include "mhc/params.hpp"
 #if MHC_WITH_CUDA
 #include "mhc/cuda/check.hpp"
+#include "mhc/cuda_backend.hpp"
 #include "mhc/decoder_standin.hpp"
 #include "mhc/stack_executor.hpp"
 #endif
@@ -36,6 +38,7 @@ struct OverlapOptions {
   int attention_width = 0, ffn_width = 0;
   std::string json_path;
   int tp = 0;  // 0: one GPU, no NCCL
+  std::string weights_dir;  // a checkpoint's mHC parameters instead of synthetic ones
 };
 
 #if MHC_WITH_CUDA
@@ -144,7 +147,9 @@ std::vector<nlohmann::json> measure_all(const OverlapOptions& o, const MhcParams
 void report(const OverlapOptions& o, const MhcParams& p, const StandinWidths& widths,
             const std::vector<nlohmann::json>& rows, nlohmann::json doc) {
   doc["bench"] = "overlap";
-  doc["preset"] = o.preset_name;
+  const std::string model_name =
+      o.weights_dir.empty() ? o.preset_name : "checkpoint " + o.weights_dir;
+  doc["preset"] = model_name;
   doc["params"] = {{"hidden", p.hidden}, {"n", p.n}, {"layers", p.layers}};
   doc["standin"] = {{"attention_width", widths.attention},
                     {"ffn_width", widths.ffn},
@@ -153,7 +158,7 @@ void report(const OverlapOptions& o, const MhcParams& p, const StandinWidths& wi
       "FULL CUDA graph of the whole stack per arm, CUDA events around each replay, "
       "arms interleaved ABBA, median";
   fmt::print("mhc bench overlap: {} (C={} n={} layers={}), stand-in widths {}/{}, {} reps{}\n",
-             o.preset_name, p.hidden, p.n, p.layers, widths.attention, widths.ffn, o.reps,
+             model_name, p.hidden, p.n, p.layers, widths.attention, widths.ffn, o.reps,
              o.tp > 0 ? fmt::format(", TP={} (rank 0's timings)", o.tp) : "");
   fmt::print("{:>6} {:>12} {:>12} {:>8} {:>12} {:>14} {:>8}\n", "tokens", "native us/L",
              "overlap us/L", "gain %", "saved us/L", "saved us/L/tok", "bitwise");
@@ -226,7 +231,20 @@ void run_tensor_parallel(const OverlapOptions& o, const MhcParams& p, const Mode
 }
 #endif
 
+// Synthetic weights for the preset, or a checkpoint's mHC parameters (whose shapes then decide).
+ModelWeights bench_model(const OverlapOptions& o, MhcParams& p) {
+  if (o.weights_dir.empty()) return synthetic_model(p, 1);
+  if (o.layers > 0) throw Error("--layers cannot be combined with --weights (the checkpoint decides)");
+  ckpt::LoadOptions lo;
+  lo.seed = 1;
+  ckpt::Loaded loaded = ckpt::load(o.weights_dir, lo);
+  fmt::print("{}", ckpt::describe(loaded.report, loaded.weights.params));
+  p = loaded.weights.params;
+  return std::move(loaded.weights);
+}
+
 void run(const OverlapOptions& o) {
+  if (!cuda::device_present()) throw Error("mhc bench overlap needs a CUDA GPU; none is visible");
   MhcParams p = preset(o.preset_name);
   if (o.layers > 0) p.layers = o.layers;
   validate(p);
@@ -236,7 +254,7 @@ void run(const OverlapOptions& o) {
     max_tokens = std::max(max_tokens, t);
   }
   if (o.tp < 0) throw Error(fmt::format("--tp {}: expected a TP size >= 1", o.tp));
-  const ModelWeights w = synthetic_model(p, 1);
+  const ModelWeights w = bench_model(o, p);
   if (o.tp == 0) return run_one_gpu(o, p, w, max_tokens);
 #if MHC_WITH_NCCL
   run_tensor_parallel(o, p, w, max_tokens);
@@ -266,6 +284,8 @@ void add_bench_overlap(CLI::App& bench) {
   cmd->add_option("--tp", o->tp,
                   "Shard the stand-in over N GPUs (one thread each, NCCL all-reduce in every "
                   "sublayer); reports rank 0's timings");
+  cmd->add_option("--weights", o->weights_dir,
+                  "Checkpoint directory: its mHC parameters instead of synthetic ones");
   cmd->callback([o] { run(*o); });
 }
 

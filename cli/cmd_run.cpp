@@ -143,10 +143,10 @@ void run(const RunOptions& o, bool preset_given) {
   report.header(ck ? "none (--weights " + o.weights_dir + ")" : o.preset_name, p, o.tokens, o.seed, *backend,
                 cfg);
 
-  const Tolerances tol = backend->tolerances(cfg);
-  report.site_check(check_one_site(*backend, p, o.tokens, o.seed), tol);
-
   const ModelWeights weights = ck ? std::move(ck->weights) : synthetic_model(p, o.seed);
+  const Tolerances tol = backend->tolerances(cfg);
+  report.site_check(check_one_site(*backend, weights, o.tokens, o.seed), tol);
+
   const std::vector<Bf16> x0 = synthetic_embeddings(p, o.tokens, o.seed + 1);
   if (o.tp > 0) return run_tensor_parallel(o, weights, x0, cfg, mode, report.all_passed());
   StackTrace trace;

@@ -29,8 +29,8 @@ std::vector<Bf16> random_bf16(Rng& rng, size_t count, float amplitude) {
 
 }  // namespace
 
-SiteCheck check_one_site(Backend& backend, const MhcParams& p, int64_t tokens, uint64_t seed) {
-  const ModelWeights w = synthetic_model(p, seed);
+SiteCheck check_one_site(Backend& backend, const ModelWeights& w, int64_t tokens, uint64_t seed) {
+  const MhcParams& p = w.params;
   const SiteWeightsView site_w = w.sites.at(std::min<size_t>(1, w.sites.size() - 1)).view();
   Rng rng{seed ^ 0x5eedf00dull};
   const std::vector<Bf16> x = random_bf16(rng, size_t(tokens * p.k()), 1.0f);

@@ -20,7 +20,8 @@ namespace mhc::cli {
 struct SiteCheck {
   ErrorStats layer_input, pre, post, comb, x_next;
 };
-SiteCheck check_one_site(Backend& backend, const MhcParams& p, int64_t tokens, uint64_t seed);
+// Uses the weights of the model's second site (the first with a carried pre_mix).
+SiteCheck check_one_site(Backend& backend, const ModelWeights& w, int64_t tokens, uint64_t seed);
 
 class RunReport {
  public:
