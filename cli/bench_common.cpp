@@ -35,7 +35,8 @@ nlohmann::json bench_metadata() {
 #if MHC_WITH_CUDA
   int device = 0, driver = 0, runtime = 0;
   cudaDeviceProp prop{};
-  if (cudaGetDevice(&device) == cudaSuccess && cudaGetDeviceProperties(&prop, device) == cudaSuccess) {
+  if (cudaGetDevice(&device) == cudaSuccess &&
+      cudaGetDeviceProperties(&prop, device) == cudaSuccess) {
     cudaDriverGetVersion(&driver);
     cudaRuntimeGetVersion(&runtime);
     meta["gpu"] = prop.name;

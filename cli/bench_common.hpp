@@ -1,10 +1,9 @@
 // Helpers shared by the `mhc bench` subcommands: summaries of timings, the metadata every result
 // file carries (GPU, driver, runtime, commit, date), and writing JSON.
 #pragma once
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 namespace mhc::cli {
 

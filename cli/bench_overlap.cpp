@@ -37,7 +37,7 @@ struct OverlapOptions {
   int reps = 40;
   int attention_width = 0, ffn_width = 0;
   std::string json_path;
-  int tp = 0;  // 0: one GPU, no NCCL
+  int tp = 0;               // 0: one GPU, no NCCL
   std::string weights_dir;  // a checkpoint's mHC parameters instead of synthetic ones
 };
 
@@ -234,7 +234,8 @@ void run_tensor_parallel(const OverlapOptions& o, const MhcParams& p, const Mode
 // Synthetic weights for the preset, or a checkpoint's mHC parameters (whose shapes then decide).
 ModelWeights bench_model(const OverlapOptions& o, MhcParams& p) {
   if (o.weights_dir.empty()) return synthetic_model(p, 1);
-  if (o.layers > 0) throw Error("--layers cannot be combined with --weights (the checkpoint decides)");
+  if (o.layers > 0)
+    throw Error("--layers cannot be combined with --weights (the checkpoint decides)");
   ckpt::LoadOptions lo;
   lo.seed = 1;
   ckpt::Loaded loaded = ckpt::load(o.weights_dir, lo);

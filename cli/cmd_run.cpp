@@ -140,8 +140,8 @@ void run(const RunOptions& o, bool preset_given) {
   const bool on_gpu = backend->capability().has_value();
   if (!on_gpu && !o.trace_path.empty()) throw Error("--trace needs the cuda backend");
   RunReport report(o.json);
-  report.header(ck ? "none (--weights " + o.weights_dir + ")" : o.preset_name, p, o.tokens, o.seed, *backend,
-                cfg);
+  report.header(ck ? "none (--weights " + o.weights_dir + ")" : o.preset_name, p, o.tokens, o.seed,
+                *backend, cfg);
 
   const ModelWeights weights = ck ? std::move(ck->weights) : synthetic_model(p, o.seed);
   const Tolerances tol = backend->tolerances(cfg);
@@ -176,8 +176,9 @@ void run(const RunOptions& o, bool preset_given) {
 void register_run(CLI::App& app) {
   auto opts = std::make_shared<RunOptions>();
   auto* cmd = app.add_subcommand(
-      "run", "Run a DeepSeek-V4.1-shaped mHC stack on synthetic weights: validate against "
-             "float64 and time each site");
+      "run",
+      "Run a DeepSeek-V4.1-shaped mHC stack on synthetic weights: validate against "
+      "float64 and time each site");
   auto* preset_opt = cmd->add_option("--preset", opts->preset_name,
                                      "Model preset: dsv41-flash, dsv4-flash, dsv4-pro")
                          ->capture_default_str();
@@ -191,7 +192,8 @@ void register_run(CLI::App& app) {
   cmd->add_option("--kernel-config", opts->kernel_config,
                   R"(Kernel configuration JSON, e.g. '{"enable_mhc_overlap": true}')");
   cmd->add_option("--backend", opts->backend, "auto, cpu or cuda")->capture_default_str();
-  cmd->add_option("--timing-reps", opts->timing_reps, "Timed repetitions (default: cpu 5, cuda 200)");
+  cmd->add_option("--timing-reps", opts->timing_reps,
+                  "Timed repetitions (default: cpu 5, cuda 200)");
   cmd->add_option("--mode", opts->mode, "Execution mode of the GPU forward: eager, piecewise, full")
       ->capture_default_str();
   cmd->add_option("--sync-check", opts->sync_check,

@@ -5,11 +5,11 @@
 
 namespace mhc::cli {
 
-void register_run(CLI::App& app);       // cmd_run.cpp
-void register_site(CLI::App& app);      // cmd_site.cpp
-void register_dispatch(CLI::App& app);  // cmd_dispatch.cpp
-void register_bench(CLI::App& app);     // cmd_bench.cpp
-void add_bench_overlap(CLI::App& bench);  // bench_overlap.cpp: `mhc bench overlap`
+void register_run(CLI::App& app);             // cmd_run.cpp
+void register_site(CLI::App& app);            // cmd_site.cpp
+void register_dispatch(CLI::App& app);        // cmd_dispatch.cpp
+void register_bench(CLI::App& app);           // cmd_bench.cpp
+void add_bench_overlap(CLI::App& bench);      // bench_overlap.cpp: `mhc bench overlap`
 void register_export_example(CLI::App& app);  // cmd_export_example.cpp
 
 }  // namespace mhc::cli

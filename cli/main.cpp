@@ -1,8 +1,8 @@
 // mhc: DeepSeek-V4.1 manifold-constrained hyper-connections, validated and timed.
+#include <fmt/core.h>
+
 #include <cstdio>
 #include <exception>
-
-#include <fmt/core.h>
 
 #include "commands.hpp"
 #include "mhc/error.hpp"

@@ -18,7 +18,9 @@ struct Rng {
     z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
     return z ^ (z >> 31);
   }
-  float uniform(float lo, float hi) { return lo + (hi - lo) * float(next() >> 40) / float(1 << 24); }
+  float uniform(float lo, float hi) {
+    return lo + (hi - lo) * float(next() >> 40) / float(1 << 24);
+  }
 };
 
 std::vector<Bf16> random_bf16(Rng& rng, size_t count, float amplitude) {
@@ -49,19 +51,25 @@ SiteCheck check_one_site(Backend& backend, const ModelWeights& w, int64_t tokens
   backend.run_site(p, site_w, in, out.view());
 
   const ref::SiteResult r = ref::run_site(p, site_w, in);
-  return SiteCheck{compare(out.layer_input.data(), r.layer_input.data(), int64_t(r.layer_input.size())),
-                   compare(out.pre.data(), r.pre.data(), int64_t(r.pre.size())),
-                   compare(out.post.data(), r.post.data(), int64_t(r.post.size())),
-                   compare(out.comb.data(), r.comb.data(), int64_t(r.comb.size())),
-                   compare(out.x_next.data(), r.x_next.data(), int64_t(r.x_next.size()))};
+  return SiteCheck{
+      compare(out.layer_input.data(), r.layer_input.data(), int64_t(r.layer_input.size())),
+      compare(out.pre.data(), r.pre.data(), int64_t(r.pre.size())),
+      compare(out.post.data(), r.post.data(), int64_t(r.post.size())),
+      compare(out.comb.data(), r.comb.data(), int64_t(r.comb.size())),
+      compare(out.x_next.data(), r.x_next.data(), int64_t(r.x_next.size()))};
 }
 
 void RunReport::header(const std::string& preset_name, const MhcParams& p, int64_t tokens,
                        uint64_t seed, const Backend& backend, const KernelConfig& cfg) {
   doc_["preset"] = preset_name;
-  doc_["params"] = {{"hidden", p.hidden}, {"n", p.n}, {"layers", p.layers}, {"sites", p.sites()},
-                    {"sinkhorn_iters", p.sinkhorn_iters}, {"eps_h", p.eps_h},
-                    {"eps_n", p.eps_n}, {"post_mult", p.post_mult}};
+  doc_["params"] = {{"hidden", p.hidden},
+                    {"n", p.n},
+                    {"layers", p.layers},
+                    {"sites", p.sites()},
+                    {"sinkhorn_iters", p.sinkhorn_iters},
+                    {"eps_h", p.eps_h},
+                    {"eps_n", p.eps_n},
+                    {"post_mult", p.post_mult}};
   doc_["tokens"] = tokens;
   doc_["seed"] = seed;
   doc_["backend"] = {{"name", backend.name()}, {"description", backend.description()}};
@@ -88,8 +96,10 @@ void RunReport::dispatch(const DispatchDecision& d, bool on_gpu) {
 
 void RunReport::gpu_forward(const std::string& mode, bool overlapped, bool graph_replayed,
                             bool sync_checked, const std::string& trace_path) {
-  doc_["forward"] = {{"mode", mode}, {"overlapped", overlapped},
-                     {"graph_replayed", graph_replayed}, {"sync_checked", sync_checked},
+  doc_["forward"] = {{"mode", mode},
+                     {"overlapped", overlapped},
+                     {"graph_replayed", graph_replayed},
+                     {"sync_checked", sync_checked},
                      {"trace", trace_path}};
   if (json_mode_) return;
   fmt::print("forward: mode {}, {} schedule{}{}\n", mode, overlapped ? "overlap" : "native",
@@ -102,8 +112,11 @@ void RunReport::check_line(const std::string& what, const ErrorStats& e, double 
                            nlohmann::json& into, bool print) {
   const bool ok = e.passes(tol);
   failures_ += ok ? 0 : 1;
-  into[what] = {{"rel_norm", e.rel_norm}, {"max_abs_rel", e.max_abs_rel},
-                {"nonfinite", e.nonfinite}, {"tolerance", tol}, {"pass", ok}};
+  into[what] = {{"rel_norm", e.rel_norm},
+                {"max_abs_rel", e.max_abs_rel},
+                {"nonfinite", e.nonfinite},
+                {"tolerance", tol},
+                {"pass", ok}};
   if (print && !json_mode_) {
     fmt::print("  {:<22} rel {:9.3e}  max {:9.3e}  tol {:7.1e}  {}\n", what, e.rel_norm,
                e.max_abs_rel, tol, ok ? "PASS" : "FAIL");
@@ -120,18 +133,19 @@ void RunReport::site_check(const SiteCheck& c, const Tolerances& tol) {
   check_line("x_next", c.x_next, tol.activations, j);
 }
 
-void RunReport::stack_check(const StackTrace& trace, const StackReference& ref,
-                            const MhcParams& p, int64_t tokens) {
+void RunReport::stack_check(const StackTrace& trace, const StackReference& ref, const MhcParams& p,
+                            int64_t tokens) {
   if (!json_mode_) {
-    fmt::print("stack of {} layers vs float64 reference (one-hot first site, stand-in sublayer;\n"
-               "  bounds grow with depth as bf16 rounding noise does, see docs/numerics.md):\n",
-               p.layers);
+    fmt::print(
+        "stack of {} layers vs float64 reference (one-hot first site, stand-in sublayer;\n"
+        "  bounds grow with depth as bf16 rounding noise does, see docs/numerics.md):\n",
+        p.layers);
   }
   auto& j = doc_["stack_check"];
   const int64_t x_count = tokens * p.k();
   for (int layer = 0; layer < p.layers; ++layer) {
-    const ErrorStats e = compare(trace.x_after_layer.at(layer).data(),
-                                 ref.x_after_layer.at(layer).data(), x_count);
+    const ErrorStats e =
+        compare(trace.x_after_layer.at(layer).data(), ref.x_after_layer.at(layer).data(), x_count);
     // Text shows the first layers, every 10th and the last; JSON has all.
     const bool show = layer < 2 || (layer + 1) % 10 == 0 || layer + 1 == p.layers;
     check_line(fmt::format("x after layer {}", layer + 1), e, stack_x_tolerance(layer + 1),
@@ -148,8 +162,10 @@ void RunReport::timing(const SiteTiming& t, const MhcParams& p, int64_t tokens) 
   const double floor_bytes = double(tokens) * (6.0 * double(p.k()) + 4.0 * p.hidden) +
                              double(p.nmix()) * double(p.k()) * 4.0;
   const double gbps = t.median_us > 0 ? floor_bytes / (t.median_us * 1e3) : 0;
-  doc_["timing"] = {{"median_us_per_site", t.median_us}, {"reps", t.reps},
-                    {"method", t.method}, {"floor_bytes", floor_bytes},
+  doc_["timing"] = {{"median_us_per_site", t.median_us},
+                    {"reps", t.reps},
+                    {"method", t.method},
+                    {"floor_bytes", floor_bytes},
                     {"floor_gbps", gbps}};
   if (json_mode_) return;
   fmt::print("time per site: {:.2f} us (median of {}, {}), {:.1f} GB/s on the bytes floor\n",
@@ -162,7 +178,8 @@ void RunReport::finish() {
   if (json_mode_) {
     fmt::print("{}\n", doc_.dump(2));
   } else {
-    fmt::print("result: {}\n", failures_ == 0 ? "PASS" : fmt::format("FAIL ({} checks)", failures_));
+    fmt::print("result: {}\n",
+               failures_ == 0 ? "PASS" : fmt::format("FAIL ({} checks)", failures_));
   }
 }
 

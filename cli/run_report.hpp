@@ -2,10 +2,9 @@
 // pass/fail of every check so the command can exit non-zero when any fails.
 #pragma once
 #include <cstdint>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 #include "mhc/backend.hpp"
 #include "mhc/compare.hpp"
@@ -29,8 +28,8 @@ class RunReport {
   void header(const std::string& preset_name, const MhcParams& p, int64_t tokens, uint64_t seed,
               const Backend& backend, const KernelConfig& cfg);
   void dispatch(const DispatchDecision& d, bool on_gpu);
-  void gpu_forward(const std::string& mode, bool overlapped, bool graph_replayed,
-                   bool sync_checked, const std::string& trace_path);
+  void gpu_forward(const std::string& mode, bool overlapped, bool graph_replayed, bool sync_checked,
+                   const std::string& trace_path);
   void site_check(const SiteCheck& c, const Tolerances& tol);
   void stack_check(const StackTrace& trace, const StackReference& ref, const MhcParams& p,
                    int64_t tokens);
@@ -39,8 +38,8 @@ class RunReport {
   bool all_passed() const { return failures_ == 0; }
 
  private:
-  void check_line(const std::string& what, const ErrorStats& e, double tol,
-                  nlohmann::json& into, bool print = true);
+  void check_line(const std::string& what, const ErrorStats& e, double tol, nlohmann::json& into,
+                  bool print = true);
   bool json_mode_;
   int failures_ = 0;
   nlohmann::json doc_;

@@ -27,8 +27,9 @@ std::unique_ptr<Backend> make_backend(std::string_view name, const KernelConfig&
     }
     return cuda::make_backend(config);
 #else
-    throw Error("backend 'cuda' asked for, but this build has no CUDA support (nvcc was not found "
-                "when it was configured); use --backend cpu");
+    throw Error(
+        "backend 'cuda' asked for, but this build has no CUDA support (nvcc was not found "
+        "when it was configured); use --backend cpu");
 #endif
   }
   if (name == "auto") {

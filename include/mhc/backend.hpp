@@ -2,11 +2,10 @@
 // and a GPU is present. The CLI and the tests talk to backends only through this interface.
 #pragma once
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
-
-#include <optional>
 
 #include "mhc/compare.hpp"
 #include "mhc/config.hpp"
@@ -19,7 +18,7 @@ namespace mhc {
 struct SiteTiming {
   double median_us = 0;  // per site
   int reps = 0;
-  std::string method;    // e.g. "CUDA graph replay, CUDA events" or "host steady clock"
+  std::string method;  // e.g. "CUDA graph replay, CUDA events" or "host steady clock"
 };
 
 class Backend {

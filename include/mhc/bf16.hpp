@@ -29,6 +29,8 @@ inline Bf16 float_to_bf16(float f) {
 }
 
 // The value a double takes once stored as bf16 (used by the float64 reference at storage points).
-inline double round_to_bf16(double v) { return bf16_to_float(float_to_bf16(static_cast<float>(v))); }
+inline double round_to_bf16(double v) {
+  return bf16_to_float(float_to_bf16(static_cast<float>(v)));
+}
 
 }  // namespace mhc

@@ -17,8 +17,8 @@ namespace mhc {
 
 struct ModelWeights {
   MhcParams params;
-  std::vector<SiteWeights> sites;          // 2 * layers: attention site, FFN site, ...
-  std::vector<float> final_norm;           // [C]
+  std::vector<SiteWeights> sites;                // 2 * layers: attention site, FFN site, ...
+  std::vector<float> final_norm;                 // [C]
   std::vector<std::vector<float>> standin_gain;  // per site [C]: the stand-in sublayer's weights
 };
 

@@ -8,23 +8,24 @@
 namespace mhc {
 
 struct MhcParams {
-  int hidden = 5120;         // C
-  int n = 4;                 // residual streams (hc_mult)
-  int layers = 40;           // decoder layers; each has two mHC sites (attention, FFN)
-  int sinkhorn_iters = 20;   // T
-  double eps_h = 1e-6;       // hc_eps
-  double eps_n = 1e-20;      // RMS eps of the mHC norm and the sublayer norm
-  double post_mult = 2.0;    // scale of the post sigmoid
+  int hidden = 5120;        // C
+  int n = 4;                // residual streams (hc_mult)
+  int layers = 40;          // decoder layers; each has two mHC sites (attention, FFN)
+  int sinkhorn_iters = 20;  // T
+  double eps_h = 1e-6;      // hc_eps
+  double eps_n = 1e-20;     // RMS eps of the mHC norm and the sublayer norm
+  double post_mult = 2.0;   // scale of the post sigmoid
 
-  int nmix() const { return n * (n + 2); }               // coefficients per token
-  int64_t k() const { return int64_t(n) * hidden; }      // flattened stream width
+  int nmix() const { return n * (n + 2); }           // coefficients per token
+  int64_t k() const { return int64_t(n) * hidden; }  // flattened stream width
   int sites() const { return 2 * layers; }
 };
 
 // Throws mhc::Error naming the first impossible field (C <= 0, n < 1, T < 1, eps < 0, ...).
 void validate(const MhcParams& p);
 
-// A one-line description, e.g. "C=5120 n=4 layers=40 T=20 eps_h=1e-06 eps_n=1e-20 post_mult=2".
+// A one-line description, e.g.
+// "C=5120 n=4 K=20480 NMIX=24 layers=40 T=20 eps_h=1e-06 eps_n=1e-20 post_mult=2".
 std::string describe(const MhcParams& p);
 
 // Named presets: dsv41-flash (default), dsv4-flash, dsv4-pro. Throws mhc::Error listing the

@@ -84,11 +84,11 @@ class StackExecutor {
                         StageObserver* observer = nullptr);
   cudaStream_t side_stream() const;
 
-  Bf16* x_in() const;            // [max_tokens, n, C]
-  float* pre_mix_in() const;     // [max_tokens, n]: one-hot on stream 0 unless overwritten
-  const Bf16* output() const;    // [max_tokens, C]
-  const Bf16* x_final() const;   // streams after the last site
-  const float* last_pre() const; // [max_tokens, n]
+  Bf16* x_in() const;             // [max_tokens, n, C]
+  float* pre_mix_in() const;      // [max_tokens, n]: one-hot on stream 0 unless overwritten
+  const Bf16* output() const;     // [max_tokens, C]
+  const Bf16* x_final() const;    // streams after the last site
+  const float* last_pre() const;  // [max_tokens, n]
   const Bf16* layer_trace(int layer) const;  // [max_tokens, n, C]; needs trace_layers
   const MhcParams& params() const;
   // Sites run with each schedule since construction (proves which path forwards took).

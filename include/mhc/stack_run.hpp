@@ -13,8 +13,8 @@ namespace mhc::cuda {
 
 struct StackRunOptions {
   ExecMode mode = ExecMode::full;
-  bool sync_check = false;      // capture the forward in global mode first: any sync is an error
-  std::string trace_path;       // non-empty: also write a Chrome trace of one traced forward
+  bool sync_check = false;  // capture the forward in global mode first: any sync is an error
+  std::string trace_path;   // non-empty: also write a Chrome trace of one traced forward
   bool native_decode_schedule = false;  // see StackOptions::native_decode_schedule
 };
 

@@ -1,8 +1,8 @@
 #include "mhc/params.hpp"
 
-#include <cmath>
-
 #include <fmt/core.h>
+
+#include <cmath>
 
 #include "mhc/error.hpp"
 
@@ -32,9 +32,12 @@ void validate(const MhcParams& p) {
   if (p.hidden > (1 << 20)) fail(fmt::format("hidden size C={} is larger than 1048576", p.hidden));
   if (p.n < 1 || p.n > 8) fail(fmt::format("streams n={} must be in 1..8", p.n));
   if (p.layers < 1) fail(fmt::format("layers={} must be at least 1", p.layers));
-  if (p.sinkhorn_iters < 1) fail(fmt::format("sinkhorn_iters={} must be at least 1", p.sinkhorn_iters));
-  if (!(p.eps_h >= 0) || !std::isfinite(p.eps_h)) fail(fmt::format("eps_h={} must be finite and >= 0", p.eps_h));
-  if (!(p.eps_n >= 0) || !std::isfinite(p.eps_n)) fail(fmt::format("eps_n={} must be finite and >= 0", p.eps_n));
+  if (p.sinkhorn_iters < 1)
+    fail(fmt::format("sinkhorn_iters={} must be at least 1", p.sinkhorn_iters));
+  if (!(p.eps_h >= 0) || !std::isfinite(p.eps_h))
+    fail(fmt::format("eps_h={} must be finite and >= 0", p.eps_h));
+  if (!(p.eps_n >= 0) || !std::isfinite(p.eps_n))
+    fail(fmt::format("eps_n={} must be finite and >= 0", p.eps_n));
   if (!std::isfinite(p.post_mult)) fail(fmt::format("post_mult={} must be finite", p.post_mult));
 }
 

@@ -9,12 +9,12 @@
 #include "mhc/decoder_standin.hpp"
 #include "mhc/tensor_parallel.hpp"
 
-#define MHC_CUBLAS_CHECK(call)                                                             \
-  do {                                                                                     \
-    cublasStatus_t mhc_status_ = (call);                                                   \
-    if (mhc_status_ != CUBLAS_STATUS_SUCCESS)                                              \
+#define MHC_CUBLAS_CHECK(call)                                                                  \
+  do {                                                                                          \
+    cublasStatus_t mhc_status_ = (call);                                                        \
+    if (mhc_status_ != CUBLAS_STATUS_SUCCESS)                                                   \
       throw ::mhc::Error(fmt::format("cuBLAS error {} in {} at {}:{}", int(mhc_status_), #call, \
-                                     __FILE__, __LINE__));                                 \
+                                     __FILE__, __LINE__));                                      \
   } while (0)
 
 namespace mhc::cuda {
@@ -107,7 +107,8 @@ DecoderStandin::DecoderStandin(const MhcParams& p, int64_t max_tokens, StandinWi
   MHC_CUBLAS_CHECK(cublasCreate(&d.handle));
   // A fixed workspace, so cuBLAS never allocates while a forward is being captured.
   d.cublas_workspace = DeviceBuffer<unsigned char>(size_t(32) << 20);
-  MHC_CUBLAS_CHECK(cublasSetWorkspace(d.handle, d.cublas_workspace.get(), d.cublas_workspace.bytes()));
+  MHC_CUBLAS_CHECK(
+      cublasSetWorkspace(d.handle, d.cublas_workspace.get(), d.cublas_workspace.bytes()));
   for (int s = 0; s < p.sites(); ++s) d.add_site_weights(s);
   d.hidden = DeviceBuffer<Bf16>(size_t(max_tokens) *
                                 size_t(std::max(plan.attention_local, plan.ffn_local)));
@@ -131,7 +132,8 @@ void DecoderStandin::operator()(int site, int64_t tokens, const Bf16* layer_inpu
   const int c = d.p.hidden, w = d.width(site);
   const float one = 1.0f, zero = 0.0f;
   MHC_CUBLAS_CHECK(cublasSetStream(d.handle, stream));
-  // Row-major [M, C] x [C, W] = [M, W] is column-major W^T-shaped: C_cm[W, M] = B_cm[W, C] A_cm[C, M].
+  // Row-major [M, C] x [C, W] = [M, W] is column-major W^T-shaped: C_cm[W, M] = B_cm[W, C] A_cm[C,
+  // M].
   MHC_CUBLAS_CHECK(cublasGemmEx(d.handle, CUBLAS_OP_N, CUBLAS_OP_N, w, int(tokens), c, &one,
                                 d.w_in[size_t(site)].get(), CUDA_R_16BF, w, layer_input,
                                 CUDA_R_16BF, c, &zero, d.hidden.get(), CUDA_R_16BF, w,

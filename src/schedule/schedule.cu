@@ -18,10 +18,14 @@ __global__ void spin_kernel(int64_t cycles) {
 
 const char* stage_name(Stage s) {
   switch (s) {
-    case Stage::input_path: return "input_path";
-    case Stage::coefficients: return "coefficients";
-    case Stage::sublayer: return "sublayer";
-    case Stage::post: return "post";
+    case Stage::input_path:
+      return "input_path";
+    case Stage::coefficients:
+      return "coefficients";
+    case Stage::sublayer:
+      return "sublayer";
+    case Stage::post:
+      return "post";
   }
   return "?";
 }
@@ -65,8 +69,8 @@ void StackSchedule::enqueue(cudaStream_t main, bool overlap, const std::vector<S
   observer_ = nullptr;
 }
 
-void StackSchedule::run_stage(Stage stage, int site,
-                              const std::function<void(cudaStream_t)>& fn, cudaStream_t stream) {
+void StackSchedule::run_stage(Stage stage, int site, const std::function<void(cudaStream_t)>& fn,
+                              cudaStream_t stream) {
   if (!fn) return;  // e.g. the input path of a site whose previous post already formed it
   const std::string range = std::string("mhc ") + stage_name(stage) + " " + std::to_string(site);
   nvtxRangePushA(range.c_str());

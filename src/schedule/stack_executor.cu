@@ -43,7 +43,8 @@ struct StackExecutor::Impl {
   void copy_trace(int s, int64_t tokens, cudaStream_t st) const {
     const size_t count = size_t(tokens * p.k());
     Bf16* slot = trace.get() + size_t(s / 2) * size_t(options.max_tokens) * size_t(p.k());
-    MHC_CUDA_CHECK(cudaMemcpyAsync(slot, dst(s), count * sizeof(Bf16), cudaMemcpyDeviceToDevice, st));
+    MHC_CUDA_CHECK(
+        cudaMemcpyAsync(slot, dst(s), count * sizeof(Bf16), cudaMemcpyDeviceToDevice, st));
   }
 };
 
@@ -118,8 +119,8 @@ SiteLaunches StackExecutor::Impl::site_launches(int s, int64_t tokens,
     const bool last = s + 1 == p.sites();
     NextInput next;
     next.pre_mix = pre[site % 2].get();
-    next.norm_weight = last ? (has_final_norm ? final_norm.get() : nullptr)
-                            : sites[site + 1].norm_weight.get();
+    next.norm_weight =
+        last ? (has_final_norm ? final_norm.get() : nullptr) : sites[site + 1].norm_weight.get();
     next.layer_input = last ? output.get() : layer_input.get();
     mhc::cuda::post(p, tokens, src(s), post.get(), comb.get(), f.get(), dst(s), &next, st);
     if (options.trace_layers && s % 2 == 1) copy_trace(s, tokens, st);
@@ -167,8 +168,8 @@ SiteLaunches StackExecutor::Impl::decode_site_launches(int s, int64_t tokens,
 
 std::vector<SiteLaunches> StackExecutor::Impl::launches(int64_t tokens, bool overlap) {
   const PrenormTuning tuning = choose_prenorm_tuning(p, tokens, sm_count);
-  const bool decode = !overlap && options.native_decode_schedule &&
-                      input_path_fuses(p, tokens, tuning);
+  const bool decode =
+      !overlap && options.native_decode_schedule && input_path_fuses(p, tokens, tuning);
   std::vector<SiteLaunches> all;
   all.reserve(size_t(p.sites()));
   for (int s = 0; s < p.sites(); ++s) {
@@ -229,9 +230,10 @@ ForwardInfo StackExecutor::forward(int64_t tokens, ExecMode mode, cudaStream_t s
   if (mode == ExecMode::full) {
     auto it = impl_->graphs.find({tokens, info.overlapped});
     if (it == impl_->graphs.end()) {
-      throw Error(fmt::format("forward: no FULL graph prepared for {} tokens; call "
-                              "prepare_full_graph before serving",
-                              tokens));
+      throw Error(
+          fmt::format("forward: no FULL graph prepared for {} tokens; call "
+                      "prepare_full_graph before serving",
+                      tokens));
     }
     it->second.replay(stream);
     info.graph_replayed = true;
@@ -263,8 +265,10 @@ const float* StackExecutor::last_pre() const {
   return impl_->pre[size_t(impl_->p.sites() - 1) % 2].get();
 }
 const Bf16* StackExecutor::layer_trace(int layer) const {
-  if (!impl_->options.trace_layers) throw Error("layer_trace: the executor was built without trace_layers");
-  return impl_->trace.get() + size_t(layer) * size_t(impl_->options.max_tokens) * size_t(impl_->p.k());
+  if (!impl_->options.trace_layers)
+    throw Error("layer_trace: the executor was built without trace_layers");
+  return impl_->trace.get() +
+         size_t(layer) * size_t(impl_->options.max_tokens) * size_t(impl_->p.k());
 }
 const MhcParams& StackExecutor::params() const { return impl_->p; }
 int64_t StackExecutor::overlapped_sites() const { return impl_->overlapped_sites; }

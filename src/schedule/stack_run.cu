@@ -12,7 +12,8 @@ StackTrace download_trace(const StackExecutor& ex, int64_t tokens) {
   for (int layer = 0; layer < p.layers; ++layer) {
     t.x_after_layer.emplace_back(size_t(tokens * p.k()));
     MHC_CUDA_CHECK(cudaMemcpy(t.x_after_layer.back().data(), ex.layer_trace(layer),
-                              t.x_after_layer.back().size() * sizeof(Bf16), cudaMemcpyDeviceToHost));
+                              t.x_after_layer.back().size() * sizeof(Bf16),
+                              cudaMemcpyDeviceToHost));
   }
   t.last_pre.resize(size_t(tokens * p.n));
   MHC_CUDA_CHECK(cudaMemcpy(t.last_pre.data(), ex.last_pre(), t.last_pre.size() * sizeof(float),
@@ -41,15 +42,14 @@ StackRunResult run_stack(const ModelWeights& w, int64_t tokens, const Bf16* x0,
   }
   cudaStream_t stream;
   MHC_CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
-  MHC_CUDA_CHECK(cudaMemcpy(ex.x_in(), x0, size_t(tokens * p.k()) * sizeof(Bf16),
-                            cudaMemcpyHostToDevice));
+  MHC_CUDA_CHECK(
+      cudaMemcpy(ex.x_in(), x0, size_t(tokens * p.k()) * sizeof(Bf16), cudaMemcpyHostToDevice));
   if (options.mode == ExecMode::full) {
     ex.prepare_full_graph(tokens, stream);  // global-mode capture: a sync in a forward fails it
     r.sync_checked = true;
   } else if (options.sync_check) {
-    CapturedGraph trial(stream, [&](cudaStream_t st) {
-      ex.enqueue_schedule(tokens, r.decision.overlap, st);
-    });
+    CapturedGraph trial(
+        stream, [&](cudaStream_t st) { ex.enqueue_schedule(tokens, r.decision.overlap, st); });
     r.sync_checked = true;
   }
   const ForwardInfo info = ex.forward(tokens, options.mode, stream);

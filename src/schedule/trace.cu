@@ -28,7 +28,8 @@ TraceRecorder::~TraceRecorder() {
 }
 
 TraceRecorder::Slot& TraceRecorder::slot(Stage stage, int site) {
-  if (site < 0 || site >= sites_) throw Error(fmt::format("TraceRecorder: site {} of {}", site, sites_));
+  if (site < 0 || site >= sites_)
+    throw Error(fmt::format("TraceRecorder: site {} of {}", site, sites_));
   return slots_[size_t(site) * kStages + size_t(stage)];
 }
 
@@ -52,7 +53,10 @@ void TraceRecorder::write(const std::string& path) const {
   MHC_CUDA_CHECK(cudaDeviceSynchronize());
   nlohmann::json events = nlohmann::json::array();
   for (const auto& [tid, name] : {std::pair{0, "main stream"}, std::pair{1, "side stream"}}) {
-    events.push_back({{"ph", "M"}, {"name", "thread_name"}, {"pid", 0}, {"tid", tid},
+    events.push_back({{"ph", "M"},
+                      {"name", "thread_name"},
+                      {"pid", 0},
+                      {"tid", tid},
                       {"args", {{"name", name}}}});
   }
   for (int site = 0; site < sites_; ++site) {

@@ -71,7 +71,8 @@ TEST_P(DispatchMatrix, DecidesAsTheDesignSays) {
   EXPECT_EQ(d.reason_code, c.reason_code);
   EXPECT_EQ(d.overlap, std::string(c.reason_code).empty());
   EXPECT_EQ(d.reason.empty(), d.overlap) << d.reason;
-  EXPECT_EQ(d.max_tokens, in.config.overlap_max_tokens.value_or(c.arch == std::string("9.0") ? 128 : 16));
+  EXPECT_EQ(d.max_tokens,
+            in.config.overlap_max_tokens.value_or(c.arch == std::string("9.0") ? 128 : 16));
 }
 
 std::string case_name(const ::testing::TestParamInfo<Case>& info) { return info.param.name; }
@@ -434,8 +435,8 @@ TEST(DispatchStrings, ParseCapabilityRejectsGarbage) {
 TEST(DispatchDecisionText, Describe) {
   EXPECT_EQ(decide(inputs("9.0", true)).describe(), "overlap=yes max_tokens=128 all_reduce=none");
   const std::string no = decide(inputs("9.0")).describe();
-  EXPECT_EQ(no.rfind("overlap=no reason_code=sm90_not_opted_in max_tokens=128 all_reduce=none: ", 0),
-            0u)
+  EXPECT_EQ(
+      no.rfind("overlap=no reason_code=sm90_not_opted_in max_tokens=128 all_reduce=none: ", 0), 0u)
       << no;
   EXPECT_NE(no.find("opt-in"), std::string::npos) << no;
 }

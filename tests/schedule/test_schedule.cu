@@ -15,7 +15,6 @@ namespace {
 
 constexpr int kN = 4096;
 
-
 // coef = mean(x) * 0.5 + site, computed by one block in a fixed order (a toy coefficient path).
 __global__ void toy_coefficients(const float* x, float* coef, int site) {
   __shared__ float partial[256];
@@ -68,7 +67,8 @@ struct ToyStack {
   }
   void reset(cudaStream_t st, const std::vector<float>& x0) {
     const float one = 1.0f;
-    MHC_CUDA_CHECK(cudaMemcpyAsync(x[0], x0.data(), kN * sizeof(float), cudaMemcpyHostToDevice, st));
+    MHC_CUDA_CHECK(
+        cudaMemcpyAsync(x[0], x0.data(), kN * sizeof(float), cudaMemcpyHostToDevice, st));
     MHC_CUDA_CHECK(cudaMemcpyAsync(coef[1], &one, sizeof(float), cudaMemcpyHostToDevice, st));
     MHC_CUDA_CHECK(cudaStreamSynchronize(st));
   }
@@ -83,7 +83,9 @@ struct ToyStack {
       l.coefficients = [this, in, outb, s](cudaStream_t st) {
         toy_coefficients<<<1, 256, 0, st>>>(x[in], coef[in], s);
       };
-      l.sublayer = [this, in, outb, s](cudaStream_t st) { toy_sublayer<<<kN / 256, 256, 0, st>>>(layer_input, f); };
+      l.sublayer = [this, in, outb, s](cudaStream_t st) {
+        toy_sublayer<<<kN / 256, 256, 0, st>>>(layer_input, f);
+      };
       l.post = [this, in, outb, s](cudaStream_t st) {
         toy_post<<<kN / 256, 256, 0, st>>>(x[in], coef[in], f, x[outb]);
       };
@@ -94,14 +96,16 @@ struct ToyStack {
   std::vector<float> result(cudaStream_t st) {
     std::vector<float> host(kN);
     MHC_CUDA_CHECK(cudaStreamSynchronize(st));
-    MHC_CUDA_CHECK(cudaMemcpy(host.data(), x[sites % 2], kN * sizeof(float), cudaMemcpyDeviceToHost));
+    MHC_CUDA_CHECK(
+        cudaMemcpy(host.data(), x[sites % 2], kN * sizeof(float), cudaMemcpyDeviceToHost));
     return host;
   }
 };
 
 std::vector<float> random_input(unsigned seed) {
   std::vector<float> v(kN);
-  for (int i = 0; i < kN; ++i) v[i] = float((seed * 2654435761u + i * 40503u) % 1000) / 1000.0f - 0.5f;
+  for (int i = 0; i < kN; ++i)
+    v[i] = float((seed * 2654435761u + i * 40503u) % 1000) / 1000.0f - 0.5f;
   return v;
 }
 
@@ -128,7 +132,8 @@ TEST_F(ScheduleTest, OverlapEqualsNativeEagerWithDelays) {
   stack.reset(main_, x0);
   schedule.enqueue(main_, false, stack.launches());
   const auto native = stack.result(main_);
-  for (ScheduleDelays d : {ScheduleDelays{0, 0}, ScheduleDelays{2'000'000, 0}, ScheduleDelays{0, 2'000'000}}) {
+  for (ScheduleDelays d :
+       {ScheduleDelays{0, 0}, ScheduleDelays{2'000'000, 0}, ScheduleDelays{0, 2'000'000}}) {
     stack.reset(main_, x0);
     schedule.enqueue(main_, true, stack.launches(), d);
     EXPECT_TRUE(bitwise_equal(stack.result(main_), native))
@@ -159,8 +164,9 @@ TEST_F(ScheduleTest, OverlapEqualsNativeInGraphReplays) {
 
 TEST_F(ScheduleTest, GlobalCaptureRejectsHostSync) {
   // The capture mode used for every forward must turn a host synchronisation into an error.
-  EXPECT_THROW(CapturedGraph(main_, [](cudaStream_t st) { MHC_CUDA_CHECK(cudaStreamSynchronize(st)); }),
-               Error);
+  EXPECT_THROW(
+      CapturedGraph(main_, [](cudaStream_t st) { MHC_CUDA_CHECK(cudaStreamSynchronize(st)); }),
+      Error);
   cudaGetLastError();  // clear the sticky-free capture error
 }
 

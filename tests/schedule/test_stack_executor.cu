@@ -6,15 +6,14 @@
 #include <cstring>
 #include <vector>
 
-#include "mhc/compare.hpp"
 #include "cuda/gpu_test_util.hpp"
+#include "mhc/compare.hpp"
 #include "mhc/cuda/check.hpp"
 #include "mhc/model.hpp"
 #include "mhc/stack_executor.hpp"
 
 namespace mhc::cuda {
 namespace {
-
 
 struct Case {
   int hidden, n;
@@ -35,12 +34,11 @@ KernelConfig overlap_everywhere() {
 }
 
 // Fresh inputs: x from a new embedding seed; with `carried`, a positive non-one-hot pre_mix.
-void load_inputs(StackExecutor& ex, int64_t tokens, uint64_t seed, bool carried,
-                 cudaStream_t st) {
+void load_inputs(StackExecutor& ex, int64_t tokens, uint64_t seed, bool carried, cudaStream_t st) {
   const MhcParams& p = ex.params();
   const auto x = synthetic_embeddings(p, tokens, seed);
-  MHC_CUDA_CHECK(cudaMemcpyAsync(ex.x_in(), x.data(), x.size() * sizeof(Bf16),
-                                 cudaMemcpyHostToDevice, st));
+  MHC_CUDA_CHECK(
+      cudaMemcpyAsync(ex.x_in(), x.data(), x.size() * sizeof(Bf16), cudaMemcpyHostToDevice, st));
   std::vector<float> pre_mix(size_t(tokens * p.n), 0.f);
   for (int64_t t = 0; t < tokens; ++t) {
     for (int j = 0; j < p.n; ++j) {
@@ -72,8 +70,10 @@ void expect_within_stack_bounds(const StackExecutor& ex, const ModelWeights& w, 
   const StackReference ref = reference_stack(w, tokens, x0.data());
   std::vector<Bf16> x(size_t(tokens * p.k()));
   for (int layer = 0; layer < p.layers; ++layer) {
-    MHC_CUDA_CHECK(cudaMemcpy(x.data(), ex.layer_trace(layer), x.size() * 2, cudaMemcpyDeviceToHost));
-    const ErrorStats e = compare(x.data(), ref.x_after_layer[size_t(layer)].data(), int64_t(x.size()));
+    MHC_CUDA_CHECK(
+        cudaMemcpy(x.data(), ex.layer_trace(layer), x.size() * 2, cudaMemcpyDeviceToHost));
+    const ErrorStats e =
+        compare(x.data(), ref.x_after_layer[size_t(layer)].data(), int64_t(x.size()));
     EXPECT_TRUE(e.passes(stack_x_tolerance(layer + 1)))
         << "M=" << tokens << " layer " << layer + 1 << ": " << e.describe();
   }
@@ -164,7 +164,8 @@ TEST_F(StackStressTest, DelayedStreamsStayBitwiseEqual) {
     ex.prepare_full_graph(8, stream_);
     for (int replay = 0; replay < 5; ++replay) {
       ex.forward(8, ExecMode::full, stream_);
-      EXPECT_EQ(results(ex, 8, stream_), native) << "replay " << replay << ", side " << d.side_cycles;
+      EXPECT_EQ(results(ex, 8, stream_), native)
+          << "replay " << replay << ", side " << d.side_cycles;
     }
   }
 }

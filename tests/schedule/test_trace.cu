@@ -13,7 +13,6 @@
 namespace mhc::cuda {
 namespace {
 
-
 nlohmann::json traced_run(bool overlap, const std::string& path) {
   MhcParams p = preset("dsv41-flash");
   p.layers = 2;
