@@ -9,6 +9,7 @@
 #include <set>
 
 #include "checkpoint_internal.hpp"
+#include "json_duplicates.hpp"
 #include "mhc/checkpoint.hpp"
 #include "mhc/error.hpp"
 
@@ -59,24 +60,16 @@ std::string brief(const json& v) {
 // Parses JSON text, rejecting duplicate keys (nlohmann would silently keep the last one, and a
 // tensor mapped to two shards is ambiguous). Every nlohmann exception becomes an mhc::Error.
 json parse_strict(std::string_view text, std::string_view source) {
-  std::vector<std::set<std::string>> open_objects;
-  std::string duplicate;
-  json::parser_callback_t cb = [&](int, json::parse_event_t ev, json& v) {
-    if (ev == json::parse_event_t::object_start) open_objects.emplace_back();
-    if (ev == json::parse_event_t::object_end && !open_objects.empty()) open_objects.pop_back();
-    if (ev == json::parse_event_t::key && !open_objects.empty() && duplicate.empty() &&
-        !open_objects.back().insert(v.get<std::string>()).second) {
-      duplicate = v.get<std::string>();
-    }
-    return true;
-  };
+  io::DuplicateKeyFinder keys;
   json j;
   try {
-    j = json::parse(text.begin(), text.end(), cb);
+    j = json::parse(text.begin(), text.end(), keys.callback());
   } catch (const json::exception& e) {
     fail(source, fmt::format("not valid JSON: {}", e.what()));
   }
-  if (!duplicate.empty()) fail(source, fmt::format("duplicate key '{}'", duplicate));
+  if (!keys.first_duplicate().empty()) {
+    fail(source, fmt::format("duplicate key '{}'", keys.first_duplicate()));
+  }
   if (!j.is_object()) fail(source, fmt::format("is {}, not a JSON object", brief(j)));
   return j;
 }

@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 #include <set>
 
+#include "json_duplicates.hpp"
 #include "mhc/error.hpp"
 #include "mhc/safetensors.hpp"
 
@@ -38,20 +39,10 @@ uint64_t load_u64_le(const std::byte* p) {
 
 // Parses the header text, rejecting duplicate keys (nlohmann would silently keep the last one).
 json parse_json(const char* text, uint64_t size, std::string_view source) {
-  std::vector<std::set<std::string>> open_objects;
-  std::string duplicate;
-  json::parser_callback_t cb = [&](int, json::parse_event_t ev, json& v) {
-    if (ev == json::parse_event_t::object_start) open_objects.emplace_back();
-    if (ev == json::parse_event_t::object_end && !open_objects.empty()) open_objects.pop_back();
-    if (ev == json::parse_event_t::key && !open_objects.empty() && duplicate.empty() &&
-        !open_objects.back().insert(v.get<std::string>()).second) {
-      duplicate = v.get<std::string>();
-    }
-    return true;
-  };
+  io::DuplicateKeyFinder keys;
   json j;
   try {
-    j = json::parse(text, text + size, cb);
+    j = json::parse(text, text + size, keys.callback());
   } catch (const json::parse_error& e) {
     std::string what = e.what();
     auto pos = what.find("syntax error");
@@ -63,7 +54,9 @@ json parse_json(const char* text, uint64_t size, std::string_view source) {
   } catch (const json::exception& e) {  // e.g. out_of_range 406 for a number like 1e400
     fail(source, fmt::format("header is not acceptable JSON: {}", e.what()));
   }
-  if (!duplicate.empty()) fail(source, fmt::format("header has a duplicate key '{}'", duplicate));
+  if (!keys.first_duplicate().empty()) {
+    fail(source, fmt::format("header has a duplicate key '{}'", keys.first_duplicate()));
+  }
   return j;
 }
 
