@@ -11,6 +11,7 @@
 
 #include "internal.hpp"
 #include "mhc/error.hpp"
+#include "sinkhorn.hpp"
 
 namespace mhc::cpu {
 
@@ -76,26 +77,6 @@ void accumulate_tail(float* acc, const float* a, const float* b, int64_t length)
 
 void require(const void* ptr, const char* what, const char* name) {
   if (ptr == nullptr) throw Error(std::string(what) + ": " + name + " is null");
-}
-
-// Row pass of Sinkhorn: P[j][k] /= (sum_k P[j][k] + eps_h).
-void row_pass(int n, float eps_h, float* P) {
-  for (int j = 0; j < n; ++j) {
-    float sum = 0;
-    for (int k = 0; k < n; ++k) sum += P[j * n + k];
-    const float denom = sum + eps_h;
-    for (int k = 0; k < n; ++k) P[j * n + k] /= denom;
-  }
-}
-
-// Column pass of Sinkhorn: P[j][k] /= (sum_j P[j][k] + eps_h).
-void column_pass(int n, float eps_h, float* P) {
-  for (int k = 0; k < n; ++k) {
-    float sum = 0;
-    for (int j = 0; j < n; ++j) sum += P[j * n + k];
-    const float denom = sum + eps_h;
-    for (int j = 0; j < n; ++j) P[j * n + k] /= denom;
-  }
 }
 
 // pre, post and comb of one token from its (already normalised) mixes.
@@ -265,22 +246,7 @@ void coefficients(const MhcParams& p, int64_t tokens, const Bf16* x, const SiteW
 }
 
 void sinkhorn(int n, int iters, float eps_h, const float* logits, float* comb) {
-  for (int j = 0; j < n; ++j) {
-    const float* row = logits + j * n;
-    float* out = comb + j * n;
-    const float row_max = *std::max_element(row, row + n);
-    float sum = 0;
-    for (int k = 0; k < n; ++k) {
-      out[k] = std::exp(row[k] - row_max);
-      sum += out[k];
-    }
-    for (int k = 0; k < n; ++k) out[k] = out[k] / sum + eps_h;
-  }
-  column_pass(n, eps_h, comb);
-  for (int it = 1; it < iters; ++it) {
-    row_pass(n, eps_h, comb);
-    column_pass(n, eps_h, comb);
-  }
+  ::mhc::cpu::detail::sinkhorn<float>(n, iters, eps_h, logits, comb);
 }
 
 void post(const MhcParams& p, int64_t tokens, const Bf16* x, const float* post, const float* comb,

@@ -8,6 +8,7 @@
 
 #include "internal.hpp"
 #include "mhc/error.hpp"
+#include "sinkhorn.hpp"
 
 namespace mhc::ref {
 
@@ -24,22 +25,6 @@ void check_call(const MhcParams& p, int64_t tokens, const char* what) {
 
 void require(const void* ptr, const char* what) {
   if (ptr == nullptr) throw Error(std::string(what) + ": an input is null");
-}
-
-void row_pass(int n, double eps_h, double* P) {
-  for (int j = 0; j < n; ++j) {
-    double sum = 0;
-    for (int k = 0; k < n; ++k) sum += P[j * n + k];
-    for (int k = 0; k < n; ++k) P[j * n + k] /= sum + eps_h;
-  }
-}
-
-void column_pass(int n, double eps_h, double* P) {
-  for (int k = 0; k < n; ++k) {
-    double sum = 0;
-    for (int j = 0; j < n; ++j) sum += P[j * n + k];
-    for (int j = 0; j < n; ++j) P[j * n + k] /= sum + eps_h;
-  }
 }
 
 // mixes of one token: (hc_fn . v) * rsqrt(mean(v^2) + eps_n), v = flatten(x[m]).
@@ -133,22 +118,7 @@ void coefficients(const MhcParams& p, int64_t tokens, const Bf16* x, const SiteW
 }
 
 void sinkhorn(int n, int iters, double eps_h, const double* logits, double* comb) {
-  for (int j = 0; j < n; ++j) {
-    const double* row = logits + j * n;
-    double* out = comb + j * n;
-    const double row_max = *std::max_element(row, row + n);
-    double sum = 0;
-    for (int k = 0; k < n; ++k) {
-      out[k] = std::exp(row[k] - row_max);
-      sum += out[k];
-    }
-    for (int k = 0; k < n; ++k) out[k] = out[k] / sum + eps_h;
-  }
-  column_pass(n, eps_h, comb);
-  for (int it = 1; it < iters; ++it) {
-    row_pass(n, eps_h, comb);
-    column_pass(n, eps_h, comb);
-  }
+  ::mhc::cpu::detail::sinkhorn<double>(n, iters, eps_h, logits, comb);
 }
 
 std::vector<double> post(const MhcParams& p, int64_t tokens, const Bf16* x, const double* post,
