@@ -15,6 +15,7 @@
 #include "mhc/checkpoint.hpp"
 #include "mhc/error.hpp"
 #include "mhc/safetensors.hpp"
+#include "st_test_util.hpp"
 
 namespace mhc::ckpt::testing {
 
@@ -96,14 +97,7 @@ inline std::string load_error(const std::string& path, const LoadOptions& opt = 
   return {};
 }
 
-inline ::testing::AssertionResult mentions(const std::string& message,
-                                           std::initializer_list<std::string> fragments) {
-  for (const auto& f : fragments) {
-    if (message.find(f) == std::string::npos) {
-      return ::testing::AssertionFailure() << "message \"" << message << "\" lacks \"" << f << "\"";
-    }
-  }
-  return ::testing::AssertionSuccess();
-}
+// The message check shared with the safetensors tests.
+using ::mhc::st::testing::mentions;
 
 }  // namespace mhc::ckpt::testing
