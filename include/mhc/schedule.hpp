@@ -10,19 +10,22 @@
 // reading x before anything later on the main stream may overwrite it. Both edges are ordinary
 // event record/wait pairs, which CUDA-graph capture turns into graph edges.
 //
-// The side stream and every event are created once, in the constructor, never per forward, so
-// they exist before any capture begins.
+// The side stream, every event and every NVTX range name are created once, in the constructor,
+// never per forward, so they exist before any capture begins and enqueue() allocates nothing on
+// the host.
 #pragma once
 #include <cuda_runtime_api.h>
 
 #include <cstdint>
 #include <functional>
+#include <string>
 #include <vector>
 
 namespace mhc::cuda {
 
 // What one site enqueues. Each callable enqueues work on the stream it is given; none may
-// allocate or synchronise with the host.
+// allocate or synchronise with the host. Building these (std::function) allocates, so callers
+// build a site list once and enqueue it many times (StackExecutor caches them per token count).
 struct SiteLaunches {
   std::function<void(cudaStream_t)> input_path;    // x, pre_mix -> layer_input
   std::function<void(cudaStream_t)> coefficients;  // x -> pre, post, comb
@@ -55,7 +58,8 @@ class StackSchedule {
   StackSchedule(const StackSchedule&) = delete;
   StackSchedule& operator=(const StackSchedule&) = delete;
 
-  // Enqueues all sites on `main` (and the side stream when `overlap`).
+  // Enqueues all sites on `main` (and the side stream when `overlap`). Allocates nothing on the
+  // host (unless it throws, or the launches or the observer do).
   // Every stage is wrapped in an NVTX range ("mhc <stage> <site>") for Nsight Systems.
   void enqueue(cudaStream_t main, bool overlap, const std::vector<SiteLaunches>& sites,
                const ScheduleDelays& delays = {}, StageObserver* observer = nullptr);
@@ -74,6 +78,7 @@ class StackSchedule {
   StageObserver* observer_ = nullptr;
   cudaStream_t side_ = nullptr;
   std::vector<cudaEvent_t> x_ready_, coef_ready_;  // one pair per site
+  std::vector<std::string> range_names_;           // [site * 4 + stage]: "mhc <stage> <site>"
   int64_t overlapped_sites_ = 0;
   int64_t native_sites_ = 0;
 };

@@ -12,6 +12,13 @@
 //   output          final collapse + final norm, fused into the last post
 // The post of site s also forms site s+1's layer_input (or the output), so only site 0 runs a
 // separate input path.
+//
+// Host side: the executor allocates nothing in a forward once its token count and mode have been
+// seen (or prepared). The policy's decision is cached per (tokens, mode) and the launch lists per
+// (tokens, overlap), built on first use or by prepare_launches(); FULL mode replays a graph
+// captured by prepare_full_graph(). The kernel wrappers an eager forward calls (src/cuda) still
+// allocate while checking their arguments (tests/schedule/test_no_alloc.cu). Not thread-safe:
+// one thread drives one executor.
 #pragma once
 #include <cuda_runtime_api.h>
 
@@ -54,7 +61,9 @@ struct StackOptions {
 };
 
 struct ForwardInfo {
-  DispatchDecision decision;
+  // The executor's cached decision for (tokens, mode), by reference so that returning it copies
+  // no strings (no allocation per forward). Valid while the executor lives; copy it to keep it.
+  const DispatchDecision& decision;
   bool overlapped = false;
   bool graph_replayed = false;
 };
@@ -71,6 +80,11 @@ class StackExecutor {
   // Captures the FULL-graph forward for this token count (both schedules the policy may pick)
   // ahead of serving; forward() in full mode refuses a token count that was not prepared.
   void prepare_full_graph(int64_t tokens, cudaStream_t stream);
+
+  // Builds what an eager or piecewise forward of this size needs on the host (the decision and
+  // the launch lists), so that even the first such forward allocates nothing. Optional: forward()
+  // builds them on first use. Enqueues nothing.
+  void prepare_launches(int64_t tokens, ExecMode mode);
 
   // Enqueues one forward of `tokens` tokens on `stream`: reads x_in(), writes output().
   ForwardInfo forward(int64_t tokens, ExecMode mode, cudaStream_t stream);

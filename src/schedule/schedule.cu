@@ -36,8 +36,18 @@ void enqueue_spin(cudaStream_t stream, int64_t cycles) {
   MHC_CUDA_CHECK(cudaGetLastError());
 }
 
+constexpr int kStages = 4;
+
 StackSchedule::StackSchedule(int sites) : x_ready_(size_t(sites)), coef_ready_(size_t(sites)) {
   MHC_CUDA_CHECK(cudaStreamCreateWithFlags(&side_, cudaStreamNonBlocking));
+  // Named here once: formatting a name per stage would allocate on every forward.
+  range_names_.reserve(size_t(sites) * kStages);
+  for (int s = 0; s < sites; ++s) {
+    for (int stage = 0; stage < kStages; ++stage) {
+      range_names_.push_back(std::string("mhc ") + stage_name(Stage(stage)) + " " +
+                             std::to_string(s));
+    }
+  }
   for (int s = 0; s < sites; ++s) {
     // Timing is not needed on these events; disabling it makes record/wait cheaper.
     MHC_CUDA_CHECK(cudaEventCreateWithFlags(&x_ready_[size_t(s)], cudaEventDisableTiming));
@@ -72,8 +82,7 @@ void StackSchedule::enqueue(cudaStream_t main, bool overlap, const std::vector<S
 void StackSchedule::run_stage(Stage stage, int site, const std::function<void(cudaStream_t)>& fn,
                               cudaStream_t stream) {
   if (!fn) return;  // e.g. the input path of a site whose previous post already formed it
-  const std::string range = std::string("mhc ") + stage_name(stage) + " " + std::to_string(site);
-  nvtxRangePushA(range.c_str());
+  nvtxRangePushA(range_names_[size_t(site) * kStages + size_t(stage)].c_str());
   if (observer_) observer_->begin(stage, site, stream);
   fn(stream);
   if (observer_) observer_->end(stage, site, stream);

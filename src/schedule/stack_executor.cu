@@ -28,12 +28,21 @@ struct StackExecutor::Impl {
   std::unique_ptr<SiteWorkspace> workspace;
   std::unique_ptr<StackSchedule> schedule;
   std::map<std::pair<int64_t, bool>, CapturedGraph> graphs;  // (tokens, overlap) -> graph
+  // Host-side caches, so that a forward allocates nothing once its size has been seen: building
+  // launch lists (std::function captures) and decisions (reason strings) allocates. The launch
+  // lists are keyed by (tokens, overlap): the decode layout follows from those and the options.
+  // At most 2 * max_tokens lists of p.sites() entries each.
+  std::map<std::pair<int64_t, bool>, std::vector<SiteLaunches>> launch_cache;
+  std::map<std::pair<int64_t, ExecMode>, DispatchDecision> decisions;
   int64_t overlapped_sites = 0, native_sites = 0;
 
   Impl(const ModelWeights& w, const KernelConfig& cfg, const StackOptions& opt, SublayerFn fn);
   const Bf16* src(int s) const { return s == 0 ? x_in.get() : x[s % 2].get(); }
   Bf16* dst(int s) const { return x[(s + 1) % 2].get(); }
   std::vector<SiteLaunches> launches(int64_t tokens, bool overlap);
+  const std::vector<SiteLaunches>& cached_launches(int64_t tokens, bool overlap);
+  DispatchDecision decide(int64_t tokens, ExecMode mode) const;
+  const DispatchDecision& cached_decision(int64_t tokens, ExecMode mode);
   SiteLaunches site_launches(int s, int64_t tokens, const PrenormTuning& tuning);
   SiteLaunches decode_site_launches(int s, int64_t tokens, const PrenormTuning& tuning);
   CoefficientBuffers coefficient_buffers(int s) const;
@@ -179,9 +188,40 @@ std::vector<SiteLaunches> StackExecutor::Impl::launches(int64_t tokens, bool ove
   return all;
 }
 
+const std::vector<SiteLaunches>& StackExecutor::Impl::cached_launches(int64_t tokens,
+                                                                      bool overlap) {
+  const auto key = std::make_pair(tokens, overlap);
+  auto it = launch_cache.find(key);
+  if (it == launch_cache.end()) it = launch_cache.emplace(key, launches(tokens, overlap)).first;
+  return it->second;
+}
+
+DispatchDecision StackExecutor::Impl::decide(int64_t tokens, ExecMode mode) const {
+  DispatchInputs in;
+  in.capability = capability;
+  in.prenorm_gemm_available = true;  // compiled for every GPU this backend accepts (sm_80+)
+  in.hidden = p.hidden;
+  in.n = p.n;
+  in.ubatching = options.ubatching;
+  in.mode = mode;
+  in.tokens = tokens;
+  in.tp = options.tp;
+  in.config = config;
+  return mhc::decide(in);
+}
+
+// Everything decide() reads besides (tokens, mode) is fixed for the executor's life (options.tp
+// included: a TP group does not change size under a running executor), so caching is exact.
+const DispatchDecision& StackExecutor::Impl::cached_decision(int64_t tokens, ExecMode mode) {
+  const auto key = std::make_pair(tokens, mode);
+  auto it = decisions.find(key);
+  if (it == decisions.end()) it = decisions.emplace(key, decide(tokens, mode)).first;
+  return it->second;
+}
+
 void StackExecutor::Impl::enqueue(int64_t tokens, bool overlap, cudaStream_t stream,
                                   StageObserver* observer) {
-  schedule->enqueue(stream, overlap, launches(tokens, overlap), options.delays, observer);
+  schedule->enqueue(stream, overlap, cached_launches(tokens, overlap), options.delays, observer);
 }
 
 StackExecutor::StackExecutor(const ModelWeights& weights, const KernelConfig& config,
@@ -191,17 +231,7 @@ StackExecutor::StackExecutor(const ModelWeights& weights, const KernelConfig& co
 StackExecutor::~StackExecutor() = default;
 
 DispatchDecision StackExecutor::decide(int64_t tokens, ExecMode mode) const {
-  DispatchInputs in;
-  in.capability = impl_->capability;
-  in.prenorm_gemm_available = true;  // compiled for every GPU this backend accepts (sm_80+)
-  in.hidden = impl_->p.hidden;
-  in.n = impl_->p.n;
-  in.ubatching = impl_->options.ubatching;
-  in.mode = mode;
-  in.tokens = tokens;
-  in.tp = impl_->options.tp;
-  in.config = impl_->config;
-  return mhc::decide(in);
+  return impl_->decide(tokens, mode);
 }
 
 void StackExecutor::prepare_full_graph(int64_t tokens, cudaStream_t stream) {
@@ -209,7 +239,7 @@ void StackExecutor::prepare_full_graph(int64_t tokens, cudaStream_t stream) {
     throw Error(fmt::format("prepare_full_graph: tokens {} outside 1..{}", tokens,
                             impl_->options.max_tokens));
   }
-  const bool overlap = decide(tokens, ExecMode::full).overlap;
+  const bool overlap = impl_->cached_decision(tokens, ExecMode::full).overlap;
   auto key = std::make_pair(tokens, overlap);
   if (impl_->graphs.count(key)) return;
   impl_->graphs.emplace(key,
@@ -218,13 +248,21 @@ void StackExecutor::prepare_full_graph(int64_t tokens, cudaStream_t stream) {
                             impl_->options.capture_mode));
 }
 
+void StackExecutor::prepare_launches(int64_t tokens, ExecMode mode) {
+  if (tokens < 0 || tokens > impl_->options.max_tokens) {
+    throw Error(fmt::format("prepare_launches: tokens {} outside 0..{}", tokens,
+                            impl_->options.max_tokens));
+  }
+  const bool overlap = impl_->cached_decision(tokens, mode).overlap;
+  if (tokens > 0) impl_->cached_launches(tokens, overlap);
+}
+
 ForwardInfo StackExecutor::forward(int64_t tokens, ExecMode mode, cudaStream_t stream) {
   if (tokens < 0 || tokens > impl_->options.max_tokens) {
     throw Error(fmt::format("forward: tokens {} outside 0..{} (the executor's max_tokens)", tokens,
                             impl_->options.max_tokens));
   }
-  ForwardInfo info;
-  info.decision = decide(tokens, mode);
+  ForwardInfo info{impl_->cached_decision(tokens, mode)};
   if (tokens == 0) return info;
   info.overlapped = info.decision.overlap;
   if (mode == ExecMode::full) {

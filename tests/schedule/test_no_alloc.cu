@@ -1,0 +1,153 @@
+// No host allocation inside a forward pass. Global operator new is replaced in this test binary
+// by one that counts its calls (alloc_counter.cpp), and the second forward of a given size (the
+// first builds the executor's caches) must not call it at all.
+#include <gtest/gtest.h>
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "cuda/gpu_test_util.hpp"
+#include "mhc/cuda/check.hpp"
+#include "mhc/cuda/device_buffer.hpp"
+#include "mhc/model.hpp"
+#include "mhc/schedule.hpp"
+#include "mhc/stack_executor.hpp"
+#include "mhc/trace.hpp"
+#include "schedule/alloc_counter.hpp"
+
+namespace mhc::cuda {
+namespace {
+
+using test::allocations_in;
+
+// The counter must be live in this binary, or every zero below would prove nothing. The
+// memory escapes through a volatile pointer so that the compiler may not elide the allocations.
+TEST(AllocationCounter, SeesAllocations) {
+  const void* volatile sink = nullptr;
+  void* raw = nullptr;
+  EXPECT_EQ(allocations_in([&] { raw = ::operator new(64); }), 1);
+  sink = raw;
+  ::operator delete(raw);
+  std::vector<int> v;
+  EXPECT_EQ(allocations_in([&] { v.resize(1000); }), 1);
+  sink = v.data();
+  std::string s;
+  EXPECT_EQ(allocations_in([&] { s = std::string(100, 'x'); }), 1);
+  sink = s.data();
+  (void)sink;
+}
+
+__global__ void bump(float* v) { v[threadIdx.x] += 1.0f; }
+
+// A toy site list whose every stage is one small kernel on its own slot of `v`.
+std::vector<SiteLaunches> toy_launches(float* v, int sites) {
+  std::vector<SiteLaunches> all(static_cast<size_t>(sites));
+  for (auto& l : all) {
+    l.input_path = [v](cudaStream_t st) { bump<<<1, 32, 0, st>>>(v); };
+    l.coefficients = [v](cudaStream_t st) { bump<<<1, 32, 0, st>>>(v + 32); };
+    l.sublayer = [v](cudaStream_t st) { bump<<<1, 32, 0, st>>>(v + 64); };
+    l.post = [v](cudaStream_t st) { bump<<<1, 32, 0, st>>>(v + 96); };
+  }
+  return all;
+}
+
+MhcParams two_layers() {
+  MhcParams p = preset("dsv41-flash");
+  p.hidden = 4096;
+  p.layers = 2;
+  return p;
+}
+
+class NoAllocationGpu : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    MHC_SKIP_WITHOUT_GPU();
+    MHC_CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
+  }
+  void TearDown() override {
+    if (stream_) {
+      cudaStreamSynchronize(stream_);
+      cudaStreamDestroy(stream_);
+    }
+  }
+  cudaStream_t stream_ = nullptr;
+};
+
+// Both schedules, with the test delays and with a trace observer: enqueueing a prebuilt site list
+// allocates nothing (the NVTX range names are made in the constructor).
+TEST_F(NoAllocationGpu, ScheduleEnqueueAllocatesNothing) {
+  const int sites = 4;
+  StackSchedule schedule(sites);
+  DeviceBuffer<float> v(128);
+  v.fill_bytes(0);
+  const auto launches = toy_launches(v.get(), sites);
+  TraceRecorder recorder(sites, stream_, schedule.side_stream());
+  const ScheduleDelays delays{1000, 1000};
+  for (bool overlap : {false, true}) {
+    // The first enqueue loads the kernels; only later ones count.
+    schedule.enqueue(stream_, overlap, launches, delays);
+    EXPECT_EQ(allocations_in([&] { schedule.enqueue(stream_, overlap, launches, delays); }), 0)
+        << "overlap " << overlap;
+    recorder.start(stream_);
+    schedule.enqueue(stream_, overlap, launches, {}, &recorder);
+    recorder.start(stream_);
+    EXPECT_EQ(allocations_in([&] { schedule.enqueue(stream_, overlap, launches, {}, &recorder); }),
+              0)
+        << "overlap " << overlap << " with a trace observer";
+  }
+  MHC_CUDA_CHECK(cudaStreamSynchronize(stream_));
+}
+
+// A FULL forward replays its graph; the policy's decision comes from the executor's cache (the
+// decision's reason strings used to be formatted per forward). Both schedules: 8 tokens overlap,
+// one above the threshold does not.
+TEST_F(NoAllocationGpu, FullForwardAllocatesNothing) {
+  const MhcParams p = two_layers();
+  const ModelWeights w = synthetic_model(p, 9);
+  StackOptions opt;
+  opt.max_tokens = kSm90OverlapMaxTokens + 1;
+  StackExecutor ex(w, KernelConfig::parse(R"({"enable_mhc_overlap": true})"), opt);
+  for (int64_t tokens : {int64_t(8), opt.max_tokens, int64_t(0)}) {
+    if (tokens > 0) ex.prepare_full_graph(tokens, stream_);
+    ex.forward(tokens, ExecMode::full, stream_);
+    bool overlapped = false;
+    EXPECT_EQ(allocations_in(
+                  [&] { overlapped = ex.forward(tokens, ExecMode::full, stream_).overlapped; }),
+              0)
+        << tokens << " tokens, overlap " << overlapped;
+  }
+  MHC_CUDA_CHECK(cudaStreamSynchronize(stream_));
+}
+
+// The eager and piecewise forwards, on both single-stream layouts: the second forward of a size,
+// or the first after prepare_launches(), allocates nothing.
+//
+// DISABLED: the kernel wrappers of src/cuda/kernels.cu (prenorm_coefficients, post, input_path,
+// standin_sublayer) format every check's error message before testing the condition
+// (require(ok, msg(...)), require_aligned16), so each launch still allocates: 183 allocations per
+// forward here on an H200, 171 in the decode layout. With those checks made lazy (a scratch edit)
+// it passed: the executor and the schedule add nothing. Enable it once the wrappers format only
+// on failure; until then run it with --gtest_also_run_disabled_tests.
+TEST_F(NoAllocationGpu, DISABLED_SecondEagerForwardAllocatesNothing) {
+  const MhcParams p = two_layers();
+  const ModelWeights w = synthetic_model(p, 9);
+  for (bool decode : {false, true}) {
+    StackOptions opt;
+    opt.max_tokens = 16;
+    opt.native_decode_schedule = decode;
+    StackExecutor ex(w, KernelConfig{}, opt);
+    for (ExecMode mode : {ExecMode::eager, ExecMode::piecewise}) {
+      ex.forward(8, mode, stream_);
+      EXPECT_EQ(allocations_in([&] { ex.forward(8, mode, stream_); }), 0)
+          << to_string(mode) << ", decode layout " << decode;
+    }
+    ex.prepare_launches(13, ExecMode::eager);
+    EXPECT_EQ(allocations_in([&] { ex.forward(13, ExecMode::eager, stream_); }), 0)
+        << "first forward after prepare_launches, decode layout " << decode;
+    MHC_CUDA_CHECK(cudaStreamSynchronize(stream_));
+  }
+}
+
+}  // namespace
+}  // namespace mhc::cuda
