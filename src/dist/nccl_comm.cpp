@@ -38,7 +38,11 @@ class DeviceScope {
 
 RankComm::RankComm(const ncclUniqueId& id, int world, int rank, std::chrono::milliseconds timeout,
                    RankHooks hooks)
-    : world_(world), rank_(rank), timeout_(timeout), hooks_(std::move(hooks)) {
+    : world_(world),
+      rank_(rank),
+      owner_(std::this_thread::get_id()),
+      timeout_(timeout),
+      hooks_(std::move(hooks)) {
   MHC_CUDA_CHECK(cudaGetDevice(&device_));
   ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
   config.blocking = 0;  // every call returns at once; waits are ours, bounded and cancellable
@@ -64,6 +68,9 @@ std::string RankComm::describe(ncclResult_t r, const char* call) {
 
 void RankComm::fail(const std::string& message) {
   if (hooks_.report) hooks_.report(message);
+  // The rank's own thread waits here for the group's abort before unwinding; the watchdog (which
+  // calls start_finalize / finish_finalize) must not wait for itself.
+  if (hooks_.stop && std::this_thread::get_id() == owner_) hooks_.stop();
   throw Error(fmt::format("rank {}: {}", rank_, message));
 }
 
@@ -106,6 +113,9 @@ void RankComm::all_reduce(const void* send, void* recv, size_t count, ncclDataTy
                           ncclRedOp_t op, cudaStream_t stream) {
   std::string problem;
   ncclResult_t r = ncclSuccess;
+  if (hooks_.cancelled && hooks_.cancelled()) {
+    fail("ncclAllReduce not issued: another rank failed");
+  }
   {
     std::lock_guard<std::mutex> lock(mu_);
     if (aborted_) {

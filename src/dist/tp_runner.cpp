@@ -22,6 +22,7 @@ struct RankSlot {
   int device = 0;
   std::unique_ptr<RankComm> comm;  // set under Group::mu; destroyed with the group
   bool reported = false;           // this rank's failure is already recorded
+  bool stopped = false;            // its thread waits in Group::stop (no CUDA or NCCL call)
   bool done = false;               // the rank's thread has left its body
 };
 
@@ -42,6 +43,7 @@ struct Group {
   std::vector<std::string> later_failures;
   std::vector<RankSlot> slots;
   int done = 0;
+  bool aborted = false;  // every communicator has been aborted (set by the watchdog)
 
   void report(int rank, const std::string& message) {
     {
@@ -58,6 +60,17 @@ struct Group {
     }
     cv.notify_all();
   }
+  // Called by a rank's own thread after it reported a failure (or saw another rank's), before it
+  // throws: the thread makes no CUDA or NCCL call until the watchdog has aborted every
+  // communicator, so the abort never races the rank's unwinding (cudaFree, cudaStreamDestroy) or
+  // its next NCCL call. Bounded, should the watchdog never get there.
+  void stop(int rank) {
+    std::unique_lock<std::mutex> lock(mu);
+    slots[size_t(rank)].stopped = true;
+    cv.notify_all();
+    cv.wait_for(lock, 3 * timeout, [&] { return aborted; });
+    slots[size_t(rank)].stopped = false;
+  }
   void finish(int rank) {
     {
       std::lock_guard<std::mutex> lock(mu);
@@ -66,8 +79,15 @@ struct Group {
     }
     cv.notify_all();
   }
-  // The lock is not held while aborting: a rank may be reporting (group lock) from inside a call
-  // that holds its communicator's lock.
+  // Under mu: no rank thread is inside CUDA or NCCL (each has stopped or left).
+  bool quiet() const {
+    for (const auto& s : slots)
+      if (!s.stopped && !s.done) return false;
+    return true;
+  }
+  // Aborts every communicator, one after the other, from the calling thread (the watchdog). The
+  // group lock is not held while aborting: ncclCommAbort can take a while, and the ranks need the
+  // lock to report, stop and finish meanwhile.
   void abort_all() {
     std::vector<RankComm*> comms;
     {
@@ -131,7 +151,8 @@ void rank_main(const std::shared_ptr<Group>& g, int rank) {
     // (a shared_ptr here would make the group own itself).
     Group* group = g.get();
     RankHooks hooks{[group] { return group->failed.load(); },
-                    [group, rank](const std::string& m) { group->report(rank, m); }};
+                    [group, rank](const std::string& m) { group->report(rank, m); },
+                    [group, rank] { group->stop(rank); }};
     auto owned = std::make_unique<RankComm>(g->id, g->world, rank, g->timeout, std::move(hooks));
     RankComm& comm = *owned;
     {
@@ -166,20 +187,43 @@ std::vector<int> rank_devices(const TpRunOptions& o) {
   return devices;
 }
 
-// Waits until every rank is done or one has failed; after a failure, aborts every communicator
-// (again and again, for ranks that register late) and waits at most one timeout for the ranks.
-// Threads of ranks that never leave are detached, and said so, rather than waited for forever.
+// Waits until every rank is done or one has failed. After a failure, in this order:
+//   1. waits (at most one timeout) until every rank thread has stopped (RankHooks::stop: it waits
+//      for step 2 before unwinding) or left its body, so that no rank thread is inside CUDA or
+//      NCCL;
+//   2. aborts every communicator of the group, from this thread, one after the other;
+//   3. lets the stopped ranks go on (they throw and unwind) and waits at most one timeout for all
+//      of them to leave, aborting again for a rank that registers its communicator late.
+// A rank still busy after step 1's wait is normally one blocked in a CUDA call behind a collective
+// whose peer has gone (only the abort releases it); it is aborted anyway and said so. Threads of
+// ranks that never leave are detached, and said so, rather than waited for forever.
 void collect(Group& g, std::vector<std::thread>& threads) {
   std::unique_lock<std::mutex> lock(g.mu);
   g.cv.wait(lock, [&] { return g.done == g.world || g.failed; });
-  const Clock::time_point deadline = Clock::now() + g.timeout;
-  while (g.done < g.world && Clock::now() < deadline) {
+  if (g.failed) {
+    const Clock::time_point quiet_by = Clock::now() + g.timeout;
+    if (!g.cv.wait_until(lock, quiet_by, [&] { return g.quiet(); })) {
+      for (int r = 0; r < g.world; ++r) {
+        const RankSlot& s = g.slots[size_t(r)];
+        if (s.stopped || s.done) continue;
+        g.later_failures.push_back(fmt::format(
+            "rank {}: still inside its body {:.1f} s after the failure (blocked in a CUDA call?); "
+            "its communicator was aborted under it",
+            r, std::chrono::duration<double>(g.timeout).count()));
+      }
+    }
     lock.unlock();
     g.abort_all();
     lock.lock();
-    g.cv.wait_for(lock, std::chrono::milliseconds(100), [&] { return g.done == g.world; });
-  }
-  if (g.failed) {
+    g.aborted = true;
+    g.cv.notify_all();
+    const Clock::time_point deadline = Clock::now() + g.timeout;
+    while (g.done < g.world && Clock::now() < deadline) {
+      lock.unlock();
+      g.abort_all();  // no-op for communicators already aborted
+      lock.lock();
+      g.cv.wait_for(lock, std::chrono::milliseconds(100), [&] { return g.done == g.world; });
+    }
     lock.unlock();
     g.abort_all();
     lock.lock();
@@ -221,6 +265,7 @@ bool RankContext::cancelled() const { return group_.failed; }
 
 void RankContext::fail(const std::string& why) const {
   group_.report(rank_, why);
+  group_.stop(rank_);  // a RankContext lives on its rank's thread
   throw Error(fmt::format("rank {}: {}", rank_, why));
 }
 

@@ -2,6 +2,7 @@
 // every rank exits, and nothing waits longer than about one timeout. The first two need no GPU
 // (the checks come before any device or NCCL state); the others need two GPUs and skip otherwise.
 #include <atomic>
+#include <thread>
 
 #include "tp_test_util.hpp"
 
@@ -98,22 +99,91 @@ TEST(TpErrors, NcclErrorOnOneRankIsReportedAndEndsTheOthers) {
   EXPECT_LT(seconds_since(start), 15.0) << "rank 0 must give up on cancellation, not the deadline";
 }
 
-// DISABLED: segfaults on two H200s (2026-11-30), an open defect in the abort path; see
-// docs/tensor_parallel.md, "What was verified". Re-enable with --gtest_also_run_disabled_tests.
-TEST(TpErrors, DISABLED_ExceptionInOneRanksBodyEndsTheOthers) {
-  MHC_SKIP_WITHOUT_GPUS(2);
+// Rank 0 throws (at once, or after `delay`); rank 1 enters an all-reduce that rank 0 never joins,
+// or finds the group failed before issuing it. Segfaulted before the fix: rank 1 gave up on its
+// all-reduce, which NCCL had answered ncclInProgress and was still launching on a thread of its
+// own, and destroyed the stream under it (docs/tensor_parallel.md, "The abort").
+void exception_in_one_ranks_body(std::chrono::milliseconds timeout,
+                                 std::chrono::milliseconds delay) {
   const auto start = Clock::now();
   const std::string msg = error_of([&] {
-    run_ranks(test::ranks(2, 20s), [](RankContext& ctx) {
-      if (ctx.rank() == 0) throw Error("boom");
+    run_ranks(test::ranks(2, timeout), [delay](RankContext& ctx) {
+      if (ctx.rank() == 0) {
+        std::this_thread::sleep_for(delay);
+        throw Error("boom");
+      }
       cuda::DeviceBuffer<Bf16> buf(64);
       RankStream st;
       ctx.comm().all_reduce_sum_bf16(buf.get(), buf.size(), st.get());
       ctx.wait(st.get());
     });
   });
-  MHC_EXPECT_CONTAINS(msg, "rank 0: boom");
-  EXPECT_LT(seconds_since(start), 15.0);
+  MHC_EXPECT_CONTAINS(msg, "tensor parallelism (TP=2) failed: rank 0: boom");
+  EXPECT_LT(seconds_since(start), 0.75 * std::chrono::duration<double>(timeout).count())
+      << "rank 1 must give up on cancellation, not the deadline";
+}
+
+TEST(TpErrors, ExceptionInOneRanksBodyEndsTheOthers) {
+  MHC_SKIP_WITHOUT_GPUS(2);
+  exception_in_one_ranks_body(20s, 0ms);
+}
+
+// The same once rank 1's all-reduce is certainly issued (pending in NCCL or running on the GPU).
+TEST(TpErrors, ExceptionWhileThePeerIsInsideAnAllReduceEndsTheOthers) {
+  MHC_SKIP_WITHOUT_GPUS(2);
+  exception_in_one_ranks_body(20s, 300ms);
+}
+
+// Every kind of failed group, one after the other in one process (aborted communicators of
+// earlier groups must leave nothing behind that a later group trips over), then a good group whose
+// all-reduce gives the right sum on every rank.
+TEST(TpErrors, SeveralFailedGroupsThenAGoodOne) {
+  MHC_SKIP_WITHOUT_GPUS(2);
+  for (int round = 0; round < 3; ++round) {
+    SCOPED_TRACE(fmt::format("round {}", round));
+    exception_in_one_ranks_body(20s, 0ms);
+    exception_in_one_ranks_body(20s, 300ms);
+    MHC_EXPECT_CONTAINS(
+        error_of([&] {
+          run_ranks(test::ranks(2, 20s), [](RankContext& ctx) {
+            cuda::DeviceBuffer<float> buf(256);
+            RankStream st;
+            const auto type = ctx.rank() == 1 ? static_cast<ncclDataType_t>(1000) : ncclFloat32;
+            ctx.comm().all_reduce(buf.get(), buf.get(), buf.size(), type, ncclSum, st.get());
+            ctx.wait(st.get());
+          });
+        }),
+        "rank 1: NCCL");
+    TpRunOptions o = test::ranks(2, 20s);
+    o.faults.fail_before_init = round % 2;
+    MHC_EXPECT_CONTAINS(error_of([&] { run_ranks(o, [](RankContext&) {}); }),
+                        fmt::format("rank {}: injected failure", round % 2));
+  }
+  // A collective one rank skips, aborted while the other's all-reduce kernel waits on the GPU.
+  MHC_EXPECT_CONTAINS(error_of([&] {
+                        run_ranks(test::ranks(2, 4s), [](RankContext& ctx) {
+                          if (ctx.rank() == 1) return;
+                          cuda::DeviceBuffer<Bf16> buf(1024);
+                          RankStream st;
+                          ctx.comm().all_reduce_sum_bf16(buf.get(), buf.size(), st.get());
+                          ctx.wait(st.get());
+                        });
+                      }),
+                      "rank 0: GPU work did not finish within 4.0 s");
+  std::vector<float> sums(2, 0.0f);
+  EXPECT_NO_THROW(run_ranks(test::ranks(2), [&](RankContext& ctx) {
+    cuda::DeviceBuffer<float> buf(1000);
+    std::vector<float> mine(buf.size(), float(ctx.rank() + 1));
+    RankStream st;
+    MHC_CUDA_CHECK(
+        cudaMemcpyAsync(buf.get(), mine.data(), buf.bytes(), cudaMemcpyHostToDevice, st.get()));
+    ctx.comm().all_reduce(buf.get(), buf.get(), buf.size(), ncclFloat32, ncclSum, st.get());
+    ctx.wait(st.get());
+    buf.download(mine.data(), mine.size());
+    sums[size_t(ctx.rank())] = mine.back();
+  }));
+  EXPECT_EQ(sums[0], 3.0f);
+  EXPECT_EQ(sums[1], 3.0f);
 }
 
 TEST(TpErrors, AGroupAfterAFailedOneRunsNormally) {

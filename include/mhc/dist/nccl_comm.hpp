@@ -5,9 +5,10 @@
 // ncclCommGetAsyncError against a deadline, and the wait also gives up as soon as another rank
 // has failed. After any failure the communicator is aborted (ncclCommAbort makes NCCL kernels
 // that wait for a peer exit), never destroyed, since ncclCommDestroy may wait for a peer that is
-// gone. abort() may be called from another thread (the runner's watchdog) while the rank's thread
-// uses the communicator: every NCCL call and the abort are serialised by one mutex, held only for
-// the (non-blocking) call itself.
+// gone. abort() is called by the runner's watchdog thread, normally only once every rank's thread
+// has stopped touching CUDA and NCCL (RankHooks::stop, docs/tensor_parallel.md); as a second line
+// of defence every NCCL call and the abort are serialised by one mutex, held only for the
+// (non-blocking) call itself.
 #pragma once
 #include <cuda_runtime_api.h>
 #include <nccl.h>
@@ -17,6 +18,7 @@
 #include <functional>
 #include <mutex>
 #include <string>
+#include <thread>
 
 namespace mhc::dist {
 
@@ -26,6 +28,10 @@ using Clock = std::chrono::steady_clock;
 struct RankHooks {
   std::function<bool()> cancelled;                 // true once any rank has failed
   std::function<void(const std::string&)> report;  // called with the message before throwing
+  // Called after `report`, on the thread that created the communicator only, before the throw:
+  // returns once the group's communicators have been aborted, so that what the throw unwinds
+  // (cudaFree, cudaStreamDestroy, ...) never runs while another thread aborts a communicator.
+  std::function<void()> stop;
 };
 
 class RankComm {
@@ -47,7 +53,8 @@ class RankComm {
   void wait_ready(const std::string& what);
 
   // In-place sum of `count` bf16 values on `stream`: enqueue only, so it can be captured into a
-  // CUDA graph. Reports and throws mhc::Error naming the rank on an NCCL error.
+  // CUDA graph. Reports and throws mhc::Error naming the rank on an NCCL error, and issues nothing
+  // once another rank has failed.
   void all_reduce_sum_bf16(void* buffer, size_t count, cudaStream_t stream);
   // The general form (tests pass invalid arguments through it).
   void all_reduce(const void* send, void* recv, size_t count, ncclDataType_t type, ncclRedOp_t op,
@@ -73,6 +80,7 @@ class RankComm {
   bool aborted_ = false;
   bool finalized_ = false;
   int world_ = 0, rank_ = 0, device_ = 0;
+  std::thread::id owner_;  // the rank's thread (the constructor's)
   std::chrono::milliseconds timeout_;
   RankHooks hooks_;
 };

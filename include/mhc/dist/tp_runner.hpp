@@ -4,11 +4,13 @@
 // run_ranks() checks the TP size against the GPUs present, creates the NCCL unique id, starts one
 // thread per rank (device = rank unless given), and in each: makes the device current, creates
 // the rank's non-blocking communicator (bounded wait), proves it with a one-element all-reduce,
-// then runs `body`. The calling thread is the watchdog: as soon as any rank fails it aborts every
-// communicator (NCCL kernels waiting for a peer exit), waits a bounded time for every rank to
-// leave, and throws one mhc::Error naming the first failing rank and its reason. Nothing waits
-// without a deadline: a rank that never starts, never joins a collective, or hits an NCCL error
-// ends the whole group within about one timeout.
+// then runs `body`. The calling thread is the watchdog: once any rank fails, every rank thread
+// stops where it noticed the failure (it makes no CUDA or NCCL call and does not unwind), the
+// watchdog aborts every communicator (NCCL kernels waiting for a peer exit, NCCL's own pending
+// launches end), lets the ranks go, waits a bounded time for every rank to leave, and throws one
+// mhc::Error naming the first failing rank and its reason (docs/tensor_parallel.md, "The abort").
+// Nothing waits without a deadline: a rank that never starts, never joins a collective, or hits
+// an NCCL error ends the whole group within about one timeout.
 #pragma once
 #include <cuda_runtime_api.h>
 
@@ -54,8 +56,9 @@ class RankContext {
   // work is not done within timeout(). Use it (not cudaStreamSynchronize) after anything that
   // contains a collective: a blocking wait would never return if a peer is gone.
   void wait(cudaStream_t stream) const;
-  bool cancelled() const;                                // another rank has failed
-  [[noreturn]] void fail(const std::string& why) const;  // report to the group, then throw
+  bool cancelled() const;  // another rank has failed
+  // Reports to the group, waits until the watchdog has aborted every communicator, then throws.
+  [[noreturn]] void fail(const std::string& why) const;
 
  private:
   Group& group_;
