@@ -134,7 +134,8 @@ std::string bench_kernels(const KernelBenchOptions& o) {
          },
          chosen});
     if (o.sweep_tuning) {
-      for (int rows : {16, 64}) {
+      for (int rows : {16, 64, 128}) {
+        if (rows == 128 && !bulk_prenorm_available()) continue;
         for (int splits : {1, 2, 4, 8, 16, 32, 66, 132, max_prenorm_splits(p)}) {
           if (splits > max_prenorm_splits(p)) continue;
           const PrenormTuning t{splits, rows};
@@ -206,6 +207,32 @@ std::string bench_kernels(const KernelBenchOptions& o) {
            }
          },
          chosen, kSitesPerGraph});
+    // The decode schedule with each site's post folded into the next site's coefficient launch
+    // (PreviousPost): one launch per site. post/comb alternate between two buffers, since a
+    // launch reads the previous site's while writing its own.
+    if (decode_schedule) {
+      items.push_back({"site in stack, post folded (each)", site_bytes,
+                       [&, m, chosen](DeviceSiteBuffers& b, cudaStream_t s) {
+                         for (int i = 0; i < kSitesPerGraph; ++i) {
+                           const bool even = i % 2 == 0;
+                           Bf16* prev_x = even ? b.x.get() : b.x_next.get();
+                           Bf16* this_x = even ? b.x_next.get() : b.x.get();
+                           CoefficientBuffers c = b.coefficients(w);
+                           c.x = this_x;
+                           c.pre = even ? b.pre.get() : b.pre_mix.get();
+                           c.post = even ? b.post.get() : b.post_alt.get();
+                           c.comb = even ? b.comb.get() : b.comb_alt.get();
+                           const InputPathBuffers input{even ? b.pre_mix.get() : b.pre.get(),
+                                                        w.norm_weight.get(), b.layer_input.get()};
+                           const PreviousPost previous{prev_x,
+                                                       even ? b.post_alt.get() : b.post.get(),
+                                                       even ? b.comb_alt.get() : b.comb.get(),
+                                                       b.sublayer_out.get(), this_x};
+                           prenorm_coefficients(p, m, c, proj, chosen, ws, s, &input, &previous);
+                         }
+                       },
+                       chosen, kSitesPerGraph});
+    }
     for (const Item& item : items) {
       TimedResult r = time_rotated_graphs(p, m, prop.l2CacheSize, o.reps, stream, item.enqueue);
       r.median_us /= item.per_graph;

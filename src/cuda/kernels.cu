@@ -8,6 +8,7 @@
 #include "mhc/cuda/input_path.cuh"
 #include "mhc/cuda/kernels.hpp"
 #include "mhc/cuda/post.cuh"
+#include "mhc/cuda/prenorm_bulk.cuh"
 #include "mhc/cuda/prenorm_gemm.cuh"
 #include "mhc/cuda/standin.cuh"
 #include "mhc/error.hpp"
@@ -18,7 +19,7 @@ namespace {
 
 constexpr int kChunkK = 32;    // K per warp step of the prenorm GEMM
 constexpr int kGemmWarps = 8;  // warps per prenorm CTA
-constexpr int kMaxRowsPerTile = 64;
+constexpr int kMaxRowsPerTile = kBulkRowsPerTile;
 
 // fmt's compile-time format checks are consteval, which nvcc's front end rejects here; the
 // messages are formatted at run time instead.
@@ -83,18 +84,27 @@ int max_prenorm_splits(const MhcParams& p) {
   return std::max<int>(1, static_cast<int>(p.k() / kChunkK / kGemmWarps));
 }
 
-PrenormTuning choose_prenorm_tuning(const MhcParams& p, int64_t tokens, int sm_count) {
+bool bulk_prenorm_available() { return bulk_copies_enabled(); }
+
+PrenormTuning choose_prenorm_tuning(const MhcParams& p, int64_t tokens, int sm_count, bool bulk) {
   // Measured on an H200 (docs/kernels.md): 16-token tiles win up to a few hundred tokens (more
-  // CTAs, less register pressure), 64-token tiles above (hc_fn re-read from L2 once per tile).
+  // CTAs, less register pressure), 64-token tiles above (hc_fn re-read from L2 once per tile),
+  // and the bulk-copy kernel's 128-token tiles from kBulkPrenormMinTokens where it exists.
   // Splits fill the multiprocessors once; at decode sizes they are capped because the last CTA
   // reads every split's partials, which costs more than it saves beyond a few dozen.
   constexpr int kDecodeMaxSplits = 40;
   PrenormTuning t;
-  t.rows_per_tile = tokens <= 256 ? 16 : 64;
+  t.rows_per_tile = bulk && tokens >= kBulkPrenormMinTokens ? kBulkRowsPerTile
+                    : tokens <= 256                         ? 16
+                                                            : 64;
   const int64_t tiles = std::max<int64_t>(1, ceil_div(tokens, t.rows_per_tile));
   const int64_t cap = std::min<int64_t>(max_prenorm_splits(p), kDecodeMaxSplits);
   t.splits = static_cast<int>(std::clamp<int64_t>(sm_count / tiles, 1, cap));
   return t;
+}
+
+PrenormTuning choose_prenorm_tuning(const MhcParams& p, int64_t tokens, int sm_count) {
+  return choose_prenorm_tuning(p, tokens, sm_count, bulk_prenorm_available());
 }
 
 bool input_path_fuses(const MhcParams& p, int64_t tokens, const PrenormTuning& tuning) {
@@ -102,9 +112,29 @@ bool input_path_fuses(const MhcParams& p, int64_t tokens, const PrenormTuning& t
          p.hidden <= kFusedInputMaxHidden;
 }
 
+namespace {
+
+// Checks `previous` (see prenorm_coefficients); a fused launch reads these while writing b.
+void check_previous_post(const CoefficientBuffers& b, const InputPathBuffers* input,
+                         const PreviousPost& previous, const char* what) {
+  require(input != nullptr,
+          msg("{}: folding in the previous post needs the input path (input)", what));
+  check_ptr(previous.x, "previous x", what);
+  check_ptr(previous.sublayer_out, "previous sublayer_out", what);
+  require(previous.post && previous.comb, msg("{}: previous post and comb must not be null", what));
+  require(previous.x_next == b.x,
+          msg("{}: previous.x_next must be the launch's x (the streams it forms)", what));
+  require(previous.x != b.x, msg("{}: previous x must not alias the launch's x", what));
+  require(previous.post != b.post && previous.comb != b.comb,
+          msg("{}: previous post/comb must not alias this launch's post/comb outputs", what));
+}
+
+}  // namespace
+
 void prenorm_coefficients(const MhcParams& p, int64_t tokens, const CoefficientBuffers& b,
                           Projection projection, PrenormTuning tuning, SiteWorkspace& ws,
-                          cudaStream_t stream, const InputPathBuffers* input) {
+                          cudaStream_t stream, const InputPathBuffers* input,
+                          const PreviousPost* previous) {
   constexpr const char* what = "prenorm_coefficients";
   check_shape(p, tokens, what);
   require(ws.hidden() == p.hidden && ws.streams() == p.n,
@@ -117,11 +147,14 @@ void prenorm_coefficients(const MhcParams& p, int64_t tokens, const CoefficientB
   check_ptr(b.hc_fn, "hc_fn", what);
   require(b.hc_base && b.hc_scale && b.pre && b.post && b.comb,
           msg("{}: hc_base, hc_scale, pre, post and comb must not be null", what));
-  const PrenormTuning chosen = choose_prenorm_tuning(p, tokens, current_sm_count());
+  const bool bulk = bulk_prenorm_available();
+  const PrenormTuning chosen = choose_prenorm_tuning(p, tokens, current_sm_count(), bulk);
   if (tuning.rows_per_tile == 0) tuning.rows_per_tile = chosen.rows_per_tile;
   if (tuning.splits == 0) tuning.splits = chosen.splits;
-  require(tuning.rows_per_tile == 16 || tuning.rows_per_tile == 64,
-          msg("{}: rows_per_tile={} must be 16 or 64", what, tuning.rows_per_tile));
+  require(tuning.rows_per_tile == 16 || tuning.rows_per_tile == 64 ||
+              (tuning.rows_per_tile == kBulkRowsPerTile && bulk),
+          msg("{}: rows_per_tile={} must be 16 or 64{}", what, tuning.rows_per_tile,
+              bulk ? " or 128" : " (128, the bulk-copy kernel, needs compute capability 9.x)"));
   require(tuning.splits >= 1 && tuning.splits <= max_prenorm_splits(p),
           msg("{}: splits={} must be in 1..{} for K={}", what, tuning.splits, max_prenorm_splits(p),
               p.k()));
@@ -138,7 +171,11 @@ void prenorm_coefficients(const MhcParams& p, int64_t tokens, const CoefficientB
   args.k = static_cast<int>(p.k());
   args.splits = tuning.splits;
   const int64_t chunks = p.k() / kChunkK;
-  args.chunks_per_split = static_cast<int>(ceil_div(chunks, tuning.splits));
+  // The bulk kernel's splits are whole stages of kBulkChunksPerStage chunks (K is a multiple of
+  // 128 for every supported shape: C % 64 == 0 and n >= 2).
+  const int64_t granule = tuning.rows_per_tile == kBulkRowsPerTile ? kBulkChunksPerStage : 1;
+  args.chunks_per_split =
+      static_cast<int>(ceil_div(ceil_div(chunks, tuning.splits), granule) * granule);
   // Re-balance so that no split is empty (an empty split would still be counted, but wastes a CTA).
   args.splits = static_cast<int>(ceil_div(chunks, args.chunks_per_split));
   args.partials = ws.partials();
@@ -151,8 +188,22 @@ void prenorm_coefficients(const MhcParams& p, int64_t tokens, const CoefficientB
   args.coef.sinkhorn_iters = p.sinkhorn_iters;
   args.coef.inv_k = static_cast<float>(1.0 / double(p.k()));
   args.out = {b.pre, b.post, b.comb, b.mixes};
+  if (previous != nullptr) check_previous_post(b, input, *previous, what);
+  const bool fuses = input != nullptr && input_path_fuses(p, tokens, tuning);
+  if (previous != nullptr && !fuses) {  // the post + next input launch, then the plain one
+    const NextInput next{input->pre_mix, input->norm_weight, input->layer_input};
+    post(p, tokens, previous->x, previous->post, previous->comb, previous->sublayer_out,
+         previous->x_next, &next, stream);
+    input = nullptr;
+  } else if (previous != nullptr) {
+    args.previous.x = bits(previous->x);
+    args.previous.post = previous->post;
+    args.previous.comb = previous->comb;
+    args.previous.sublayer_out = bits(previous->sublayer_out);
+    args.previous.x_out = bits(previous->x_next);
+  }
   if (input != nullptr) {
-    if (input_path_fuses(p, tokens, tuning)) {
+    if (fuses) {
       require(input->pre_mix != nullptr, msg("{}: input pre_mix is null", what));
       check_ptr(input->layer_input, "layer_input", what);
       if (input->norm_weight != nullptr) check_ptr(input->norm_weight, "norm_weight", what);

@@ -1,5 +1,6 @@
 // Definition of dispatch_prenorm, included by prenorm_n2.cu and prenorm_n4.cu only.
 #pragma once
+#include "mhc/cuda/prenorm_bulk.cuh"
 #include "mhc/cuda/prenorm_gemm.cuh"
 #include "prenorm_dispatch.hpp"
 
@@ -8,6 +9,14 @@ namespace mhc::cuda {
 template <int kStreams>
 cudaError_t dispatch_prenorm(const PrenormArgs& args, bool compensated, int rows_per_tile,
                              cudaStream_t stream) {
+  if (args.previous.x != nullptr) {  // the previous site's post folded in: 16-row tiles only
+    return compensated ? launch_prenorm_coefficients<kStreams, 1, true, true>(args, stream)
+                       : launch_prenorm_coefficients<kStreams, 1, false, true>(args, stream);
+  }
+  if (rows_per_tile == kBulkRowsPerTile) {
+    return compensated ? launch_prenorm_bulk<kStreams, true>(args, stream)
+                       : launch_prenorm_bulk<kStreams, false>(args, stream);
+  }
   if (rows_per_tile == 16) {
     return compensated ? launch_prenorm_coefficients<kStreams, 1, true>(args, stream)
                        : launch_prenorm_coefficients<kStreams, 1, false>(args, stream);

@@ -20,7 +20,12 @@ DeviceSiteBuffers::DeviceSiteBuffers(const MhcParams& p, int64_t tokens_)
       pre(size_t(tokens_ * p.n)),
       post(size_t(tokens_ * p.n)),
       comb(size_t(tokens_ * p.n * p.n)),
-      mixes(size_t(tokens_ * p.nmix())) {}
+      mixes(size_t(tokens_ * p.nmix())),
+      post_alt(size_t(tokens_ * p.n)),
+      comb_alt(size_t(tokens_ * p.n * p.n)) {
+  post_alt.fill_bytes(0);
+  comb_alt.fill_bytes(0);
+}
 
 CoefficientBuffers DeviceSiteBuffers::coefficients(const DeviceSiteWeights& w) const {
   CoefficientBuffers c;

@@ -24,6 +24,8 @@ struct DeviceSiteBuffers {
   int64_t tokens = 0;
   DeviceBuffer<Bf16> x, x_next, sublayer_out, layer_input;
   DeviceBuffer<float> pre_mix, pre, post, comb, mixes;
+  // A second post/comb pair (zeroed) for schedules that read one site's while writing the next.
+  DeviceBuffer<float> post_alt, comb_alt;
   DeviceSiteBuffers() = default;
   DeviceSiteBuffers(const MhcParams& p, int64_t tokens);
   CoefficientBuffers coefficients(const DeviceSiteWeights& w) const;

@@ -123,6 +123,42 @@ TEST(CudaCoefficients, EveryTilingAndSplitCount) {
   }
 }
 
+// The bulk-copy kernel (sm_90, 128-token tiles) against the reference: partial tiles, token
+// counts crossing 128/1024/2048, both stream counts and projections, one split and many.
+TEST(CudaCoefficients, BulkCopyKernelEveryShape) {
+  MHC_SKIP_WITHOUT_GPU();
+  if (!cuda::bulk_prenorm_available()) GTEST_SKIP() << "the bulk-copy kernel needs sm_90";
+  uint64_t seed = 450;
+  for (const Shape s : kModelShapes) {
+    const MhcParams p = test::small_params(s.n, s.hidden);
+    for (int64_t m : {1, 129}) {
+      ++seed;
+      check_coefficients(p, m, seed, kAmplitudes[seed % 4], Projection::tf32, {0, 128});
+    }
+  }
+  const MhcParams p = test::small_params(4, 5120);
+  for (int64_t m : {17, 1023, 2049}) {
+    for (int splits : {1, 3, cuda::max_prenorm_splits(p)}) {
+      ++seed;
+      check_coefficients(p, m, seed, kAmplitudes[seed % 4], Projection::tf32, {splits, 128});
+    }
+  }
+  check_coefficients(p, 1025, ++seed, 1.0, Projection::fp32, {0, 128});
+  check_coefficients(test::small_params(2, 7168), 2047, ++seed, 1e2, Projection::fp32, {0, 128});
+  // The register-fed kernel stays correct at large M (it serves GPUs without bulk copies).
+  check_coefficients(p, 2049, ++seed, 1e-1, Projection::tf32, {0, 64});
+}
+
+// Small enough for compute-sanitizer (the 'Sanitize*' filter): the bulk-copy pipeline wrapping
+// around its stages many times (one split over 32 stages), partial tiles, several splits.
+TEST(SanitizeBulk, PipelineWrapsAndPartialTiles) {
+  MHC_SKIP_WITHOUT_GPU();
+  if (!cuda::bulk_prenorm_available()) GTEST_SKIP() << "the bulk-copy kernel needs sm_90";
+  check_coefficients(test::small_params(4, 1024), 200, 470, 1.0, Projection::tf32, {1, 128});
+  check_coefficients(test::small_params(4, 1024), 130, 471, 1.0, Projection::fp32, {3, 128});
+  check_coefficients(test::small_params(2, 1024), 7, 472, 1.0, Projection::tf32, {2, 128});
+}
+
 // Same inputs, 20 runs: bitwise identical outputs (fixed-order split-K and warp reductions),
 // with one split and with the most, at token counts with partial tiles.
 TEST(CudaCoefficients, BitwiseRepeatable) {

@@ -40,14 +40,24 @@ class SiteWorkspace {
   unsigned* tile_counters_ = nullptr;
 };
 
-// Tuning of the prenorm GEMM: K splits and tokens per CTA (16 or 64). 0 means "choose".
+// Tuning of the prenorm GEMM: K splits and tokens per CTA: 16 or 64 (register-fed kernel, any
+// GPU) or 128 (bulk-copy kernel, sm_90 only). 0 means "choose".
 struct PrenormTuning {
   int splits = 0;
   int rows_per_tile = 0;
   std::string describe() const;
 };
-// The heuristic (tuned on an H200): 16-token tiles up to 256 tokens, else 64; splits so that
-// tiles x splits fills the multiprocessors once, capped at decode sizes.
+// Whether this device runs the bulk-copy (TMA) prenorm kernel: compute capability 9.x.
+bool bulk_prenorm_available();
+// From this many tokens the heuristic takes the bulk-copy kernel where it is available. (Its
+// first, one-copy-per-row version measured 3.5x slower than the register-fed kernel at 8192
+// tokens on an H200, so it is not chosen until a faster version is measured.)
+inline constexpr int64_t kBulkPrenormMinTokens = INT64_MAX;
+// The heuristic (tuned on an H200): 16-token tiles up to 256 tokens, then 64, or 128-token
+// bulk-copy tiles from kBulkPrenormMinTokens when `bulk` (bulk_prenorm_available()); splits so
+// that tiles x splits fills the multiprocessors once, capped at decode sizes.
+PrenormTuning choose_prenorm_tuning(const MhcParams& p, int64_t tokens, int sm_count, bool bulk);
+// The same for the current device (bulk = bulk_prenorm_available()).
 PrenormTuning choose_prenorm_tuning(const MhcParams& p, int64_t tokens, int sm_count);
 // Largest split count the kernel accepts for this shape (one chunk per warp).
 int max_prenorm_splits(const MhcParams& p);
@@ -74,14 +84,31 @@ inline constexpr int64_t kFusedInputMaxTokens = 64;
 // Whether prenorm_coefficients with this (resolved) tuning runs the input path in its own launch.
 bool input_path_fuses(const MhcParams& p, int64_t tokens, const PrenormTuning& tuning);
 
+// The previous site's post, folded into this site's coefficient launch (decode sizes): this
+// site's x is not read but formed, x = bf16(post * F + comb^T x_prev), and written to x_next.
+struct PreviousPost {
+  const Bf16* x = nullptr;             // the previous site's streams [M, n, C]
+  const float* post = nullptr;         // its post [M, n]
+  const float* comb = nullptr;         // its comb [M, n, n]
+  const Bf16* sublayer_out = nullptr;  // its sublayer output [M, C]
+  Bf16* x_next = nullptr;              // this site's streams [M, n, C]: must be b.x
+};
+
 // Step 2 in one launch: prenorm GEMM + sum of squares, split-K, fused stats. Refuses a workspace
 // made for another C or n. `tuning` fields left 0 are chosen by choose_prenorm_tuning. With
 // `input`, also step 1 on the same x: inside the same launch (extra CTAs beside the GEMM's) with
 // 16-token tiles up to kFusedInputMaxTokens tokens, where a launch costs more than the work, else
 // as a separate input_path launch just before.
+//
+// With `previous` (needs `input`), the previous site's post runs first, inside the same launch
+// where the input path fuses (the GEMM CTAs form their slices of x on the fly, the input-path
+// CTAs write x and layer_input), else as a post + next input launch before. The results are
+// bitwise those of post(previous, next = input) followed by this call without `previous`. Since
+// the launch reads previous->post/comb while writing b.post/b.comb, those must not alias.
 void prenorm_coefficients(const MhcParams& p, int64_t tokens, const CoefficientBuffers& b,
                           Projection projection, PrenormTuning tuning, SiteWorkspace& ws,
-                          cudaStream_t stream, const InputPathBuffers* input = nullptr);
+                          cudaStream_t stream, const InputPathBuffers* input = nullptr,
+                          const PreviousPost* previous = nullptr);
 
 // Step 1: layer_input = bf16(rmsnorm(bf16(sum_j pre_mix[j] x[j])) * norm_weight).
 void input_path(const MhcParams& p, int64_t tokens, const Bf16* x, const float* pre_mix,

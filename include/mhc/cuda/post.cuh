@@ -27,13 +27,29 @@ struct PostArgs {
   uint16_t* next_layer_input = nullptr;     // [M, C]
 };
 
+// out[e] = bf16(post_k * f[e] + sum_j comb[j][k] * xs[j][e]) for output stream k: the one
+// formula of the post, shared with the coefficient launch that forms x on the fly, so that both
+// produce the same bits.
+// comb_to_k[j] = comb[j][k].
+template <int kStreams>
+__device__ __forceinline__ void post_stream8(const float (&xs)[kStreams][8], const float (&f)[8],
+                                             float post_k, const float (&comb_to_k)[kStreams],
+                                             float (&out)[8]) {
+#pragma unroll
+  for (int e = 0; e < 8; ++e) {
+    float acc = post_k * f[e];
+#pragma unroll
+    for (int j = 0; j < kStreams; ++j) acc = fmaf(comb_to_k[j], xs[j][e], acc);
+    out[e] = round_bf16(acc);  // the stored value is what the next site reads
+  }
+}
+
+// One token's post (and next input path) by one CTA; `scratch` holds one float per warp. Also
+// run by the extra CTAs of a coefficient launch that folds in the previous site's post
+// (prenorm_gemm.cuh). All threads of the CTA must call it.
 template <int kStreams, int kVec, bool kNextInput>
-__global__ void post_kernel(const PostArgs a) {
+__device__ __forceinline__ void post_token(const PostArgs& a, int64_t token, float* scratch) {
   constexpr int n = kStreams;
-  __shared__ float scratch[kWarp];
-  allow_dependents();
-  wait_for_producer();
-  const int64_t token = blockIdx.x;
   const int hidden = a.hidden;
   const uint16_t* x_token = a.x + token * n * hidden;
   uint16_t* x_next_token = a.x_next + token * n * hidden;
@@ -69,13 +85,10 @@ __global__ void post_kernel(const PostArgs a) {
     unpack_bf16x8(fv[v], f);
 #pragma unroll
     for (int k = 0; k < n; ++k) {
+      float comb_to_k[n];
 #pragma unroll
-      for (int e = 0; e < 8; ++e) {
-        float acc = post[k] * f[e];
-#pragma unroll
-        for (int j = 0; j < n; ++j) acc = fmaf(comb[j][k], xs[j][e], acc);
-        out[k][e] = round_bf16(acc);  // the stored value is what the next site reads
-      }
+      for (int j = 0; j < n; ++j) comb_to_k[j] = comb[j][k];
+      post_stream8<n>(xs, f, post[k], comb_to_k, out[k]);
       if (c >= 0) store_u4(x_next_token + k * hidden + c, pack_bf16x8(out[k]));
     }
     if constexpr (kNextInput) {
@@ -88,6 +101,14 @@ __global__ void post_kernel(const PostArgs a) {
     rms_norm_store<kVec>(y, sum_sq, a.next_norm_weight, a.eps_n, hidden,
                          a.next_layer_input + token * hidden, scratch);
   }
+}
+
+template <int kStreams, int kVec, bool kNextInput>
+__global__ void post_kernel(const PostArgs a) {
+  __shared__ float scratch[kWarp];
+  allow_dependents();
+  wait_for_producer();
+  post_token<kStreams, kVec, kNextInput>(a, blockIdx.x, scratch);
 }
 
 template <int kStreams, bool kNextInput>

@@ -21,38 +21,11 @@
 #include <cuda_runtime.h>
 
 #include <cstdint>
-#include <type_traits>
 
-#include "mhc/cuda/coefficients.cuh"
-#include "mhc/cuda/common.cuh"
-#include "mhc/cuda/input_path.cuh"
+#include "mhc/cuda/post.cuh"
+#include "mhc/cuda/prenorm_common.cuh"
 
 namespace mhc::cuda {
-
-struct PrenormArgs {
-  const uint16_t* x = nullptr;   // [M, K] bf16 bits
-  const float* hc_fn = nullptr;  // [NMIX, K]
-  int64_t tokens = 0;
-  int k = 0;  // K = n * C, a multiple of 32
-  int splits = 1;
-  int chunks_per_split = 0;           // 32-wide K chunks per split
-  float* partials = nullptr;          // workspace: [tiles][splits][rows][NMIX + 1]
-  unsigned* tile_counters = nullptr;  // workspace: one per tile, zero between launches
-  CoefficientParams coef;
-  CoefficientOutputs out;
-  // Optional input path fused into the same launch (decode sizes): kRows extra CTAs per tile,
-  // one token each, run beside the GEMM CTAs and save a kernel launch. Null layer_input: off.
-  struct {
-    const float* pre_mix = nullptr;
-    const float* norm_weight = nullptr;
-    uint16_t* layer_input = nullptr;
-    int hidden = 0;
-    float eps_n = 0.f;
-  } input;
-};
-
-// Largest C the fused input-path CTAs cover (256 threads x kRowVecs 16-byte vectors).
-inline constexpr int kFusedInputMaxHidden = 256 * kRowVecs * kBf16PerVec;
 
 template <int kStreams, int kMTiles>
 struct PrenormShape {
@@ -75,69 +48,58 @@ struct PrenormShape {
 
 namespace detail {
 
-template <int kIndex>
-__device__ __forceinline__ uint32_t word_of(const uint4& v) {
-  return kIndex == 0 ? v.x : kIndex == 1 ? v.y : kIndex == 2 ? v.z : v.w;
-}
-template <int kIndex>
-__device__ __forceinline__ float lane_of(const float4& v) {
-  return kIndex == 0 ? v.x : kIndex == 1 ? v.y : kIndex == 2 ? v.z : v.w;
+// The 8 bf16 of this site's x at flattened column `column` of token `token`, formed from the
+// previous site's post (args.previous) with the post kernel's own formula: the same bits as the
+// x the post would have stored.
+template <int kStreams>
+__device__ __forceinline__ uint4 x_from_previous_post(const PrenormArgs& args, int64_t token,
+                                                      int64_t column) {
+  const int hidden = args.k / kStreams;
+  const int stream = static_cast<int>(column / hidden);
+  const int channel = static_cast<int>(column - int64_t(stream) * hidden);
+  const uint16_t* x_row = args.previous.x + token * args.k + channel;
+  float xs[kStreams][8], f[8], comb_to_stream[kStreams], out[8];
+#pragma unroll
+  for (int j = 0; j < kStreams; ++j) unpack_bf16x8(load_stream_u4(x_row + j * hidden), xs[j]);
+  unpack_bf16x8(load_stream_u4(args.previous.sublayer_out + token * hidden + channel), f);
+#pragma unroll
+  for (int j = 0; j < kStreams; ++j) {
+    comb_to_stream[j] = args.previous.comb[(token * kStreams + j) * kStreams + stream];
+  }
+  post_stream8<kStreams>(xs, f, args.previous.post[token * kStreams + stream], comb_to_stream, out);
+  return pack_bf16x8(out);
 }
 
-// One 32-wide chunk: 4 MMA k-steps; step s uses the lane's elements 2s (logical k = t) and
-// 2s + 1 (logical k = t + 4).
-template <int kStreams, int kMTiles, bool kCompensated>
-__device__ __forceinline__ void chunk_mma(const uint4 (&xv)[kMTiles][2],
-                                          const float4 (&wv)[kStreams * (kStreams + 2) / 8][2],
-                                          float (&acc)[kMTiles][kStreams * (kStreams + 2) / 8][4],
-                                          float (&sumsq)[kMTiles][2]) {
-  using S = PrenormShape<kStreams, kMTiles>;
-  // The compensated (fp32) projection runs a second pass with the low parts of hc_fn; the hi and
-  // lo fragments are never live together, which keeps the 64-row tile within 255 registers.
-  auto pass = [&](auto s_const, auto lo_const) {
-    constexpr int s = decltype(s_const)::value;
-    constexpr bool kLo = decltype(lo_const)::value;
-    uint32_t b[S::kNTiles][2];
-#pragma unroll
-    for (int nt = 0; nt < S::kNTiles; ++nt) {
-      const float w0 = lane_of<(2 * s) % 4>(wv[nt][s / 2]);
-      const float w1 = lane_of<(2 * s + 1) % 4>(wv[nt][s / 2]);
-      b[nt][0] = to_tf32(w0);
-      b[nt][1] = to_tf32(w1);
-      if constexpr (kLo) {
-        b[nt][0] = to_tf32(w0 - __uint_as_float(b[nt][0]));
-        b[nt][1] = to_tf32(w1 - __uint_as_float(b[nt][1]));
-      }
-    }
-#pragma unroll
-    for (int mt = 0; mt < kMTiles; ++mt) {
-      const uint32_t top = word_of<s>(xv[mt][0]), bottom = word_of<s>(xv[mt][1]);
-      const uint32_t a[4] = {top << 16, bottom << 16, top & 0xffff0000u, bottom & 0xffff0000u};
-      if constexpr (!kLo) {
-#pragma unroll
-        for (int h = 0; h < 2; ++h) {
-          const float lo = __uint_as_float(a[h]), hi = __uint_as_float(a[h + 2]);
-          sumsq[mt][h] = fmaf(lo, lo, fmaf(hi, hi, sumsq[mt][h]));
-        }
-      }
-#pragma unroll
-      for (int nt = 0; nt < S::kNTiles; ++nt) mma_tf32(acc[mt][nt], a, b[nt][0], b[nt][1]);
-    }
-  };
-  auto step = [&](auto s_const) {
-    pass(s_const, std::false_type{});
-    if constexpr (kCompensated) pass(s_const, std::true_type{});
-  };
-  step(std::integral_constant<int, 0>{});
-  step(std::integral_constant<int, 1>{});
-  step(std::integral_constant<int, 2>{});
-  step(std::integral_constant<int, 3>{});
+// The fused input-path CTA of `token`: the input path, or with kFromPost the previous site's
+// whole post for the token, which writes x and forms layer_input from it.
+template <int kStreams, bool kFromPost>
+__device__ __forceinline__ void fused_input_token(const PrenormArgs& args, int64_t token,
+                                                  float* scratch) {
+  if constexpr (kFromPost) {
+    PostArgs post;
+    post.x = args.previous.x;
+    post.post = args.previous.post;
+    post.comb = args.previous.comb;
+    post.sublayer_out = args.previous.sublayer_out;
+    post.x_next = args.previous.x_out;
+    post.hidden = args.input.hidden;
+    post.eps_n = args.input.eps_n;
+    post.next_pre_mix = args.input.pre_mix;
+    post.next_norm_weight = args.input.norm_weight;
+    post.next_layer_input = args.input.layer_input;
+    post_token<kStreams, kRowVecs, true>(post, token, scratch);
+  } else {
+    input_path_token<kStreams, kRowVecs>(args.x, args.input.pre_mix, args.input.norm_weight,
+                                         args.input.hidden, args.input.eps_n,
+                                         args.input.layer_input, token, scratch);
+  }
 }
 
 }  // namespace detail
 
-template <int kStreams, int kMTiles, bool kCompensated>
+template <int kStreams, int kMTiles, bool kCompensated, bool kFromPost = false>
 __global__ void __launch_bounds__(256) prenorm_coefficients_kernel(const PrenormArgs args) {
+  static_assert(!kFromPost || kMTiles == 1, "the previous post folds in at decode sizes only");
   using S = PrenormShape<kStreams, kMTiles>;
   __shared__ float exchange[S::kExchangeFloats];  // [kWarps/2][kValuesPerLane][32], lane-minor
   __shared__ float sums[S::kRows * S::kStride];   // [kRows][kStride]
@@ -151,11 +113,8 @@ __global__ void __launch_bounds__(256) prenorm_coefficients_kernel(const Prenorm
       const int64_t token = row0 + (split - args.splits);
       allow_dependents();
       wait_for_producer();
-      if (token < args.tokens) {
-        input_path_token<kStreams, kRowVecs>(args.x, args.input.pre_mix, args.input.norm_weight,
-                                             args.input.hidden, args.input.eps_n,
-                                             args.input.layer_input, token, exchange);
-      }
+      if (token < args.tokens)
+        detail::fused_input_token<kStreams, kFromPost>(args, token, exchange);
       return;
     }
   }
@@ -193,8 +152,14 @@ __global__ void __launch_bounds__(256) prenorm_coefficients_kernel(const Prenorm
       for (int mt = 0; mt < kMTiles; ++mt) {
 #pragma unroll
         for (int h = 0; h < 2; ++h) {
-          xv[u][mt][h] = (in && row_ok[mt][h]) ? load_stream_u4(x_row[mt][h] + offset)
-                                               : make_uint4(0, 0, 0, 0);
+          if (!(in && row_ok[mt][h])) {
+            xv[u][mt][h] = make_uint4(0, 0, 0, 0);
+          } else if constexpr (kFromPost) {
+            xv[u][mt][h] = detail::x_from_previous_post<kStreams>(args, row0 + mt * 16 + h * 8 + g,
+                                                                  offset + t * 8);
+          } else {
+            xv[u][mt][h] = load_stream_u4(x_row[mt][h] + offset);
+          }
         }
       }
     }
@@ -298,105 +263,29 @@ __global__ void __launch_bounds__(256) prenorm_coefficients_kernel(const Prenorm
 
   // Warp 0 holds the CTA's totals. With one split they go straight to shared memory; otherwise
   // to this split's slot of the workspace.
-  const int n_out = rows_valid * S::kStride;
-  // Each split's block of partials is padded to whole float4s for the vector reduction below.
-  const int n_out_padded = (n_out + 3) / 4 * 4;
+  const int n_out_padded = padded_partial_floats<kStreams>(rows_valid);
   float* tile_partials = args.partials + row0 * S::kStride * args.splits;
   if (warp == 0) {
     float* dest = args.splits == 1 ? sums : tile_partials + int64_t(split) * n_out_padded;
 #pragma unroll
     for (int mt = 0; mt < kMTiles; ++mt) {
-#pragma unroll
-      for (int nt = 0; nt < S::kNTiles; ++nt) {
-#pragma unroll
-        for (int e = 0; e < 4; ++e) {
-          const int row = mt * 16 + g + (e >= 2 ? 8 : 0);
-          if (row < rows_valid) dest[row * S::kStride + nt * 8 + 2 * t + (e & 1)] = acc[mt][nt][e];
-        }
-      }
-#pragma unroll
-      for (int h = 0; h < 2; ++h) {
-        const int row = mt * 16 + h * 8 + g;
-        if (t == 0 && row < rows_valid) dest[row * S::kStride + S::kNmix] = sumsq[mt][h];
-      }
+      store_fragment_rows<kStreams>(dest, mt * 16, rows_valid, acc[mt], sumsq[mt], g, t);
     }
   }
 
-  if (args.splits > 1) {
-    // Last-CTA-done: publish the partial, count arrivals; the last CTA of the tile reduces.
-    __threadfence();
-    __syncthreads();
-    if (threadIdx.x == 0) {
-      is_last_cta = atomicAdd(&args.tile_counters[tile], 1u) == unsigned(args.splits - 1);
-    }
-    __syncthreads();
-    if (!is_last_cta) return;
-    __threadfence();
-    // Lanes per float4 of outputs: as many as fit (<= 32); each lane sums a strided subset of
-    // the splits in ascending order, loading kBatch splits at a time so that they are all in
-    // flight, then a butterfly across the lanes. A fixed order: deterministic.
-    constexpr int kBatch = 8;
-    const int n_vec = n_out_padded / 4;
-    int width = 1;
-    while (width < kWarp && width * 2 * n_vec <= S::kThreads && width < args.splits) width *= 2;
-    const int groups = S::kThreads / width;
-    const int passes = static_cast<int>(ceil_div(n_vec, groups));
-    for (int pass = 0; pass < passes; ++pass) {
-      const int vec = pass * groups + int(threadIdx.x) / width;
-      float4 total = make_float4(0.f, 0.f, 0.f, 0.f);
-      if (vec < n_vec) {
-        const float* base = tile_partials + vec * 4;
-        for (int s0 = int(threadIdx.x) % width; s0 < args.splits; s0 += kBatch * width) {
-          float4 batch[kBatch];
-#pragma unroll
-          for (int b = 0; b < kBatch; ++b) {
-            const int s = s0 + b * width;
-            batch[b] = s < args.splits ? load_coherent_f4(base + int64_t(s) * n_out_padded)
-                                       : make_float4(0.f, 0.f, 0.f, 0.f);
-          }
-#pragma unroll
-          for (int b = 0; b < kBatch; ++b) {
-            total.x += batch[b].x;
-            total.y += batch[b].y;
-            total.z += batch[b].z;
-            total.w += batch[b].w;
-          }
-        }
-      }
-      total.x = group_sum_dynamic(total.x, width);
-      total.y = group_sum_dynamic(total.y, width);
-      total.z = group_sum_dynamic(total.z, width);
-      total.w = group_sum_dynamic(total.w, width);
-      if (vec < n_vec && int(threadIdx.x) % width == 0) {
-        float* flat = sums;
-        const float values[4] = {total.x, total.y, total.z, total.w};
-#pragma unroll
-        for (int e = 0; e < 4; ++e) {
-          if (vec * 4 + e < n_out) flat[vec * 4 + e] = values[e];
-        }
-      }
-    }
-    // Re-arm the counter for the next launch or graph replay.
-    if (threadIdx.x == 0) args.tile_counters[tile] = 0;
-  }
-  __syncthreads();
-
-  // Stats: one thread per token.
-  if (int(threadIdx.x) < rows_valid) {
-    token_coefficients<kStreams>(sums + threadIdx.x * S::kStride, row0 + threadIdx.x, args.coef,
-                                 args.out);
-  }
+  finish_prenorm_tile<kStreams, S::kThreads>(args, tile, row0, rows_valid, sums, tile_partials,
+                                             n_out_padded, &is_last_cta);
 }
 
 // Raw launcher: no argument checks (the caller, mhc::cuda::prenorm_coefficients, does them).
-template <int kStreams, int kMTiles, bool kCompensated>
+template <int kStreams, int kMTiles, bool kCompensated, bool kFromPost = false>
 cudaError_t launch_prenorm_coefficients(const PrenormArgs& args, cudaStream_t stream) {
   using S = PrenormShape<kStreams, kMTiles>;
   const dim3 grid(static_cast<unsigned>(ceil_div(args.tokens, S::kRows)),
                   static_cast<unsigned>(args.splits));
   const bool fused_input = kMTiles == 1 && args.input.layer_input != nullptr;
   const dim3 grid_with_input(grid.x, grid.y + (fused_input ? S::kRows : 0));
-  return launch_kernel(prenorm_coefficients_kernel<kStreams, kMTiles, kCompensated>,
+  return launch_kernel(prenorm_coefficients_kernel<kStreams, kMTiles, kCompensated, kFromPost>,
                        grid_with_input, dim3(S::kThreads), 0, stream, args);
 }
 

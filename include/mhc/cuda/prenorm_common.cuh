@@ -1,0 +1,222 @@
+// What the two prenorm GEMM kernels share (prenorm_gemm.cuh: register-fed, every size;
+// prenorm_bulk.cuh: TMA-fed, large M on sm_90): their arguments, the MMA of one 32-wide K chunk,
+// and the epilogue (fragments to rows, the split-K reduction by the tile's last CTA, the stats).
+#pragma once
+#include <cuda_runtime.h>
+
+#include <cstdint>
+#include <type_traits>
+
+#include "mhc/cuda/coefficients.cuh"
+#include "mhc/cuda/common.cuh"
+#include "mhc/cuda/input_path.cuh"
+
+namespace mhc::cuda {
+
+struct PrenormArgs {
+  const uint16_t* x = nullptr;   // [M, K] bf16 bits
+  const float* hc_fn = nullptr;  // [NMIX, K]
+  int64_t tokens = 0;
+  int k = 0;  // K = n * C, a multiple of 32
+  int splits = 1;
+  int chunks_per_split = 0;           // 32-wide K chunks per split
+  float* partials = nullptr;          // workspace: [tiles][splits][rows][NMIX + 1]
+  unsigned* tile_counters = nullptr;  // workspace: one per tile, zero between launches
+  CoefficientParams coef;
+  CoefficientOutputs out;
+  // Optional input path fused into the same launch (decode sizes): kRows extra CTAs per tile,
+  // one token each, run beside the GEMM CTAs and save a kernel launch. Null layer_input: off.
+  struct {
+    const float* pre_mix = nullptr;
+    const float* norm_weight = nullptr;
+    uint16_t* layer_input = nullptr;
+    int hidden = 0;
+    float eps_n = 0.f;
+  } input;
+  // Optional, decode sizes with the fused input path only (the kFromPost instantiation): the
+  // previous site's post folded into this launch. The GEMM CTAs form x = post(previous) on the
+  // fly for their K slices instead of reading it; the input-path CTAs run the whole post for
+  // their token, writing x to x_out (the launch's x) and layer_input from it.
+  struct {
+    const uint16_t* x = nullptr;             // [M, n, C] the previous site's streams
+    const float* post = nullptr;             // [M, n]
+    const float* comb = nullptr;             // [M, n, n]
+    const uint16_t* sublayer_out = nullptr;  // [M, C]
+    uint16_t* x_out = nullptr;               // [M, n, C] this site's streams, written
+  } previous;
+};
+
+// Largest C the fused input-path CTAs cover (256 threads x kRowVecs 16-byte vectors).
+inline constexpr int kFusedInputMaxHidden = 256 * kRowVecs * kBf16PerVec;
+
+namespace detail {
+
+template <int kIndex>
+__device__ __forceinline__ uint32_t word_of(const uint4& v) {
+  return kIndex == 0 ? v.x : kIndex == 1 ? v.y : kIndex == 2 ? v.z : v.w;
+}
+template <int kIndex>
+__device__ __forceinline__ float lane_of(const float4& v) {
+  return kIndex == 0 ? v.x : kIndex == 1 ? v.y : kIndex == 2 ? v.z : v.w;
+}
+
+// One 32-wide chunk: 4 MMA k-steps; step s uses the lane's elements 2s (logical k = t) and
+// 2s + 1 (logical k = t + 4).
+template <int kStreams, int kMTiles, bool kCompensated>
+__device__ __forceinline__ void chunk_mma(const uint4 (&xv)[kMTiles][2],
+                                          const float4 (&wv)[kStreams * (kStreams + 2) / 8][2],
+                                          float (&acc)[kMTiles][kStreams * (kStreams + 2) / 8][4],
+                                          float (&sumsq)[kMTiles][2]) {
+  constexpr int kNTiles = kStreams * (kStreams + 2) / 8;
+  // The compensated (fp32) projection runs a second pass with the low parts of hc_fn; the hi and
+  // lo fragments are never live together, which keeps the 64-row tile within 255 registers.
+  auto pass = [&](auto s_const, auto lo_const) {
+    constexpr int s = decltype(s_const)::value;
+    constexpr bool kLo = decltype(lo_const)::value;
+    uint32_t b[kNTiles][2];
+#pragma unroll
+    for (int nt = 0; nt < kNTiles; ++nt) {
+      const float w0 = lane_of<(2 * s) % 4>(wv[nt][s / 2]);
+      const float w1 = lane_of<(2 * s + 1) % 4>(wv[nt][s / 2]);
+      b[nt][0] = to_tf32(w0);
+      b[nt][1] = to_tf32(w1);
+      if constexpr (kLo) {
+        b[nt][0] = to_tf32(w0 - __uint_as_float(b[nt][0]));
+        b[nt][1] = to_tf32(w1 - __uint_as_float(b[nt][1]));
+      }
+    }
+#pragma unroll
+    for (int mt = 0; mt < kMTiles; ++mt) {
+      const uint32_t top = word_of<s>(xv[mt][0]), bottom = word_of<s>(xv[mt][1]);
+      const uint32_t a[4] = {top << 16, bottom << 16, top & 0xffff0000u, bottom & 0xffff0000u};
+      if constexpr (!kLo) {
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+          const float lo = __uint_as_float(a[h]), hi = __uint_as_float(a[h + 2]);
+          sumsq[mt][h] = fmaf(lo, lo, fmaf(hi, hi, sumsq[mt][h]));
+        }
+      }
+#pragma unroll
+      for (int nt = 0; nt < kNTiles; ++nt) mma_tf32(acc[mt][nt], a, b[nt][0], b[nt][1]);
+    }
+  };
+  auto step = [&](auto s_const) {
+    pass(s_const, std::false_type{});
+    if constexpr (kCompensated) pass(s_const, std::true_type{});
+  };
+  step(std::integral_constant<int, 0>{});
+  step(std::integral_constant<int, 1>{});
+  step(std::integral_constant<int, 2>{});
+  step(std::integral_constant<int, 3>{});
+}
+
+}  // namespace detail
+
+// Floats of one split's partial block for a tile with rows_valid rows: rows * (NMIX + 1), padded
+// to whole float4s for the vector reduction of finish_prenorm_tile.
+template <int kStreams>
+__device__ __forceinline__ int padded_partial_floats(int rows_valid) {
+  return (rows_valid * (kStreams * (kStreams + 2) + 1) + 3) / 4 * 4;
+}
+
+// One m16 tile's MMA fragments (and its two sums of squares) to rows row_base.. of
+// dest[row][NMIX + 1]; rows at or past rows_valid are dropped. Lane (g, t) holds rows g, g + 8.
+template <int kStreams>
+__device__ __forceinline__ void store_fragment_rows(
+    float* dest, int row_base, int rows_valid, const float (&acc)[kStreams * (kStreams + 2) / 8][4],
+    const float (&sumsq)[2], int g, int t) {
+  constexpr int kNmix = kStreams * (kStreams + 2);
+  constexpr int kStride = kNmix + 1;
+#pragma unroll
+  for (int nt = 0; nt < kNmix / 8; ++nt) {
+#pragma unroll
+    for (int e = 0; e < 4; ++e) {
+      const int row = row_base + g + (e >= 2 ? 8 : 0);
+      if (row < rows_valid) dest[row * kStride + nt * 8 + 2 * t + (e & 1)] = acc[nt][e];
+    }
+  }
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    const int row = row_base + h * 8 + g;
+    if (t == 0 && row < rows_valid) dest[row * kStride + kNmix] = sumsq[h];
+  }
+}
+
+// Called by every thread of every CTA once its partial block is stored (or, with one split, its
+// totals are in `sums`): with several splits, publishes the partial and counts arrivals; the
+// tile's last CTA sums the splits in a fixed order into `sums` and re-arms the counter; then the
+// stats, one thread per token. Every other CTA returns early.
+template <int kStreams, int kThreads>
+__device__ __forceinline__ void finish_prenorm_tile(const PrenormArgs& args, int64_t tile,
+                                                    int64_t row0, int rows_valid, float* sums,
+                                                    const float* tile_partials, int n_out_padded,
+                                                    int* is_last_cta) {
+  constexpr int kStride = kStreams * (kStreams + 2) + 1;
+  const int n_out = rows_valid * kStride;
+  if (args.splits > 1) {
+    // Last-CTA-done: publish the partial, count arrivals; the last CTA of the tile reduces.
+    __threadfence();
+    __syncthreads();
+    if (threadIdx.x == 0) {
+      *is_last_cta = atomicAdd(&args.tile_counters[tile], 1u) == unsigned(args.splits - 1);
+    }
+    __syncthreads();
+    if (!*is_last_cta) return;
+    __threadfence();
+    // Lanes per float4 of outputs: as many as fit (<= 32); each lane sums a strided subset of
+    // the splits in ascending order, loading kBatch splits at a time so that they are all in
+    // flight, then a butterfly across the lanes. A fixed order: deterministic.
+    constexpr int kBatch = 8;
+    const int n_vec = n_out_padded / 4;
+    int width = 1;
+    while (width < kWarp && width * 2 * n_vec <= kThreads && width < args.splits) width *= 2;
+    const int groups = kThreads / width;
+    const int passes = static_cast<int>(ceil_div(n_vec, groups));
+    for (int pass = 0; pass < passes; ++pass) {
+      const int vec = pass * groups + int(threadIdx.x) / width;
+      float4 total = make_float4(0.f, 0.f, 0.f, 0.f);
+      if (vec < n_vec) {
+        const float* base = tile_partials + vec * 4;
+        for (int s0 = int(threadIdx.x) % width; s0 < args.splits; s0 += kBatch * width) {
+          float4 batch[kBatch];
+#pragma unroll
+          for (int b = 0; b < kBatch; ++b) {
+            const int s = s0 + b * width;
+            batch[b] = s < args.splits ? load_coherent_f4(base + int64_t(s) * n_out_padded)
+                                       : make_float4(0.f, 0.f, 0.f, 0.f);
+          }
+#pragma unroll
+          for (int b = 0; b < kBatch; ++b) {
+            total.x += batch[b].x;
+            total.y += batch[b].y;
+            total.z += batch[b].z;
+            total.w += batch[b].w;
+          }
+        }
+      }
+      total.x = group_sum_dynamic(total.x, width);
+      total.y = group_sum_dynamic(total.y, width);
+      total.z = group_sum_dynamic(total.z, width);
+      total.w = group_sum_dynamic(total.w, width);
+      if (vec < n_vec && int(threadIdx.x) % width == 0) {
+        float* flat = sums;
+        const float values[4] = {total.x, total.y, total.z, total.w};
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+          if (vec * 4 + e < n_out) flat[vec * 4 + e] = values[e];
+        }
+      }
+    }
+    // Re-arm the counter for the next launch or graph replay.
+    if (threadIdx.x == 0) args.tile_counters[tile] = 0;
+  }
+  __syncthreads();
+
+  // Stats: one thread per token.
+  if (int(threadIdx.x) < rows_valid) {
+    token_coefficients<kStreams>(sums + threadIdx.x * kStride, row0 + threadIdx.x, args.coef,
+                                 args.out);
+  }
+}
+
+}  // namespace mhc::cuda

@@ -1,0 +1,149 @@
+// The previous site's post folded into the coefficient launch (prenorm_coefficients with
+// `previous`) against the two launches it replaces: post + next input path, then the coefficient
+// path. x and every coefficient output must be bitwise equal (same formula, same GEMM tiling);
+// layer_input within one bf16 rounding (its RMS sum is reduced over another CTA width). Fresh
+// random inputs, outputs poisoned. Skips without a GPU.
+#include <cuda_runtime_api.h>
+#include <gtest/gtest.h>
+
+#include <vector>
+
+#include "gpu_test_util.hpp"
+#include "mhc/cuda/check.hpp"
+#include "mhc/error.hpp"
+
+namespace mhc {
+namespace {
+
+using test::DeviceCoefficients;
+using test::DeviceWeights;
+using test::poisoned;
+using test::to_device;
+using test::to_host;
+
+// Everything one check needs on the device: the previous site (x, post, comb, F), this site's
+// weights and carried pre_mix, and the outputs of the path under test.
+struct FoldCase {
+  MhcParams p;
+  int64_t m;
+  test::SiteCase c;
+  DeviceWeights w;
+  cuda::DeviceBuffer<Bf16> x_prev, f;
+  cuda::DeviceBuffer<float> prev_post, prev_comb, pre_mix;
+  FoldCase(const MhcParams& params, int64_t tokens, uint64_t seed)
+      : p(params),
+        m(tokens),
+        c(test::random_site_case(params, tokens, seed, 1.0)),
+        w(c.weights),
+        x_prev(to_device(c.x)),
+        f(to_device(c.sublayer_out)),
+        prev_post(random_floats(size_t(tokens * params.n), seed + 1, 0.0, 2.0)),
+        prev_comb(random_floats(size_t(tokens * params.n * params.n), seed + 2, 0.0, 1.0)),
+        pre_mix(to_device(c.pre_mix)) {}
+
+  static cuda::DeviceBuffer<float> random_floats(size_t count, uint64_t seed, double lo,
+                                                 double hi) {
+    test::TestRng rng(seed);
+    std::vector<float> v(count);
+    for (float& e : v) e = float(rng.uniform(lo, hi));
+    return to_device(v);
+  }
+};
+
+struct FoldOutputs {
+  cuda::DeviceBuffer<Bf16> x, layer_input;
+  DeviceCoefficients coef;
+  FoldOutputs(const MhcParams& p, int64_t m)
+      : x(poisoned<Bf16>(size_t(m * p.k()))),
+        layer_input(poisoned<Bf16>(size_t(m * p.hidden))),
+        coef(p, m) {}
+};
+
+// folded: one call with `previous`; else post(next = input) then the coefficient path.
+void run_path(FoldCase& k, FoldOutputs& out, bool folded, cuda::SiteWorkspace& ws,
+              Projection projection) {
+  const cuda::InputPathBuffers input{k.pre_mix.get(), k.w.norm_weight.get(), out.layer_input.get()};
+  const cuda::CoefficientBuffers b = out.coef.buffers(out.x, k.w);
+  if (folded) {
+    const cuda::PreviousPost previous{k.x_prev.get(), k.prev_post.get(), k.prev_comb.get(),
+                                      k.f.get(), out.x.get()};
+    cuda::prenorm_coefficients(k.p, k.m, b, projection, {}, ws, nullptr, &input, &previous);
+  } else {
+    const cuda::NextInput next{input.pre_mix, input.norm_weight, input.layer_input};
+    cuda::post(k.p, k.m, k.x_prev.get(), k.prev_post.get(), k.prev_comb.get(), k.f.get(),
+               out.x.get(), &next, nullptr);
+    cuda::prenorm_coefficients(k.p, k.m, b, projection, {}, ws, nullptr);
+  }
+  MHC_CUDA_CHECK(cudaDeviceSynchronize());
+}
+
+void check_fold(const MhcParams& p, int64_t m, uint64_t seed, Projection projection) {
+  FoldCase k(p, m, seed);
+  cuda::SiteWorkspace ws(p, m, cuda::max_prenorm_splits(p));
+  FoldOutputs want(p, m), got(p, m);
+  run_path(k, want, false, ws, projection);
+  run_path(k, got, true, ws, projection);
+  const std::string label = test::case_name(p, m, 1.0);
+  EXPECT_TRUE(test::same_bits(to_host(got.x), to_host(want.x))) << label << " x";
+  EXPECT_TRUE(test::same_bits(to_host(got.coef.pre), to_host(want.coef.pre))) << label << " pre";
+  EXPECT_TRUE(test::same_bits(to_host(got.coef.post), to_host(want.coef.post))) << label;
+  EXPECT_TRUE(test::same_bits(to_host(got.coef.comb), to_host(want.coef.comb))) << label;
+  EXPECT_TRUE(test::same_bits(to_host(got.coef.mixes), to_host(want.coef.mixes))) << label;
+  const std::vector<Bf16> li_got = to_host(got.layer_input), li_want = to_host(want.layer_input);
+  std::vector<double> li_ref(li_want.size());
+  for (size_t i = 0; i < li_want.size(); ++i) li_ref[i] = bf16_to_float(li_want[i]);
+  // One bf16 rounding of the same value: relative 2^-8, with NaN failing.
+  MHC_EXPECT_CLOSE(compare(li_got.data(), li_ref.data(), m * p.hidden), 1.0 / 128,
+                   label + " layer_input");
+}
+
+TEST(CudaFoldedPost, EqualsPostThenCoefficientsAtEveryModelShape) {
+  MHC_SKIP_WITHOUT_GPU();
+  uint64_t seed = 5000;
+  for (int n : {2, 4}) {
+    for (int hidden : {4096, 5120, 7168}) {
+      for (int64_t m : {1, 3, 16, 17, 64}) {
+        check_fold(test::small_params(n, hidden), m, ++seed, Projection::tf32);
+      }
+    }
+  }
+}
+
+TEST(CudaFoldedPost, Fp32ProjectionAndTheUnfusedFallback) {
+  MHC_SKIP_WITHOUT_GPU();
+  const MhcParams p = test::small_params(4, 5120);
+  check_fold(p, 13, 5100, Projection::fp32);
+  // Above the fused input path's token range the post runs as its own launch first.
+  check_fold(p, 65, 5101, Projection::tf32);
+  check_fold(p, 300, 5102, Projection::tf32);
+}
+
+TEST(CudaFoldedPost, RefusesAliasingAndAMissingInputPath) {
+  MHC_SKIP_WITHOUT_GPU();
+  const MhcParams p = test::small_params(4, 5120);
+  FoldCase k(p, 4, 5200);
+  FoldOutputs out(p, 4);
+  cuda::SiteWorkspace ws(p, 4, cuda::max_prenorm_splits(p));
+  const cuda::CoefficientBuffers b = out.coef.buffers(out.x, k.w);
+  const cuda::InputPathBuffers input{k.pre_mix.get(), k.w.norm_weight.get(), out.layer_input.get()};
+  cuda::PreviousPost previous{k.x_prev.get(), k.prev_post.get(), k.prev_comb.get(), k.f.get(),
+                              out.x.get()};
+  auto message = [&](const cuda::InputPathBuffers* in, const cuda::PreviousPost& prev) {
+    try {
+      cuda::prenorm_coefficients(p, 4, b, Projection::tf32, {}, ws, nullptr, in, &prev);
+    } catch (const Error& e) {
+      return std::string(e.what());
+    }
+    return std::string("no error");
+  };
+  EXPECT_NE(message(nullptr, previous).find("needs the input path"), std::string::npos);
+  cuda::PreviousPost aliased = previous;
+  aliased.post = out.coef.post.get();
+  EXPECT_NE(message(&input, aliased).find("must not alias"), std::string::npos);
+  aliased = previous;
+  aliased.x_next = k.x_prev.get();
+  EXPECT_NE(message(&input, aliased).find("x_next must be the launch's x"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace mhc
