@@ -28,24 +28,31 @@ std::string msg(std::string_view format, const Args&... args) {
   return fmt::vformat(format, fmt::make_format_args(args...));
 }
 
+// A check whose message is formatted only when it fails: the launchers sit on the forward path,
+// where nothing may allocate (and a formatted std::string would).
+template <typename... Args>
+void require_that(bool ok, std::string_view format, const Args&... args) {
+  if (!ok) throw Error(msg(format, args...));
+}
+
 const uint16_t* bits(const Bf16* p) { return reinterpret_cast<const uint16_t*>(p); }
 uint16_t* bits(Bf16* p) { return reinterpret_cast<uint16_t*>(p); }
 
 // Shapes every kernel family supports: n in {2, 4} (NMIX a multiple of 8, at most 32) and C a
 // multiple of 64 (whole 16-byte vectors and whole 32-wide K chunks per stream).
 void check_shape(const MhcParams& p, int64_t tokens, const char* what) {
-  require(p.n == 2 || p.n == 4,
-          msg("{}: n={} is not supported by the CUDA kernels (n must be 2 or 4)", what, p.n));
-  require(p.hidden > 0 && p.hidden % 64 == 0,
-          msg("{}: hidden size C={} must be a positive multiple of 64", what, p.hidden));
-  require(p.hidden <= row_kernel_max_hidden(),
-          msg("{}: hidden size C={} is above the kernels' limit {}", what, p.hidden,
-              row_kernel_max_hidden()));
-  require(tokens >= 0 && tokens <= INT32_MAX, msg("{}: token count {} out of range", what, tokens));
+  require_that(p.n == 2 || p.n == 4,
+               "{}: n={} is not supported by the CUDA kernels (n must be 2 or 4)", what, p.n);
+  require_that(p.hidden > 0 && p.hidden % 64 == 0,
+               "{}: hidden size C={} must be a positive multiple of 64", what, p.hidden);
+  require_that(p.hidden <= row_kernel_max_hidden(),
+               "{}: hidden size C={} is above the kernels' limit {}", what, p.hidden,
+               row_kernel_max_hidden());
+  require_that(tokens >= 0 && tokens <= INT32_MAX, "{}: token count {} out of range", what, tokens);
 }
 
 void check_ptr(const void* ptr, const char* name, const char* what) {
-  require(ptr != nullptr, msg("{}: {} is null", what, name));
+  require_that(ptr != nullptr, "{}: {} is null", what, name);
   require_aligned16(ptr, name);
 }
 
@@ -61,7 +68,7 @@ void check_launch(cudaError_t err, const char* what) {
 SiteWorkspace::SiteWorkspace(const MhcParams& p, int64_t max_tokens, int max_splits)
     : hidden_(p.hidden), streams_(p.n), max_tokens_(max_tokens) {
   check_shape(p, max_tokens, "SiteWorkspace");
-  require(max_splits >= 1, msg("SiteWorkspace: max_splits={} must be >= 1", max_splits));
+  require_that(max_splits >= 1, "SiteWorkspace: max_splits={} must be >= 1", max_splits);
   const int64_t padded =
       std::max<int64_t>(ceil_div(max_tokens, kMaxRowsPerTile), 1) * kMaxRowsPerTile;
   partial_capacity_ = padded * (p.nmix() + 1) * max_splits;
@@ -117,16 +124,16 @@ namespace {
 // Checks `previous` (see prenorm_coefficients); a fused launch reads these while writing b.
 void check_previous_post(const CoefficientBuffers& b, const InputPathBuffers* input,
                          const PreviousPost& previous, const char* what) {
-  require(input != nullptr,
-          msg("{}: folding in the previous post needs the input path (input)", what));
+  require_that(input != nullptr, "{}: folding in the previous post needs the input path (input)",
+               what);
   check_ptr(previous.x, "previous x", what);
   check_ptr(previous.sublayer_out, "previous sublayer_out", what);
-  require(previous.post && previous.comb, msg("{}: previous post and comb must not be null", what));
-  require(previous.x_next == b.x,
-          msg("{}: previous.x_next must be the launch's x (the streams it forms)", what));
-  require(previous.x != b.x, msg("{}: previous x must not alias the launch's x", what));
-  require(previous.post != b.post && previous.comb != b.comb,
-          msg("{}: previous post/comb must not alias this launch's post/comb outputs", what));
+  require_that(previous.post && previous.comb, "{}: previous post and comb must not be null", what);
+  require_that(previous.x_next == b.x,
+               "{}: previous.x_next must be the launch's x (the streams it forms)", what);
+  require_that(previous.x != b.x, "{}: previous x must not alias the launch's x", what);
+  require_that(previous.post != b.post && previous.comb != b.comb,
+               "{}: previous post/comb must not alias this launch's post/comb outputs", what);
 }
 
 }  // namespace
@@ -137,32 +144,32 @@ void prenorm_coefficients(const MhcParams& p, int64_t tokens, const CoefficientB
                           const PreviousPost* previous) {
   constexpr const char* what = "prenorm_coefficients";
   check_shape(p, tokens, what);
-  require(ws.hidden() == p.hidden && ws.streams() == p.n,
-          msg("{}: the workspace was made for C={} n={} and cannot run C={} n={}", what,
-              ws.hidden(), ws.streams(), p.hidden, p.n));
-  require(tokens <= ws.max_tokens(),
-          msg("{}: {} tokens exceed the workspace's {}", what, tokens, ws.max_tokens()));
+  require_that(ws.hidden() == p.hidden && ws.streams() == p.n,
+               "{}: the workspace was made for C={} n={} and cannot run C={} n={}", what,
+               ws.hidden(), ws.streams(), p.hidden, p.n);
+  require_that(tokens <= ws.max_tokens(), "{}: {} tokens exceed the workspace's {}", what, tokens,
+               ws.max_tokens());
   if (tokens == 0) return;
   check_ptr(b.x, "x", what);
   check_ptr(b.hc_fn, "hc_fn", what);
-  require(b.hc_base && b.hc_scale && b.pre && b.post && b.comb,
-          msg("{}: hc_base, hc_scale, pre, post and comb must not be null", what));
+  require_that(b.hc_base && b.hc_scale && b.pre && b.post && b.comb,
+               "{}: hc_base, hc_scale, pre, post and comb must not be null", what);
   const bool bulk = bulk_prenorm_available();
   const PrenormTuning chosen = choose_prenorm_tuning(p, tokens, current_sm_count(), bulk);
   if (tuning.rows_per_tile == 0) tuning.rows_per_tile = chosen.rows_per_tile;
   if (tuning.splits == 0) tuning.splits = chosen.splits;
-  require(tuning.rows_per_tile == 16 || tuning.rows_per_tile == 64 ||
-              (tuning.rows_per_tile == kBulkRowsPerTile && bulk),
-          msg("{}: rows_per_tile={} must be 16 or 64{}", what, tuning.rows_per_tile,
-              bulk ? " or 128" : " (128, the bulk-copy kernel, needs compute capability 9.x)"));
-  require(tuning.splits >= 1 && tuning.splits <= max_prenorm_splits(p),
-          msg("{}: splits={} must be in 1..{} for K={}", what, tuning.splits, max_prenorm_splits(p),
-              p.k()));
+  require_that(tuning.rows_per_tile == 16 || tuning.rows_per_tile == 64 ||
+                   (tuning.rows_per_tile == kBulkRowsPerTile && bulk),
+               "{}: rows_per_tile={} must be 16 or 64{}", what, tuning.rows_per_tile,
+               bulk ? " or 128" : " (128, the bulk-copy kernel, needs compute capability 9.x)");
+  require_that(tuning.splits >= 1 && tuning.splits <= max_prenorm_splits(p),
+               "{}: splits={} must be in 1..{} for K={}", what, tuning.splits,
+               max_prenorm_splits(p), p.k());
   const int64_t tiles = ceil_div(tokens, tuning.rows_per_tile);
   const int64_t need = tiles * tuning.rows_per_tile * (p.nmix() + 1) * tuning.splits;
-  require(tuning.splits == 1 || need <= ws.partial_capacity(),
-          msg("{}: {} needs {} partial floats, the workspace holds {}", what, tuning.describe(),
-              need, ws.partial_capacity()));
+  require_that(tuning.splits == 1 || need <= ws.partial_capacity(),
+               "{}: splits={} rows_per_tile={} needs {} partial floats, the workspace holds {}",
+               what, tuning.splits, tuning.rows_per_tile, need, ws.partial_capacity());
 
   PrenormArgs args;
   args.x = bits(b.x);
@@ -204,7 +211,7 @@ void prenorm_coefficients(const MhcParams& p, int64_t tokens, const CoefficientB
   }
   if (input != nullptr) {
     if (fuses) {
-      require(input->pre_mix != nullptr, msg("{}: input pre_mix is null", what));
+      require_that(input->pre_mix != nullptr, "{}: input pre_mix is null", what);
       check_ptr(input->layer_input, "layer_input", what);
       if (input->norm_weight != nullptr) check_ptr(input->norm_weight, "norm_weight", what);
       args.input.pre_mix = input->pre_mix;
@@ -230,7 +237,7 @@ void input_path(const MhcParams& p, int64_t tokens, const Bf16* x, const float* 
   if (tokens == 0) return;
   check_ptr(x, "x", what);
   check_ptr(layer_input, "layer_input", what);
-  require(pre_mix != nullptr, msg("{}: pre_mix is null", what));
+  require_that(pre_mix != nullptr, "{}: pre_mix is null", what);
   if (norm_weight != nullptr) check_ptr(norm_weight, "norm_weight", what);
   const float eps_n = static_cast<float>(p.eps_n);
   const cudaError_t err = p.n == 2
@@ -250,8 +257,8 @@ void post(const MhcParams& p, int64_t tokens, const Bf16* x, const float* post_c
   check_ptr(x, "x", what);
   check_ptr(sublayer_out, "sublayer_out", what);
   check_ptr(x_next, "x_next", what);
-  require(post_coef && comb, msg("{}: post and comb must not be null", what));
-  require(x != x_next, msg("{}: x_next must not alias x", what));
+  require_that(post_coef && comb, "{}: post and comb must not be null", what);
+  require_that(x != x_next, "{}: x_next must not alias x", what);
   PostArgs a;
   a.x = bits(x);
   a.post = post_coef;
@@ -261,7 +268,7 @@ void post(const MhcParams& p, int64_t tokens, const Bf16* x, const float* post_c
   a.hidden = p.hidden;
   a.eps_n = static_cast<float>(p.eps_n);
   if (next != nullptr) {
-    require(next->pre_mix != nullptr, msg("{}: next pre_mix is null", what));
+    require_that(next->pre_mix != nullptr, "{}: next pre_mix is null", what);
     check_ptr(next->layer_input, "next layer_input", what);
     if (next->norm_weight != nullptr) check_ptr(next->norm_weight, "next norm_weight", what);
     a.next_pre_mix = next->pre_mix;

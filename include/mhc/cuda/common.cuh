@@ -264,9 +264,11 @@ __device__ __forceinline__ void mma_tf32(float (&d)[4], const uint32_t (&a)[4], 
 inline void require(bool ok, const std::string& what) {
   if (!ok) throw Error(what);
 }
+// The message is built only on failure (the launchers run on the forward path: no allocation).
 inline void require_aligned16(const void* ptr, const char* name) {
-  require(reinterpret_cast<uintptr_t>(ptr) % 16 == 0,
-          std::string(name) + " must be 16-byte aligned for the vector loads");
+  if (reinterpret_cast<uintptr_t>(ptr) % 16 != 0) {
+    throw Error(std::string(name) + " must be 16-byte aligned for the vector loads");
+  }
 }
 
 }  // namespace mhc::cuda
