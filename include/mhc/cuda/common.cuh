@@ -155,6 +155,27 @@ __device__ __forceinline__ void bulk_copy_to_shared(void* dst, const void* src, 
 #endif
 }
 
+// One 2D box of a tensor map (`map`: the address of a __grid_constant__ CUtensorMap parameter)
+// at coordinates (inner, outer) to shared memory, completing on `bar`. Out-of-range elements
+// arrive as zeros and count towards the bytes.
+__device__ __forceinline__ void tensor_copy_to_shared(void* dst, const void* map, int inner,
+                                                      int outer, uint64_t* bar) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile(
+      "cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes"
+      " [%0], [%1, {%2, %3}], [%4];" ::"r"(shared_address(dst)),
+      "l"(reinterpret_cast<uint64_t>(map)), "r"(inner), "r"(outer), "r"(shared_address(bar))
+      : "memory");
+#endif
+}
+// Orders this thread's earlier shared-memory accesses before later copy-engine (async proxy)
+// writes to the same memory: a stage is read, released, then refilled by the copy engine.
+__device__ __forceinline__ void fence_shared_for_async_writes() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+#endif
+}
+
 // ---- programmatic dependent launch (sm_90) ---------------------------------------------------
 // Kernels launched with launch_kernel may start while the previous kernel in the stream is still
 // finishing (its launch latency is hidden). Each kernel calls wait_for_producer() before it reads

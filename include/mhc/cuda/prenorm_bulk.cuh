@@ -1,24 +1,28 @@
 // The coefficient path for large token counts on sm_90: the same arithmetic as
 // prenorm_gemm.cuh (same MMA per 32-wide K chunk, same split-K epilogue and stats, so the same
-// results), fed by the copy engine instead of per-thread loads.
+// results), fed by the copy engine (TMA) instead of per-thread loads.
 //
 // Why. The register-fed kernel tops out near 60% of copy bandwidth at thousands of tokens: it
 // needs ~250 registers a thread for its loads in flight, so one 8-warp CTA fits an SM and the
-// SM waits on memory latency (docs/kernels.md, Nsight Compute). Here one producer warp keeps
-// kStages stages of x rows and hc_fn rows in flight in shared memory with bulk copies (TMA, no
-// registers, a handful of instructions per row), and 8 consumer warps run the MMAs from shared
-// memory. hc_fn is read once per 128-token tile and shared by all 8 warps (the register kernel
-// re-reads it per 64 tokens).
+// SM waits on memory latency (docs/kernels.md, Nsight Compute). Here one producer thread keeps
+// kStages stages of x and hc_fn in flight in shared memory with 2D tensor copies (a few
+// requests per 44 KB stage, no registers), and 8 consumer warps run the MMAs from shared
+// memory. hc_fn is read once per 128-token tile and shared by all 8 warps. (A first version
+// issued one 1D bulk copy per 256-byte row and measured 3.5x slower than the register kernel at
+// 8192 tokens: the per-request cost dominated.)
 //
 // Work split. grid = (tiles of 128 tokens, K splits), a split a whole number of 128-wide stages.
 // Consumer warp w owns tokens 16w..16w+15 of the tile over the whole split, so no cross-warp
-// reduction is needed; the split reduction and stats are finish_prenorm_tile's, as in the
-// register kernel. Pipeline: full[s] completes when stage s's bytes landed (one producer arrival
-// + the copy bytes); empty[s] when all consumer warps are done reading it.
+// reduction is needed; the split reduction and stats are finish_prenorm_tile's. Pipeline:
+// full[s] completes when stage s's bytes landed (one producer arrival + the bytes); empty[s]
+// when all consumer warps are done reading it.
 //
-// Shared-memory row pitches avoid bank conflicts for the fragment loads: an x row is 256 bytes
-// + 64 (rows g and g+1 of a quarter-warp fall in opposite bank halves), an hc_fn row 512 + 16.
+// Shared memory holds 128-byte box rows with the 128-byte swizzle (16-byte chunk c of row r at
+// chunk c ^ (r % 8)). Lane (g, t) reads 16-byte chunks of two token rows and two hc_fn rows;
+// the token rows of MMA row g are permuted (tile row (g >> 1) | (g & 1) << 2) so that the two
+// rows a quarter-warp reads land in opposite bank halves: no bank conflicts.
 #pragma once
+#include <cuda.h>  // CUtensorMap and its enums (types only; see encode_tensor_map_2d)
 #include <cuda_runtime.h>
 
 #include <cstdint>
@@ -37,15 +41,17 @@ struct BulkShape {
   static constexpr int kThreads = kWarp * (kConsumerWarps + 1);  // + the producer warp
   static constexpr int kStageK = 128;                            // K per stage
   static constexpr int kChunksPerStage = kStageK / 32;
-  static constexpr int kStages = 3;
-  static constexpr int kXRowBytes = kStageK * 2;
-  static constexpr int kWRowBytes = kStageK * 4;
-  static constexpr int kXPitch = kXRowBytes + 64;
-  static constexpr int kWPitch = kWRowBytes + 16;
-  static constexpr int kXBytes = kRows * kXPitch;
-  static constexpr int kStageBytes = kXBytes + kNmix * kWPitch;
-  static constexpr int kSmemBytes = kStages * kStageBytes;  // dynamic shared memory
-  static_assert(kStageBytes % 16 == 0, "every stage and row starts 16-byte aligned");
+  static constexpr int kStages = 4;
+  static constexpr int kSwizzleBytes = 128;         // one box row; the 128-byte swizzle's span
+  static constexpr int kXBoxK = kSwizzleBytes / 2;  // bf16 per box row
+  static constexpr int kWBoxK = kSwizzleBytes / 4;  // fp32 per box row
+  static constexpr int kXBoxBytes = kRows * kSwizzleBytes;
+  static constexpr int kWBoxBytes = kNmix * kSwizzleBytes;
+  static constexpr int kXBytes = (kStageK / kXBoxK) * kXBoxBytes;
+  static constexpr int kStageBytes = kXBytes + (kStageK / kWBoxK) * kWBoxBytes;
+  static constexpr int kAlign = 1024;  // the swizzle repeats every 8 rows of 128 bytes
+  static constexpr int kSmemBytes = kStages * kStageBytes + kAlign;  // + alignment slack
+  static_assert(kXBoxBytes % kAlign == 0 && kWBoxBytes % kAlign == 0, "boxes stay aligned");
 };
 
 // K chunks (32 wide) per split must be a multiple of this for the bulk kernel.
@@ -54,33 +60,35 @@ inline constexpr int kBulkRowsPerTile = BulkShape<4>::kRows;
 
 namespace detail {
 
-// The producer warp: for each stage of the split, waits until the consumers released the slot,
-// announces the bytes, and issues one bulk copy per x row (valid tokens only) and hc_fn row.
+// Byte offset of 16-byte chunk `chunk` of row `row` in a 128-byte-swizzled box.
+__device__ __forceinline__ int swizzled(int row, int chunk) {
+  return row * 128 + ((chunk ^ (row & 7)) << 4);
+}
+
+// The producer (one thread): for each stage of the split, waits until the consumers released
+// the slot, announces the bytes, and issues the tensor copies of x (128 tokens x 64 k per box)
+// and hc_fn (NMIX rows x 32 k per box).
 template <int kStreams>
-__device__ __forceinline__ void produce_stages(const PrenormArgs& args, unsigned char* stages,
-                                               uint64_t* full, uint64_t* empty, int64_t row0,
-                                               int rows_valid, int stage_begin, int stage_count) {
+__device__ __forceinline__ void produce_stages(const CUtensorMap* x_map, const CUtensorMap* w_map,
+                                               unsigned char* stages, uint64_t* full,
+                                               uint64_t* empty, int64_t row0, int stage_begin,
+                                               int stage_count) {
   using S = BulkShape<kStreams>;
-  const int lane = threadIdx.x % kWarp;
-  const int64_t k = args.k;
   for (int i = 0; i < stage_count; ++i) {
     const int s = i % S::kStages;
     if (i >= S::kStages) mbarrier_wait(&empty[s], unsigned(i / S::kStages - 1) & 1u);
     unsigned char* x_stage = stages + s * S::kStageBytes;
     unsigned char* w_stage = x_stage + S::kXBytes;
-    const int64_t k0 = int64_t(stage_begin + i) * S::kStageK;
-    if (lane == 0) {
-      mbarrier_arrive_expect_bytes(&full[s],
-                                   unsigned(rows_valid * S::kXRowBytes + S::kNmix * S::kWRowBytes));
+    const int k0 = (stage_begin + i) * S::kStageK;
+    mbarrier_arrive_expect_bytes(&full[s], S::kStageBytes);
+#pragma unroll
+    for (int b = 0; b < S::kStageK / S::kXBoxK; ++b) {
+      tensor_copy_to_shared(x_stage + b * S::kXBoxBytes, x_map, k0 + b * S::kXBoxK, int(row0),
+                            &full[s]);
     }
-    __syncwarp();
-    for (int r = lane; r < rows_valid; r += kWarp) {
-      bulk_copy_to_shared(x_stage + r * S::kXPitch, args.x + (row0 + r) * k + k0, S::kXRowBytes,
-                          &full[s]);
-    }
-    for (int r = lane; r < S::kNmix; r += kWarp) {
-      bulk_copy_to_shared(w_stage + r * S::kWPitch, args.hc_fn + r * k + k0, S::kWRowBytes,
-                          &full[s]);
+#pragma unroll
+    for (int b = 0; b < S::kStageK / S::kWBoxK; ++b) {
+      tensor_copy_to_shared(w_stage + b * S::kWBoxBytes, w_map, k0 + b * S::kWBoxK, 0, &full[s]);
     }
   }
 }
@@ -89,6 +97,7 @@ __device__ __forceinline__ void produce_stages(const PrenormArgs& args, unsigned
 template <int kStreams, bool kCompensated>
 __device__ __forceinline__ void consume_stages(const unsigned char* stages, uint64_t* full,
                                                uint64_t* empty, int stage_count, int row_base,
+                                               int row_of_g,
                                                float (&acc)[1][kStreams * (kStreams + 2) / 8][4],
                                                float (&sumsq)[1][2]) {
   using S = BulkShape<kStreams>;
@@ -100,22 +109,25 @@ __device__ __forceinline__ void consume_stages(const unsigned char* stages, uint
     const unsigned char* w_stage = x_stage + S::kXBytes;
 #pragma unroll
     for (int c = 0; c < S::kChunksPerStage; ++c) {
+      // Chunk c's 32 k: half of an x box row (16-byte chunks 4(c%2)..+3), one whole hc_fn box.
+      const unsigned char* x_box = x_stage + (c / 2) * S::kXBoxBytes;
+      const unsigned char* w_box = w_stage + c * S::kWBoxBytes;
       uint4 xv[1][2];
 #pragma unroll
       for (int h = 0; h < 2; ++h) {
-        xv[0][h] = *reinterpret_cast<const uint4*>(x_stage + (row_base + h * 8 + g) * S::kXPitch +
-                                                   c * 64 + t * 16);
+        const int row = row_base + row_of_g + h * 8;
+        xv[0][h] = *reinterpret_cast<const uint4*>(x_box + swizzled(row, (c % 2) * 4 + t));
       }
       float4 wv[S::kNTiles][2];
 #pragma unroll
       for (int nt = 0; nt < S::kNTiles; ++nt) {
-        const float* w =
-            reinterpret_cast<const float*>(w_stage + (nt * 8 + g) * S::kWPitch) + c * 32 + t * 8;
-        wv[nt][0] = *reinterpret_cast<const float4*>(w);
-        wv[nt][1] = *reinterpret_cast<const float4*>(w + 4);
+        const int row = nt * 8 + g;
+        wv[nt][0] = *reinterpret_cast<const float4*>(w_box + swizzled(row, 2 * t));
+        wv[nt][1] = *reinterpret_cast<const float4*>(w_box + swizzled(row, 2 * t + 1));
       }
       chunk_mma<kStreams, 1, kCompensated>(xv, wv, acc, sumsq);
     }
+    fence_shared_for_async_writes();  // these reads before the copy engine refills the stage
     __syncwarp();
     if (lane == 0) mbarrier_arrive(&empty[s]);
   }
@@ -125,13 +137,16 @@ __device__ __forceinline__ void consume_stages(const unsigned char* stages, uint
 
 template <int kStreams, bool kCompensated>
 __global__ void __launch_bounds__(BulkShape<kStreams>::kThreads, 1)
-    prenorm_bulk_kernel(const PrenormArgs args) {
+    prenorm_bulk_kernel(const PrenormArgs args, const __grid_constant__ CUtensorMap x_map,
+                        const __grid_constant__ CUtensorMap w_map) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   using S = BulkShape<kStreams>;
-  extern __shared__ __align__(128) unsigned char stages[];
+  extern __shared__ unsigned char smem_raw[];
   __shared__ uint64_t full[S::kStages], empty[S::kStages];
   __shared__ float sums[S::kRows * S::kStride];
   __shared__ int is_last_cta;
+  unsigned char* stages = reinterpret_cast<unsigned char*>(
+      (reinterpret_cast<uintptr_t>(smem_raw) + S::kAlign - 1) / S::kAlign * S::kAlign);
 
   const int warp = threadIdx.x / kWarp, lane = threadIdx.x % kWarp;
   const int64_t tile = blockIdx.x;
@@ -144,17 +159,6 @@ __global__ void __launch_bounds__(BulkShape<kStreams>::kThreads, 1)
       min(args.k / S::kStageK, stage_begin + args.chunks_per_split / S::kChunksPerStage);
   const int stage_count = stage_end - stage_begin;
 
-  // Rows past the last token are never copied; zero them once so the MMAs read defined values
-  // (their results are dropped, and a row's MMA outputs depend only on that row).
-  if (rows_valid < S::kRows) {
-    constexpr int kVecsPerRow = S::kXPitch / 16;
-    const int per_stage = (S::kRows - rows_valid) * kVecsPerRow;
-    for (int i = threadIdx.x; i < S::kStages * per_stage; i += S::kThreads) {
-      const int s = i / per_stage, r = rows_valid + (i % per_stage) / kVecsPerRow;
-      store_u4(stages + s * S::kStageBytes + r * S::kXPitch + (i % kVecsPerRow) * 16,
-               make_uint4(0, 0, 0, 0));
-    }
-  }
   if (threadIdx.x == 0) {
     for (int s = 0; s < S::kStages; ++s) {
       mbarrier_init(&full[s], 1);
@@ -169,17 +173,20 @@ __global__ void __launch_bounds__(BulkShape<kStreams>::kThreads, 1)
   const int n_out_padded = padded_partial_floats<kStreams>(rows_valid);
   float* tile_partials = args.partials + row0 * S::kStride * args.splits;
   if (warp == S::kConsumerWarps) {
-    detail::produce_stages<kStreams>(args, stages, full, empty, row0, rows_valid, stage_begin,
-                                     stage_count);
+    if (lane == 0) {
+      detail::produce_stages<kStreams>(&x_map, &w_map, stages, full, empty, row0, stage_begin,
+                                       stage_count);
+    }
   } else {
+    const int g = lane / 4, row_of_g = (g >> 1) | ((g & 1) << 2);
     float acc[1][S::kNTiles][4] = {};
     float sumsq[1][2] = {};
-    detail::consume_stages<kStreams, kCompensated>(stages, full, empty, stage_count, warp * 16, acc,
-                                                   sumsq);
+    detail::consume_stages<kStreams, kCompensated>(stages, full, empty, stage_count, warp * 16,
+                                                   row_of_g, acc, sumsq);
     sumsq[0][0] = group_sum<4>(sumsq[0][0]);
     sumsq[0][1] = group_sum<4>(sumsq[0][1]);
     float* dest = args.splits == 1 ? sums : tile_partials + int64_t(split) * n_out_padded;
-    store_fragment_rows<kStreams>(dest, warp * 16, rows_valid, acc[0], sumsq[0], lane / 4,
+    store_fragment_rows<kStreams>(dest, warp * 16, rows_valid, acc[0], sumsq[0], row_of_g,
                                   lane % 4);
   }
   finish_prenorm_tile<kStreams, S::kThreads>(args, tile, row0, rows_valid, sums, tile_partials,
@@ -187,11 +194,56 @@ __global__ void __launch_bounds__(BulkShape<kStreams>::kThreads, 1)
 #endif
 }
 
+// A 2D tensor map of a row-major [outer][inner] array for boxes of box_inner x box_outer
+// elements with the 128-byte swizzle. cuTensorMapEncodeTiled is a driver function; it is taken
+// from the runtime's entry-point query, so nothing links libcuda directly.
+inline cudaError_t encode_tensor_map_2d(CUtensorMap* map, CUtensorMapDataType type,
+                                        int element_bytes, const void* base, uint64_t inner,
+                                        uint64_t outer, uint32_t box_inner, uint32_t box_outer) {
+  using Encode =
+      CUresult (*)(CUtensorMap*, CUtensorMapDataType, cuuint32_t, void*, const cuuint64_t*,
+                   const cuuint64_t*, const cuuint32_t*, const cuuint32_t*, CUtensorMapInterleave,
+                   CUtensorMapSwizzle, CUtensorMapL2promotion, CUtensorMapFloatOOBfill);
+  static const Encode encode = [] {
+    void* fn = nullptr;
+    cudaDriverEntryPointQueryResult found{};
+    const cudaError_t err = cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &fn, 12000,
+                                                             cudaEnableDefault, &found);
+    return err == cudaSuccess && found == cudaDriverEntryPointSuccess ? reinterpret_cast<Encode>(fn)
+                                                                      : nullptr;
+  }();
+  if (encode == nullptr) return cudaErrorNotSupported;
+  const cuuint64_t dims[2] = {inner, outer};
+  const cuuint64_t row_stride[1] = {inner * uint64_t(element_bytes)};
+  const cuuint32_t box[2] = {box_inner, box_outer};
+  const cuuint32_t element_strides[2] = {1, 1};
+  const CUresult r =
+      encode(map, type, 2, const_cast<void*>(base), dims, row_stride, box, element_strides,
+             CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
+             CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+  return r == CUDA_SUCCESS ? cudaSuccess : cudaErrorInvalidValue;
+}
+
 // Raw launcher: no argument checks (mhc::cuda::prenorm_coefficients does them, and runs this only
 // where bulk_copies_enabled()). args.chunks_per_split must be a multiple of kBulkChunksPerStage.
+// The tensor maps hold x's address and token count, so they are made per launch (a host call,
+// no allocation); a CUDA graph keeps them with the captured kernel parameters.
 template <int kStreams, bool kCompensated>
 cudaError_t launch_prenorm_bulk(const PrenormArgs& args, cudaStream_t stream) {
   using S = BulkShape<kStreams>;
+  CUtensorMap x_map, w_map;
+  if (const cudaError_t err =
+          encode_tensor_map_2d(&x_map, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 2, args.x,
+                               uint64_t(args.k), uint64_t(args.tokens), S::kXBoxK, S::kRows);
+      err != cudaSuccess) {
+    return err;
+  }
+  if (const cudaError_t err =
+          encode_tensor_map_2d(&w_map, CU_TENSOR_MAP_DATA_TYPE_FLOAT32, 4, args.hc_fn,
+                               uint64_t(args.k), uint64_t(S::kNmix), S::kWBoxK, S::kNmix);
+      err != cudaSuccess) {
+    return err;
+  }
   const auto kernel = prenorm_bulk_kernel<kStreams, kCompensated>;
   // Per call rather than once: the attribute is per device, and a process may drive several.
   if (const cudaError_t err =
@@ -201,7 +253,7 @@ cudaError_t launch_prenorm_bulk(const PrenormArgs& args, cudaStream_t stream) {
   }
   const dim3 grid(static_cast<unsigned>(ceil_div(args.tokens, S::kRows)),
                   static_cast<unsigned>(args.splits));
-  return launch_kernel(kernel, grid, dim3(S::kThreads), S::kSmemBytes, stream, args);
+  return launch_kernel(kernel, grid, dim3(S::kThreads), S::kSmemBytes, stream, args, x_map, w_map);
 }
 
 }  // namespace mhc::cuda

@@ -120,11 +120,14 @@ __device__ __forceinline__ int padded_partial_floats(int rows_valid) {
 }
 
 // One m16 tile's MMA fragments (and its two sums of squares) to rows row_base.. of
-// dest[row][NMIX + 1]; rows at or past rows_valid are dropped. Lane (g, t) holds rows g, g + 8.
+// dest[row][NMIX + 1]; rows at or past rows_valid are dropped. Lane (g, t) holds MMA rows g and
+// g + 8, which are tile rows row_of_g and row_of_g + 8 (row_of_g = g unless the kernel permuted
+// its rows).
 template <int kStreams>
 __device__ __forceinline__ void store_fragment_rows(
     float* dest, int row_base, int rows_valid, const float (&acc)[kStreams * (kStreams + 2) / 8][4],
-    const float (&sumsq)[2], int g, int t) {
+    const float (&sumsq)[2], int row_of_g, int t) {
+  const int g = row_of_g;
   constexpr int kNmix = kStreams * (kStreams + 2);
   constexpr int kStride = kNmix + 1;
 #pragma unroll
