@@ -24,7 +24,9 @@ std::string msg(std::string_view format, const Args&... args) {
 
 // Which of the compiled kernel images the runtime loads on this device.
 std::string kernel_path(const cudaDeviceProp& prop) {
-  if (prop.major == 9 && prop.minor == 0) return "sm_90a kernels";
+  if (prop.major == 9 && prop.minor == 0) {
+    return msg("sm_90a kernels, TMA-fed prenorm GEMM from {} tokens", kBulkPrenormMinTokens);
+  }
   if (prop.major == 8) return "sm_80 kernels";
   return "compute_80 PTX kernels (JIT-compiled by the driver)";
 }
