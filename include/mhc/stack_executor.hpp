@@ -7,18 +7,20 @@
 //   x[2]            ping-pong streams: site s reads src(s) and writes dst(s)
 //   pre[2]          ping-pong: site s+1's input path reads pre(s) while the side stream may
 //                   already write pre(s+1)
-//   post, comb      read by post(s) before coefficients(s+1) may start (it waits for post(s))
+//   post[2], comb[2] ping-pong by site parity: the folded decode layout's coefficient launch of
+//                   site s+1 reads site s's while it writes its own
 //   layer_input, F  main stream only
 //   output          final collapse + final norm, fused into the last post
-// The post of site s also forms site s+1's layer_input (or the output), so only site 0 runs a
-// separate input path.
+// The layouts (StackLayout): the post of site s forms site s+1's layer_input (or the output), so
+// only site 0 runs a separate input path; or, native at decode sizes, the input path rides in the
+// coefficient launch and the post is plain; or, up to kFoldedDecodeMaxTokens, also site s's post
+// rides in site s+1's coefficient launch, so that a site is one launch besides its sublayer.
 //
 // Host side: the executor allocates nothing in a forward once its token count and mode have been
 // seen (or prepared). The policy's decision is cached per (tokens, mode) and the launch lists per
 // (tokens, overlap), built on first use or by prepare_launches(); FULL mode replays a graph
-// captured by prepare_full_graph(). The kernel wrappers an eager forward calls (src/cuda) still
-// allocate while checking their arguments (tests/schedule/test_no_alloc.cu). Not thread-safe:
-// one thread drives one executor.
+// captured by prepare_full_graph(). Proof, every layout and mode: tests/schedule/test_no_alloc.cu.
+// Not thread-safe: one thread drives one executor.
 #pragma once
 #include <cuda_runtime_api.h>
 
@@ -35,6 +37,22 @@
 #include "mhc/schedule.hpp"
 
 namespace mhc::cuda {
+
+// Up to this many tokens the native decode layout folds the previous site's post into the
+// coefficient launch (PreviousPost, mhc/cuda/kernels.hpp). Measured on an H200 with `mhc bench
+// kernels` (8 stack sites per CUDA graph, C=5120 n=4), per site: 9.6 us at 1 token and 9.8 at 4
+// folded, against 11.5 and 11.8 unfolded; 12.0 vs 12.7 at 16; at 64 tokens 14.2 folded against
+// 13.9, no gain. So the fold is taken at decode sizes only; above this the unfolded decode layout
+// stays. (With the cuBLAS stand-in sublayer the gain is not yet established: docs/overlap.md.)
+inline constexpr int64_t kFoldedDecodeMaxTokens = 16;
+
+// How a forward's sites are launched (docs/overlap.md).
+enum class StackLayout {
+  fused_post,     // every post also forms the next layer_input (the overlap schedule's layout)
+  decode,         // input path inside the coefficient launch, plain posts (native, decode sizes)
+  folded_decode,  // decode, and each post but the last inside the next coefficient launch
+};
+const char* to_string(StackLayout layout);
 
 // The sublayer of site `site`: reads layer_input [tokens, C], writes out [tokens, C] on `stream`
 // (with tensor parallelism, its all-reduce belongs in here too). Must not allocate or sync.
@@ -58,6 +76,10 @@ struct StackOptions {
   // schedule's, so native and overlap are then equal within tolerance, not bitwise; the overlap
   // benchmark turns it on so that the overlap is measured against the best native schedule.
   bool native_decode_schedule = false;
+  // With native_decode_schedule, up to kFoldedDecodeMaxTokens: fold each site's post into the
+  // next site's coefficient launch (StackLayout::folded_decode; the same bits as decode). False
+  // keeps the unfolded decode layout (tests and measurements).
+  bool fold_previous_post = true;
 };
 
 struct ForwardInfo {
@@ -91,6 +113,8 @@ class StackExecutor {
 
   // The policy's decision for a forward, without running it.
   DispatchDecision decide(int64_t tokens, ExecMode mode) const;
+  // The layout the given schedule takes at this size (overlap: always fused_post).
+  StackLayout layout(int64_t tokens, bool overlap) const;
 
   // Enqueues the given schedule eagerly, bypassing the policy (tests and benchmarks only).
   // With an observer (e.g. a TraceRecorder) every stage is reported as it is enqueued.
@@ -98,16 +122,19 @@ class StackExecutor {
                         StageObserver* observer = nullptr);
   cudaStream_t side_stream() const;
 
-  Bf16* x_in() const;             // [max_tokens, n, C]
-  float* pre_mix_in() const;      // [max_tokens, n]: one-hot on stream 0 unless overwritten
-  const Bf16* output() const;     // [max_tokens, C]
-  const Bf16* x_final() const;    // streams after the last site
-  const float* last_pre() const;  // [max_tokens, n]
+  Bf16* x_in() const;               // [max_tokens, n, C]
+  float* pre_mix_in() const;        // [max_tokens, n]: one-hot on stream 0 unless overwritten
+  const Bf16* output() const;       // [max_tokens, C]
+  const Bf16* x_final() const;      // streams after the last site
+  const float* last_pre() const;    // [max_tokens, n]
+  const Bf16* layer_input() const;  // [max_tokens, C]: the last site's sublayer input
   const Bf16* layer_trace(int layer) const;  // [max_tokens, n, C]; needs trace_layers
   const MhcParams& params() const;
   // Sites run with each schedule since construction (proves which path forwards took).
   int64_t overlapped_sites() const;
   int64_t native_sites() const;
+  // Of the native sites, those run in the folded decode layout (proves the fold ran).
+  int64_t folded_sites() const;
 
  private:
   struct Impl;

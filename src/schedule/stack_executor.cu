@@ -10,6 +10,18 @@
 
 namespace mhc::cuda {
 
+const char* to_string(StackLayout layout) {
+  switch (layout) {
+    case StackLayout::fused_post:
+      return "fused_post";
+    case StackLayout::decode:
+      return "decode";
+    case StackLayout::folded_decode:
+      return "folded_decode";
+  }
+  return "?";
+}
+
 struct StackExecutor::Impl {
   MhcParams p;
   KernelConfig config;
@@ -24,28 +36,36 @@ struct StackExecutor::Impl {
   bool has_final_norm = false;
 
   DeviceBuffer<Bf16> x_in, x[2], layer_input, f, output, trace;
-  DeviceBuffer<float> pre_mix_in, pre[2], post, comb;
+  DeviceBuffer<float> pre_mix_in, pre[2], post[2], comb[2];
   std::unique_ptr<SiteWorkspace> workspace;
   std::unique_ptr<StackSchedule> schedule;
   std::map<std::pair<int64_t, bool>, CapturedGraph> graphs;  // (tokens, overlap) -> graph
   // Host-side caches, so that a forward allocates nothing once its size has been seen: building
   // launch lists (std::function captures) and decisions (reason strings) allocates. The launch
-  // lists are keyed by (tokens, overlap): the decode layout follows from those and the options.
+  // lists are keyed by (tokens, overlap): the layout follows from those and the options.
   // At most 2 * max_tokens lists of p.sites() entries each.
-  std::map<std::pair<int64_t, bool>, std::vector<SiteLaunches>> launch_cache;
+  struct LaunchList {
+    StackLayout layout = StackLayout::fused_post;
+    std::vector<SiteLaunches> sites;
+  };
+  std::map<std::pair<int64_t, bool>, LaunchList> launch_cache;
   std::map<std::pair<int64_t, ExecMode>, DispatchDecision> decisions;
-  int64_t overlapped_sites = 0, native_sites = 0;
+  int64_t overlapped_sites = 0, native_sites = 0, folded_sites = 0;
 
   Impl(const ModelWeights& w, const KernelConfig& cfg, const StackOptions& opt, SublayerFn fn);
   const Bf16* src(int s) const { return s == 0 ? x_in.get() : x[s % 2].get(); }
   Bf16* dst(int s) const { return x[(s + 1) % 2].get(); }
-  std::vector<SiteLaunches> launches(int64_t tokens, bool overlap);
-  const std::vector<SiteLaunches>& cached_launches(int64_t tokens, bool overlap);
+  StackLayout layout(int64_t tokens, bool overlap) const;
+  LaunchList launches(int64_t tokens, bool overlap);
+  const LaunchList& cached_launches(int64_t tokens, bool overlap);
   DispatchDecision decide(int64_t tokens, ExecMode mode) const;
   const DispatchDecision& cached_decision(int64_t tokens, ExecMode mode);
   SiteLaunches site_launches(int s, int64_t tokens, const PrenormTuning& tuning);
   SiteLaunches decode_site_launches(int s, int64_t tokens, const PrenormTuning& tuning);
+  SiteLaunches folded_site_launches(int s, int64_t tokens, const PrenormTuning& tuning);
   CoefficientBuffers coefficient_buffers(int s) const;
+  InputPathBuffers input_buffers(int s) const;
+  PreviousPost previous_post(int s) const;
   void enqueue(int64_t tokens, bool overlap, cudaStream_t stream,
                StageObserver* observer = nullptr);
   // Copies x after site s (an FFN site) into the layer trace.
@@ -90,8 +110,8 @@ StackExecutor::Impl::Impl(const ModelWeights& w, const KernelConfig& cfg, const 
   output = DeviceBuffer<Bf16>(m * size_t(p.hidden));
   if (options.trace_layers) trace = DeviceBuffer<Bf16>(size_t(p.layers) * m * size_t(p.k()));
   for (auto& b : pre) b = DeviceBuffer<float>(m * size_t(p.n));
-  post = DeviceBuffer<float>(m * size_t(p.n));
-  comb = DeviceBuffer<float>(m * size_t(p.n * p.n));
+  for (auto& b : post) b = DeviceBuffer<float>(m * size_t(p.n));
+  for (auto& b : comb) b = DeviceBuffer<float>(m * size_t(p.n * p.n));
   // One-hot on stream 0 (the model's first site) until the caller writes a carried pre_mix.
   std::vector<float> hot(m * size_t(p.n), 0.f);
   for (size_t t = 0; t < m; ++t) hot[t * size_t(p.n)] = 1.f;
@@ -131,7 +151,8 @@ SiteLaunches StackExecutor::Impl::site_launches(int s, int64_t tokens,
     next.norm_weight =
         last ? (has_final_norm ? final_norm.get() : nullptr) : sites[site + 1].norm_weight.get();
     next.layer_input = last ? output.get() : layer_input.get();
-    mhc::cuda::post(p, tokens, src(s), post.get(), comb.get(), f.get(), dst(s), &next, st);
+    mhc::cuda::post(p, tokens, src(s), post[site % 2].get(), comb[site % 2].get(), f.get(), dst(s),
+                    &next, st);
     if (options.trace_layers && s % 2 == 1) copy_trace(s, tokens, st);
   };
   return l;
@@ -145,9 +166,29 @@ CoefficientBuffers StackExecutor::Impl::coefficient_buffers(int s) const {
   c.hc_base = sites[site].hc_base.get();
   c.hc_scale = sites[site].hc_scale.get();
   c.pre = pre[site % 2].get();
-  c.post = post.get();
-  c.comb = comb.get();
+  c.post = post[site % 2].get();
+  c.comb = comb[site % 2].get();
   return c;
+}
+
+InputPathBuffers StackExecutor::Impl::input_buffers(int s) const {
+  InputPathBuffers in;
+  in.pre_mix = s == 0 ? pre_mix_in.get() : pre[size_t(s - 1) % 2].get();
+  in.norm_weight = sites[size_t(s)].norm_weight.get();
+  in.layer_input = layer_input.get();
+  return in;
+}
+
+// Site s-1's post as site s's coefficient launch folds it in: it forms src(s) = dst(s - 1).
+PreviousPost StackExecutor::Impl::previous_post(int s) const {
+  const size_t prev = size_t(s - 1);
+  PreviousPost pp;
+  pp.x = src(s - 1);
+  pp.post = post[prev % 2].get();
+  pp.comb = comb[prev % 2].get();
+  pp.sublayer_out = f.get();
+  pp.x_next = dst(s - 1);
+  return pp;
 }
 
 // The single-stream decode layout: site s's input path rides in its coefficient launch (reading
@@ -158,38 +199,73 @@ SiteLaunches StackExecutor::Impl::decode_site_launches(int s, int64_t tokens,
   SiteLaunches l = site_launches(s, tokens, tuning);
   l.input_path = nullptr;
   l.coefficients = [this, s, tokens, tuning](cudaStream_t st) {
-    InputPathBuffers input;
-    input.pre_mix = s == 0 ? pre_mix_in.get() : pre[size_t(s - 1) % 2].get();
-    input.norm_weight = sites[size_t(s)].norm_weight.get();
-    input.layer_input = layer_input.get();
+    const InputPathBuffers input = input_buffers(s);
     prenorm_coefficients(p, tokens, coefficient_buffers(s), config.projection, tuning, *workspace,
                          st, &input);
   };
   if (s + 1 < p.sites()) {
-    auto fused_post = l.post;
-    l.post = [this, s, tokens, fused_post](cudaStream_t st) {
-      mhc::cuda::post(p, tokens, src(s), post.get(), comb.get(), f.get(), dst(s), nullptr, st);
+    l.post = [this, s, tokens](cudaStream_t st) {
+      const size_t site = size_t(s);
+      mhc::cuda::post(p, tokens, src(s), post[site % 2].get(), comb[site % 2].get(), f.get(),
+                      dst(s), nullptr, st);
       if (options.trace_layers && s % 2 == 1) copy_trace(s, tokens, st);
     };
   }
   return l;
 }
 
-std::vector<SiteLaunches> StackExecutor::Impl::launches(int64_t tokens, bool overlap) {
-  const PrenormTuning tuning = choose_prenorm_tuning(p, tokens, sm_count);
-  const bool decode =
-      !overlap && options.native_decode_schedule && input_path_fuses(p, tokens, tuning);
-  std::vector<SiteLaunches> all;
-  all.reserve(size_t(p.sites()));
-  for (int s = 0; s < p.sites(); ++s) {
-    all.push_back(decode ? decode_site_launches(s, tokens, tuning)
-                         : site_launches(s, tokens, tuning));
-  }
-  return all;
+// The folded decode layout: as the decode layout, but site s > 0's coefficient launch also runs
+// site s-1's post (it forms x = src(s) and layer_input from it), so no post runs but the last
+// (with the final collapse and norm). The launch reads site s-1's post/comb while it writes site
+// s's: they alternate by site parity. With trace_layers, x after an FFN site s-1 is copied once
+// the next launch has formed it.
+SiteLaunches StackExecutor::Impl::folded_site_launches(int s, int64_t tokens,
+                                                       const PrenormTuning& tuning) {
+  SiteLaunches l = decode_site_launches(s, tokens, tuning);
+  if (s + 1 < p.sites()) l.post = nullptr;
+  if (s == 0) return l;
+  l.coefficients = [this, s, tokens, tuning](cudaStream_t st) {
+    const InputPathBuffers input = input_buffers(s);
+    const PreviousPost previous = previous_post(s);
+    prenorm_coefficients(p, tokens, coefficient_buffers(s), config.projection, tuning, *workspace,
+                         st, &input, &previous);
+    if (options.trace_layers && (s - 1) % 2 == 1) copy_trace(s - 1, tokens, st);
+  };
+  return l;
 }
 
-const std::vector<SiteLaunches>& StackExecutor::Impl::cached_launches(int64_t tokens,
-                                                                      bool overlap) {
+StackLayout StackExecutor::Impl::layout(int64_t tokens, bool overlap) const {
+  if (overlap || !options.native_decode_schedule) return StackLayout::fused_post;
+  if (!input_path_fuses(p, tokens, choose_prenorm_tuning(p, tokens, sm_count))) {
+    return StackLayout::fused_post;
+  }
+  const bool fold = options.fold_previous_post && tokens <= kFoldedDecodeMaxTokens;
+  return fold ? StackLayout::folded_decode : StackLayout::decode;
+}
+
+StackExecutor::Impl::LaunchList StackExecutor::Impl::launches(int64_t tokens, bool overlap) {
+  const PrenormTuning tuning = choose_prenorm_tuning(p, tokens, sm_count);
+  LaunchList list;
+  list.layout = layout(tokens, overlap);
+  list.sites.reserve(size_t(p.sites()));
+  for (int s = 0; s < p.sites(); ++s) {
+    switch (list.layout) {
+      case StackLayout::fused_post:
+        list.sites.push_back(site_launches(s, tokens, tuning));
+        break;
+      case StackLayout::decode:
+        list.sites.push_back(decode_site_launches(s, tokens, tuning));
+        break;
+      case StackLayout::folded_decode:
+        list.sites.push_back(folded_site_launches(s, tokens, tuning));
+        break;
+    }
+  }
+  return list;
+}
+
+const StackExecutor::Impl::LaunchList& StackExecutor::Impl::cached_launches(int64_t tokens,
+                                                                            bool overlap) {
   const auto key = std::make_pair(tokens, overlap);
   auto it = launch_cache.find(key);
   if (it == launch_cache.end()) it = launch_cache.emplace(key, launches(tokens, overlap)).first;
@@ -221,7 +297,8 @@ const DispatchDecision& StackExecutor::Impl::cached_decision(int64_t tokens, Exe
 
 void StackExecutor::Impl::enqueue(int64_t tokens, bool overlap, cudaStream_t stream,
                                   StageObserver* observer) {
-  schedule->enqueue(stream, overlap, cached_launches(tokens, overlap), options.delays, observer);
+  schedule->enqueue(stream, overlap, cached_launches(tokens, overlap).sites, options.delays,
+                    observer);
 }
 
 StackExecutor::StackExecutor(const ModelWeights& weights, const KernelConfig& config,
@@ -232,6 +309,10 @@ StackExecutor::~StackExecutor() = default;
 
 DispatchDecision StackExecutor::decide(int64_t tokens, ExecMode mode) const {
   return impl_->decide(tokens, mode);
+}
+
+StackLayout StackExecutor::layout(int64_t tokens, bool overlap) const {
+  return impl_->layout(tokens, overlap);
 }
 
 void StackExecutor::prepare_full_graph(int64_t tokens, cudaStream_t stream) {
@@ -281,6 +362,10 @@ ForwardInfo StackExecutor::forward(int64_t tokens, ExecMode mode, cudaStream_t s
     impl_->enqueue(tokens, info.overlapped, stream);
   }
   (info.overlapped ? impl_->overlapped_sites : impl_->native_sites) += impl_->p.sites();
+  // The list exists: the enqueue above, or the capture of the replayed graph, made it.
+  if (impl_->cached_launches(tokens, info.overlapped).layout == StackLayout::folded_decode) {
+    impl_->folded_sites += impl_->p.sites();
+  }
   return info;
 }
 
@@ -308,8 +393,10 @@ const Bf16* StackExecutor::layer_trace(int layer) const {
   return impl_->trace.get() +
          size_t(layer) * size_t(impl_->options.max_tokens) * size_t(impl_->p.k());
 }
+const Bf16* StackExecutor::layer_input() const { return impl_->layer_input.get(); }
 const MhcParams& StackExecutor::params() const { return impl_->p; }
 int64_t StackExecutor::overlapped_sites() const { return impl_->overlapped_sites; }
 int64_t StackExecutor::native_sites() const { return impl_->native_sites; }
+int64_t StackExecutor::folded_sites() const { return impl_->folded_sites; }
 
 }  // namespace mhc::cuda

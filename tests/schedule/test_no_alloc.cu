@@ -120,31 +120,50 @@ TEST_F(NoAllocationGpu, FullForwardAllocatesNothing) {
   MHC_CUDA_CHECK(cudaStreamSynchronize(stream_));
 }
 
-// The eager and piecewise forwards, on both single-stream layouts: the second forward of a size,
-// or the first after prepare_launches(), allocates nothing.
-//
-// DISABLED: the kernel wrappers of src/cuda/kernels.cu (prenorm_coefficients, post, input_path,
-// standin_sublayer) format every check's error message before testing the condition
-// (require(ok, msg(...)), require_aligned16), so each launch still allocates: 183 allocations per
-// forward here on an H200, 171 in the decode layout. With those checks made lazy (a scratch edit)
-// it passed: the executor and the schedule add nothing. Enable it once the wrappers format only
-// on failure; until then run it with --gtest_also_run_disabled_tests.
-TEST_F(NoAllocationGpu, DISABLED_SecondEagerForwardAllocatesNothing) {
+// The native decode layouts in FULL graphs: folded (8 tokens) and unfolded (17), with the layer
+// trace, whose copies follow the fold. Counting the folded sites allocates nothing either.
+TEST_F(NoAllocationGpu, FullForwardInDecodeLayoutsAllocatesNothing) {
+  const MhcParams p = two_layers();
+  const ModelWeights w = synthetic_model(p, 9);
+  StackOptions opt;
+  opt.max_tokens = 17;
+  opt.trace_layers = true;
+  opt.native_decode_schedule = true;
+  StackExecutor ex(w, KernelConfig{}, opt);
+  for (int64_t tokens : {8, 17}) {
+    ex.prepare_full_graph(tokens, stream_);
+    ex.forward(tokens, ExecMode::full, stream_);
+    EXPECT_EQ(allocations_in([&] { ex.forward(tokens, ExecMode::full, stream_); }), 0)
+        << tokens << " tokens, layout " << to_string(ex.layout(tokens, false));
+  }
+  MHC_CUDA_CHECK(cudaStreamSynchronize(stream_));
+  EXPECT_EQ(ex.folded_sites(), 2 * p.sites());
+}
+
+// The eager and piecewise forwards, on the three single-stream layouts: the second forward of a
+// size, or the first after prepare_launches(), allocates nothing. 8 and 13 tokens take the folded
+// decode layout where native_decode_schedule is on, 17 the unfolded one. (Disabled until the
+// kernel wrappers of src/cuda/kernels.cu formatted their check messages only on failure, commit
+// 502c642; passed on an H200 with those wrappers.)
+TEST_F(NoAllocationGpu, SecondEagerForwardAllocatesNothing) {
   const MhcParams p = two_layers();
   const ModelWeights w = synthetic_model(p, 9);
   for (bool decode : {false, true}) {
     StackOptions opt;
-    opt.max_tokens = 16;
+    opt.max_tokens = 17;
     opt.native_decode_schedule = decode;
     StackExecutor ex(w, KernelConfig{}, opt);
-    for (ExecMode mode : {ExecMode::eager, ExecMode::piecewise}) {
-      ex.forward(8, mode, stream_);
-      EXPECT_EQ(allocations_in([&] { ex.forward(8, mode, stream_); }), 0)
-          << to_string(mode) << ", decode layout " << decode;
+    for (int64_t tokens : {8, 17}) {
+      for (ExecMode mode : {ExecMode::eager, ExecMode::piecewise}) {
+        ex.forward(tokens, mode, stream_);
+        EXPECT_EQ(allocations_in([&] { ex.forward(tokens, mode, stream_); }), 0)
+            << to_string(mode) << ", " << tokens << " tokens, layout "
+            << to_string(ex.layout(tokens, false));
+      }
     }
     ex.prepare_launches(13, ExecMode::eager);
     EXPECT_EQ(allocations_in([&] { ex.forward(13, ExecMode::eager, stream_); }), 0)
-        << "first forward after prepare_launches, decode layout " << decode;
+        << "first forward after prepare_launches, layout " << to_string(ex.layout(13, false));
     MHC_CUDA_CHECK(cudaStreamSynchronize(stream_));
   }
 }

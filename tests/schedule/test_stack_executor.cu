@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <cstring>
+#include <utility>
 #include <vector>
 
 #include "cuda/gpu_test_util.hpp"
@@ -11,9 +12,14 @@
 #include "mhc/cuda/check.hpp"
 #include "mhc/model.hpp"
 #include "mhc/stack_executor.hpp"
+#include "schedule/stack_test_util.hpp"
 
 namespace mhc::cuda {
 namespace {
+
+using test::expect_within_stack_bounds;
+using test::load_inputs;
+using test::small_stack;
 
 struct Case {
   int hidden, n;
@@ -21,33 +27,8 @@ struct Case {
   bool carried;  // entry with a carried pre_mix instead of the one-hot first site
 };
 
-MhcParams small_stack(int hidden, int n, int layers) {
-  MhcParams p = preset("dsv41-flash");
-  p.hidden = hidden;
-  p.n = n;
-  p.layers = layers;
-  return p;
-}
-
 KernelConfig overlap_everywhere() {
   return KernelConfig::parse(R"({"enable_mhc_overlap": true, "overlap_max_tokens": 4096})");
-}
-
-// Fresh inputs: x from a new embedding seed; with `carried`, a positive non-one-hot pre_mix.
-void load_inputs(StackExecutor& ex, int64_t tokens, uint64_t seed, bool carried, cudaStream_t st) {
-  const MhcParams& p = ex.params();
-  const auto x = synthetic_embeddings(p, tokens, seed);
-  MHC_CUDA_CHECK(
-      cudaMemcpyAsync(ex.x_in(), x.data(), x.size() * sizeof(Bf16), cudaMemcpyHostToDevice, st));
-  std::vector<float> pre_mix(size_t(tokens * p.n), 0.f);
-  for (int64_t t = 0; t < tokens; ++t) {
-    for (int j = 0; j < p.n; ++j) {
-      pre_mix[size_t(t * p.n + j)] = carried ? 0.2f + 0.1f * float((t + j + seed) % 7) : (j == 0);
-    }
-  }
-  MHC_CUDA_CHECK(cudaMemcpyAsync(ex.pre_mix_in(), pre_mix.data(), pre_mix.size() * sizeof(float),
-                                 cudaMemcpyHostToDevice, st));
-  MHC_CUDA_CHECK(cudaStreamSynchronize(st));
 }
 
 // Final streams and output, as raw bytes.
@@ -61,26 +42,6 @@ std::vector<uint16_t> results(const StackExecutor& ex, int64_t tokens, cudaStrea
   MHC_CUDA_CHECK(cudaMemcpy(host.data() + xs + os, ex.last_pre(), size_t(tokens * p.n) * 4,
                             cudaMemcpyDeviceToHost));
   return host;
-}
-
-// x after every layer (the executor's trace) and the output against the float64 reference stack.
-void expect_within_stack_bounds(const StackExecutor& ex, const ModelWeights& w, int64_t tokens,
-                                const std::vector<Bf16>& x0) {
-  const MhcParams& p = ex.params();
-  const StackReference ref = reference_stack(w, tokens, x0.data());
-  std::vector<Bf16> x(size_t(tokens * p.k()));
-  for (int layer = 0; layer < p.layers; ++layer) {
-    MHC_CUDA_CHECK(
-        cudaMemcpy(x.data(), ex.layer_trace(layer), x.size() * 2, cudaMemcpyDeviceToHost));
-    const ErrorStats e =
-        compare(x.data(), ref.x_after_layer[size_t(layer)].data(), int64_t(x.size()));
-    EXPECT_TRUE(e.passes(stack_x_tolerance(layer + 1)))
-        << "M=" << tokens << " layer " << layer + 1 << ": " << e.describe();
-  }
-  std::vector<Bf16> out(size_t(tokens * p.hidden));
-  MHC_CUDA_CHECK(cudaMemcpy(out.data(), ex.output(), out.size() * 2, cudaMemcpyDeviceToHost));
-  const ErrorStats e = compare(out.data(), ref.output.data(), int64_t(out.size()));
-  EXPECT_TRUE(e.passes(kStackOutputTolerance)) << "M=" << tokens << " output: " << e.describe();
 }
 
 class StackExecutorTest : public ::testing::TestWithParam<Case> {
@@ -191,18 +152,24 @@ TEST_F(StackStressTest, PolicyKeepsEagerPiecewiseAndLargeBatchesNative) {
   EXPECT_EQ(ex.overlapped_sites(), p.sites());
 }
 
-// The fastest single-stream layout (input path inside the coefficient launch at decode sizes)
-// computes the same stack: within the stack bounds of the float64 reference at every layer.
+// The fastest single-stream layouts (input path inside the coefficient launch at decode sizes,
+// up to 16 tokens with each post folded into the next launch) compute the same stack: within the
+// stack bounds of the float64 reference at every layer.
 TEST_F(StackStressTest, NativeDecodeScheduleMatchesFloat64Reference) {
   MhcParams p = preset("dsv41-flash");
   p.layers = 8;
-  for (int64_t tokens : {1, 13, 64, 65}) {
+  const std::pair<int64_t, StackLayout> sizes[] = {{1, StackLayout::folded_decode},
+                                                   {13, StackLayout::folded_decode},
+                                                   {64, StackLayout::decode},
+                                                   {65, StackLayout::fused_post}};
+  for (const auto& [tokens, layout] : sizes) {
     const ModelWeights w = synthetic_model(p, 12);
     StackOptions opt;
     opt.max_tokens = tokens;
     opt.trace_layers = true;
     opt.native_decode_schedule = true;
     StackExecutor ex(w, KernelConfig::parse(R"({"enable_mhc_overlap": false})"), opt);
+    EXPECT_STREQ(to_string(ex.layout(tokens, false)), to_string(layout)) << tokens << " tokens";
     const auto x0 = synthetic_embeddings(p, tokens, 13);
     MHC_CUDA_CHECK(cudaMemcpy(ex.x_in(), x0.data(), x0.size() * 2, cudaMemcpyHostToDevice));
     ex.prepare_full_graph(tokens, stream_);

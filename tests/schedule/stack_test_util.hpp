@@ -1,0 +1,64 @@
+// Helpers shared by the stack executor tests: fresh inputs, and the executor's per-layer trace
+// and output against the float64 reference stack.
+#pragma once
+#include <gtest/gtest.h>
+
+#include <cstdint>
+#include <vector>
+
+#include "mhc/compare.hpp"
+#include "mhc/cuda/check.hpp"
+#include "mhc/model.hpp"
+#include "mhc/stack_executor.hpp"
+
+namespace mhc::cuda::test {
+
+// A dsv41-flash stack with another hidden size, stream count and depth.
+inline MhcParams small_stack(int hidden, int n, int layers) {
+  MhcParams p = preset("dsv41-flash");
+  p.hidden = hidden;
+  p.n = n;
+  p.layers = layers;
+  return p;
+}
+
+// Fresh inputs: x from a new embedding seed; with `carried`, a positive non-one-hot pre_mix.
+inline void load_inputs(StackExecutor& ex, int64_t tokens, uint64_t seed, bool carried,
+                        cudaStream_t st) {
+  const MhcParams& p = ex.params();
+  const auto x = synthetic_embeddings(p, tokens, seed);
+  MHC_CUDA_CHECK(
+      cudaMemcpyAsync(ex.x_in(), x.data(), x.size() * sizeof(Bf16), cudaMemcpyHostToDevice, st));
+  std::vector<float> pre_mix(size_t(tokens * p.n), 0.f);
+  for (int64_t t = 0; t < tokens; ++t) {
+    for (int j = 0; j < p.n; ++j) {
+      pre_mix[size_t(t * p.n + j)] = carried ? 0.2f + 0.1f * float((t + j + seed) % 7) : (j == 0);
+    }
+  }
+  MHC_CUDA_CHECK(cudaMemcpyAsync(ex.pre_mix_in(), pre_mix.data(), pre_mix.size() * sizeof(float),
+                                 cudaMemcpyHostToDevice, st));
+  MHC_CUDA_CHECK(cudaStreamSynchronize(st));
+}
+
+// x after every layer (the executor's trace, so it needs trace_layers) and the output against
+// the float64 reference stack from x0 (one-hot entry), within the stack bounds of mhc/compare.hpp.
+inline void expect_within_stack_bounds(const StackExecutor& ex, const ModelWeights& w,
+                                       int64_t tokens, const std::vector<Bf16>& x0) {
+  const MhcParams& p = ex.params();
+  const StackReference ref = reference_stack(w, tokens, x0.data());
+  std::vector<Bf16> x(size_t(tokens * p.k()));
+  for (int layer = 0; layer < p.layers; ++layer) {
+    MHC_CUDA_CHECK(
+        cudaMemcpy(x.data(), ex.layer_trace(layer), x.size() * 2, cudaMemcpyDeviceToHost));
+    const ErrorStats e =
+        compare(x.data(), ref.x_after_layer[size_t(layer)].data(), int64_t(x.size()));
+    EXPECT_TRUE(e.passes(stack_x_tolerance(layer + 1)))
+        << "M=" << tokens << " layer " << layer + 1 << ": " << e.describe();
+  }
+  std::vector<Bf16> out(size_t(tokens * p.hidden));
+  MHC_CUDA_CHECK(cudaMemcpy(out.data(), ex.output(), out.size() * 2, cudaMemcpyDeviceToHost));
+  const ErrorStats e = compare(out.data(), ref.output.data(), int64_t(out.size()));
+  EXPECT_TRUE(e.passes(kStackOutputTolerance)) << "M=" << tokens << " output: " << e.describe();
+}
+
+}  // namespace mhc::cuda::test
