@@ -77,9 +77,13 @@ struct StackOptions {
   // benchmark turns it on so that the overlap is measured against the best native schedule.
   bool native_decode_schedule = false;
   // With native_decode_schedule, up to kFoldedDecodeMaxTokens: fold each site's post into the
-  // next site's coefficient launch (StackLayout::folded_decode; the same bits as decode). False
-  // keeps the unfolded decode layout (tests and measurements).
-  bool fold_previous_post = true;
+  // next site's coefficient launch (StackLayout::folded_decode; the same bits as decode). Off by
+  // default, as measured on an H200 in one process (docs/overlap.md): behind the one-kernel
+  // stand-in the fold saves 1.4-1.7 us per site, but behind the cuBLAS stand-in decoder (a
+  // sublayer like a real one: no PDL, weights streamed through L2) it costs about 3 us per site
+  // (52.1 vs 48.9 us at 1 token), since the unfolded layout's post hides the coefficient
+  // launch's start and hc_fn loads, which nothing can hide after a cuBLAS kernel.
+  bool fold_previous_post = false;
 };
 
 struct ForwardInfo {

@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "cuda/gpu_test_util.hpp"
@@ -129,6 +130,7 @@ TEST_F(NoAllocationGpu, FullForwardInDecodeLayoutsAllocatesNothing) {
   opt.max_tokens = 17;
   opt.trace_layers = true;
   opt.native_decode_schedule = true;
+  opt.fold_previous_post = true;
   StackExecutor ex(w, KernelConfig{}, opt);
   for (int64_t tokens : {8, 17}) {
     ex.prepare_full_graph(tokens, stream_);
@@ -142,16 +144,19 @@ TEST_F(NoAllocationGpu, FullForwardInDecodeLayoutsAllocatesNothing) {
 
 // The eager and piecewise forwards, on the three single-stream layouts: the second forward of a
 // size, or the first after prepare_launches(), allocates nothing. 8 and 13 tokens take the folded
-// decode layout where native_decode_schedule is on, 17 the unfolded one. (Disabled until the
-// kernel wrappers of src/cuda/kernels.cu formatted their check messages only on failure, commit
-// 502c642; passed on an H200 with those wrappers.)
+// decode layout where native_decode_schedule and fold_previous_post are on, 17 the unfolded one.
+// (Disabled until the kernel wrappers of src/cuda/kernels.cu formatted their check messages only on
+// failure, commit 502c642; passed on an H200 with those wrappers.)
 TEST_F(NoAllocationGpu, SecondEagerForwardAllocatesNothing) {
   const MhcParams p = two_layers();
   const ModelWeights w = synthetic_model(p, 9);
-  for (bool decode : {false, true}) {
+  // (native_decode_schedule, fold_previous_post): fused_post; decode; folded_decode up to 16.
+  const std::pair<bool, bool> layouts[] = {{false, false}, {true, false}, {true, true}};
+  for (const auto& [decode, fold] : layouts) {
     StackOptions opt;
     opt.max_tokens = 17;
     opt.native_decode_schedule = decode;
+    opt.fold_previous_post = fold;
     StackExecutor ex(w, KernelConfig{}, opt);
     for (int64_t tokens : {8, 17}) {
       for (ExecMode mode : {ExecMode::eager, ExecMode::piecewise}) {

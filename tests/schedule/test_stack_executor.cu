@@ -168,6 +168,7 @@ TEST_F(StackStressTest, NativeDecodeScheduleMatchesFloat64Reference) {
     opt.max_tokens = tokens;
     opt.trace_layers = true;
     opt.native_decode_schedule = true;
+    opt.fold_previous_post = true;  // off by default (docs/overlap.md)
     StackExecutor ex(w, KernelConfig::parse(R"({"enable_mhc_overlap": false})"), opt);
     EXPECT_STREQ(to_string(ex.layout(tokens, false)), to_string(layout)) << tokens << " tokens";
     const auto x0 = synthetic_embeddings(p, tokens, 13);
