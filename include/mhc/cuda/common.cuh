@@ -155,16 +155,34 @@ __device__ __forceinline__ void bulk_copy_to_shared(void* dst, const void* src, 
 #endif
 }
 
+// L2 eviction policies for cache hints: streamed data first out, reused weights last.
+__device__ __forceinline__ uint64_t l2_evict_first_policy() {
+  uint64_t policy = 0;
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;" : "=l"(policy));
+#endif
+  return policy;
+}
+__device__ __forceinline__ uint64_t l2_evict_last_policy() {
+  uint64_t policy = 0;
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("createpolicy.fractional.L2::evict_last.b64 %0, 1.0;" : "=l"(policy));
+#endif
+  return policy;
+}
+
 // One 2D box of a tensor map (`map`: the address of a __grid_constant__ CUtensorMap parameter)
-// at coordinates (inner, outer) to shared memory, completing on `bar`. Out-of-range elements
-// arrive as zeros and count towards the bytes.
+// at coordinates (inner, outer) to shared memory, completing on `bar`, with an L2 eviction
+// policy (above). Out-of-range elements arrive as zeros and count towards the bytes.
 __device__ __forceinline__ void tensor_copy_to_shared(void* dst, const void* map, int inner,
-                                                      int outer, uint64_t* bar) {
+                                                      int outer, uint64_t* bar,
+                                                      uint64_t l2_policy) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   asm volatile(
       "cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes"
-      " [%0], [%1, {%2, %3}], [%4];" ::"r"(shared_address(dst)),
-      "l"(reinterpret_cast<uint64_t>(map)), "r"(inner), "r"(outer), "r"(shared_address(bar))
+      ".L2::cache_hint [%0], [%1, {%2, %3}], [%4], %5;" ::"r"(shared_address(dst)),
+      "l"(reinterpret_cast<uint64_t>(map)), "r"(inner), "r"(outer), "r"(shared_address(bar)),
+      "l"(l2_policy)
       : "memory");
 #endif
 }

@@ -74,6 +74,8 @@ __device__ __forceinline__ void produce_stages(const CUtensorMap* x_map, const C
                                                uint64_t* empty, int64_t row0, int stage_begin,
                                                int stage_count) {
   using S = BulkShape<kStreams>;
+  // x is read once: first out of L2; hc_fn is re-read by every tile: kept.
+  const uint64_t stream_policy = l2_evict_first_policy(), weight_policy = l2_evict_last_policy();
   for (int i = 0; i < stage_count; ++i) {
     const int s = i % S::kStages;
     if (i >= S::kStages) mbarrier_wait(&empty[s], unsigned(i / S::kStages - 1) & 1u);
@@ -84,11 +86,12 @@ __device__ __forceinline__ void produce_stages(const CUtensorMap* x_map, const C
 #pragma unroll
     for (int b = 0; b < S::kStageK / S::kXBoxK; ++b) {
       tensor_copy_to_shared(x_stage + b * S::kXBoxBytes, x_map, k0 + b * S::kXBoxK, int(row0),
-                            &full[s]);
+                            &full[s], stream_policy);
     }
 #pragma unroll
     for (int b = 0; b < S::kStageK / S::kWBoxK; ++b) {
-      tensor_copy_to_shared(w_stage + b * S::kWBoxBytes, w_map, k0 + b * S::kWBoxK, 0, &full[s]);
+      tensor_copy_to_shared(w_stage + b * S::kWBoxBytes, w_map, k0 + b * S::kWBoxK, 0, &full[s],
+                            weight_policy);
     }
   }
 }
