@@ -6,12 +6,31 @@
 #include <cstdint>
 #include <vector>
 
+#include "cuda/gpu_test_util.hpp"
 #include "mhc/compare.hpp"
 #include "mhc/cuda/check.hpp"
 #include "mhc/model.hpp"
 #include "mhc/stack_executor.hpp"
 
 namespace mhc::cuda::test {
+
+// A test fixture (Base: ::testing::Test or a TestWithParam) with a non-blocking stream; skips
+// without a GPU.
+template <typename Base = ::testing::Test>
+class WithStream : public Base {
+ protected:
+  void SetUp() override {
+    MHC_SKIP_WITHOUT_GPU();
+    MHC_CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
+  }
+  void TearDown() override {
+    if (stream_) {
+      cudaStreamSynchronize(stream_);
+      cudaStreamDestroy(stream_);
+    }
+  }
+  cudaStream_t stream_ = nullptr;
+};
 
 // A dsv41-flash stack with another hidden size, stream count and depth.
 inline MhcParams small_stack(int hidden, int n, int layers) {

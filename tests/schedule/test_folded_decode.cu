@@ -24,6 +24,7 @@ namespace {
 using test::expect_within_stack_bounds;
 using test::load_inputs;
 using test::small_stack;
+using test::WithStream;
 
 struct FoldCase {
   int hidden, n;
@@ -84,17 +85,7 @@ void expect_same_bits(const Snapshot& got, const Snapshot& want, const std::stri
   EXPECT_EQ(mismatches(got.trace, want.trace), 0) << label << ": layer trace";
 }
 
-class FoldedDecodeTest : public ::testing::TestWithParam<FoldCase> {
- protected:
-  void SetUp() override {
-    MHC_SKIP_WITHOUT_GPU();
-    MHC_CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
-  }
-  void TearDown() override {
-    if (stream_) cudaStreamDestroy(stream_);
-  }
-  cudaStream_t stream_ = nullptr;
-};
+class FoldedDecodeTest : public WithStream<::testing::TestWithParam<FoldCase>> {};
 
 // Up to kFoldedDecodeMaxTokens the folded executor folds, above it both run the decode layout;
 // either way the bits must be those of the unfolded decode layout.

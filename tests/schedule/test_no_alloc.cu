@@ -16,11 +16,13 @@
 #include "mhc/stack_executor.hpp"
 #include "mhc/trace.hpp"
 #include "schedule/alloc_counter.hpp"
+#include "schedule/stack_test_util.hpp"
 
 namespace mhc::cuda {
 namespace {
 
-using test::allocations_in;
+using ::mhc::test::allocations_in;
+using test::WithStream;
 
 // The counter must be live in this binary, or every zero below would prove nothing. The
 // memory escapes through a volatile pointer so that the compiler may not elide the allocations.
@@ -60,20 +62,7 @@ MhcParams two_layers() {
   return p;
 }
 
-class NoAllocationGpu : public ::testing::Test {
- protected:
-  void SetUp() override {
-    MHC_SKIP_WITHOUT_GPU();
-    MHC_CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
-  }
-  void TearDown() override {
-    if (stream_) {
-      cudaStreamSynchronize(stream_);
-      cudaStreamDestroy(stream_);
-    }
-  }
-  cudaStream_t stream_ = nullptr;
-};
+class NoAllocationGpu : public WithStream<> {};
 
 // Both schedules, with the test delays and with a trace observer: enqueueing a prebuilt site list
 // allocates nothing (the NVTX range names are made in the constructor).

@@ -20,6 +20,7 @@ namespace {
 using test::expect_within_stack_bounds;
 using test::load_inputs;
 using test::small_stack;
+using test::WithStream;
 
 struct Case {
   int hidden, n;
@@ -44,17 +45,7 @@ std::vector<uint16_t> results(const StackExecutor& ex, int64_t tokens, cudaStrea
   return host;
 }
 
-class StackExecutorTest : public ::testing::TestWithParam<Case> {
- protected:
-  void SetUp() override {
-    MHC_SKIP_WITHOUT_GPU();
-    MHC_CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
-  }
-  void TearDown() override {
-    if (stream_) cudaStreamDestroy(stream_);
-  }
-  cudaStream_t stream_ = nullptr;
-};
+class StackExecutorTest : public WithStream<::testing::TestWithParam<Case>> {};
 
 TEST_P(StackExecutorTest, OverlapBitwiseEqualsNativeEagerAndInGraphs) {
   const Case c = GetParam();
