@@ -156,17 +156,16 @@ __device__ __forceinline__ void bulk_copy_to_shared(void* dst, const void* src, 
 }
 
 // L2 eviction policies for cache hints: streamed data first out, reused weights last.
-__device__ __forceinline__ uint64_t l2_evict_first_policy() {
+enum class L2Eviction { first, last };
+template <L2Eviction kEviction>
+__device__ __forceinline__ uint64_t l2_policy() {
   uint64_t policy = 0;
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  asm volatile("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;" : "=l"(policy));
-#endif
-  return policy;
-}
-__device__ __forceinline__ uint64_t l2_evict_last_policy() {
-  uint64_t policy = 0;
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  asm volatile("createpolicy.fractional.L2::evict_last.b64 %0, 1.0;" : "=l"(policy));
+  if constexpr (kEviction == L2Eviction::first) {
+    asm volatile("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;" : "=l"(policy));
+  } else {
+    asm volatile("createpolicy.fractional.L2::evict_last.b64 %0, 1.0;" : "=l"(policy));
+  }
 #endif
   return policy;
 }

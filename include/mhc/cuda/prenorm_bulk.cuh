@@ -75,7 +75,8 @@ __device__ __forceinline__ void produce_stages(const CUtensorMap* x_map, const C
                                                int stage_count) {
   using S = BulkShape<kStreams>;
   // x is read once: first out of L2; hc_fn is re-read by every tile: kept.
-  const uint64_t stream_policy = l2_evict_first_policy(), weight_policy = l2_evict_last_policy();
+  const uint64_t stream_policy = l2_policy<L2Eviction::first>();
+  const uint64_t weight_policy = l2_policy<L2Eviction::last>();
   for (int i = 0; i < stage_count; ++i) {
     const int s = i % S::kStages;
     if (i >= S::kStages) mbarrier_wait(&empty[s], unsigned(i / S::kStages - 1) & 1u);
