@@ -96,7 +96,7 @@ __device__ __forceinline__ void cp_async_wait() {
 }
 
 // ---- bulk copies (TMA) and mbarriers (sm_90) --------------------------------------------------
-// The copy engine moves whole row pieces global -> shared without registers or per-thread
+// The copy engine moves whole boxes of a tensor global -> shared without registers or per-thread
 // instructions and signals an mbarrier when the bytes have landed. Compiled to nothing below
 // sm_90; callers run only where bulk_copies_enabled().
 
@@ -142,19 +142,6 @@ __device__ __forceinline__ void mbarrier_wait(uint64_t* bar, unsigned parity) {
       : "memory");
 #endif
 }
-// `bytes` (a multiple of 16; both addresses 16-byte aligned) from global to this CTA's shared
-// memory, completing on `bar`.
-__device__ __forceinline__ void bulk_copy_to_shared(void* dst, const void* src, unsigned bytes,
-                                                    uint64_t* bar) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  asm volatile(
-      "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];" ::
-          "r"(shared_address(dst)),
-      "l"(src), "r"(bytes), "r"(shared_address(bar))
-      : "memory");
-#endif
-}
-
 // L2 eviction policies for cache hints: streamed data first out, reused weights last.
 enum class L2Eviction { first, last };
 template <L2Eviction kEviction>
