@@ -34,24 +34,63 @@ struct CoefficientOutputs {
 
 __device__ __forceinline__ float sigmoid(float v) { return 1.f / (1.f + expf(-v)); }
 
-__device__ __forceinline__ float fast_reciprocal(float v) { return __fdividef(1.f, v); }
+// One MUFU.RCP (rcp.approx.ftz: ~1 ulp). The Sinkhorn sums it serves are >= eps_h and far from
+// the denormal range; __fdividef wrapped it in a range check that sat on the serial chain.
+__device__ __forceinline__ float fast_reciprocal(float v) {
+  float r;
+  asm("rcp.approx.ftz.f32 %0, %1;" : "=f"(r) : "f"(v));
+  return r;
+}
 
-// Turns `sums` (NMIX dot products, then the sum of squares) of one token into its outputs.
+// hc_base (NMIX) then hc_scale (3): what token_coefficients reads besides the sums. The caller
+// stages them in shared memory once per CTA (stage_coefficient_params), because reading them
+// here from global memory put one L2 round trip per output on the critical path: a load may not
+// move above a store through another float pointer (they could alias), so each pre/post sigmoid
+// waited for its own load after the previous store. Measured on an H200: 7.3 us of the large-M
+// kernel's tail for 128 tokens.
+template <int kStreams>
+inline constexpr int kCoefficientParamFloats = kStreams*(kStreams + 2) + 3;
+
+template <int kStreams>
+__device__ __forceinline__ void stage_coefficient_params(const CoefficientParams& cp,
+                                                         float* params) {
+  constexpr int kNmix = kStreams * (kStreams + 2);
+  const int i = threadIdx.x;
+  if (i < kNmix) params[i] = __ldg(cp.hc_base + i);
+  if (i >= kNmix && i < kNmix + 3) params[i] = __ldg(cp.hc_scale + (i - kNmix));
+}
+
+// Sum of get(0..kCount-1) as a balanced tree: on the serial Sinkhorn path a row or column sum
+// of n = 4 costs two dependent adds instead of three.
+template <int kCount, typename Get>
+__device__ __forceinline__ float tree_sum(const Get& get) {
+  if constexpr (kCount == 1) {
+    return get(0);
+  } else {
+    constexpr int kHalf = kCount / 2;
+    return tree_sum<kHalf>(get) + tree_sum<kCount - kHalf>([&](int i) { return get(kHalf + i); });
+  }
+}
+
+// Turns `sums` (NMIX dot products, then the sum of squares) of one token into its outputs;
+// `params` as staged by stage_coefficient_params (shared memory).
 template <int kStreams>
 __device__ __forceinline__ void token_coefficients(const float* sums, int64_t token,
-                                                   const CoefficientParams& cp,
+                                                   const CoefficientParams& cp, const float* params,
                                                    const CoefficientOutputs& out) {
   constexpr int n = kStreams;
   constexpr int kNmix = n * (n + 2);
+  const float* hc_base = params;
   const float r = 1.f / sqrtf(sums[kNmix] * cp.inv_k + cp.eps_n);
-  const float scale_pre = cp.hc_scale[0], scale_post = cp.hc_scale[1], scale_comb = cp.hc_scale[2];
+  const float scale_pre = params[kNmix], scale_post = params[kNmix + 1];
+  const float scale_comb = params[kNmix + 2];
   float mixes[kNmix];
 #pragma unroll
   for (int i = 0; i < kNmix; ++i) mixes[i] = sums[i] * r;
 #pragma unroll
   for (int j = 0; j < n; ++j) {
-    out.pre[token * n + j] = sigmoid(mixes[j] * scale_pre + cp.hc_base[j]) + cp.eps_h;
-    out.post[token * n + j] = cp.post_mult * sigmoid(mixes[n + j] * scale_post + cp.hc_base[n + j]);
+    out.pre[token * n + j] = sigmoid(mixes[j] * scale_pre + hc_base[j]) + cp.eps_h;
+    out.post[token * n + j] = cp.post_mult * sigmoid(mixes[n + j] * scale_post + hc_base[n + j]);
   }
   if (out.mixes != nullptr) {
 #pragma unroll
@@ -65,7 +104,7 @@ __device__ __forceinline__ void token_coefficients(const float* sums, int64_t to
     float row_max = -INFINITY;
 #pragma unroll
     for (int k = 0; k < n; ++k) {
-      p[j][k] = mixes[2 * n + j * n + k] * scale_comb + cp.hc_base[2 * n + j * n + k];
+      p[j][k] = mixes[2 * n + j * n + k] * scale_comb + hc_base[2 * n + j * n + k];
       row_max = fmaxf(row_max, p[j][k]);
     }
     float total = 0.f;
@@ -81,9 +120,7 @@ __device__ __forceinline__ void token_coefficients(const float* sums, int64_t to
   auto column_pass = [&] {
 #pragma unroll
     for (int k = 0; k < n; ++k) {
-      float total = 0.f;
-#pragma unroll
-      for (int j = 0; j < n; ++j) total += p[j][k];
+      const float total = tree_sum<n>([&](int j) { return p[j][k]; });
       const float inv = fast_reciprocal(total + cp.eps_h);
 #pragma unroll
       for (int j = 0; j < n; ++j) p[j][k] *= inv;
@@ -93,9 +130,7 @@ __device__ __forceinline__ void token_coefficients(const float* sums, int64_t to
   for (int it = 1; it < cp.sinkhorn_iters; ++it) {
 #pragma unroll
     for (int j = 0; j < n; ++j) {
-      float total = 0.f;
-#pragma unroll
-      for (int k = 0; k < n; ++k) total += p[j][k];
+      const float total = tree_sum<n>([&](int k) { return p[j][k]; });
       const float inv = fast_reciprocal(total + cp.eps_h);
 #pragma unroll
       for (int k = 0; k < n; ++k) p[j][k] *= inv;

@@ -28,6 +28,7 @@
 #include <cstdint>
 
 #include "mhc/cuda/prenorm_common.cuh"
+#include "mhc/cuda/wgmma.cuh"
 
 namespace mhc::cuda {
 
@@ -137,6 +138,70 @@ __device__ __forceinline__ void consume_stages(const unsigned char* stages, uint
   }
 }
 
+// The 16 A fragments (4 k steps x {row g, row g + 8} x {k t, k t + 4}) of one 32-wide chunk for
+// wgmma: single bf16 loads (the fragment's k order is B's, which the copy engine fixed), widened
+// exactly to TF32 bits; the rows' sums of squares in the same pass. The 8 rows a load
+// instruction touches sit in 8 different 16-byte swizzle slots: no bank conflicts.
+__device__ __forceinline__ void load_a_fragments(const unsigned char* x_box, int half_row, int row,
+                                                 int t, uint32_t (&a)[4][4], float (&sumsq)[2]) {
+#pragma unroll
+  for (int j = 0; j < 4; ++j) {
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        const int offset = swizzled(row + 8 * r, half_row * 4 + j) + 2 * (4 * h + t);
+        const uint32_t bits = uint32_t(*reinterpret_cast<const uint16_t*>(x_box + offset)) << 16;
+        a[j][r + 2 * h] = bits;
+        const float value = __uint_as_float(bits);
+        sumsq[r] = fmaf(value, value, sumsq[r]);
+      }
+    }
+  }
+}
+
+// A consumer warp with wgmma (TF32, sm_90a): its 16 tokens' A fragments from shared memory, B
+// (hc_fn) read by the tensor cores once per warpgroup. A registers are double-buffered by chunk
+// parity; chunk c's registers are rewritten at chunk c + 2, after the wait that follows chunk
+// c + 1's commit has covered chunk c's group. A stage is released once the first chunk of the
+// next stage has waited, i.e. when every group that read it is done.
+template <int kStreams>
+__device__ __forceinline__ void consume_stages_wgmma(const unsigned char* stages, uint64_t* full,
+                                                     uint64_t* empty, int stage_count, int row,
+                                                     float (&acc)[kStreams * (kStreams + 2) / 8][4],
+                                                     float (&sumsq)[2]) {
+  using S = BulkShape<kStreams>;
+  static_assert(S::kChunksPerStage % 2 == 0, "A buffers alternate by chunk parity");
+  const int lane = threadIdx.x % kWarp, t = lane % 4;
+  float(&d)[S::kNmix / 2] = reinterpret_cast<float(&)[S::kNmix / 2]>(acc);
+  uint32_t a[2][4][4];
+  for (int i = 0; i < stage_count; ++i) {
+    const int s = i % S::kStages;
+    mbarrier_wait(&full[s], unsigned(i / S::kStages) & 1u);
+    const unsigned char* x_stage = stages + s * S::kStageBytes;
+    const unsigned char* w_stage = x_stage + S::kXBytes;
+#pragma unroll
+    for (int c = 0; c < S::kChunksPerStage; ++c) {
+      load_a_fragments(x_stage + (c / 2) * S::kXBoxBytes, c % 2, row, t, a[c % 2], sumsq);
+      wgmma_fence();
+#pragma unroll
+      for (int j = 0; j < 4; ++j) {
+        // k step j of the chunk: 8 fp32 = 32 bytes into each 128-byte hc_fn row.
+        wgmma_tf32<S::kNmix>(d, a[c % 2][j],
+                             wgmma_descriptor_sw128(w_stage + c * S::kWBoxBytes + 32 * j));
+      }
+      wgmma_commit();
+      wgmma_wait<1>();
+      if (c == 0 && i > 0) {
+        fence_shared_for_async_writes();  // this warp's reads before the copy engine refills
+        __syncwarp();
+        if (lane == 0) mbarrier_arrive(&empty[(i - 1) % S::kStages]);
+      }
+    }
+  }
+  wgmma_wait<0>();  // the last stage is never refilled: no release needed
+}
+
 }  // namespace detail
 
 template <int kStreams, bool kCompensated>
@@ -182,19 +247,31 @@ __global__ void __launch_bounds__(BulkShape<kStreams>::kThreads, 1)
                                        stage_count);
     }
   } else {
-    const int g = lane / 4, row_of_g = (g >> 1) | ((g & 1) << 2);
+    const int g = lane / 4;
     float acc[1][S::kNTiles][4] = {};
     float sumsq[1][2] = {};
-    detail::consume_stages<kStreams, kCompensated>(stages, full, empty, stage_count, warp * 16,
-                                                   row_of_g, acc, sumsq);
+    // wgmma for the TF32 projection where this image has it; the compensated (fp32) projection
+    // needs hc_fn's low parts as a second B operand and stays on mma.sync.
+    constexpr bool kWgmma = kDeviceHasWgmma && !kCompensated;
+    const int row_of_g = kWgmma ? g : (g >> 1) | ((g & 1) << 2);
+    if constexpr (kWgmma) {
+      detail::consume_stages_wgmma<kStreams>(stages, full, empty, stage_count, warp * 16 + g,
+                                             acc[0], sumsq[0]);
+    } else {
+      detail::consume_stages<kStreams, kCompensated>(stages, full, empty, stage_count, warp * 16,
+                                                     row_of_g, acc, sumsq);
+    }
     sumsq[0][0] = group_sum<4>(sumsq[0][0]);
     sumsq[0][1] = group_sum<4>(sumsq[0][1]);
     float* dest = args.splits == 1 ? sums : tile_partials + int64_t(split) * n_out_padded;
     store_fragment_rows<kStreams>(dest, warp * 16, rows_valid, acc[0], sumsq[0], row_of_g,
                                   lane % 4);
   }
+  // The stage ring is idle once every stage was consumed: it stages the outputs.
+  static_assert(staged_output_floats<kStreams>(S::kRows) * 4 <= S::kStages * S::kStageBytes);
   finish_prenorm_tile<kStreams, S::kThreads>(args, tile, row0, rows_valid, sums, tile_partials,
-                                             n_out_padded, &is_last_cta);
+                                             n_out_padded, reinterpret_cast<float*>(stages),
+                                             &is_last_cta);
 #endif
 }
 
