@@ -49,10 +49,11 @@ struct PrenormTuning {
 };
 // Whether this device runs the bulk-copy (TMA) prenorm kernel: compute capability 9.x.
 bool bulk_prenorm_available();
-// From this many tokens the heuristic takes the bulk-copy kernel where it is available: on an
-// H200 it is the fastest from 2048 tokens (41.4 vs 44.2 us for the best register-fed tiling;
-// 62.5 vs 71.9 at 4096; 105.6 vs 124.5 at 8192), not at 1024 (31.9 vs 30.1).
-inline constexpr int64_t kBulkPrenormMinTokens = 2048;
+// From this many tokens the heuristic takes the bulk-copy kernel where it is available. On an
+// H200 with its wgmma consumers (commit 5c87f23, `mhc bench kernels --sweep`, best split count
+// of each tiling): 32.9 vs 36.0 us for the best register-fed tiling at 1536 tokens, 34.9 vs
+// 38.1 at 2048; a tie at 1024 (26.0 vs 25.7) and slower at 512 (23.2 vs 20.0).
+inline constexpr int64_t kBulkPrenormMinTokens = 1536;
 // The heuristic (tuned on an H200): 16-token tiles up to 256 tokens, then 64, or 128-token
 // bulk-copy tiles from kBulkPrenormMinTokens when `bulk` (bulk_prenorm_available()); splits so
 // that tiles x splits fills the multiprocessors once, capped at decode sizes.
