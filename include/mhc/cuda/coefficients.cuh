@@ -43,11 +43,11 @@ __device__ __forceinline__ float fast_reciprocal(float v) {
 }
 
 // hc_base (NMIX) then hc_scale (3): what token_coefficients reads besides the sums. The caller
-// stages them in shared memory once per CTA (stage_coefficient_params), because reading them
-// here from global memory put one L2 round trip per output on the critical path: a load may not
-// move above a store through another float pointer (they could alias), so each pre/post sigmoid
-// waited for its own load after the previous store. Measured on an H200: 7.3 us of the large-M
-// kernel's tail for 128 tokens.
+// stages them in shared memory once per CTA (stage_coefficient_params): read here from global
+// memory, a load could not move above an output store through another float pointer (they might
+// alias), so each pre/post sigmoid waited for its own load. With the uncoalesced output stores
+// (finish_prenorm_tile) this was one of the two causes found for the 7.2-7.5 us the stats of a
+// 128-token tile took on an H200.
 template <int kStreams>
 inline constexpr int kCoefficientParamFloats = kStreams*(kStreams + 2) + 3;
 

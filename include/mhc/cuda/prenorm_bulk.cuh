@@ -1,15 +1,18 @@
-// The coefficient path for large token counts on sm_90: the same arithmetic as
-// prenorm_gemm.cuh (same MMA per 32-wide K chunk, same split-K epilogue and stats, so the same
-// results), fed by the copy engine (TMA) instead of per-thread loads.
+// The coefficient path for large token counts on sm_90: the prenorm GEMM of prenorm_gemm.cuh
+// with the same split-K epilogue and stats (finish_prenorm_tile), fed by the copy engine (TMA)
+// instead of per-thread loads. The TF32 projection runs on wgmma (wgmma.cuh: hc_fn truncated to
+// TF32 by the tensor cores instead of rounded, a different summation order: the same error tier,
+// not the same bits as the register kernel); the compensated fp32 projection keeps mma.sync with
+// the register kernel's per-chunk MMA (chunk_mma).
 //
 // Why. The register-fed kernel tops out near 60% of copy bandwidth at thousands of tokens: it
 // needs ~250 registers a thread for its loads in flight, so one 8-warp CTA fits an SM and the
 // SM waits on memory latency (docs/kernels.md, Nsight Compute). Here one producer thread keeps
 // kStages stages of x and hc_fn in flight in shared memory with 2D tensor copies (a few
-// requests per 44 KB stage, no registers), and 8 consumer warps run the MMAs from shared
-// memory. hc_fn is read once per 128-token tile and shared by all 8 warps. (A first version
-// issued one 1D bulk copy per 256-byte row and measured 3.5x slower than the register kernel at
-// 8192 tokens: the per-request cost dominated.)
+// requests per 44 KB stage, no registers), and 8 consumer warps (two warpgroups) run the MMAs
+// from shared memory. hc_fn is read once per 128-token tile. (A first version issued one 1D
+// bulk copy per 256-byte row and measured 3.5x slower than the register kernel at 8192 tokens:
+// the per-request cost dominated.)
 //
 // Work split. grid = (tiles of 128 tokens, K splits), a split a whole number of 128-wide stages.
 // Consumer warp w owns tokens 16w..16w+15 of the tile over the whole split, so no cross-warp
@@ -18,9 +21,10 @@
 // when all consumer warps are done reading it.
 //
 // Shared memory holds 128-byte box rows with the 128-byte swizzle (16-byte chunk c of row r at
-// chunk c ^ (r % 8)). Lane (g, t) reads 16-byte chunks of two token rows and two hc_fn rows;
-// the token rows of MMA row g are permuted (tile row (g >> 1) | (g & 1) << 2) so that the two
-// rows a quarter-warp reads land in opposite bank halves: no bank conflicts.
+// chunk c ^ (r % 8)), the layout wgmma's descriptors read. The mma.sync consumers read 16-byte
+// chunks of two token rows and two hc_fn rows per lane, with the token rows of MMA row g
+// permuted (tile row (g >> 1) | (g & 1) << 2) so that the two rows a quarter-warp reads land in
+// opposite bank halves: no bank conflicts.
 #pragma once
 #include <cuda.h>  // CUtensorMap and its enums (types only; see encode_tensor_map_2d)
 #include <cuda_runtime.h>
