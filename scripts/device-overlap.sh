@@ -13,7 +13,9 @@ steps=${MHC_STEPS:-"build test scratch run bench"}
 has() { [[ " $steps " == *" $1 "* ]]; }
 stamp() { echo "=== $1 $(date -u +%H:%M:%S)"; }
 status=0
-export MHC_COMMIT=${MHC_COMMIT:-$(git rev-parse --short HEAD 2>/dev/null || echo unknown)}
+# The .git a GPU machine sees can be stale (it recorded an older commit once): take the commit
+# from the caller (MHC_COMMIT=$(git rev-parse --short HEAD) here), never from git there.
+export MHC_COMMIT=${MHC_COMMIT:-unknown}
 export MHC_DRIVER=$(nvidia-smi --query-gpu=driver_version --format=csv,noheader | head -1)
 export MHC_CLOCKS=$(nvidia-smi --query-gpu=clocks.sm,clocks.max.sm,clocks.mem --format=csv,noheader | head -1)
 

@@ -15,7 +15,9 @@ steps=${MHC_STEPS:-"info build test run bench"}
 has() { [[ " $steps " == *" $1 "* ]]; }
 stamp() { echo "=== $1 $(date -u +%H:%M:%S)"; }
 status=0
-export MHC_COMMIT=${MHC_COMMIT:-$(git rev-parse --short HEAD 2>/dev/null || echo unknown)}
+# The .git a GPU machine sees can be stale (it recorded an older commit once): take the commit
+# from the caller (MHC_COMMIT=$(git rev-parse --short HEAD) here), never from git there.
+export MHC_COMMIT=${MHC_COMMIT:-unknown}
 
 if has info; then
   stamp info
