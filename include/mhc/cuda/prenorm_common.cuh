@@ -5,6 +5,7 @@
 #include <cuda_runtime.h>
 
 #include <cstdint>
+#include <cstdio>
 #include <type_traits>
 
 #include "mhc/cuda/coefficients.cuh"
@@ -215,6 +216,34 @@ __device__ __forceinline__ void store_coalesced(float* dst, const float* staged,
 
 }  // namespace detail
 
+// Developer probe of the last CTA's tail (cmake -DMHC_PROFILE_EPILOGUE=ON; compiled out
+// otherwise): %globaltimer stamps after the arrival count, after the split reduction, after the
+// stats and after the stores, printed by thread 0 of the first and the last tile of every launch.
+// The printf is a function call, so ptxas serialises the TMA kernel's wgmma in that build: only
+// the tail's stamps mean anything there. docs/benchmarks.md shows how to aggregate them.
+struct EpilogueProbe {
+#if defined(MHC_PROFILE_EPILOGUE)
+  unsigned long long stamp[4] = {};
+  __device__ __forceinline__ void mark(int i) {
+    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(stamp[i]));
+  }
+  __device__ __forceinline__ void finish(int64_t tile, int64_t tokens, int splits) {
+    __syncthreads();
+    mark(3);
+    if (threadIdx.x == 0 && (tile == 0 || tile == int64_t(gridDim.x) - 1)) {
+      printf(
+          "mhc-epilogue tokens=%lld tile=%lld splits=%d reduce_ns=%llu stats_ns=%llu "
+          "store_ns=%llu\n",
+          static_cast<long long>(tokens), static_cast<long long>(tile), splits, stamp[1] - stamp[0],
+          stamp[2] - stamp[1], stamp[3] - stamp[2]);
+    }
+  }
+#else
+  __device__ __forceinline__ void mark(int) {}
+  __device__ __forceinline__ void finish(int64_t, int64_t, int) {}
+#endif
+};
+
 // Called by every thread of every CTA once its partial block is stored (or, with one split, its
 // totals are in `sums`): with several splits, publishes the partial and counts arrivals; the
 // tile's last CTA sums the splits in a fixed order into `sums` and re-arms the counter; then the
@@ -231,6 +260,7 @@ __device__ __forceinline__ void finish_prenorm_tile(const PrenormArgs& args, int
   constexpr int n = kStreams;
   constexpr int kNmix = n * (n + 2);
   constexpr int kStride = kNmix + 1;
+  EpilogueProbe probe;
   // Issued by every CTA; the loads' latency hides behind the fence and atomic below.
   __shared__ float coef_params[kCoefficientParamFloats<kStreams>];
   stage_coefficient_params<kStreams>(args.coef, coef_params);
@@ -243,13 +273,17 @@ __device__ __forceinline__ void finish_prenorm_tile(const PrenormArgs& args, int
     }
     __syncthreads();
     if (!*is_last_cta) return;
+    probe.mark(0);
     __threadfence();
     detail::reduce_splits<kThreads>(tile_partials, args.splits, n_out_padded, rows_valid * kStride,
                                     sums);
     // Re-arm the counter for the next launch or graph replay.
     if (threadIdx.x == 0) args.tile_counters[tile] = 0;
+  } else {
+    probe.mark(0);
   }
   __syncthreads();
+  probe.mark(1);
 
   // Stats: one thread per token, outputs staged by local row.
   CoefficientOutputs staged;
@@ -262,6 +296,7 @@ __device__ __forceinline__ void finish_prenorm_tile(const PrenormArgs& args, int
                                  staged);
   }
   __syncthreads();
+  probe.mark(2);
   detail::store_coalesced<kThreads>(args.out.pre + row0 * n, staged.pre, rows_valid * n);
   detail::store_coalesced<kThreads>(args.out.post + row0 * n, staged.post, rows_valid * n);
   detail::store_coalesced<kThreads>(args.out.comb + row0 * n * n, staged.comb, rows_valid * n * n);
@@ -269,6 +304,7 @@ __device__ __forceinline__ void finish_prenorm_tile(const PrenormArgs& args, int
     detail::store_coalesced<kThreads>(args.out.mixes + row0 * kNmix, staged.mixes,
                                       rows_valid * kNmix);
   }
+  probe.finish(tile, args.tokens, args.splits);
 }
 
 }  // namespace mhc::cuda
