@@ -102,21 +102,6 @@ __device__ __forceinline__ void produce_stages(const CUtensorMap* x_map, const C
   }
 }
 
-// Stage i of the split in the ring: waits until its bytes have landed.
-struct StageView {
-  const unsigned char* x;  // kStageK / kXBoxK boxes of x
-  const unsigned char* w;  // kStageK / kWBoxK boxes of hc_fn
-};
-template <int kStreams>
-__device__ __forceinline__ StageView wait_for_stage(const unsigned char* stages, uint64_t* full,
-                                                    int i) {
-  using S = BulkShape<kStreams>;
-  const int s = i % S::kStages;
-  mbarrier_wait(&full[s], unsigned(i / S::kStages) & 1u);
-  const unsigned char* x_stage = stages + s * S::kStageBytes;
-  return {x_stage, x_stage + S::kXBytes};
-}
-
 // A consumer warp: the MMAs of its 16 tokens over every stage of the split.
 template <int kStreams, bool kCompensated>
 __device__ __forceinline__ void consume_stages(const unsigned char* stages, uint64_t* full,
@@ -127,12 +112,15 @@ __device__ __forceinline__ void consume_stages(const unsigned char* stages, uint
   using S = BulkShape<kStreams>;
   const int lane = threadIdx.x % kWarp, g = lane / 4, t = lane % 4;
   for (int i = 0; i < stage_count; ++i) {
-    const StageView stage = wait_for_stage<kStreams>(stages, full, i);
+    const int s = i % S::kStages;
+    mbarrier_wait(&full[s], unsigned(i / S::kStages) & 1u);
+    const unsigned char* x_stage = stages + s * S::kStageBytes;
+    const unsigned char* w_stage = x_stage + S::kXBytes;
 #pragma unroll
     for (int c = 0; c < S::kChunksPerStage; ++c) {
       // Chunk c's 32 k: half of an x box row (16-byte chunks 4(c%2)..+3), one whole hc_fn box.
-      const unsigned char* x_box = stage.x + (c / 2) * S::kXBoxBytes;
-      const unsigned char* w_box = stage.w + c * S::kWBoxBytes;
+      const unsigned char* x_box = x_stage + (c / 2) * S::kXBoxBytes;
+      const unsigned char* w_box = w_stage + c * S::kWBoxBytes;
       uint4 xv[1][2];
 #pragma unroll
       for (int h = 0; h < 2; ++h) {
@@ -150,7 +138,7 @@ __device__ __forceinline__ void consume_stages(const unsigned char* stages, uint
     }
     fence_shared_for_async_writes();  // these reads before the copy engine refills the stage
     __syncwarp();
-    if (lane == 0) mbarrier_arrive(&empty[i % S::kStages]);
+    if (lane == 0) mbarrier_arrive(&empty[s]);
   }
 }
 
@@ -192,16 +180,19 @@ __device__ __forceinline__ void consume_stages_wgmma(const unsigned char* stages
   float(&d)[S::kNmix / 2] = reinterpret_cast<float(&)[S::kNmix / 2]>(acc);
   uint32_t a[2][4][4];
   for (int i = 0; i < stage_count; ++i) {
-    const StageView stage = wait_for_stage<kStreams>(stages, full, i);
+    const int s = i % S::kStages;
+    mbarrier_wait(&full[s], unsigned(i / S::kStages) & 1u);
+    const unsigned char* x_stage = stages + s * S::kStageBytes;
+    const unsigned char* w_stage = x_stage + S::kXBytes;
 #pragma unroll
     for (int c = 0; c < S::kChunksPerStage; ++c) {
-      load_a_fragments(stage.x + (c / 2) * S::kXBoxBytes, c % 2, row, t, a[c % 2], sumsq);
+      load_a_fragments(x_stage + (c / 2) * S::kXBoxBytes, c % 2, row, t, a[c % 2], sumsq);
       wgmma_fence();
 #pragma unroll
       for (int j = 0; j < 4; ++j) {
         // k step j of the chunk: 8 fp32 = 32 bytes into each 128-byte hc_fn row.
         wgmma_tf32<S::kNmix>(d, a[c % 2][j],
-                             wgmma_descriptor_sw128(stage.w + c * S::kWBoxBytes + 32 * j));
+                             wgmma_descriptor_sw128(w_stage + c * S::kWBoxBytes + 32 * j));
       }
       wgmma_commit();
       wgmma_wait<1>();
