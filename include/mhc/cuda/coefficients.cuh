@@ -144,4 +144,71 @@ __device__ __forceinline__ void token_coefficients(const float* sums, int64_t to
   }
 }
 
+// The same outputs with n lanes per token (lane `row` = threadIdx.x % n holds row `row` of P):
+// the row passes are lane-local and each column sum is a butterfly over the token's n lanes,
+// which adds in the same tree as tree_sum (fp addition commutes), so the results are bitwise those
+// of token_coefficients. The point is a shorter serial chain per Sinkhorn iteration (4 rows and
+// 4 columns' reciprocals in parallel lanes instead of one thread's instruction stream).
+// Every lane of the warp must call it (shuffles); `active` false: compute, write nothing.
+template <int kStreams>
+__device__ __forceinline__ void token_coefficients_by_rows(const float* sums, int64_t token,
+                                                           bool active, const CoefficientParams& cp,
+                                                           const float* params,
+                                                           const CoefficientOutputs& out) {
+  constexpr int n = kStreams;
+  constexpr int kNmix = n * (n + 2);
+  const int row = int(threadIdx.x) % n;
+  const float* hc_base = params;
+  const float r = 1.f / sqrtf(sums[kNmix] * cp.inv_k + cp.eps_n);
+  if (active) {
+    out.pre[token * n + row] = sigmoid(sums[row] * r * params[kNmix] + hc_base[row]) + cp.eps_h;
+    out.post[token * n + row] =
+        cp.post_mult * sigmoid(sums[n + row] * r * params[kNmix + 1] + hc_base[n + row]);
+    if (out.mixes != nullptr) {
+#pragma unroll
+      for (int i = row; i < kNmix; i += n) out.mixes[token * kNmix + i] = sums[i] * r;
+    }
+  }
+  // Row `row` of P: softmax over k of the logits, then + eps_h (as token_coefficients).
+  float p[n];
+  float row_max = -INFINITY;
+#pragma unroll
+  for (int k = 0; k < n; ++k) {
+    p[k] = sums[2 * n + row * n + k] * r * params[kNmix + 2] + hc_base[2 * n + row * n + k];
+    row_max = fmaxf(row_max, p[k]);
+  }
+  float total = 0.f;
+#pragma unroll
+  for (int k = 0; k < n; ++k) {
+    p[k] = expf(p[k] - row_max);
+    total += p[k];
+  }
+  const float inv_first = fast_reciprocal(total);
+#pragma unroll
+  for (int k = 0; k < n; ++k) p[k] = p[k] * inv_first + cp.eps_h;
+  auto column_pass = [&] {
+    float column[n];
+#pragma unroll
+    for (int k = 0; k < n; ++k) column[k] = p[k];
+#pragma unroll
+    for (int offset = 1; offset < n; offset *= 2) {
+#pragma unroll
+      for (int k = 0; k < n; ++k) column[k] += __shfl_xor_sync(0xffffffffu, column[k], offset);
+    }
+#pragma unroll
+    for (int k = 0; k < n; ++k) p[k] *= fast_reciprocal(column[k] + cp.eps_h);
+  };
+  column_pass();
+  for (int it = 1; it < cp.sinkhorn_iters; ++it) {
+    const float inv = fast_reciprocal(tree_sum<n>([&](int k) { return p[k]; }) + cp.eps_h);
+#pragma unroll
+    for (int k = 0; k < n; ++k) p[k] *= inv;
+    column_pass();
+  }
+  if (active) {
+#pragma unroll
+    for (int k = 0; k < n; ++k) out.comb[(token * n + row) * n + k] = p[k];
+  }
+}
+
 }  // namespace mhc::cuda

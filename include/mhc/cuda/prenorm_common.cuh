@@ -291,7 +291,15 @@ __device__ __forceinline__ void finish_prenorm_tile(const PrenormArgs& args, int
   staged.post = staged.pre + rows_valid * n;
   staged.comb = staged.post + rows_valid * n;
   staged.mixes = args.out.mixes != nullptr ? staged.comb + rows_valid * n * n : nullptr;
-  if (int(threadIdx.x) < rows_valid) {
+  if (rows_valid * n <= kThreads) {
+    // n lanes per token (decode tiles): every lane of a warp that holds a token takes part.
+    const int token = int(threadIdx.x) / n;
+    const bool active = token < rows_valid;
+    if (int(threadIdx.x) / kWarp * kWarp < rows_valid * n) {
+      token_coefficients_by_rows<kStreams>(sums + (active ? token : 0) * kStride, token, active,
+                                           args.coef, coef_params, staged);
+    }
+  } else if (int(threadIdx.x) < rows_valid) {
     token_coefficients<kStreams>(sums + threadIdx.x * kStride, threadIdx.x, args.coef, coef_params,
                                  staged);
   }
