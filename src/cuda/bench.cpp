@@ -133,26 +133,17 @@ std::string bench_kernels(const KernelBenchOptions& o) {
            prenorm_coefficients(p, m, b.coefficients(w), proj, chosen, ws, s, &input);
          },
          chosen});
-    auto sweep_item = [&, m](PrenormTuning t) {
-      items.push_back({"  coefficients sweep", coef_bytes,
-                       [&, m, t](DeviceSiteBuffers& b, cudaStream_t s) {
-                         prenorm_coefficients(p, m, b.coefficients(w), proj, t, ws, s);
-                       },
-                       t});
-    };
     if (o.sweep_tuning) {
       for (int rows : {16, 64, 128}) {
         if (rows == 128 && !bulk_prenorm_available()) continue;
         for (int splits : {1, 2, 4, 8, 16, 32, 66, 132, max_prenorm_splits(p)}) {
           if (splits > max_prenorm_splits(p)) continue;
-          sweep_item({splits, rows, 1});
-        }
-      }
-      // Clusters of splits (sm_90, 16-token tiles, where those are chosen: up to 256 tokens).
-      for (int cluster : {2, 4, 8, 16}) {
-        if (!prenorm_clusters_available() || m > 256) break;
-        for (int splits : {16, 32, 40, 64, 128}) {
-          if (splits <= max_prenorm_splits(p)) sweep_item({splits, 16, cluster});
+          const PrenormTuning t{splits, rows};
+          items.push_back({"  coefficients sweep", coef_bytes,
+                           [&, m, t](DeviceSiteBuffers& b, cudaStream_t s) {
+                             prenorm_coefficients(p, m, b.coefficients(w), proj, t, ws, s);
+                           },
+                           t});
         }
       }
     }

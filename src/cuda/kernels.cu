@@ -84,7 +84,7 @@ SiteWorkspace::~SiteWorkspace() {
 }
 
 std::string PrenormTuning::describe() const {
-  return msg("splits={} rows_per_tile={} cluster={}", splits, rows_per_tile, cluster);
+  return msg("splits={} rows_per_tile={}", splits, rows_per_tile);
 }
 
 int max_prenorm_splits(const MhcParams& p) {
@@ -92,7 +92,6 @@ int max_prenorm_splits(const MhcParams& p) {
 }
 
 bool bulk_prenorm_available() { return bulk_copies_enabled(); }
-bool prenorm_clusters_available() { return bulk_copies_enabled(); }
 
 PrenormTuning choose_prenorm_tuning(const MhcParams& p, int64_t tokens, int sm_count, bool bulk) {
   // Measured on an H200 (docs/kernels.md): 16-token tiles win up to a few hundred tokens (more
@@ -108,7 +107,6 @@ PrenormTuning choose_prenorm_tuning(const MhcParams& p, int64_t tokens, int sm_c
   const int64_t tiles = std::max<int64_t>(1, ceil_div(tokens, t.rows_per_tile));
   const int64_t cap = std::min<int64_t>(max_prenorm_splits(p), kDecodeMaxSplits);
   t.splits = static_cast<int>(std::clamp<int64_t>(sm_count / tiles, 1, cap));
-  t.cluster = 1;
   return t;
 }
 
@@ -158,13 +156,6 @@ void prenorm_coefficients(const MhcParams& p, int64_t tokens, const CoefficientB
                "{}: hc_base, hc_scale, pre, post and comb must not be null", what);
   const bool bulk = bulk_prenorm_available();
   const PrenormTuning chosen = choose_prenorm_tuning(p, tokens, current_sm_count(), bulk);
-  // The heuristic's cluster goes with its own tile and split count only.
-  if (tuning.cluster == 0) {
-    const bool all_chosen =
-        (tuning.rows_per_tile == 0 || tuning.rows_per_tile == chosen.rows_per_tile) &&
-        tuning.splits == 0;
-    tuning.cluster = all_chosen ? chosen.cluster : 1;
-  }
   if (tuning.rows_per_tile == 0) tuning.rows_per_tile = chosen.rows_per_tile;
   if (tuning.splits == 0) tuning.splits = chosen.splits;
   require_that(tuning.rows_per_tile == 16 || tuning.rows_per_tile == 64 ||
@@ -174,14 +165,11 @@ void prenorm_coefficients(const MhcParams& p, int64_t tokens, const CoefficientB
   require_that(tuning.splits >= 1 && tuning.splits <= max_prenorm_splits(p),
                "{}: splits={} must be in 1..{} for K={}", what, tuning.splits,
                max_prenorm_splits(p), p.k());
-  const int cluster = tuning.cluster;
-  require_that(cluster == 1 || cluster == 2 || cluster == 4 || cluster == 8 || cluster == 16,
-               "{}: cluster={} must be 1, 2, 4, 8 or 16", what, cluster);
-  require_that(cluster == 1 || (tuning.rows_per_tile == 16 && prenorm_clusters_available()),
-               "{}: cluster={} needs 16-token tiles (rows_per_tile={}) and compute capability "
-               "9.x{}",
-               what, cluster, tuning.rows_per_tile,
-               prenorm_clusters_available() ? "" : " (this device has none)");
+  const int64_t tiles = ceil_div(tokens, tuning.rows_per_tile);
+  const int64_t need = tiles * tuning.rows_per_tile * (p.nmix() + 1) * tuning.splits;
+  require_that(tuning.splits == 1 || need <= ws.partial_capacity(),
+               "{}: splits={} rows_per_tile={} needs {} partial floats, the workspace holds {}",
+               what, tuning.splits, tuning.rows_per_tile, need, ws.partial_capacity());
 
   PrenormArgs args;
   args.x = bits(b.x);
@@ -195,18 +183,8 @@ void prenorm_coefficients(const MhcParams& p, int64_t tokens, const CoefficientB
   const int64_t granule = tuning.rows_per_tile == kBulkRowsPerTile ? kBulkChunksPerStage : 1;
   args.chunks_per_split =
       static_cast<int>(ceil_div(ceil_div(chunks, tuning.splits), granule) * granule);
-  // Re-balance so that no split is empty (an empty split would still be counted, but wastes a
-  // CTA), except those that round the count up to whole clusters.
-  args.splits =
-      static_cast<int>(ceil_div(ceil_div(chunks, args.chunks_per_split), cluster) * cluster);
-  args.cluster_splits = cluster;
-  const int partial_blocks = args.splits / cluster;
-  const int64_t tiles = ceil_div(tokens, tuning.rows_per_tile);
-  const int64_t need = tiles * tuning.rows_per_tile * (p.nmix() + 1) * partial_blocks;
-  require_that(partial_blocks == 1 || need <= ws.partial_capacity(),
-               "{}: splits={} rows_per_tile={} cluster={} needs {} partial floats, the workspace "
-               "holds {}",
-               what, tuning.splits, tuning.rows_per_tile, cluster, need, ws.partial_capacity());
+  // Re-balance so that no split is empty (an empty split would still be counted, but wastes a CTA).
+  args.splits = static_cast<int>(ceil_div(chunks, args.chunks_per_split));
   args.partials = ws.partials();
   args.tile_counters = ws.tile_counters();
   args.coef.hc_base = b.hc_base;

@@ -151,44 +151,6 @@ TEST(CudaCoefficients, BulkCopyKernelEveryShape) {
   check_coefficients(p, 2049, ++seed, 1e-1, Projection::tf32, {0, 64});
 }
 
-// Splits grouped in thread-block clusters that reduce through distributed shared memory (sm_90,
-// 16-token tiles): every model shape and cluster size, one cluster per tile (no workspace) and
-// several, split counts that the cluster does not divide (empty splits pad the last cluster),
-// partial tiles and several tiles.
-TEST(CudaCoefficients, ClusteredSplitsEveryShape) {
-  MHC_SKIP_WITHOUT_GPU();
-  if (!cuda::prenorm_clusters_available()) GTEST_SKIP() << "clusters need sm_90";
-  uint64_t seed = 800;
-  for (const Shape s : kModelShapes) {
-    const MhcParams p = test::small_params(s.n, s.hidden);
-    for (int cluster : {2, 4, 8, 16}) {
-      for (int64_t m : {1, 17, 64}) {
-        ++seed;
-        check_coefficients(p, m, seed, kAmplitudes[seed % 4], Projection::tf32, {40, 16, cluster});
-      }
-    }
-  }
-  const MhcParams p = test::small_params(4, 5120);
-  for (int splits : {1, 7, 16, 33, cuda::max_prenorm_splits(p)}) {
-    for (int cluster : {2, 8, 16}) {
-      ++seed;
-      check_coefficients(p, 13, seed, kAmplitudes[seed % 4], Projection::tf32,
-                         {splits, 16, cluster});
-    }
-  }
-  check_coefficients(p, 16, ++seed, 1.0, Projection::fp32, {32, 16, 8});
-  check_coefficients(test::small_params(2, 7168), 3, ++seed, 1e2, Projection::fp32, {40, 16, 16});
-}
-
-// Small enough for compute-sanitizer: one cluster per tile, and clusters through the workspace.
-TEST(SanitizeCluster, OneAndSeveralClustersPerTile) {
-  MHC_SKIP_WITHOUT_GPU();
-  if (!cuda::prenorm_clusters_available()) GTEST_SKIP() << "clusters need sm_90";
-  check_coefficients(test::small_params(4, 1024), 5, 880, 1.0, Projection::tf32, {16, 16, 16});
-  check_coefficients(test::small_params(4, 1024), 19, 881, 1.0, Projection::tf32, {16, 16, 4});
-  check_coefficients(test::small_params(2, 1024), 2, 882, 1.0, Projection::fp32, {3, 16, 2});
-}
-
 // Small enough for compute-sanitizer (the 'Sanitize*' filter): the bulk-copy pipeline wrapping
 // around its stages many times (one split over 32 stages), partial tiles, several splits.
 TEST(SanitizeBulk, PipelineWrapsAndPartialTiles) {
@@ -205,11 +167,7 @@ TEST(CudaCoefficients, BitwiseRepeatable) {
   MHC_SKIP_WITHOUT_GPU();
   const MhcParams p = test::small_params(4, 5120);
   for (int64_t m : {13, 137, 4096}) {
-    // With clusters (sm_90, 16-token tiles): the cluster's reduction order is fixed too.
-    const int cluster = m <= 256 && cuda::prenorm_clusters_available() ? 8 : 1;
-    for (cuda::PrenormTuning tuning :
-         {cuda::PrenormTuning{1, 0, 1}, cuda::PrenormTuning{cuda::max_prenorm_splits(p), 0, 1},
-          cuda::PrenormTuning{40, 16, cluster}}) {
+    for (int splits : {1, cuda::max_prenorm_splits(p)}) {
       const test::SiteCase c = test::random_site_case(p, m, 500 + uint64_t(m), 1.0);
       const DeviceWeights w(c.weights);
       const auto x = to_device(c.x);
@@ -217,13 +175,14 @@ TEST(CudaCoefficients, BitwiseRepeatable) {
       CoefficientOutputsHost first;
       for (int run = 0; run < 20; ++run) {
         const DeviceCoefficients out(p, m);
-        cuda::prenorm_coefficients(p, m, out.buffers(x, w), Projection::tf32, tuning, ws, nullptr);
+        cuda::prenorm_coefficients(p, m, out.buffers(x, w), Projection::tf32, {splits, 0}, ws,
+                                   nullptr);
         MHC_CUDA_CHECK(cudaDeviceSynchronize());
         const CoefficientOutputsHost got = download(out);
         if (run == 0) {
           first = got;
         } else {
-          ASSERT_TRUE(got == first) << "M=" << m << " " << tuning.describe() << " run " << run;
+          ASSERT_TRUE(got == first) << "M=" << m << " splits=" << splits << " run " << run;
         }
       }
     }
@@ -281,13 +240,6 @@ TEST(CudaCoefficients, RefusesAnotherHiddenSizeAndBadTuning) {
   EXPECT_THROW(
       cuda::prenorm_coefficients(p, 5, out.buffers(x, w), Projection::tf32, {}, ws, nullptr),
       Error);  // more tokens than the workspace
-  for (cuda::PrenormTuning bad : {cuda::PrenormTuning{8, 16, 3}, cuda::PrenormTuning{8, 16, 32},
-                                  cuda::PrenormTuning{8, 64, 2}, cuda::PrenormTuning{8, 16, -1}}) {
-    EXPECT_THROW(
-        cuda::prenorm_coefficients(p, 4, out.buffers(x, w), Projection::tf32, bad, ws, nullptr),
-        Error)
-        << bad.describe();
-  }
   EXPECT_THROW(cuda::SiteWorkspace(test::small_params(3, 5120), 4, 1), Error);
   EXPECT_THROW(cuda::SiteWorkspace(test::small_params(4, 5000), 4, 1), Error);
   EXPECT_THROW(

@@ -38,15 +38,6 @@ TEST(PrenormTuning, SplitsFillTheGpuOnceAndStayInRange) {
       }
     }
   }
-  // Clusters only with 16-token tiles and only where the device has them (bulk = sm_90).
-  for (bool bulk : {false, true}) {
-    for (int64_t m : {1, 16, 64, 256, 257, 4096}) {
-      const cuda::PrenormTuning t =
-          cuda::choose_prenorm_tuning(test::small_params(4, 5120), m, kH200Sms, bulk);
-      EXPECT_GE(t.cluster, 1);
-      if (!bulk || t.rows_per_tile != 16) EXPECT_EQ(t.cluster, 1) << "M=" << m;
-    }
-  }
   // The measured optimum of the TMA kernel at C=5120 n=4: 128 CTAs (docs/kernels.md).
   const MhcParams p = test::small_params(4, 5120);
   EXPECT_EQ(cuda::choose_prenorm_tuning(p, 4096, kH200Sms, true).splits, 4);

@@ -213,43 +213,20 @@ inline bool pdl_enabled() {
 // Bulk copies and mbarriers exist in this build's sm_90a image only.
 inline bool bulk_copies_enabled() { return pdl_enabled(); }
 
-// Largest thread-block cluster the kernels use: 16 CTAs, a non-portable size that Hopper allows
-// once the kernel opts in (launch_kernel_in_clusters does). Portable sizes stop at 8.
-inline constexpr int kMaxClusterCtas = 16;
-
-// launch_kernel with the grid's y dimension grouped into thread-block clusters of `cluster_y`
-// CTAs (sm_90; 1 = no clusters). grid.y must be a multiple of cluster_y.
 template <typename... KernelArgs, typename... Args>
-cudaError_t launch_kernel_in_clusters(void (*kernel)(KernelArgs...), dim3 grid, dim3 block,
-                                      size_t smem_bytes, cudaStream_t stream, int cluster_y,
-                                      Args&&... args) {
-  cudaLaunchAttribute attributes[2]{};
-  attributes[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-  attributes[0].val.programmaticStreamSerializationAllowed = pdl_enabled() ? 1 : 0;
-  attributes[1].id = cudaLaunchAttributeClusterDimension;
-  attributes[1].val.clusterDim.x = 1;
-  attributes[1].val.clusterDim.y = static_cast<unsigned>(cluster_y);
-  attributes[1].val.clusterDim.z = 1;
-  if (cluster_y > 8) {
-    const cudaError_t err =
-        cudaFuncSetAttribute(kernel, cudaFuncAttributeNonPortableClusterSizeAllowed, 1);
-    if (err != cudaSuccess) return err;
-  }
+cudaError_t launch_kernel(void (*kernel)(KernelArgs...), dim3 grid, dim3 block, size_t smem_bytes,
+                          cudaStream_t stream, Args&&... args) {
+  cudaLaunchAttribute attribute{};
+  attribute.id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  attribute.val.programmaticStreamSerializationAllowed = pdl_enabled() ? 1 : 0;
   cudaLaunchConfig_t config{};
   config.gridDim = grid;
   config.blockDim = block;
   config.dynamicSmemBytes = smem_bytes;
   config.stream = stream;
-  config.attrs = attributes;
-  config.numAttrs = cluster_y > 1 ? 2 : 1;
+  config.attrs = &attribute;
+  config.numAttrs = 1;
   return cudaLaunchKernelEx(&config, kernel, std::forward<Args>(args)...);
-}
-
-template <typename... KernelArgs, typename... Args>
-cudaError_t launch_kernel(void (*kernel)(KernelArgs...), dim3 grid, dim3 block, size_t smem_bytes,
-                          cudaStream_t stream, Args&&... args) {
-  return launch_kernel_in_clusters(kernel, grid, block, smem_bytes, stream, 1,
-                                   std::forward<Args>(args)...);
 }
 
 // ---- deterministic reductions ---------------------------------------------------------------

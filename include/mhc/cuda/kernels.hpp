@@ -41,19 +41,12 @@ class SiteWorkspace {
 };
 
 // Tuning of the prenorm GEMM: K splits and tokens per CTA: 16 or 64 (register-fed kernel, any
-// GPU) or 128 (bulk-copy kernel, sm_90 only); and, for 16-token tiles on sm_90, the splits' CTAs
-// per thread-block cluster (1, 2, 4, 8 or 16; 1 = no clusters), which reduce their partials
-// through distributed shared memory before one partial per cluster goes through the workspace.
-// The split count is rounded up to a multiple of the cluster (the extra splits are empty). 0
-// means "choose" (cluster 0: the heuristic's when it also chose the splits, else 1).
+// GPU) or 128 (bulk-copy kernel, sm_90 only). 0 means "choose".
 struct PrenormTuning {
   int splits = 0;
   int rows_per_tile = 0;
-  int cluster = 0;
   std::string describe() const;
 };
-// Whether this device can group the prenorm GEMM's splits in clusters: compute capability 9.x.
-bool prenorm_clusters_available();
 // Whether this device runs the bulk-copy (TMA) prenorm kernel: compute capability 9.x.
 bool bulk_prenorm_available();
 // From this many tokens the heuristic takes the bulk-copy kernel where it is available. On an

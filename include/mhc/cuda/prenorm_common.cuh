@@ -2,7 +2,6 @@
 // prenorm_bulk.cuh: TMA-fed, large M on sm_90): their arguments, the MMA of one 32-wide K chunk,
 // and the epilogue (fragments to rows, the split-K reduction by the tile's last CTA, the stats).
 #pragma once
-#include <cooperative_groups.h>
 #include <cuda_runtime.h>
 
 #include <cstdint>
@@ -21,12 +20,8 @@ struct PrenormArgs {
   int64_t tokens = 0;
   int k = 0;  // K = n * C, a multiple of 32
   int splits = 1;
-  int chunks_per_split = 0;  // 32-wide K chunks per split
-  // Register-fed 16-row tiles on sm_90 only: the splits form thread-block clusters of this many
-  // CTAs that reduce their partials through distributed shared memory (1: no clusters). Only one
-  // partial per cluster then goes through the workspace; splits is a multiple of it.
-  int cluster_splits = 1;
-  float* partials = nullptr;          // workspace: [tiles][splits / cluster_splits][rows][NMIX + 1]
+  int chunks_per_split = 0;           // 32-wide K chunks per split
+  float* partials = nullptr;          // workspace: [tiles][splits][rows][NMIX + 1]
   unsigned* tile_counters = nullptr;  // workspace: one per tile, zero between launches
   CoefficientParams coef;
   CoefficientOutputs out;
@@ -213,48 +208,6 @@ __device__ __forceinline__ void reduce_splits(const float* tile_partials, int sp
   }
 }
 
-// The cluster's split reduction (sm_90; every thread of every CTA of a cluster calls it, after
-// writing the CTA's partial to `sums`, padded with zeros to n_out_padded floats). The cluster's
-// first CTA sums the partials of its CTAs in rank order, which is split order, reading them
-// through distributed shared memory, and writes the total to `dest` (its own `sums`, or its
-// cluster's slot in the workspace); it returns true, the others false. The second barrier keeps
-// every CTA, and so its shared memory, alive until the first one has read it; the first CTA
-// only arrives there, so nothing waits on its critical path but the first barrier. The
-// replacement for up to cluster-size rounds of loads, a fence and an atomic through L2.
-template <int kThreads>
-__device__ __forceinline__ bool reduce_cluster_partials(const float* sums, int n_out_padded,
-                                                        float* dest) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  namespace cg = cooperative_groups;
-  const cg::cluster_group cluster = cg::this_cluster();
-  cluster.sync();  // every CTA's partial is in its shared memory (and every CTA has started)
-  const int ctas = static_cast<int>(cluster.num_blocks());
-  if (cluster.block_rank() != 0) {
-    cluster.barrier_wait(cluster.barrier_arrive());
-    return false;
-  }
-  for (int vec = int(threadIdx.x); vec < n_out_padded / 4; vec += kThreads) {
-    float4 part[kMaxClusterCtas];
-#pragma unroll
-    for (int r = 0; r < kMaxClusterCtas; ++r) {  // all loads in flight, then a fixed-order sum
-      if (r < ctas)
-        part[r] = *reinterpret_cast<const float4*>(cluster.map_shared_rank(sums, r) + 4 * vec);
-    }
-    float4 total = part[0];
-#pragma unroll
-    for (int r = 1; r < kMaxClusterCtas; ++r) {
-      if (r < ctas) add_f4(total, part[r]);
-    }
-    *reinterpret_cast<float4*>(dest + 4 * vec) = total;
-  }
-  (void)cluster.barrier_arrive();  // done reading the others' shared memory
-  return true;
-#else
-  (void)sums, (void)n_out_padded, (void)dest;
-  return true;  // never launched in clusters below sm_90
-#endif
-}
-
 // Copies `count` floats shared -> global with consecutive threads on consecutive addresses.
 template <int kThreads>
 __device__ __forceinline__ void store_coalesced(float* dst, const float* staged, int count) {
@@ -291,10 +244,9 @@ struct EpilogueProbe {
 #endif
 };
 
-// Called by every thread of every CTA once its partial block is stored (or, with one partial
-// block, its totals are in `sums`): with several partial blocks (one per split, or per cluster of
-// splits), publishes the partial and counts arrivals; the tile's last CTA sums the blocks in a
-// fixed order into `sums` and re-arms the counter; then the
+// Called by every thread of every CTA once its partial block is stored (or, with one split, its
+// totals are in `sums`): with several splits, publishes the partial and counts arrivals; the
+// tile's last CTA sums the splits in a fixed order into `sums` and re-arms the counter; then the
 // stats, one thread per token, staged in `staging` (staged_output_floats(rows) floats of shared
 // memory the kernel no longer uses) and stored coalesced. (One thread per token storing its own
 // outputs wrote 4 bytes into each of 32 sectors per instruction; staging took a 128-token tile's
@@ -304,8 +256,7 @@ template <int kStreams, int kThreads>
 __device__ __forceinline__ void finish_prenorm_tile(const PrenormArgs& args, int64_t tile,
                                                     int64_t row0, int rows_valid, float* sums,
                                                     const float* tile_partials, int n_out_padded,
-                                                    int partial_blocks, float* staging,
-                                                    int* is_last_cta) {
+                                                    float* staging, int* is_last_cta) {
   constexpr int n = kStreams;
   constexpr int kNmix = n * (n + 2);
   constexpr int kStride = kNmix + 1;
@@ -313,19 +264,19 @@ __device__ __forceinline__ void finish_prenorm_tile(const PrenormArgs& args, int
   // Issued by every CTA; the loads' latency hides behind the fence and atomic below.
   __shared__ float coef_params[kCoefficientParamFloats<kStreams>];
   stage_coefficient_params<kStreams>(args.coef, coef_params);
-  if (partial_blocks > 1) {
+  if (args.splits > 1) {
     // Last-CTA-done: publish the partial, count arrivals; the last CTA of the tile reduces.
     __threadfence();
     __syncthreads();
     if (threadIdx.x == 0) {
-      *is_last_cta = atomicAdd(&args.tile_counters[tile], 1u) == unsigned(partial_blocks - 1);
+      *is_last_cta = atomicAdd(&args.tile_counters[tile], 1u) == unsigned(args.splits - 1);
     }
     __syncthreads();
     if (!*is_last_cta) return;
     probe.mark(0);
     __threadfence();
-    detail::reduce_splits<kThreads>(tile_partials, partial_blocks, n_out_padded,
-                                    rows_valid * kStride, sums);
+    detail::reduce_splits<kThreads>(tile_partials, args.splits, n_out_padded, rows_valid * kStride,
+                                    sums);
     // Re-arm the counter for the next launch or graph replay.
     if (threadIdx.x == 0) args.tile_counters[tile] = 0;
   } else {

@@ -102,7 +102,7 @@ __global__ void __launch_bounds__(256) prenorm_coefficients_kernel(const Prenorm
   static_assert(!kFromPost || kMTiles == 1, "the previous post folds in at decode sizes only");
   using S = PrenormShape<kStreams, kMTiles>;
   __shared__ float exchange[S::kExchangeFloats];  // [kWarps/2][kValuesPerLane][32], lane-minor
-  __shared__ __align__(16) float sums[S::kRows * S::kStride];  // [kRows][kStride]
+  __shared__ float sums[S::kRows * S::kStride];   // [kRows][kStride]
   __shared__ int is_last_cta;
 
   const int64_t tile = blockIdx.x;
@@ -261,33 +261,22 @@ __global__ void __launch_bounds__(256) prenorm_coefficients_kernel(const Prenorm
     __syncthreads();
   }
 
-  // Warp 0 holds the CTA's totals. With one partial block they go straight to shared memory;
-  // in a cluster to shared memory too, for the cluster's reduction; otherwise to this split's
-  // slot of the workspace.
+  // Warp 0 holds the CTA's totals. With one split they go straight to shared memory; otherwise
+  // to this split's slot of the workspace.
   const int n_out_padded = padded_partial_floats<kStreams>(rows_valid);
-  const int cluster = kMTiles == 1 ? args.cluster_splits : 1;
-  const int partial_blocks = args.splits / cluster;
-  float* tile_partials = args.partials + row0 * S::kStride * partial_blocks;
+  float* tile_partials = args.partials + row0 * S::kStride * args.splits;
   if (warp == 0) {
-    float* dest =
-        cluster > 1 || partial_blocks == 1 ? sums : tile_partials + int64_t(split) * n_out_padded;
+    float* dest = args.splits == 1 ? sums : tile_partials + int64_t(split) * n_out_padded;
 #pragma unroll
     for (int mt = 0; mt < kMTiles; ++mt) {
       store_fragment_rows<kStreams>(dest, mt * 16, rows_valid, acc[mt], sumsq[mt], g, t);
     }
-    const int n_out = rows_valid * S::kStride;  // the cluster reduction reads whole float4s
-    if (cluster > 1 && lane < n_out_padded - n_out) sums[n_out + lane] = 0.f;
-  }
-  if (cluster > 1) {
-    float* dest =
-        partial_blocks == 1 ? sums : tile_partials + int64_t(split / cluster) * n_out_padded;
-    if (!detail::reduce_cluster_partials<S::kThreads>(sums, n_out_padded, dest)) return;
   }
 
   // The warp tree is done with `exchange`: it stages the outputs.
   static_assert(staged_output_floats<kStreams>(S::kRows) <= S::kExchangeFloats);
   finish_prenorm_tile<kStreams, S::kThreads>(args, tile, row0, rows_valid, sums, tile_partials,
-                                             n_out_padded, partial_blocks, exchange, &is_last_cta);
+                                             n_out_padded, exchange, &is_last_cta);
 }
 
 // Raw launcher: no argument checks (the caller, mhc::cuda::prenorm_coefficients, does them).
@@ -298,9 +287,8 @@ cudaError_t launch_prenorm_coefficients(const PrenormArgs& args, cudaStream_t st
                   static_cast<unsigned>(args.splits));
   const bool fused_input = kMTiles == 1 && args.input.layer_input != nullptr;
   const dim3 grid_with_input(grid.x, grid.y + (fused_input ? S::kRows : 0));
-  return launch_kernel_in_clusters(
-      prenorm_coefficients_kernel<kStreams, kMTiles, kCompensated, kFromPost>, grid_with_input,
-      dim3(S::kThreads), 0, stream, kMTiles == 1 ? args.cluster_splits : 1, args);
+  return launch_kernel(prenorm_coefficients_kernel<kStreams, kMTiles, kCompensated, kFromPost>,
+                       grid_with_input, dim3(S::kThreads), 0, stream, args);
 }
 
 }  // namespace mhc::cuda
