@@ -273,9 +273,9 @@ __global__ void __launch_bounds__(BulkShape<kStreams>::kThreads, 1)
   }
   // The stage ring is idle once every stage was consumed: it stages the outputs.
   static_assert(staged_output_floats<kStreams>(S::kRows) * 4 <= S::kStages * S::kStageBytes);
-  finish_prenorm_tile<kStreams, S::kThreads>(args, tile, row0, rows_valid, sums, tile_partials,
-                                             n_out_padded, reinterpret_cast<float*>(stages),
-                                             &is_last_cta);
+  finish_prenorm_tile<kStreams, S::kThreads, S::kRows>(
+      args, tile, row0, rows_valid, sums, tile_partials, n_out_padded,
+      reinterpret_cast<float*>(stages), &is_last_cta);
 #endif
 }
 

@@ -164,42 +164,58 @@ __device__ __forceinline__ void add_f4(float4& total, const float4& v) {
 
 // The tile's totals from its splits' partial blocks, into `sums` (the last CTA, every thread).
 // Lanes per float4 of totals: as many as fit (<= 32); each lane sums a strided subset of the
-// splits in ascending order, loading kBatch splits at a time so that they are all in flight,
-// then a butterfly across the lanes. A fixed order: deterministic. (A version that issued up to
-// 20 loads per thread before adding measured slower on an H200: 11.5 us at 64 tokens against
-// 2.2-2.8 us for this one at 16, 2048 and 8192 tokens; not analysed further.)
-template <int kThreads>
+// splits in ascending order, then a butterfly across the lanes. A fixed order: deterministic.
+// The loads of a batch of kBatch splits are issued for every pass (float4 of totals a thread
+// covers, up to kMaxPasses) before any is added, so that the latency through L2 is paid once
+// per batch, not once per batch and pass: the 128-row tile has 3 passes, and its last CTA spent
+// 2.5-2.8 us here on an H200 with one pass in flight at a time. The additions per float4 are
+// the same, in the same order, as with one pass at a time.
+template <int kThreads, int kMaxVecs>
 __device__ __forceinline__ void reduce_splits(const float* tile_partials, int splits,
                                               int n_out_padded, int n_out, float* sums) {
-  constexpr int kBatch = 8;
+  constexpr int kMaxPasses = (kMaxVecs + kThreads - 1) / kThreads;
+  constexpr int kBatch = kMaxPasses == 1 ? 16 : 8;  // <= 24 float4 in flight per thread
   const int n_vec = n_out_padded / 4;
   int width = 1;
   while (width < kWarp && width * 2 * n_vec <= kThreads && width < splits) width *= 2;
   const int groups = kThreads / width;
-  const int passes = static_cast<int>(ceil_div(n_vec, groups));
-  for (int pass = 0; pass < passes; ++pass) {
+  const int lane_split = int(threadIdx.x) % width;
+  float4 total[kMaxPasses];
+  const float* base[kMaxPasses];
+#pragma unroll
+  for (int pass = 0; pass < kMaxPasses; ++pass) {
+    total[pass] = make_float4(0.f, 0.f, 0.f, 0.f);
     const int vec = pass * groups + int(threadIdx.x) / width;
-    float4 total = make_float4(0.f, 0.f, 0.f, 0.f);
-    if (vec < n_vec) {
-      const float* base = tile_partials + vec * 4;
-      for (int s0 = int(threadIdx.x) % width; s0 < splits; s0 += kBatch * width) {
-        float4 batch[kBatch];
+    base[pass] = vec < n_vec ? tile_partials + vec * 4 : nullptr;
+  }
+  for (int s0 = lane_split; s0 < splits; s0 += kBatch * width) {
+    float4 batch[kMaxPasses][kBatch];
 #pragma unroll
-        for (int b = 0; b < kBatch; ++b) {
-          const int s = s0 + b * width;
-          batch[b] = s < splits ? load_coherent_f4(base + int64_t(s) * n_out_padded)
-                                : make_float4(0.f, 0.f, 0.f, 0.f);
-        }
+    for (int pass = 0; pass < kMaxPasses; ++pass) {
 #pragma unroll
-        for (int b = 0; b < kBatch; ++b) add_f4(total, batch[b]);
+      for (int b = 0; b < kBatch; ++b) {
+        const int s = s0 + b * width;
+        batch[pass][b] = base[pass] != nullptr && s < splits
+                             ? load_coherent_f4(base[pass] + int64_t(s) * n_out_padded)
+                             : make_float4(0.f, 0.f, 0.f, 0.f);
       }
     }
-    total.x = group_sum_dynamic(total.x, width);
-    total.y = group_sum_dynamic(total.y, width);
-    total.z = group_sum_dynamic(total.z, width);
-    total.w = group_sum_dynamic(total.w, width);
-    if (vec < n_vec && int(threadIdx.x) % width == 0) {
-      const float values[4] = {total.x, total.y, total.z, total.w};
+#pragma unroll
+    for (int pass = 0; pass < kMaxPasses; ++pass) {
+#pragma unroll
+      for (int b = 0; b < kBatch; ++b) add_f4(total[pass], batch[pass][b]);
+    }
+  }
+#pragma unroll
+  for (int pass = 0; pass < kMaxPasses; ++pass) {
+    float4 t = total[pass];
+    t.x = group_sum_dynamic(t.x, width);
+    t.y = group_sum_dynamic(t.y, width);
+    t.z = group_sum_dynamic(t.z, width);
+    t.w = group_sum_dynamic(t.w, width);
+    const int vec = pass * groups + int(threadIdx.x) / width;
+    if (vec < n_vec && lane_split == 0) {
+      const float values[4] = {t.x, t.y, t.z, t.w};
 #pragma unroll
       for (int e = 0; e < 4; ++e) {
         if (vec * 4 + e < n_out) sums[vec * 4 + e] = values[e];
@@ -252,7 +268,7 @@ struct EpilogueProbe {
 // outputs wrote 4 bytes into each of 32 sectors per instruction; staging took a 128-token tile's
 // stats from 6.5 us to 3.3 us plus 1 us of stores, measured on an H200.) Every other CTA
 // returns early.
-template <int kStreams, int kThreads>
+template <int kStreams, int kThreads, int kRows>
 __device__ __forceinline__ void finish_prenorm_tile(const PrenormArgs& args, int64_t tile,
                                                     int64_t row0, int rows_valid, float* sums,
                                                     const float* tile_partials, int n_out_padded,
@@ -275,8 +291,8 @@ __device__ __forceinline__ void finish_prenorm_tile(const PrenormArgs& args, int
     if (!*is_last_cta) return;
     probe.mark(0);
     __threadfence();
-    detail::reduce_splits<kThreads>(tile_partials, args.splits, n_out_padded, rows_valid * kStride,
-                                    sums);
+    detail::reduce_splits<kThreads, (kRows * kStride + 3) / 4>(
+        tile_partials, args.splits, n_out_padded, rows_valid * kStride, sums);
     // Re-arm the counter for the next launch or graph replay.
     if (threadIdx.x == 0) args.tile_counters[tile] = 0;
   } else {

@@ -275,8 +275,8 @@ __global__ void __launch_bounds__(256) prenorm_coefficients_kernel(const Prenorm
 
   // The warp tree is done with `exchange`: it stages the outputs.
   static_assert(staged_output_floats<kStreams>(S::kRows) <= S::kExchangeFloats);
-  finish_prenorm_tile<kStreams, S::kThreads>(args, tile, row0, rows_valid, sums, tile_partials,
-                                             n_out_padded, exchange, &is_last_cta);
+  finish_prenorm_tile<kStreams, S::kThreads, S::kRows>(
+      args, tile, row0, rows_valid, sums, tile_partials, n_out_padded, exchange, &is_last_cta);
 }
 
 // Raw launcher: no argument checks (the caller, mhc::cuda::prenorm_coefficients, does them).
