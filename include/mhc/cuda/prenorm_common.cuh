@@ -307,12 +307,8 @@ __device__ __forceinline__ void finish_prenorm_tile(const PrenormArgs& args, int
   staged.post = staged.pre + rows_valid * n;
   staged.comb = staged.post + rows_valid * n;
   staged.mixes = args.out.mixes != nullptr ? staged.comb + rows_valid * n * n : nullptr;
-  // n lanes per token up to two warps' worth (decode tiles), else one thread per token. On an
-  // H200 the n-lane form took 0.4-0.55 us off the coefficient launch at 1-64 tokens (16-row
-  // tiles), but with 64-row tiles (8 warps of shuffles) it cost 2-3 us at 512-1024 tokens.
-  constexpr int kByRowsMaxLanes = 2 * kWarp;
-  if (rows_valid * n <= kByRowsMaxLanes) {
-    // Every lane of a warp that holds a token takes part.
+  if (rows_valid * n <= kThreads) {
+    // n lanes per token (decode tiles): every lane of a warp that holds a token takes part.
     const int token = int(threadIdx.x) / n;
     const bool active = token < rows_valid;
     if (int(threadIdx.x) / kWarp * kWarp < rows_valid * n) {
