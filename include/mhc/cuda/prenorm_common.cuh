@@ -174,7 +174,7 @@ template <int kThreads, int kMaxVecs>
 __device__ __forceinline__ void reduce_splits(const float* tile_partials, int splits,
                                               int n_out_padded, int n_out, float* sums) {
   constexpr int kMaxPasses = (kMaxVecs + kThreads - 1) / kThreads;
-  constexpr int kBatch = kMaxPasses == 1 ? 16 : 8;  // <= 24 float4 in flight per thread
+  constexpr int kBatch = kMaxPasses == 1 ? 24 : 8;  // <= 24 float4 in flight per thread
   const int n_vec = n_out_padded / 4;
   int width = 1;
   while (width < kWarp && width * 2 * n_vec <= kThreads && width < splits) width *= 2;
@@ -281,16 +281,21 @@ __device__ __forceinline__ void finish_prenorm_tile(const PrenormArgs& args, int
   __shared__ float coef_params[kCoefficientParamFloats<kStreams>];
   stage_coefficient_params<kStreams>(args.coef, coef_params);
   if (args.splits > 1) {
-    // Last-CTA-done: publish the partial, count arrivals; the last CTA of the tile reduces.
-    __threadfence();
+    // Last-CTA-done: publish the partial, count arrivals; the last CTA of the tile reduces. One
+    // thread fences for the CTA: the barrier orders the other threads' partial stores before its
+    // fence (fences are cumulative), and its second fence, after the count, orders the reads of
+    // the other CTAs' partials that follow the next barrier (the cooperative-groups grid sync's
+    // pattern). One fence on the chain instead of one per thread on each side.
     __syncthreads();
     if (threadIdx.x == 0) {
-      *is_last_cta = atomicAdd(&args.tile_counters[tile], 1u) == unsigned(args.splits - 1);
+      __threadfence();
+      const bool last = atomicAdd(&args.tile_counters[tile], 1u) == unsigned(args.splits - 1);
+      if (last) __threadfence();
+      *is_last_cta = last;
     }
     __syncthreads();
     if (!*is_last_cta) return;
     probe.mark(0);
-    __threadfence();
     detail::reduce_splits<kThreads, (kRows * kStride + 3) / 4>(
         tile_partials, args.splits, n_out_padded, rows_valid * kStride, sums);
     // Re-arm the counter for the next launch or graph replay.
