@@ -4,9 +4,8 @@
 // One thread per token holds the whole n x n Sinkhorn matrix in registers (16 floats for n = 4;
 // every loop is unrolled, so nothing is indexed at run time and nothing goes to local memory).
 // At decode sizes the 20 serial iterations are on the critical path: one thread per token needs
-// no shuffles, and each pass multiplies by approximate reciprocals of the n row or column sums,
-// all n from one MUFU.RCP (batch inversion, `reciprocals`; relative error a few 1e-7, far inside
-// the fp32 tier's 5e-5) instead of dividing every element.
+// no shuffles, and the normalisations multiply by one approximate reciprocal per row or column
+// (relative error ~1e-7, far inside the fp32 tier's 5e-5) instead of dividing every element.
 #pragma once
 #include <cuda_runtime.h>
 
@@ -73,46 +72,6 @@ __device__ __forceinline__ float tree_sum(const Get& get) {
   }
 }
 
-// 1/v[i] for all kCount (2 or 4) values with one MUFU.RCP (batch inversion): invert the product,
-// then multiply back. In the serial Sinkhorn chain the MUFU's issue rate, not latency, was the
-// limit: 8 reciprocals per iteration at 8 cycles each for a warp (an H200 micro-benchmark: 166
-// cycles per iteration, one thread per token). The products stay far inside fp32's range (sums
-// between ~1e-6 and ~n) and add a few ulps (~1e-7 relative).
-template <int kCount>
-__device__ __forceinline__ void reciprocals(const float (&v)[kCount], float (&inv)[kCount]) {
-  static_assert(kCount == 2 || kCount == 4, "batch inversion is written for n = 2 and 4");
-  if constexpr (kCount == 2) {
-    const float r = fast_reciprocal(v[0] * v[1]);
-    inv[0] = r * v[1];
-    inv[1] = r * v[0];
-  } else {
-    const float ab = v[0] * v[1], cd = v[2] * v[3];
-    const float r = fast_reciprocal(ab * cd);
-    const float r_ab = r * cd, r_cd = r * ab;
-    inv[0] = r_ab * v[1];
-    inv[1] = r_ab * v[0];
-    inv[2] = r_cd * v[3];
-    inv[3] = r_cd * v[2];
-  }
-}
-
-// The same for n lanes holding one value each (aligned groups of kCount lanes; all 32 lanes
-// call it): every product is formed in the same order as `reciprocals` (multiplication commutes
-// exactly), so lane i gets the bits reciprocals() gives for element i.
-template <int kCount>
-__device__ __forceinline__ float lane_group_reciprocal(float v) {
-  static_assert(kCount == 2 || kCount == 4, "batch inversion is written for n = 2 and 4");
-  const float partner = __shfl_xor_sync(0xffffffffu, v, 1);
-  const float pair = v * partner;
-  if constexpr (kCount == 2) {
-    return fast_reciprocal(pair) * partner;
-  } else {
-    const float other_pair = __shfl_xor_sync(0xffffffffu, pair, 2);
-    const float r = fast_reciprocal(pair * other_pair);
-    return (r * other_pair) * partner;
-  }
-}
-
 // Turns `sums` (NMIX dot products, then the sum of squares) of one token into its outputs;
 // `params` as staged by stage_coefficient_params (shared memory).
 template <int kStreams>
@@ -159,26 +118,22 @@ __device__ __forceinline__ void token_coefficients(const float* sums, int64_t to
     for (int k = 0; k < n; ++k) p[j][k] = p[j][k] * inv + cp.eps_h;
   }
   auto column_pass = [&] {
-    float total[n], inv[n];
 #pragma unroll
-    for (int k = 0; k < n; ++k) total[k] = tree_sum<n>([&](int j) { return p[j][k]; }) + cp.eps_h;
-    reciprocals<n>(total, inv);
+    for (int k = 0; k < n; ++k) {
+      const float total = tree_sum<n>([&](int j) { return p[j][k]; });
+      const float inv = fast_reciprocal(total + cp.eps_h);
 #pragma unroll
-    for (int j = 0; j < n; ++j) {
-#pragma unroll
-      for (int k = 0; k < n; ++k) p[j][k] *= inv[k];
+      for (int j = 0; j < n; ++j) p[j][k] *= inv;
     }
   };
   column_pass();
   for (int it = 1; it < cp.sinkhorn_iters; ++it) {
-    float total[n], inv[n];
-#pragma unroll
-    for (int j = 0; j < n; ++j) total[j] = tree_sum<n>([&](int k) { return p[j][k]; }) + cp.eps_h;
-    reciprocals<n>(total, inv);
 #pragma unroll
     for (int j = 0; j < n; ++j) {
+      const float total = tree_sum<n>([&](int k) { return p[j][k]; });
+      const float inv = fast_reciprocal(total + cp.eps_h);
 #pragma unroll
-      for (int k = 0; k < n; ++k) p[j][k] *= inv[j];
+      for (int k = 0; k < n; ++k) p[j][k] *= inv;
     }
     column_pass();
   }
@@ -192,8 +147,8 @@ __device__ __forceinline__ void token_coefficients(const float* sums, int64_t to
 // The same outputs with n lanes per token (lane `row` = threadIdx.x % n holds row `row` of P):
 // the row passes are lane-local and each column sum is a butterfly over the token's n lanes,
 // which adds in the same tree as tree_sum (fp addition commutes), so the results are bitwise those
-// of token_coefficients (the row pass's batch inversion is formed across the lanes in the same
-// order, lane_group_reciprocal). The point is a shorter serial chain per Sinkhorn iteration.
+// of token_coefficients. The point is a shorter serial chain per Sinkhorn iteration (4 rows and
+// 4 columns' reciprocals in parallel lanes instead of one thread's instruction stream).
 // Every lane of the warp must call it (shuffles); `active` false: compute, write nothing.
 template <int kStreams>
 __device__ __forceinline__ void token_coefficients_by_rows(const float* sums, int64_t token,
@@ -240,17 +195,12 @@ __device__ __forceinline__ void token_coefficients_by_rows(const float* sums, in
 #pragma unroll
       for (int k = 0; k < n; ++k) column[k] += __shfl_xor_sync(0xffffffffu, column[k], offset);
     }
-    float inv[n];
 #pragma unroll
-    for (int k = 0; k < n; ++k) column[k] += cp.eps_h;
-    reciprocals<n>(column, inv);
-#pragma unroll
-    for (int k = 0; k < n; ++k) p[k] *= inv[k];
+    for (int k = 0; k < n; ++k) p[k] *= fast_reciprocal(column[k] + cp.eps_h);
   };
   column_pass();
   for (int it = 1; it < cp.sinkhorn_iters; ++it) {
-    const float inv =
-        lane_group_reciprocal<n>(tree_sum<n>([&](int k) { return p[k]; }) + cp.eps_h);
+    const float inv = fast_reciprocal(tree_sum<n>([&](int k) { return p[k]; }) + cp.eps_h);
 #pragma unroll
     for (int k = 0; k < n; ++k) p[k] *= inv;
     column_pass();
