@@ -72,6 +72,32 @@ __device__ __forceinline__ float tree_sum(const Get& get) {
   }
 }
 
+// The Sinkhorn iterations after the first row normalisation, one thread holding the whole
+// matrix: column pass, then (row pass, column pass) sinkhorn_iters - 1 times.
+template <int n>
+__device__ __forceinline__ void sinkhorn_iterations(float (&p)[n][n], const CoefficientParams& cp) {
+  auto column_pass = [&] {
+#pragma unroll
+    for (int k = 0; k < n; ++k) {
+      const float total = tree_sum<n>([&](int j) { return p[j][k]; });
+      const float inv = fast_reciprocal(total + cp.eps_h);
+#pragma unroll
+      for (int j = 0; j < n; ++j) p[j][k] *= inv;
+    }
+  };
+  column_pass();
+  for (int it = 1; it < cp.sinkhorn_iters; ++it) {
+#pragma unroll
+    for (int j = 0; j < n; ++j) {
+      const float total = tree_sum<n>([&](int k) { return p[j][k]; });
+      const float inv = fast_reciprocal(total + cp.eps_h);
+#pragma unroll
+      for (int k = 0; k < n; ++k) p[j][k] *= inv;
+    }
+    column_pass();
+  }
+}
+
 // Turns `sums` (NMIX dot products, then the sum of squares) of one token into its outputs;
 // `params` as staged by stage_coefficient_params (shared memory).
 template <int kStreams>
@@ -117,26 +143,7 @@ __device__ __forceinline__ void token_coefficients(const float* sums, int64_t to
 #pragma unroll
     for (int k = 0; k < n; ++k) p[j][k] = p[j][k] * inv + cp.eps_h;
   }
-  auto column_pass = [&] {
-#pragma unroll
-    for (int k = 0; k < n; ++k) {
-      const float total = tree_sum<n>([&](int j) { return p[j][k]; });
-      const float inv = fast_reciprocal(total + cp.eps_h);
-#pragma unroll
-      for (int j = 0; j < n; ++j) p[j][k] *= inv;
-    }
-  };
-  column_pass();
-  for (int it = 1; it < cp.sinkhorn_iters; ++it) {
-#pragma unroll
-    for (int j = 0; j < n; ++j) {
-      const float total = tree_sum<n>([&](int k) { return p[j][k]; });
-      const float inv = fast_reciprocal(total + cp.eps_h);
-#pragma unroll
-      for (int k = 0; k < n; ++k) p[j][k] *= inv;
-    }
-    column_pass();
-  }
+  sinkhorn_iterations<n>(p, cp);
 #pragma unroll
   for (int j = 0; j < n; ++j) {
 #pragma unroll
