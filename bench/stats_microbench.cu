@@ -4,7 +4,9 @@
 // in shared memory, as in the prenorm kernels' epilogue. Build and run on the GPU machine:
 //   nvcc -std=c++17 -O3 -gencode=arch=compute_90a,code=sm_90a --expt-relaxed-constexpr \
 //     -I include bench/stats_microbench.cu -o /tmp/stats_microbench && /tmp/stats_microbench
-// Results: bench/results/logs/sinkbench-*.log (docs/kernels.md, "Stats").
+// Results: bench/results/logs/sinkbench-*.log (docs/kernels.md, "Stats"). Those were taken with
+// an earlier, uncommitted form of this file (same device functions, timing and launch shape; its
+// Sinkhorn-only inputs were offset by 1); this form was compiled but has not run on a GPU yet.
 #include <cuda_runtime.h>
 
 #include <cstdio>
