@@ -8,7 +8,7 @@
 #include <cstdlib>
 #include <fstream>
 
-#include "mhc/error.hpp"
+#include "mhc/core/error.hpp"
 #if MHC_WITH_CUDA
 #include <cuda_runtime_api.h>
 #endif

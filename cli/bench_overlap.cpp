@@ -12,19 +12,19 @@
 
 #include "bench_common.hpp"
 #include "commands.hpp"
-#include "mhc/checkpoint.hpp"
-#include "mhc/error.hpp"
-#include "mhc/model.hpp"
-#include "mhc/params.hpp"
+#include "mhc/core/error.hpp"
+#include "mhc/core/params.hpp"
+#include "mhc/cpu/model.hpp"
+#include "mhc/io/checkpoint.hpp"
 #if MHC_WITH_CUDA
 #include "mhc/cuda/check.hpp"
-#include "mhc/cuda_backend.hpp"
-#include "mhc/decoder_standin.hpp"
-#include "mhc/stack_executor.hpp"
+#include "mhc/cuda/cuda_backend.hpp"
+#include "mhc/schedule/decoder_standin.hpp"
+#include "mhc/schedule/stack_executor.hpp"
 #endif
 #if MHC_WITH_NCCL
+#include "mhc/core/tensor_parallel.hpp"
 #include "mhc/dist/tp_stack.hpp"
-#include "mhc/tensor_parallel.hpp"
 #endif
 
 namespace mhc::cli {

@@ -8,12 +8,12 @@
 #include <vector>
 
 #include "commands.hpp"
-#include "mhc/config.hpp"
-#include "mhc/error.hpp"
-#include "mhc/params.hpp"
+#include "mhc/core/config.hpp"
+#include "mhc/core/error.hpp"
+#include "mhc/core/params.hpp"
 #if MHC_WITH_CUDA
 #include "mhc/cuda/bench.hpp"
-#include "mhc/cuda_backend.hpp"
+#include "mhc/cuda/cuda_backend.hpp"
 #endif
 
 namespace mhc::cli {

@@ -8,9 +8,9 @@
 #include <string>
 
 #include "commands.hpp"
-#include "mhc/config.hpp"
-#include "mhc/dispatch.hpp"
-#include "mhc/error.hpp"
+#include "mhc/core/config.hpp"
+#include "mhc/core/dispatch.hpp"
+#include "mhc/core/error.hpp"
 
 namespace mhc::cli {
 namespace {

@@ -6,8 +6,8 @@
 #include <string>
 
 #include "commands.hpp"
-#include "mhc/checkpoint.hpp"
-#include "mhc/error.hpp"
+#include "mhc/core/error.hpp"
+#include "mhc/io/checkpoint.hpp"
 
 namespace mhc::cli {
 namespace {

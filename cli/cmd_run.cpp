@@ -6,17 +6,17 @@
 #include <optional>
 
 #include "commands.hpp"
-#include "mhc/backend.hpp"
-#include "mhc/checkpoint.hpp"
-#include "mhc/compare.hpp"
-#include "mhc/config.hpp"
-#include "mhc/dispatch.hpp"
-#include "mhc/error.hpp"
-#include "mhc/model.hpp"
-#include "mhc/reference.hpp"
+#include "mhc/core/backend.hpp"
+#include "mhc/core/config.hpp"
+#include "mhc/core/dispatch.hpp"
+#include "mhc/core/error.hpp"
+#include "mhc/cpu/compare.hpp"
+#include "mhc/cpu/model.hpp"
+#include "mhc/cpu/reference.hpp"
+#include "mhc/io/checkpoint.hpp"
 #include "run_report.hpp"
 #if MHC_WITH_CUDA
-#include "mhc/stack_run.hpp"
+#include "mhc/schedule/stack_run.hpp"
 #endif
 #if MHC_WITH_NCCL
 #include "mhc/dist/tp_run.hpp"

@@ -7,11 +7,11 @@
 #include <string>
 
 #include "commands.hpp"
-#include "mhc/backend.hpp"
-#include "mhc/config.hpp"
-#include "mhc/error.hpp"
-#include "mhc/params.hpp"
-#include "mhc/safetensors.hpp"
+#include "mhc/core/backend.hpp"
+#include "mhc/core/config.hpp"
+#include "mhc/core/error.hpp"
+#include "mhc/core/params.hpp"
+#include "mhc/io/safetensors.hpp"
 
 namespace mhc::cli {
 namespace {

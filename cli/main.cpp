@@ -5,7 +5,7 @@
 #include <exception>
 
 #include "commands.hpp"
-#include "mhc/error.hpp"
+#include "mhc/core/error.hpp"
 
 int main(int argc, char** argv) {
   CLI::App app{"mhc: DeepSeek-V4.1 mHC sites on CPU and Hopper GPUs, validated against float64"};

@@ -4,7 +4,7 @@
 
 #include <cmath>
 
-#include "mhc/reference.hpp"
+#include "mhc/cpu/reference.hpp"
 
 namespace mhc::cli {
 namespace {

@@ -6,11 +6,11 @@
 #include <string>
 #include <vector>
 
-#include "mhc/backend.hpp"
-#include "mhc/compare.hpp"
-#include "mhc/dispatch.hpp"
-#include "mhc/model.hpp"
-#include "mhc/params.hpp"
+#include "mhc/core/backend.hpp"
+#include "mhc/core/dispatch.hpp"
+#include "mhc/core/params.hpp"
+#include "mhc/cpu/compare.hpp"
+#include "mhc/cpu/model.hpp"
 
 namespace mhc::cli {
 

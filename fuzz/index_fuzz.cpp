@@ -12,8 +12,8 @@
 #include <string_view>
 
 #include "checkpoint_internal.hpp"
-#include "mhc/checkpoint.hpp"
-#include "mhc/error.hpp"
+#include "mhc/core/error.hpp"
+#include "mhc/io/checkpoint.hpp"
 
 namespace {
 

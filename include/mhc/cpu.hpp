@@ -1,42 +1,9 @@
-// CPU backend: the whole V4.1 site in fp32 (fp32 accumulation, bf16 storage), as the design doc
-// says. Plain contiguous loops the compiler vectorises; tokens are spread over threads.
-// Zero tokens is valid and does nothing.
+// The CPU layer: the fp32 CPU backend, the float64 reference, error metrics against it, the
+// synthetic model.
 #pragma once
-#include <cstdint>
-
-#include "mhc/bf16.hpp"
-#include "mhc/params.hpp"
-#include "mhc/site.hpp"
-
-namespace mhc::cpu {
-
-// Step 1: layer_input[m] = bf16(rmsnorm(bf16(sum_j pre_mix[m][j] * x[m][j])) * norm_weight).
-void input_path(const MhcParams& p, int64_t tokens, const Bf16* x, const float* pre_mix,
-                const float* norm_weight, Bf16* layer_input);
-
-// Step 2: mixes (optional, may be null; [M, NMIX]), pre, post, comb.
-void coefficients(const MhcParams& p, int64_t tokens, const Bf16* x, const SiteWeightsView& w,
-                  float* pre, float* post, float* comb, float* mixes = nullptr);
-
-// The T-step Sinkhorn of one token: logits [n*n] (row j = source stream) -> comb [n*n].
-void sinkhorn(int n, int iters, float eps_h, const float* logits, float* comb);
-
-// Step 4: x_next[m][k] = bf16(post[m][k] * F[m] + sum_j comb[m][j][k] * x[m][j]).
-void post(const MhcParams& p, int64_t tokens, const Bf16* x, const float* post, const float* comb,
-          const Bf16* sublayer_out, Bf16* x_next);
-
-// After the last site: bf16(rmsnorm(bf16(sum_j pre[m][j] * x[m][j])) * norm_weight), i.e. the
-// input path with the final norm's weight. norm_weight may be null (no final norm: plain collapse).
-void final_collapse(const MhcParams& p, int64_t tokens, const Bf16* x, const float* pre,
-                    const float* norm_weight, Bf16* out);
-
-// Steps 1, 2 and 4 on given inputs (sublayer_out supplied by the caller).
-void run_site(const MhcParams& p, const SiteWeightsView& w, const SiteInputsView& in,
-              const SiteOutputsView& out);
-
-// Threads for the token-parallel loops. 0 (the default) means min(hardware threads, 8). Results
-// are bitwise the same for every value: each token is computed by one thread, in a fixed order.
-void set_threads(int threads);
-int threads();  // the effective count
-
-}  // namespace mhc::cpu
+#include "mhc/core.hpp"
+#include "mhc/cpu/compare.hpp"
+#include "mhc/cpu/cpu_backend.hpp"
+#include "mhc/cpu/fp32_site.hpp"
+#include "mhc/cpu/model.hpp"
+#include "mhc/cpu/reference.hpp"

@@ -1,10 +1,10 @@
-#include "mhc/config.hpp"
+#include "mhc/core/config.hpp"
 
 #include <fmt/core.h>
 
 #include <nlohmann/json.hpp>
 
-#include "mhc/error.hpp"
+#include "mhc/core/error.hpp"
 
 namespace mhc {
 

@@ -1,4 +1,4 @@
-#include "mhc/dispatch.hpp"
+#include "mhc/core/dispatch.hpp"
 
 #include <fmt/core.h>
 
@@ -6,7 +6,7 @@
 #include <nlohmann/json.hpp>
 #include <optional>
 
-#include "mhc/error.hpp"
+#include "mhc/core/error.hpp"
 
 namespace mhc {
 

@@ -1,10 +1,10 @@
-#include "mhc/params.hpp"
+#include "mhc/core/params.hpp"
 
 #include <fmt/core.h>
 
 #include <cmath>
 
-#include "mhc/error.hpp"
+#include "mhc/core/error.hpp"
 
 namespace mhc {
 

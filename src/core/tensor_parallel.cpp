@@ -1,8 +1,8 @@
-#include "mhc/tensor_parallel.hpp"
+#include "mhc/core/tensor_parallel.hpp"
 
 #include <fmt/core.h>
 
-#include "mhc/error.hpp"
+#include "mhc/core/error.hpp"
 
 namespace mhc {
 

@@ -1,5 +1,5 @@
-// Error of an output against the float64 reference (see mhc/compare.hpp).
-#include "mhc/compare.hpp"
+// Error of an output against the float64 reference (see mhc/cpu/compare.hpp).
+#include "mhc/cpu/compare.hpp"
 
 #include <fmt/core.h>
 

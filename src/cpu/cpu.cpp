@@ -1,6 +1,4 @@
 // The fp32 CPU site (design doc, "One site"): fp32 arithmetic and accumulation, bf16 storage.
-#include "mhc/cpu.hpp"
-
 #include <algorithm>
 #include <atomic>
 #include <cmath>
@@ -10,7 +8,8 @@
 #include <vector>
 
 #include "internal.hpp"
-#include "mhc/error.hpp"
+#include "mhc/core/error.hpp"
+#include "mhc/cpu/fp32_site.hpp"
 #include "sinkhorn.hpp"
 
 namespace mhc::cpu {

@@ -1,5 +1,5 @@
-// mhc::Backend on the fp32 CPU site (mhc/cpu.hpp).
-#include "mhc/cpu_backend.hpp"
+// mhc::Backend on the fp32 CPU site (mhc/cpu/fp32_site.hpp).
+#include "mhc/cpu/cpu_backend.hpp"
 
 #include <fmt/core.h>
 
@@ -8,8 +8,8 @@
 #include <string>
 #include <vector>
 
-#include "mhc/cpu.hpp"
-#include "mhc/error.hpp"
+#include "mhc/core/error.hpp"
+#include "mhc/cpu/fp32_site.hpp"
 
 namespace mhc::cpu {
 

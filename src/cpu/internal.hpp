@@ -4,8 +4,8 @@
 #include <functional>
 #include <vector>
 
-#include "mhc/bf16.hpp"
-#include "mhc/params.hpp"
+#include "mhc/core/bf16.hpp"
+#include "mhc/core/params.hpp"
 
 namespace mhc::cpu::detail {
 

@@ -5,12 +5,12 @@
 // rounded), never with libm's exp/log/cos or std::*_distribution, whose results vary between
 // libraries. The explicit fma also keeps a compiler that contracts a*b+c (-ffp-contract) from
 // changing the bits on machines that have an FMA instruction.
-#include "mhc/model.hpp"
+#include "mhc/cpu/model.hpp"
 
 #include <cmath>
 #include <string>
 
-#include "mhc/error.hpp"
+#include "mhc/core/error.hpp"
 
 namespace mhc {
 

@@ -1,13 +1,13 @@
 // The float64 reference of one site. Written for clarity, not speed: plain loops in the order of
 // the design doc, every input converted exactly to double.
-#include "mhc/reference.hpp"
+#include "mhc/cpu/reference.hpp"
 
 #include <algorithm>
 #include <cmath>
 #include <string>
 
 #include "internal.hpp"
-#include "mhc/error.hpp"
+#include "mhc/core/error.hpp"
 #include "sinkhorn.hpp"
 
 namespace mhc::ref {

@@ -1,12 +1,12 @@
-// The stack driver (mhc/model.hpp): the fp32 CPU stack and its float64 reference.
+// The stack driver (mhc/cpu/model.hpp): the fp32 CPU stack and its float64 reference.
 #include <string>
 #include <utility>
 
 #include "internal.hpp"
-#include "mhc/cpu.hpp"
-#include "mhc/error.hpp"
-#include "mhc/model.hpp"
-#include "mhc/reference.hpp"
+#include "mhc/core/error.hpp"
+#include "mhc/cpu/fp32_site.hpp"
+#include "mhc/cpu/model.hpp"
+#include "mhc/cpu/reference.hpp"
 
 namespace mhc {
 

@@ -6,12 +6,12 @@
 #include <memory>
 #include <vector>
 
+#include "mhc/core/error.hpp"
 #include "mhc/cuda/check.hpp"
+#include "mhc/cuda/cuda_backend.hpp"
+#include "mhc/cuda/device_site.hpp"
 #include "mhc/cuda/kernels.hpp"
-#include "mhc/cuda_backend.hpp"
-#include "mhc/error.hpp"
-#include "mhc/stack_run.hpp"
-#include "site.hpp"
+#include "mhc/schedule/stack_run.hpp"
 #include "timing.hpp"
 
 namespace mhc::cuda {
@@ -25,7 +25,7 @@ std::string msg(std::string_view format, const Args&... args) {
 // Which of the compiled kernel images the runtime loads on this device.
 std::string kernel_path(const cudaDeviceProp& prop) {
   if (prop.major == 9 && prop.minor == 0) {
-    return msg("sm_90a kernels, TMA-fed prenorm GEMM from {} tokens", kBulkPrenormMinTokens);
+    return msg("sm_90a kernels, TMA-fed prenorm GEMM from {} tokens", kTmaPrenormMinTokens);
   }
   if (prop.major == 8) return "sm_80 kernels";
   return "compute_80 PTX kernels (JIT-compiled by the driver)";
@@ -111,7 +111,8 @@ class CudaBackend final : public Backend {
   // The stack runs through the StackExecutor (src/schedule) eagerly, on its fastest
   // single-stream layout: up to 64 tokens each site's input path rides in its coefficient launch
   // and the post is plain; above, the post also forms the next site's layer_input (measured on
-  // an H200: docs/kernels.md). The overlap schedule is `mhc run`'s business (mhc/stack_run.hpp).
+  // an H200: docs/kernels.md). The overlap schedule is `mhc run`'s business
+  // (mhc/schedule/stack_run.hpp).
   StackTrace run_stack(const ModelWeights& w, int64_t tokens, const Bf16* x0) override {
     validate(w.params);
     StackRunOptions options;

@@ -11,10 +11,10 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
+#include "mhc/core/error.hpp"
 #include "mhc/cuda/check.hpp"
+#include "mhc/cuda/device_site.hpp"
 #include "mhc/cuda/kernels.hpp"
-#include "mhc/error.hpp"
-#include "site.hpp"
 #include "timing.hpp"
 
 namespace mhc::cuda {
@@ -135,7 +135,7 @@ std::string bench_kernels(const KernelBenchOptions& o) {
          chosen});
     if (o.sweep_tuning) {
       for (int rows : {16, 64, 128}) {
-        if (rows == 128 && !bulk_prenorm_available()) continue;
+        if (rows == 128 && !tma_prenorm_available()) continue;
         for (int splits : {1, 2, 4, 8, 16, 32, 66, 132, max_prenorm_splits(p)}) {
           if (splits > max_prenorm_splits(p)) continue;
           const PrenormTuning t{splits, rows};

@@ -4,14 +4,14 @@
 
 #include <algorithm>
 
+#include "mhc/core/error.hpp"
 #include "mhc/cuda/check.hpp"
 #include "mhc/cuda/input_path.cuh"
 #include "mhc/cuda/kernels.hpp"
 #include "mhc/cuda/post.cuh"
-#include "mhc/cuda/prenorm_bulk.cuh"
-#include "mhc/cuda/prenorm_gemm.cuh"
+#include "mhc/cuda/prenorm_mma.cuh"
+#include "mhc/cuda/sm90_prenorm_tma.cuh"
 #include "mhc/cuda/standin.cuh"
-#include "mhc/error.hpp"
 #include "prenorm_dispatch.hpp"
 
 namespace mhc::cuda {
@@ -19,7 +19,7 @@ namespace {
 
 constexpr int kChunkK = 32;    // K per warp step of the prenorm GEMM
 constexpr int kGemmWarps = 8;  // warps per prenorm CTA
-constexpr int kMaxRowsPerTile = kBulkRowsPerTile;
+constexpr int kMaxRowsPerTile = kTmaRowsPerTile;
 
 // fmt's compile-time format checks are consteval, which nvcc's front end rejects here; the
 // messages are formatted at run time instead.
@@ -91,19 +91,19 @@ int max_prenorm_splits(const MhcParams& p) {
   return std::max<int>(1, static_cast<int>(p.k() / kChunkK / kGemmWarps));
 }
 
-bool bulk_prenorm_available() { return bulk_copies_enabled(); }
+bool tma_prenorm_available() { return bulk_copies_enabled(); }
 
-PrenormTuning choose_prenorm_tuning(const MhcParams& p, int64_t tokens, int sm_count, bool bulk) {
+PrenormTuning choose_prenorm_tuning(const MhcParams& p, int64_t tokens, int sm_count, bool tma) {
   // Measured on an H200 (docs/kernels.md): 16-token tiles win up to a few hundred tokens (more
   // CTAs, less register pressure), 64-token tiles above (hc_fn re-read from L2 once per tile),
-  // and the bulk-copy kernel's 128-token tiles from kBulkPrenormMinTokens where it exists.
+  // and the TMA kernel's 128-token tiles from kTmaPrenormMinTokens where it exists.
   // Splits fill the multiprocessors once; at decode sizes they are capped because the last CTA
   // reads every split's partials, which costs more than it saves beyond a few dozen.
   constexpr int kDecodeMaxSplits = 40;
   PrenormTuning t;
-  t.rows_per_tile = bulk && tokens >= kBulkPrenormMinTokens ? kBulkRowsPerTile
-                    : tokens <= 256                         ? 16
-                                                            : 64;
+  t.rows_per_tile = tma && tokens >= kTmaPrenormMinTokens ? kTmaRowsPerTile
+                    : tokens <= 256                       ? 16
+                                                          : 64;
   const int64_t tiles = std::max<int64_t>(1, ceil_div(tokens, t.rows_per_tile));
   const int64_t cap = std::min<int64_t>(max_prenorm_splits(p), kDecodeMaxSplits);
   t.splits = static_cast<int>(std::clamp<int64_t>(sm_count / tiles, 1, cap));
@@ -111,7 +111,7 @@ PrenormTuning choose_prenorm_tuning(const MhcParams& p, int64_t tokens, int sm_c
 }
 
 PrenormTuning choose_prenorm_tuning(const MhcParams& p, int64_t tokens, int sm_count) {
-  return choose_prenorm_tuning(p, tokens, sm_count, bulk_prenorm_available());
+  return choose_prenorm_tuning(p, tokens, sm_count, tma_prenorm_available());
 }
 
 bool input_path_fuses(const MhcParams& p, int64_t tokens, const PrenormTuning& tuning) {
@@ -154,14 +154,14 @@ void prenorm_coefficients(const MhcParams& p, int64_t tokens, const CoefficientB
   check_ptr(b.hc_fn, "hc_fn", what);
   require_that(b.hc_base && b.hc_scale && b.pre && b.post && b.comb,
                "{}: hc_base, hc_scale, pre, post and comb must not be null", what);
-  const bool bulk = bulk_prenorm_available();
-  const PrenormTuning chosen = choose_prenorm_tuning(p, tokens, current_sm_count(), bulk);
+  const bool tma = tma_prenorm_available();
+  const PrenormTuning chosen = choose_prenorm_tuning(p, tokens, current_sm_count(), tma);
   if (tuning.rows_per_tile == 0) tuning.rows_per_tile = chosen.rows_per_tile;
   if (tuning.splits == 0) tuning.splits = chosen.splits;
   require_that(tuning.rows_per_tile == 16 || tuning.rows_per_tile == 64 ||
-                   (tuning.rows_per_tile == kBulkRowsPerTile && bulk),
+                   (tuning.rows_per_tile == kTmaRowsPerTile && tma),
                "{}: rows_per_tile={} must be 16 or 64{}", what, tuning.rows_per_tile,
-               bulk ? " or 128" : " (128, the bulk-copy kernel, needs compute capability 9.x)");
+               tma ? " or 128" : " (128, the TMA kernel, needs compute capability 9.x)");
   require_that(tuning.splits >= 1 && tuning.splits <= max_prenorm_splits(p),
                "{}: splits={} must be in 1..{} for K={}", what, tuning.splits,
                max_prenorm_splits(p), p.k());
@@ -178,9 +178,9 @@ void prenorm_coefficients(const MhcParams& p, int64_t tokens, const CoefficientB
   args.k = static_cast<int>(p.k());
   args.splits = tuning.splits;
   const int64_t chunks = p.k() / kChunkK;
-  // The bulk kernel's splits are whole stages of kBulkChunksPerStage chunks (K is a multiple of
+  // The tma kernel's splits are whole stages of kTmaChunksPerStage chunks (K is a multiple of
   // 128 for every supported shape: C % 64 == 0 and n >= 2).
-  const int64_t granule = tuning.rows_per_tile == kBulkRowsPerTile ? kBulkChunksPerStage : 1;
+  const int64_t granule = tuning.rows_per_tile == kTmaRowsPerTile ? kTmaChunksPerStage : 1;
   args.chunks_per_split =
       static_cast<int>(ceil_div(ceil_div(chunks, tuning.splits), granule) * granule);
   // Re-balance so that no split is empty (an empty split would still be counted, but wastes a CTA).

@@ -1,7 +1,7 @@
 // Definition of dispatch_prenorm, included by prenorm_n2.cu and prenorm_n4.cu only.
 #pragma once
-#include "mhc/cuda/prenorm_bulk.cuh"
-#include "mhc/cuda/prenorm_gemm.cuh"
+#include "mhc/cuda/prenorm_mma.cuh"
+#include "mhc/cuda/sm90_prenorm_tma.cuh"
 #include "prenorm_dispatch.hpp"
 
 namespace mhc::cuda {
@@ -13,9 +13,9 @@ cudaError_t dispatch_prenorm(const PrenormArgs& args, bool compensated, int rows
     return compensated ? launch_prenorm_coefficients<kStreams, 1, true, true>(args, stream)
                        : launch_prenorm_coefficients<kStreams, 1, false, true>(args, stream);
   }
-  if (rows_per_tile == kBulkRowsPerTile) {
-    return compensated ? launch_prenorm_bulk<kStreams, true>(args, stream)
-                       : launch_prenorm_bulk<kStreams, false>(args, stream);
+  if (rows_per_tile == kTmaRowsPerTile) {
+    return compensated ? launch_sm90_prenorm_tma<kStreams, true>(args, stream)
+                       : launch_sm90_prenorm_tma<kStreams, false>(args, stream);
   }
   if (rows_per_tile == 16) {
     return compensated ? launch_prenorm_coefficients<kStreams, 1, true>(args, stream)

@@ -8,7 +8,7 @@ namespace mhc::cuda {
 struct PrenormArgs;
 
 // Launches the instantiation for kStreams, the projection and the tile size: 16 or 64 rows
-// (register-fed kernel) or 128 (bulk-copy kernel, sm_90); with args.previous set, the 16-row
+// (register-fed kernel) or 128 (TMA kernel, sm_90); with args.previous set, the 16-row
 // instantiation that folds in the previous site's post.
 template <int kStreams>
 cudaError_t dispatch_prenorm(const PrenormArgs& args, bool compensated, int rows_per_tile,

@@ -1,4 +1,4 @@
-#include "site.hpp"
+#include "mhc/cuda/device_site.hpp"
 
 namespace mhc::cuda {
 

@@ -8,8 +8,8 @@
 #include <functional>
 #include <string>
 
-#include "mhc/params.hpp"
-#include "site.hpp"
+#include "mhc/core/params.hpp"
+#include "mhc/cuda/device_site.hpp"
 
 namespace mhc::cuda {
 

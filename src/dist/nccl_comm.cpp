@@ -4,8 +4,8 @@
 
 #include <thread>
 
+#include "mhc/core/error.hpp"
 #include "mhc/cuda/check.hpp"
-#include "mhc/error.hpp"
 
 // Non-blocking communicators and ncclCommGetAsyncError's ncclInProgress state came with 2.14.
 #if NCCL_VERSION_CODE < NCCL_VERSION(2, 14, 0)

@@ -7,10 +7,10 @@
 #include <nlohmann/json.hpp>
 #include <type_traits>
 
+#include "mhc/core/error.hpp"
 #include "mhc/cuda/check.hpp"
 #include "mhc/dist/tp_runner.hpp"
 #include "mhc/dist/tp_stack.hpp"
-#include "mhc/error.hpp"
 
 namespace mhc::dist {
 namespace {

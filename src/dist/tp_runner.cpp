@@ -9,10 +9,10 @@
 #include <set>
 #include <thread>
 
+#include "mhc/core/error.hpp"
+#include "mhc/core/tensor_parallel.hpp"
 #include "mhc/cuda/check.hpp"
 #include "mhc/cuda/device_buffer.hpp"
-#include "mhc/error.hpp"
-#include "mhc/tensor_parallel.hpp"
 
 namespace mhc::dist {
 

@@ -2,8 +2,8 @@
 
 #include <fmt/core.h>
 
+#include "mhc/core/error.hpp"
 #include "mhc/cuda/check.hpp"
-#include "mhc/error.hpp"
 
 namespace mhc::dist {
 namespace {

@@ -6,9 +6,9 @@
 #include <filesystem>
 #include <nlohmann/json.hpp>
 
-#include "mhc/checkpoint.hpp"
-#include "mhc/error.hpp"
-#include "mhc/safetensors.hpp"
+#include "mhc/core/error.hpp"
+#include "mhc/io/checkpoint.hpp"
+#include "mhc/io/safetensors.hpp"
 
 namespace mhc::ckpt {
 

@@ -10,8 +10,8 @@
 
 #include "checkpoint_internal.hpp"
 #include "json_duplicates.hpp"
-#include "mhc/checkpoint.hpp"
-#include "mhc/error.hpp"
+#include "mhc/core/error.hpp"
+#include "mhc/io/checkpoint.hpp"
 
 namespace mhc::ckpt {
 

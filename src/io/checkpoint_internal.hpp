@@ -6,8 +6,8 @@
 #include <string>
 #include <vector>
 
-#include "mhc/checkpoint.hpp"
-#include "mhc/safetensors.hpp"
+#include "mhc/io/checkpoint.hpp"
+#include "mhc/io/safetensors.hpp"
 
 namespace mhc::ckpt {
 

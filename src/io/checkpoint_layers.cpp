@@ -7,7 +7,7 @@
 #include <cmath>
 
 #include "checkpoint_internal.hpp"
-#include "mhc/error.hpp"
+#include "mhc/core/error.hpp"
 
 namespace mhc::ckpt {
 

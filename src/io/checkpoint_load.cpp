@@ -8,9 +8,9 @@
 #include <sstream>
 
 #include "checkpoint_internal.hpp"
-#include "mhc/checkpoint.hpp"
-#include "mhc/error.hpp"
-#include "mhc/safetensors.hpp"
+#include "mhc/core/error.hpp"
+#include "mhc/io/checkpoint.hpp"
+#include "mhc/io/safetensors.hpp"
 
 namespace mhc::ckpt {
 

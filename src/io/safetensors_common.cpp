@@ -3,8 +3,8 @@
 
 #include <array>
 
-#include "mhc/error.hpp"
-#include "mhc/safetensors.hpp"
+#include "mhc/core/error.hpp"
+#include "mhc/io/safetensors.hpp"
 
 namespace mhc::st {
 

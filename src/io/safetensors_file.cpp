@@ -11,8 +11,8 @@
 #include <cerrno>
 #include <cstring>
 
-#include "mhc/error.hpp"
-#include "mhc/safetensors.hpp"
+#include "mhc/core/error.hpp"
+#include "mhc/io/safetensors.hpp"
 
 namespace mhc::st {
 

@@ -1,4 +1,5 @@
-// The `mhc site` input and output files: tensor names, dtypes and shapes of mhc/site.hpp.
+// The `mhc site` input and output files: tensor names, dtypes and shapes of
+// mhc/core/site_views.hpp.
 #include <fmt/core.h>
 
 #include <algorithm>
@@ -6,8 +7,8 @@
 #include <climits>
 #include <cmath>
 
-#include "mhc/error.hpp"
-#include "mhc/safetensors.hpp"
+#include "mhc/core/error.hpp"
+#include "mhc/io/safetensors.hpp"
 
 namespace mhc::st {
 

@@ -3,7 +3,7 @@
 #include <string>
 
 #include "mhc/cuda/check.hpp"
-#include "mhc/schedule.hpp"
+#include "mhc/schedule/two_stream.hpp"
 
 namespace mhc::cuda {
 namespace {

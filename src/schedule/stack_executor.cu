@@ -2,11 +2,11 @@
 
 #include <vector>
 
-#include "../cuda/site.hpp"
 #include "mhc/cuda/check.hpp"
 #include "mhc/cuda/device_buffer.hpp"
+#include "mhc/cuda/device_site.hpp"
 #include "mhc/cuda/kernels.hpp"
-#include "mhc/stack_executor.hpp"
+#include "mhc/schedule/stack_executor.hpp"
 
 namespace mhc::cuda {
 

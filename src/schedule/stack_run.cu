@@ -1,7 +1,7 @@
 #include "mhc/cuda/check.hpp"
-#include "mhc/stack_executor.hpp"
-#include "mhc/stack_run.hpp"
-#include "mhc/trace.hpp"
+#include "mhc/schedule/stack_executor.hpp"
+#include "mhc/schedule/stack_run.hpp"
+#include "mhc/schedule/trace.hpp"
 
 namespace mhc::cuda {
 namespace {

@@ -4,7 +4,7 @@
 #include <nlohmann/json.hpp>
 
 #include "mhc/cuda/check.hpp"
-#include "mhc/trace.hpp"
+#include "mhc/schedule/trace.hpp"
 
 namespace mhc::cuda {
 

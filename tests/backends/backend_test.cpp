@@ -1,5 +1,5 @@
 // Picking backends by name, and the CPU backend behind the Backend interface.
-#include "mhc/backend.hpp"
+#include "mhc/core/backend.hpp"
 
 #include <gtest/gtest.h>
 
@@ -9,11 +9,11 @@
 #include <string>
 #include <vector>
 
-#include "mhc/compare.hpp"
-#include "mhc/cpu.hpp"
-#include "mhc/error.hpp"
-#include "mhc/model.hpp"
-#include "mhc/reference.hpp"
+#include "mhc/core/error.hpp"
+#include "mhc/cpu/compare.hpp"
+#include "mhc/cpu/fp32_site.hpp"
+#include "mhc/cpu/model.hpp"
+#include "mhc/cpu/reference.hpp"
 
 namespace mhc {
 namespace {

@@ -4,9 +4,9 @@
 
 #include "cli_util.hpp"
 #include "io/site_test_util.hpp"
-#include "mhc/compare.hpp"
-#include "mhc/reference.hpp"
-#include "mhc/safetensors.hpp"
+#include "mhc/cpu/compare.hpp"
+#include "mhc/cpu/reference.hpp"
+#include "mhc/io/safetensors.hpp"
 
 namespace mhc::cli {
 namespace {

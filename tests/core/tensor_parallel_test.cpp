@@ -1,15 +1,15 @@
 // Tensor parallelism on the CPU side: the stand-in's sharding arithmetic, the TP-size checks made
 // before any GPU state exists, the TensorParallelInfo implementation, and the fused all-reduce
 // guard (never fused on SM90; refused rather than faked where the policy would pick it).
-#include "mhc/tensor_parallel.hpp"
+#include "mhc/core/tensor_parallel.hpp"
 
 #include <gtest/gtest.h>
 
 #include <functional>
 #include <string>
 
-#include "mhc/dispatch.hpp"
-#include "mhc/error.hpp"
+#include "mhc/core/dispatch.hpp"
+#include "mhc/core/error.hpp"
 
 namespace mhc {
 namespace {

@@ -3,8 +3,8 @@
 
 #include <string>
 
-#include "mhc/config.hpp"
-#include "mhc/error.hpp"
+#include "mhc/core/config.hpp"
+#include "mhc/core/error.hpp"
 
 namespace mhc {
 namespace {

@@ -7,8 +7,8 @@
 #include <string>
 #include <vector>
 
-#include "mhc/dispatch.hpp"
-#include "mhc/error.hpp"
+#include "mhc/core/dispatch.hpp"
+#include "mhc/core/error.hpp"
 
 namespace mhc {
 namespace {

@@ -5,8 +5,8 @@
 #include <string>
 #include <vector>
 
-#include "mhc/error.hpp"
-#include "mhc/params.hpp"
+#include "mhc/core/error.hpp"
+#include "mhc/core/params.hpp"
 
 namespace mhc {
 namespace {

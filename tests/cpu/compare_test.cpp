@@ -1,5 +1,5 @@
 // mhc::compare on values whose errors are known.
-#include "mhc/compare.hpp"
+#include "mhc/cpu/compare.hpp"
 
 #include <gtest/gtest.h>
 

@@ -1,6 +1,6 @@
 // The synthetic model and the stack driver: determinism, shapes, scales, and the stack being
 // exactly the chain of its sites.
-#include "mhc/model.hpp"
+#include "mhc/cpu/model.hpp"
 
 #include <gtest/gtest.h>
 
@@ -10,9 +10,9 @@
 #include <vector>
 
 #include "cpu/test_util.hpp"
-#include "mhc/cpu.hpp"
-#include "mhc/error.hpp"
-#include "mhc/reference.hpp"
+#include "mhc/core/error.hpp"
+#include "mhc/cpu/fp32_site.hpp"
+#include "mhc/cpu/reference.hpp"
 
 namespace mhc {
 namespace {

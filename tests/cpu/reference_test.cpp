@@ -1,6 +1,6 @@
 // The float64 reference checked against formulas written out in the test, independently of the
 // implementation: a tiny hand-sized site, the one-hot first site, and the bf16 storage of y.
-#include "mhc/reference.hpp"
+#include "mhc/cpu/reference.hpp"
 
 #include <gtest/gtest.h>
 
@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "cpu/test_util.hpp"
-#include "mhc/cpu.hpp"
+#include "mhc/cpu/fp32_site.hpp"
 
 namespace mhc {
 namespace {

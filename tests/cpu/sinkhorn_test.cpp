@@ -5,9 +5,9 @@
 #include <vector>
 
 #include "cpu/test_util.hpp"
-#include "mhc/compare.hpp"
-#include "mhc/cpu.hpp"
-#include "mhc/reference.hpp"
+#include "mhc/cpu/compare.hpp"
+#include "mhc/cpu/fp32_site.hpp"
+#include "mhc/cpu/reference.hpp"
 
 namespace mhc {
 namespace {

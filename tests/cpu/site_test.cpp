@@ -6,10 +6,10 @@
 #include <vector>
 
 #include "cpu/test_util.hpp"
-#include "mhc/compare.hpp"
-#include "mhc/cpu.hpp"
-#include "mhc/error.hpp"
-#include "mhc/reference.hpp"
+#include "mhc/core/error.hpp"
+#include "mhc/cpu/compare.hpp"
+#include "mhc/cpu/fp32_site.hpp"
+#include "mhc/cpu/reference.hpp"
 
 namespace mhc {
 namespace {

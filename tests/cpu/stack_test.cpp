@@ -9,10 +9,10 @@
 #include <vector>
 
 #include "cpu/test_util.hpp"
-#include "mhc/backend.hpp"
-#include "mhc/compare.hpp"
-#include "mhc/cpu.hpp"
-#include "mhc/model.hpp"
+#include "mhc/core/backend.hpp"
+#include "mhc/cpu/compare.hpp"
+#include "mhc/cpu/fp32_site.hpp"
+#include "mhc/cpu/model.hpp"
 
 namespace mhc {
 namespace {
@@ -47,8 +47,8 @@ void print_growth(const char* label, const StackErrors& e) {
   std::printf("[ stack    ] %s output:   %s\n", label, e.output.describe().c_str());
 }
 
-// The library's stack bounds (mhc/compare.hpp, derived in docs/numerics.md): one flipped bf16 ulp
-// plus a random-walk growth of bf16 rounding noise with depth.
+// The library's stack bounds (mhc/cpu/compare.hpp, derived in docs/numerics.md): one flipped bf16
+// ulp plus a random-walk growth of bf16 rounding noise with depth.
 double x_bound_after_layer(size_t layer) { return stack_x_tolerance(int(layer) + 1); }
 
 void expect_within(const StackErrors& e, double pre_bound, double out_bound) {

@@ -2,7 +2,7 @@
 // reference, the zero-token no-op, graph timing, and a small "Sanitize" suite meant to be run
 // under compute-sanitizer (memcheck, racecheck, synccheck) over every kernel:
 //   compute-sanitizer --tool racecheck test_cuda --gtest_filter='Sanitize*'
-#include "mhc/backend.hpp"
+#include "mhc/core/backend.hpp"
 
 #include <gtest/gtest.h>
 
@@ -10,8 +10,8 @@
 #include <vector>
 
 #include "gpu_test_util.hpp"
-#include "mhc/model.hpp"
-#include "mhc/reference.hpp"
+#include "mhc/cpu/model.hpp"
+#include "mhc/cpu/reference.hpp"
 
 namespace mhc {
 namespace {

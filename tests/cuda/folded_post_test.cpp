@@ -9,8 +9,8 @@
 #include <vector>
 
 #include "gpu_test_util.hpp"
+#include "mhc/core/error.hpp"
 #include "mhc/cuda/check.hpp"
-#include "mhc/error.hpp"
 
 namespace mhc {
 namespace {

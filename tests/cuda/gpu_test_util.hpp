@@ -8,10 +8,10 @@
 #include <vector>
 
 #include "cpu/test_util.hpp"
-#include "mhc/compare.hpp"
+#include "mhc/cpu/compare.hpp"
+#include "mhc/cuda/cuda_backend.hpp"
 #include "mhc/cuda/device_buffer.hpp"
 #include "mhc/cuda/kernels.hpp"
-#include "mhc/cuda_backend.hpp"
 
 namespace mhc::test {
 

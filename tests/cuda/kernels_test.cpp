@@ -8,9 +8,9 @@
 #include <vector>
 
 #include "gpu_test_util.hpp"
+#include "mhc/core/error.hpp"
+#include "mhc/cpu/reference.hpp"
 #include "mhc/cuda/check.hpp"
-#include "mhc/error.hpp"
-#include "mhc/reference.hpp"
 
 namespace mhc {
 namespace {
@@ -125,11 +125,11 @@ TEST(CudaCoefficients, EveryTilingAndSplitCount) {
   }
 }
 
-// The bulk-copy kernel (sm_90, 128-token tiles) against the reference: partial tiles, token
+// The TMA kernel (sm_90, 128-token tiles) against the reference: partial tiles, token
 // counts crossing 128/1024/2048, both stream counts and projections, one split and many.
 TEST(CudaCoefficients, BulkCopyKernelEveryShape) {
   MHC_SKIP_WITHOUT_GPU();
-  if (!cuda::bulk_prenorm_available()) GTEST_SKIP() << "the bulk-copy kernel needs sm_90";
+  if (!cuda::tma_prenorm_available()) GTEST_SKIP() << "the TMA kernel needs sm_90";
   uint64_t seed = 450;
   for (const Shape s : kModelShapes) {
     const MhcParams p = test::small_params(s.n, s.hidden);
@@ -155,7 +155,7 @@ TEST(CudaCoefficients, BulkCopyKernelEveryShape) {
 // around its stages many times (one split over 32 stages), partial tiles, several splits.
 TEST(SanitizeBulk, PipelineWrapsAndPartialTiles) {
   MHC_SKIP_WITHOUT_GPU();
-  if (!cuda::bulk_prenorm_available()) GTEST_SKIP() << "the bulk-copy kernel needs sm_90";
+  if (!cuda::tma_prenorm_available()) GTEST_SKIP() << "the TMA kernel needs sm_90";
   check_coefficients(test::small_params(4, 1024), 200, 470, 1.0, Projection::tf32, {1, 128});
   check_coefficients(test::small_params(4, 1024), 130, 471, 1.0, Projection::fp32, {3, 128});
   check_coefficients(test::small_params(2, 1024), 7, 472, 1.0, Projection::tf32, {2, 128});

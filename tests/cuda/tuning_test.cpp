@@ -14,11 +14,11 @@ constexpr int kH200Sms = 132;
 
 TEST(PrenormTuning, TileSizeByTokenCountAndBulkAvailability) {
   const MhcParams p = test::small_params(4, 5120);
-  for (bool bulk : {false, true}) {
+  for (bool tma : {false, true}) {
     for (int64_t m : {1, 16, 255, 256, 257, 1024, 2047, 2048, 4096, 8192, 100000}) {
-      const cuda::PrenormTuning t = cuda::choose_prenorm_tuning(p, m, kH200Sms, bulk);
-      const int want = bulk && m >= cuda::kBulkPrenormMinTokens ? 128 : m <= 256 ? 16 : 64;
-      EXPECT_EQ(t.rows_per_tile, want) << "M=" << m << " bulk=" << bulk;
+      const cuda::PrenormTuning t = cuda::choose_prenorm_tuning(p, m, kH200Sms, tma);
+      const int want = tma && m >= cuda::kTmaPrenormMinTokens ? 128 : m <= 256 ? 16 : 64;
+      EXPECT_EQ(t.rows_per_tile, want) << "M=" << m << " tma=" << tma;
     }
   }
 }

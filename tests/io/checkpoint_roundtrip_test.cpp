@@ -3,7 +3,7 @@
 #include <cstring>
 
 #include "checkpoint_test_util.hpp"
-#include "mhc/model.hpp"
+#include "mhc/cpu/model.hpp"
 
 namespace mhc::ckpt {
 namespace {

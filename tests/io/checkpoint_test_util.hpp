@@ -12,9 +12,9 @@
 #include <sstream>
 #include <string>
 
-#include "mhc/checkpoint.hpp"
-#include "mhc/error.hpp"
-#include "mhc/safetensors.hpp"
+#include "mhc/core/error.hpp"
+#include "mhc/io/checkpoint.hpp"
+#include "mhc/io/safetensors.hpp"
 #include "st_test_util.hpp"
 
 namespace mhc::ckpt::testing {

@@ -1,7 +1,7 @@
 // read_site_inputs: the `mhc site` input layout, checked tensor by tensor.
 #include <cstring>
 
-#include "mhc/params.hpp"
+#include "mhc/core/params.hpp"
 #include "site_test_util.hpp"
 #include "st_test_util.hpp"
 

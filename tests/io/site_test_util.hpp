@@ -5,9 +5,9 @@
 #include <random>
 #include <vector>
 
-#include "mhc/bf16.hpp"
-#include "mhc/params.hpp"
-#include "mhc/site.hpp"
+#include "mhc/core/bf16.hpp"
+#include "mhc/core/params.hpp"
+#include "mhc/core/site_views.hpp"
 
 namespace mhc::st::testing {
 

@@ -10,8 +10,8 @@
 #include <string>
 #include <vector>
 
-#include "mhc/error.hpp"
-#include "mhc/safetensors.hpp"
+#include "mhc/core/error.hpp"
+#include "mhc/io/safetensors.hpp"
 
 namespace mhc::st::testing {
 

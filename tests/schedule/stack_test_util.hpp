@@ -7,10 +7,10 @@
 #include <vector>
 
 #include "cuda/gpu_test_util.hpp"
-#include "mhc/compare.hpp"
+#include "mhc/cpu/compare.hpp"
+#include "mhc/cpu/model.hpp"
 #include "mhc/cuda/check.hpp"
-#include "mhc/model.hpp"
-#include "mhc/stack_executor.hpp"
+#include "mhc/schedule/stack_executor.hpp"
 
 namespace mhc::cuda::test {
 
@@ -60,7 +60,8 @@ inline void load_inputs(StackExecutor& ex, int64_t tokens, uint64_t seed, bool c
 }
 
 // x after every layer (the executor's trace, so it needs trace_layers) and the output against
-// the float64 reference stack from x0 (one-hot entry), within the stack bounds of mhc/compare.hpp.
+// the float64 reference stack from x0 (one-hot entry), within the stack bounds of
+// mhc/cpu/compare.hpp.
 inline void expect_within_stack_bounds(const StackExecutor& ex, const ModelWeights& w,
                                        int64_t tokens, const std::vector<Bf16>& x0) {
   const MhcParams& p = ex.params();

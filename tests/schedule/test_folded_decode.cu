@@ -12,10 +12,10 @@
 #include <vector>
 
 #include "cuda/gpu_test_util.hpp"
+#include "mhc/cpu/model.hpp"
 #include "mhc/cuda/check.hpp"
-#include "mhc/decoder_standin.hpp"
-#include "mhc/model.hpp"
-#include "mhc/stack_executor.hpp"
+#include "mhc/schedule/decoder_standin.hpp"
+#include "mhc/schedule/stack_executor.hpp"
 #include "schedule/stack_test_util.hpp"
 
 namespace mhc::cuda {

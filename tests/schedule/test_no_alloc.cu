@@ -9,12 +9,12 @@
 #include <vector>
 
 #include "cuda/gpu_test_util.hpp"
+#include "mhc/cpu/model.hpp"
 #include "mhc/cuda/check.hpp"
 #include "mhc/cuda/device_buffer.hpp"
-#include "mhc/model.hpp"
-#include "mhc/schedule.hpp"
-#include "mhc/stack_executor.hpp"
-#include "mhc/trace.hpp"
+#include "mhc/schedule/stack_executor.hpp"
+#include "mhc/schedule/trace.hpp"
+#include "mhc/schedule/two_stream.hpp"
 #include "schedule/alloc_counter.hpp"
 #include "schedule/stack_test_util.hpp"
 

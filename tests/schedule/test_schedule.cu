@@ -8,7 +8,7 @@
 
 #include "cuda/gpu_test_util.hpp"
 #include "mhc/cuda/check.hpp"
-#include "mhc/schedule.hpp"
+#include "mhc/schedule/two_stream.hpp"
 
 namespace mhc::cuda {
 namespace {

@@ -6,9 +6,9 @@
 #include <nlohmann/json.hpp>
 
 #include "cuda/gpu_test_util.hpp"
+#include "mhc/cpu/model.hpp"
 #include "mhc/cuda/check.hpp"
-#include "mhc/model.hpp"
-#include "mhc/stack_run.hpp"
+#include "mhc/schedule/stack_run.hpp"
 
 namespace mhc::cuda {
 namespace {

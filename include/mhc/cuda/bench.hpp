@@ -5,8 +5,8 @@
 #include <string>
 #include <vector>
 
-#include "mhc/config.hpp"
-#include "mhc/params.hpp"
+#include "mhc/core/config.hpp"
+#include "mhc/core/params.hpp"
 
 namespace mhc::cuda {
 

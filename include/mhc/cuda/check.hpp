@@ -5,7 +5,7 @@
 
 #include <string>
 
-#include "mhc/error.hpp"
+#include "mhc/core/error.hpp"
 
 namespace mhc::cuda {
 

@@ -8,7 +8,7 @@
 #include <string>
 #include <utility>
 
-#include "mhc/error.hpp"
+#include "mhc/core/error.hpp"
 
 namespace mhc::cuda {
 

@@ -11,9 +11,9 @@
 #include <cstdint>
 #include <string>
 
-#include "mhc/bf16.hpp"
-#include "mhc/config.hpp"
-#include "mhc/params.hpp"
+#include "mhc/core/bf16.hpp"
+#include "mhc/core/config.hpp"
+#include "mhc/core/params.hpp"
 
 namespace mhc::cuda {
 
@@ -41,24 +41,24 @@ class SiteWorkspace {
 };
 
 // Tuning of the prenorm GEMM: K splits and tokens per CTA: 16 or 64 (register-fed kernel, any
-// GPU) or 128 (bulk-copy kernel, sm_90 only). 0 means "choose".
+// GPU) or 128 (TMA kernel, sm_90 only). 0 means "choose".
 struct PrenormTuning {
   int splits = 0;
   int rows_per_tile = 0;
   std::string describe() const;
 };
 // Whether this device runs the bulk-copy (TMA) prenorm kernel: compute capability 9.x.
-bool bulk_prenorm_available();
-// From this many tokens the heuristic takes the bulk-copy kernel where it is available. On an
+bool tma_prenorm_available();
+// From this many tokens the heuristic takes the TMA kernel where it is available. On an
 // H200 with its wgmma consumers (commit 5c87f23, `mhc bench kernels --sweep`, best split count
 // of each tiling): 32.9 vs 36.0 us for the best register-fed tiling at 1536 tokens, 34.9 vs
 // 38.1 at 2048; a tie at 1024 (26.0 vs 25.7) and slower at 512 (23.2 vs 20.0).
-inline constexpr int64_t kBulkPrenormMinTokens = 1536;
+inline constexpr int64_t kTmaPrenormMinTokens = 1536;
 // The heuristic (tuned on an H200): 16-token tiles up to 256 tokens, then 64, or 128-token
-// bulk-copy tiles from kBulkPrenormMinTokens when `bulk` (bulk_prenorm_available()); splits so
+// TMA tiles from kTmaPrenormMinTokens when `bulk` (tma_prenorm_available()); splits so
 // that tiles x splits fills the multiprocessors once, capped at decode sizes.
 PrenormTuning choose_prenorm_tuning(const MhcParams& p, int64_t tokens, int sm_count, bool bulk);
-// The same for the current device (bulk = bulk_prenorm_available()).
+// The same for the current device (bulk = tma_prenorm_available()).
 PrenormTuning choose_prenorm_tuning(const MhcParams& p, int64_t tokens, int sm_count);
 // Largest split count the kernel accepts for this shape (one chunk per warp).
 int max_prenorm_splits(const MhcParams& p);

@@ -46,7 +46,7 @@ __device__ __forceinline__ void post_stream8(const float (&xs)[kStreams][8], con
 
 // One token's post (and next input path) by one CTA; `scratch` holds one float per warp. Also
 // run by the extra CTAs of a coefficient launch that folds in the previous site's post
-// (prenorm_gemm.cuh). All threads of the CTA must call it.
+// (prenorm_mma.cuh). All threads of the CTA must call it.
 template <int kStreams, int kVec, bool kNextInput>
 __device__ __forceinline__ void post_token(const PostArgs& a, int64_t token, float* scratch) {
   constexpr int n = kStreams;

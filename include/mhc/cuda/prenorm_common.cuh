@@ -1,6 +1,7 @@
-// What the two prenorm GEMM kernels share (prenorm_gemm.cuh: register-fed, every size;
-// prenorm_bulk.cuh: TMA-fed, large M on sm_90): their arguments, the MMA of one 32-wide K chunk,
-// and the epilogue (fragments to rows, the split-K reduction by the tile's last CTA, the stats).
+// What the two prenorm GEMM kernels share (prenorm_mma.cuh: register-fed, every size;
+// sm90_prenorm_tma.cuh: TMA-fed, large M on sm_90): their arguments, the MMA of one 32-wide K
+// chunk, and the epilogue (fragments to rows, the split-K reduction by the tile's last CTA, the
+// stats).
 #pragma once
 #include <cuda_runtime.h>
 

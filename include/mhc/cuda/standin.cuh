@@ -1,5 +1,5 @@
-// The stand-in sublayer of the stack (mhc/model.hpp): F[m][c] = bf16(gain[c] * layer_input[m][c]).
-// Elementwise, 16-byte vectors, grid-stride.
+// The stand-in sublayer of the stack (mhc/cpu/model.hpp): F[m][c] = bf16(gain[c] *
+// layer_input[m][c]). Elementwise, 16-byte vectors, grid-stride.
 #pragma once
 #include <cuda_runtime.h>
 

@@ -1,7 +1,7 @@
 // `mhc run --tp N` (docs/tensor_parallel.md, "What mhc run --tp checks"): the mHC stack with the
 // tensor-parallel stand-in decoder on N GPUs, one thread per GPU, validated
 //   - against the same stack on one GPU (TP=1, same weights: the shards are slices of the TP=1
-//     matrices) within the stack tolerances of mhc/compare.hpp, since the partial sums are
+//     matrices) within the stack tolerances of mhc/cpu/compare.hpp, since the partial sums are
 //     rounded to bf16 before the all-reduce adds them;
 //   - bitwise: overlap vs native schedule on every rank (eager, and the forward the policy picks),
 //     graph replays against the first forward, and every rank against rank 0.
@@ -11,14 +11,14 @@
 #include <string>
 #include <vector>
 
-#include "mhc/compare.hpp"
-#include "mhc/config.hpp"
-#include "mhc/decoder_standin.hpp"
-#include "mhc/dispatch.hpp"
+#include "mhc/core/config.hpp"
+#include "mhc/core/dispatch.hpp"
+#include "mhc/core/tensor_parallel.hpp"
+#include "mhc/cpu/compare.hpp"
+#include "mhc/cpu/model.hpp"
 #include "mhc/dist/tp_runner.hpp"
-#include "mhc/model.hpp"
-#include "mhc/stack_executor.hpp"
-#include "mhc/tensor_parallel.hpp"
+#include "mhc/schedule/decoder_standin.hpp"
+#include "mhc/schedule/stack_executor.hpp"
 
 namespace mhc::dist {
 

@@ -14,11 +14,11 @@
 #include <cstdint>
 #include <memory>
 
-#include "mhc/decoder_standin.hpp"
+#include "mhc/core/tensor_parallel.hpp"
+#include "mhc/cpu/model.hpp"
 #include "mhc/dist/tp_runner.hpp"
-#include "mhc/model.hpp"
-#include "mhc/stack_executor.hpp"
-#include "mhc/tensor_parallel.hpp"
+#include "mhc/schedule/decoder_standin.hpp"
+#include "mhc/schedule/stack_executor.hpp"
 
 namespace mhc::dist {
 

@@ -9,9 +9,9 @@
 #include <cstdint>
 #include <vector>
 
-#include "mhc/bf16.hpp"
-#include "mhc/params.hpp"
-#include "mhc/site.hpp"
+#include "mhc/core/bf16.hpp"
+#include "mhc/core/params.hpp"
+#include "mhc/core/site_views.hpp"
 
 namespace mhc {
 

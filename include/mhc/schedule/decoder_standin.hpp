@@ -18,8 +18,8 @@
 #include <cstdint>
 #include <memory>
 
-#include "mhc/bf16.hpp"
-#include "mhc/params.hpp"
+#include "mhc/core/bf16.hpp"
+#include "mhc/core/params.hpp"
 
 namespace mhc::cuda {
 

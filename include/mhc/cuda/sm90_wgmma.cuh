@@ -1,5 +1,5 @@
 // Warpgroup MMA (wgmma, sm_90a only): the TF32 form with A in registers and B in shared memory,
-// used by the TMA-fed prenorm kernel (prenorm_bulk.cuh).
+// used by the TMA-fed prenorm kernel (sm90_prenorm_tma.cuh).
 //
 // Why wgmma there. With mma.sync every consumer warp loaded the whole hc_fn stage from shared
 // memory into registers and rounded it to TF32 itself: 8 warps x 12 KB of shared-memory reads

@@ -4,7 +4,7 @@
 #include <memory>
 #include <string>
 
-#include "mhc/backend.hpp"
+#include "mhc/core/backend.hpp"
 
 namespace mhc::cuda {
 // True when the CUDA runtime sees at least one device. Never throws.

@@ -11,8 +11,8 @@
 #include <string_view>
 #include <vector>
 
-#include "mhc/model.hpp"
-#include "mhc/params.hpp"
+#include "mhc/core/params.hpp"
+#include "mhc/cpu/model.hpp"
 
 namespace mhc::ckpt {
 

@@ -7,11 +7,11 @@
 #include <string_view>
 #include <vector>
 
-#include "mhc/compare.hpp"
-#include "mhc/config.hpp"
-#include "mhc/dispatch.hpp"
-#include "mhc/model.hpp"
-#include "mhc/site.hpp"
+#include "mhc/core/config.hpp"
+#include "mhc/core/dispatch.hpp"
+#include "mhc/core/site_views.hpp"
+#include "mhc/cpu/compare.hpp"
+#include "mhc/cpu/model.hpp"
 
 namespace mhc {
 

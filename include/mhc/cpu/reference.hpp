@@ -1,14 +1,14 @@
-// Float64 reference of the same computations as mhc/cpu.hpp. Inputs are the bf16/f32 values as
-// stored; all arithmetic is double. Storage roundings that the model itself performs (y before the
-// norm) are applied with round_to_bf16; outputs are returned unrounded so the error of a stored
-// bf16 output against them includes its final rounding.
+// Float64 reference of the same computations as mhc/cpu/fp32_site.hpp. Inputs are the bf16/f32
+// values as stored; all arithmetic is double. Storage roundings that the model itself performs (y
+// before the norm) are applied with round_to_bf16; outputs are returned unrounded so the error of a
+// stored bf16 output against them includes its final rounding.
 #pragma once
 #include <cstdint>
 #include <vector>
 
-#include "mhc/bf16.hpp"
-#include "mhc/params.hpp"
-#include "mhc/site.hpp"
+#include "mhc/core/bf16.hpp"
+#include "mhc/core/params.hpp"
+#include "mhc/core/site_views.hpp"
 
 namespace mhc::ref {
 

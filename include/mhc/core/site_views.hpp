@@ -15,8 +15,8 @@
 #include <cstdint>
 #include <vector>
 
-#include "mhc/bf16.hpp"
-#include "mhc/params.hpp"
+#include "mhc/core/bf16.hpp"
+#include "mhc/core/params.hpp"
 
 namespace mhc {
 

@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "mhc/schedule.hpp"
+#include "mhc/schedule/two_stream.hpp"
 
 namespace mhc::cuda {
 

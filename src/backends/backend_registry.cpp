@@ -1,11 +1,11 @@
 // Picks a backend by name. Compiled with MHC_WITH_CUDA=1 when the CUDA backend is built in.
 #include <fmt/core.h>
 
-#include "mhc/backend.hpp"
-#include "mhc/cpu_backend.hpp"
-#include "mhc/error.hpp"
+#include "mhc/core/backend.hpp"
+#include "mhc/core/error.hpp"
+#include "mhc/cpu/cpu_backend.hpp"
 #if MHC_WITH_CUDA
-#include "mhc/cuda_backend.hpp"
+#include "mhc/cuda/cuda_backend.hpp"
 #endif
 
 namespace mhc {

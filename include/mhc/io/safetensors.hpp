@@ -16,9 +16,9 @@
 #include <string_view>
 #include <vector>
 
-#include "mhc/bf16.hpp"
-#include "mhc/params.hpp"
-#include "mhc/site.hpp"
+#include "mhc/core/bf16.hpp"
+#include "mhc/core/params.hpp"
+#include "mhc/core/site_views.hpp"
 
 namespace mhc::st {
 
@@ -144,7 +144,8 @@ class Writer {
   std::map<std::string, std::string> metadata_;
 };
 
-// ---- `mhc site` files (tensor names and layouts of mhc/site.hpp) ----------------------------
+// ---- `mhc site` files (tensor names and layouts of mhc/core/site_views.hpp)
+// ----------------------------
 
 // Metadata keys of a site-input file that set parameters; others (except "format") are errors.
 inline constexpr std::string_view kSiteParamKeys[] = {"eps_h", "eps_n", "sinkhorn_iters",

@@ -1,6 +1,6 @@
 // A DeepSeek-V4.1-shaped mHC stack on the GPU: every site's input path, coefficients, sublayer
-// and post, on the native or the overlap schedule (mhc/schedule.hpp), chosen per forward by the
-// dispatch policy (mhc/dispatch.hpp).
+// and post, on the native or the overlap schedule (mhc/schedule/two_stream.hpp), chosen per forward
+// by the dispatch policy (mhc/core/dispatch.hpp).
 //
 // Buffers (all made in the constructor, sized for max_tokens; nothing allocates per forward):
 //   x_in            the caller's streams, never written by the stack
@@ -30,11 +30,11 @@
 #include <memory>
 #include <utility>
 
-#include "mhc/bf16.hpp"
-#include "mhc/config.hpp"
-#include "mhc/dispatch.hpp"
-#include "mhc/model.hpp"
-#include "mhc/schedule.hpp"
+#include "mhc/core/bf16.hpp"
+#include "mhc/core/config.hpp"
+#include "mhc/core/dispatch.hpp"
+#include "mhc/cpu/model.hpp"
+#include "mhc/schedule/two_stream.hpp"
 
 namespace mhc::cuda {
 
@@ -96,7 +96,7 @@ struct ForwardInfo {
 
 class StackExecutor {
  public:
-  // `sublayer` null: the built-in stand-in F = bf16(gain * layer_input) (mhc/model.hpp).
+  // `sublayer` null: the built-in stand-in F = bf16(gain * layer_input) (mhc/cpu/model.hpp).
   StackExecutor(const ModelWeights& weights, const KernelConfig& config,
                 const StackOptions& options, SublayerFn sublayer = nullptr);
   ~StackExecutor();

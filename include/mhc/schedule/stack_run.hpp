@@ -5,9 +5,9 @@
 #pragma once
 #include <string>
 
-#include "mhc/config.hpp"
-#include "mhc/dispatch.hpp"
-#include "mhc/model.hpp"
+#include "mhc/core/config.hpp"
+#include "mhc/core/dispatch.hpp"
+#include "mhc/cpu/model.hpp"
 
 namespace mhc::cuda {
 

@@ -7,7 +7,7 @@
 #include <cstdint>
 #include <string>
 
-#include "mhc/config.hpp"
+#include "mhc/core/config.hpp"
 
 namespace mhc {
 

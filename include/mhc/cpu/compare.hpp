@@ -7,7 +7,7 @@
 #include <cstdint>
 #include <string>
 
-#include "mhc/bf16.hpp"
+#include "mhc/core/bf16.hpp"
 
 namespace mhc {
 

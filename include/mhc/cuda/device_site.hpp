@@ -5,11 +5,11 @@
 
 #include <cstdint>
 
-#include "mhc/config.hpp"
+#include "mhc/core/config.hpp"
+#include "mhc/core/params.hpp"
+#include "mhc/core/site_views.hpp"
 #include "mhc/cuda/device_buffer.hpp"
 #include "mhc/cuda/kernels.hpp"
-#include "mhc/params.hpp"
-#include "mhc/site.hpp"
 
 namespace mhc::cuda {
 

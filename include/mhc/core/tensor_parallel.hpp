@@ -12,7 +12,7 @@
 #include <string>
 #include <string_view>
 
-#include "mhc/dispatch.hpp"
+#include "mhc/core/dispatch.hpp"
 
 namespace mhc {
 

@@ -1,7 +1,7 @@
-// The coefficient path for large token counts on sm_90: the prenorm GEMM of prenorm_gemm.cuh
+// The coefficient path for large token counts on sm_90: the prenorm GEMM of prenorm_mma.cuh
 // with the same split-K epilogue and stats (finish_prenorm_tile), fed by the copy engine (TMA)
-// instead of per-thread loads. The TF32 projection runs on wgmma (wgmma.cuh: hc_fn truncated to
-// TF32 by the tensor cores instead of rounded, a different summation order: the same error tier,
+// instead of per-thread loads. The TF32 projection runs on wgmma (sm90_wgmma.cuh: hc_fn truncated
+// to TF32 by the tensor cores instead of rounded, a different summation order: the same error tier,
 // not the same bits as the register kernel); the compensated fp32 projection keeps mma.sync with
 // the register kernel's per-chunk MMA (chunk_mma).
 //
@@ -32,12 +32,12 @@
 #include <cstdint>
 
 #include "mhc/cuda/prenorm_common.cuh"
-#include "mhc/cuda/wgmma.cuh"
+#include "mhc/cuda/sm90_wgmma.cuh"
 
 namespace mhc::cuda {
 
 template <int kStreams>
-struct BulkShape {
+struct TmaShape {
   static constexpr int kNmix = kStreams * (kStreams + 2);
   static constexpr int kNTiles = kNmix / 8;
   static constexpr int kStride = kNmix + 1;
@@ -60,8 +60,8 @@ struct BulkShape {
 };
 
 // K chunks (32 wide) per split must be a multiple of this for the bulk kernel.
-inline constexpr int kBulkChunksPerStage = BulkShape<4>::kChunksPerStage;
-inline constexpr int kBulkRowsPerTile = BulkShape<4>::kRows;
+inline constexpr int kTmaChunksPerStage = TmaShape<4>::kChunksPerStage;
+inline constexpr int kTmaRowsPerTile = TmaShape<4>::kRows;
 
 namespace detail {
 
@@ -78,7 +78,7 @@ __device__ __forceinline__ void produce_stages(const CUtensorMap* x_map, const C
                                                unsigned char* stages, uint64_t* full,
                                                uint64_t* empty, int64_t row0, int stage_begin,
                                                int stage_count) {
-  using S = BulkShape<kStreams>;
+  using S = TmaShape<kStreams>;
   // x is read once: first out of L2; hc_fn is re-read by every tile: kept.
   const uint64_t stream_policy = l2_policy<L2Eviction::first>();
   const uint64_t weight_policy = l2_policy<L2Eviction::last>();
@@ -109,7 +109,7 @@ __device__ __forceinline__ void consume_stages(const unsigned char* stages, uint
                                                int row_of_g,
                                                float (&acc)[1][kStreams * (kStreams + 2) / 8][4],
                                                float (&sumsq)[1][2]) {
-  using S = BulkShape<kStreams>;
+  using S = TmaShape<kStreams>;
   const int lane = threadIdx.x % kWarp, g = lane / 4, t = lane % 4;
   for (int i = 0; i < stage_count; ++i) {
     const int s = i % S::kStages;
@@ -174,7 +174,7 @@ __device__ __forceinline__ void consume_stages_wgmma(const unsigned char* stages
                                                      uint64_t* empty, int stage_count, int row,
                                                      float (&acc)[kStreams * (kStreams + 2) / 8][4],
                                                      float (&sumsq)[2]) {
-  using S = BulkShape<kStreams>;
+  using S = TmaShape<kStreams>;
   static_assert(S::kChunksPerStage % 2 == 0, "A buffers alternate by chunk parity");
   const int lane = threadIdx.x % kWarp, t = lane % 4;
   float(&d)[S::kNmix / 2] = reinterpret_cast<float(&)[S::kNmix / 2]>(acc);
@@ -209,11 +209,11 @@ __device__ __forceinline__ void consume_stages_wgmma(const unsigned char* stages
 }  // namespace detail
 
 template <int kStreams, bool kCompensated>
-__global__ void __launch_bounds__(BulkShape<kStreams>::kThreads, 1)
-    prenorm_bulk_kernel(const PrenormArgs args, const __grid_constant__ CUtensorMap x_map,
-                        const __grid_constant__ CUtensorMap w_map) {
+__global__ void __launch_bounds__(TmaShape<kStreams>::kThreads, 1)
+    sm90_prenorm_tma_kernel(const PrenormArgs args, const __grid_constant__ CUtensorMap x_map,
+                            const __grid_constant__ CUtensorMap w_map) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  using S = BulkShape<kStreams>;
+  using S = TmaShape<kStreams>;
   extern __shared__ unsigned char smem_raw[];
   __shared__ uint64_t full[S::kStages], empty[S::kStages];
   __shared__ float sums[S::kRows * S::kStride];
@@ -310,12 +310,12 @@ inline cudaError_t encode_tensor_map_2d(CUtensorMap* map, CUtensorMapDataType ty
 }
 
 // Raw launcher: no argument checks (mhc::cuda::prenorm_coefficients does them, and runs this only
-// where bulk_copies_enabled()). args.chunks_per_split must be a multiple of kBulkChunksPerStage.
+// where bulk_copies_enabled()). args.chunks_per_split must be a multiple of kTmaChunksPerStage.
 // The tensor maps hold x's address and token count, so they are made per launch (a host call,
 // no allocation); a CUDA graph keeps them with the captured kernel parameters.
 template <int kStreams, bool kCompensated>
-cudaError_t launch_prenorm_bulk(const PrenormArgs& args, cudaStream_t stream) {
-  using S = BulkShape<kStreams>;
+cudaError_t launch_sm90_prenorm_tma(const PrenormArgs& args, cudaStream_t stream) {
+  using S = TmaShape<kStreams>;
   CUtensorMap x_map, w_map;
   if (const cudaError_t err =
           encode_tensor_map_2d(&x_map, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 2, args.x,
@@ -329,7 +329,7 @@ cudaError_t launch_prenorm_bulk(const PrenormArgs& args, cudaStream_t stream) {
       err != cudaSuccess) {
     return err;
   }
-  const auto kernel = prenorm_bulk_kernel<kStreams, kCompensated>;
+  const auto kernel = sm90_prenorm_tma_kernel<kStreams, kCompensated>;
   // Per call rather than once: the attribute is per device, and a process may drive several.
   if (const cudaError_t err =
           cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, S::kSmemBytes);

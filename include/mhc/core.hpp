@@ -1,0 +1,11 @@
+// The policy layer (no CUDA): shapes and presets, host views of a site, kernel configuration, the
+// overlap dispatch policy, tensor-parallel checks, the backend interface.
+#pragma once
+#include "mhc/core/backend.hpp"
+#include "mhc/core/bf16.hpp"
+#include "mhc/core/config.hpp"
+#include "mhc/core/dispatch.hpp"
+#include "mhc/core/error.hpp"
+#include "mhc/core/params.hpp"
+#include "mhc/core/site_views.hpp"
+#include "mhc/core/tensor_parallel.hpp"
