@@ -6,9 +6,9 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdlib>
-#include <fstream>
 
 #include "mhc/core/error.hpp"
+#include "mhc/io/safe_file.hpp"
 #if MHC_WITH_CUDA
 #include <cuda_runtime_api.h>
 #endif
@@ -54,10 +54,7 @@ nlohmann::json bench_metadata() {
 
 void write_json(const std::string& path, const nlohmann::json& doc) {
   if (path.empty()) return;
-  std::ofstream out(path);
-  if (!out) throw Error(fmt::format("cannot write '{}'", path));
-  out << doc.dump(1) << "\n";
-  if (!out) throw Error(fmt::format("error while writing '{}'", path));
+  io::write_file(path, doc.dump(1) + "\n");
 }
 
 }  // namespace mhc::cli

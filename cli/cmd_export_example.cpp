@@ -49,7 +49,7 @@ void register_export_example(CLI::App& app) {
       app.add_subcommand("export-example",
                          "Write a small synthetic checkpoint in the DeepSeek-V4.1 layout (shards + "
                          "model.safetensors.index.json) for `mhc run --weights`");
-  cmd->add_option("dir", a->dir, "Directory to write (created if needed)")->required();
+  cmd->add_option("dir", a->dir, "Directory to write: new or empty (see --force)")->required();
   cmd->add_option("--layers", a->opt.layers, "Decoder layers")->capture_default_str();
   cmd->add_option("--hidden", a->opt.hidden, "Hidden size C")->capture_default_str();
   cmd->add_option("--hc", a->opt.hc, "Residual streams n")->capture_default_str();
@@ -64,6 +64,8 @@ void register_export_example(CLI::App& app) {
       ->capture_default_str();
   cmd->add_flag("--no-final-norm", a->no_final_norm, "Leave out the final norm.weight");
   cmd->add_flag("--no-config", a->no_config, "Leave out config.json");
+  cmd->add_flag("--force", a->opt.force,
+                "Write into a non-empty directory, replacing only the checkpoint files written");
   cmd->callback([a] { export_example(*a); });
 }
 

@@ -8,13 +8,13 @@
 #include <algorithm>
 #include <chrono>
 #include <ctime>
-#include <fstream>
 #include <nlohmann/json.hpp>
 
 #include "mhc/core/error.hpp"
 #include "mhc/cuda/check.hpp"
 #include "mhc/cuda/device_site.hpp"
 #include "mhc/cuda/kernels.hpp"
+#include "mhc/io/safe_file.hpp"
 #include "timing.hpp"
 
 namespace mhc::cuda {
@@ -283,11 +283,7 @@ std::string bench_kernels(const KernelBenchOptions& o) {
       {"results", results}};
   fmt::print("copy bandwidth measured here: {:.2f} TB/s (anchor: 4.27 TB/s)\n", copy_bw / 1e12);
   const std::string text = report.dump(2);
-  if (!o.json_path.empty()) {
-    std::ofstream f(o.json_path);
-    if (!f) throw Error("cannot write " + o.json_path);
-    f << text << "\n";
-  }
+  if (!o.json_path.empty()) io::write_file(o.json_path, text + "\n");
   return text;
 }
 
