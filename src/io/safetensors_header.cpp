@@ -148,12 +148,16 @@ class EntryParser {
       fail_entry(fmt::format("data_offsets [{}, {}]: begin is after end", t.begin, t.end));
     }
     if (t.end > header_.data_size) {
-      // data_start + end may not fit in 64 bits (an offset near 2^64): say it without adding.
+      // data_start + end may not fit in 64 bits (an offset near 2^64): say so rather than wrap.
+      uint64_t at = 0;
+      const std::string where = __builtin_add_overflow(header_.data_start, t.end, &at)
+                                    ? fmt::format("{} + {}, past 2^64", header_.data_start, t.end)
+                                    : fmt::format("{}", at);
       fail_entry(fmt::format(
-          "data_offsets [{}, {}] end {} bytes into the data section, beyond the end of the file "
-          "(the data section is {} bytes from file offset {}; the file is {} bytes)",
-          t.begin, t.end, t.end, header_.data_size, header_.data_start,
-          header_.data_start + header_.data_size));
+          "data_offsets [{}, {}] end at file offset {}, beyond the end of the file ({} bytes; the "
+          "data section is {} bytes from offset {})",
+          t.begin, t.end, where, header_.data_start + header_.data_size, header_.data_size,
+          header_.data_start));
     }
   }
 
