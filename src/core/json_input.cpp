@@ -45,8 +45,8 @@ class Checker : public nlohmann::json_sax<json> {
     return true;
   }
 
-  bool parse_error(std::size_t byte, const std::string&, const nlohmann::detail::exception& e)
-      override {
+  bool parse_error(std::size_t byte, const std::string&,
+                   const nlohmann::detail::exception& e) override {
     // 406: a number out of range (1e400); everything else is a syntax error.
     const Kind kind = e.id == 406 ? Kind::kRange : Kind::kSyntax;
     std::string what = e.what();
@@ -76,9 +76,9 @@ class Checker : public nlohmann::json_sax<json> {
     if (open_.empty()) return true;
     Open& o = open_.back();
     if (++o.members > limits_.max_members) {
-      return fail(Kind::kMembers, fmt::format("an {} with more than {} {}",
-                                              o.object ? "object" : "array", limits_.max_members,
-                                              o.object ? "members" : "elements"));
+      return fail(Kind::kMembers,
+                  fmt::format("an {} with more than {} {}", o.object ? "object" : "array",
+                              limits_.max_members, o.object ? "members" : "elements"));
     }
     return true;
   }
@@ -86,9 +86,8 @@ class Checker : public nlohmann::json_sax<json> {
   bool open(bool object) {
     if (!value()) return false;
     if (int(open_.size()) >= limits_.max_depth) {
-      return fail(Kind::kDepth,
-                  fmt::format("nesting deeper than {} levels of objects and arrays",
-                              limits_.max_depth));
+      return fail(Kind::kDepth, fmt::format("nesting deeper than {} levels of objects and arrays",
+                                            limits_.max_depth));
     }
     open_.push_back(Open{object, 0, {}});
     return true;
@@ -113,7 +112,8 @@ void render(const json& v, std::string& out, size_t budget) {
     for (auto it = v.begin(); it != v.end() && out.size() <= budget; ++it) {
       if (!first) out += ", ";
       first = false;
-      if (v.is_object()) out += json(it.key()).dump(-1, ' ', false, json::error_handler_t::replace) + ": ";
+      if (v.is_object())
+        out += json(it.key()).dump(-1, ' ', false, json::error_handler_t::replace) + ": ";
       render(*it, out, budget);
     }
     out += v.is_object() ? '}' : ']';
@@ -156,7 +156,11 @@ std::string printable(std::string_view s, size_t max_bytes) {
   for (size_t i = 0; i < n;) {
     const auto c = static_cast<unsigned char>(s[i]);
     // Length of a valid UTF-8 sequence starting here (0: not one).
-    size_t len = c < 0x80 ? 1 : (c >> 5) == 0x6 ? 2 : (c >> 4) == 0xe ? 3 : (c >> 3) == 0x1e ? 4 : 0;
+    size_t len = c < 0x80           ? 1
+                 : (c >> 5) == 0x6  ? 2
+                 : (c >> 4) == 0xe  ? 3
+                 : (c >> 3) == 0x1e ? 4
+                                    : 0;
     if (i + len > s.size()) len = 0;
     for (size_t k = 1; k < len; ++k) {
       if ((static_cast<unsigned char>(s[i + k]) & 0xc0) != 0x80) len = 0;

@@ -137,10 +137,13 @@ ExportReport write_files(const fs::path& root, const ExportOptions& o) {
 // A new directory of ours next to `target` (same file system, so it can be renamed into place).
 fs::path make_temp_dir(const fs::path& parent, const std::string& stem) {
   for (int attempt = 0; attempt < 64; ++attempt) {
-    const fs::path p = parent / fmt::format(".{}.mhc-export-{}", stem.substr(0, 64), io::random_suffix());
+    const fs::path p =
+        parent / fmt::format(".{}.mhc-export-{}", stem.substr(0, 64), io::random_suffix());
     std::error_code ec;
     if (fs::create_directory(p, ec)) return p;
-    if (ec) throw Error(fmt::format("{}: cannot create a temporary directory: {}", p.string(), ec.message()));
+    if (ec)
+      throw Error(
+          fmt::format("{}: cannot create a temporary directory: {}", p.string(), ec.message()));
   }
   throw Error(fmt::format("{}: cannot create a temporary directory", parent.string()));
 }
@@ -159,7 +162,8 @@ struct TempDir {
 // last. Files of other names stay. At every step in between the directory is refused by the
 // loader (no index and no shard set it can read), never a mix of old and new shards.
 void place_files(const fs::path& dir, const fs::path& tmp, const ExportReport& rep) {
-  const std::string names[] = {kIndexName, kSingleName, kShardNames[0], kShardNames[1], "config.json"};
+  const std::string names[] = {kIndexName, kSingleName, kShardNames[0], kShardNames[1],
+                               "config.json"};
   for (const auto& n : names) fs::remove(dir / n);
   for (const auto& f : rep.files) fs::rename(tmp / f, dir / f);
 }

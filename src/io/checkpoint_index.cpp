@@ -67,8 +67,8 @@ void check_shard_name(std::string_view source, const std::string& tensor,
                       const std::string& shard) {
   auto bad = [&](std::string_view why) {
     // Escaped so that control characters (a NUL) stay visible in the message.
-    fail(source, fmt::format("weight_map['{}'] = '{}': {}", printable(tensor), printable(shard),
-                             why));
+    fail(source,
+         fmt::format("weight_map['{}'] = '{}': {}", printable(tensor), printable(shard), why));
   };
   if (shard.empty()) bad("empty shard file name");
   if (shard.find('\0') != std::string::npos) bad("shard file name contains a NUL byte");
@@ -168,9 +168,8 @@ Index parse_index(std::string_view json_text, std::string_view source) {
   for (const auto& [tensor, shard] : map->items()) {
     if (tensor.empty()) fail(source, "weight_map has an empty tensor name");
     if (!shard.is_string()) {
-      fail(source,
-           fmt::format("weight_map['{}'] is {}, expected a shard file name", printable(tensor),
-                       brief(shard)));
+      fail(source, fmt::format("weight_map['{}'] is {}, expected a shard file name",
+                               printable(tensor), brief(shard)));
     }
     check_shard_name(source, tensor, shard.get<std::string>());
     out.weight_map.emplace(tensor, shard.get<std::string>());

@@ -73,9 +73,10 @@ void check_output(const std::string& path, std::span<const std::string> inputs) 
   for (const std::string& in : inputs) {
     struct stat s {};
     if (::stat(in.c_str(), &s) == 0 && s.st_dev == out.st_dev && s.st_ino == out.st_ino) {
-      throw Error(fmt::format("{}: the output is the same file as the input {}; writing it would "
-                              "destroy the input",
-                              path, in));
+      throw Error(
+          fmt::format("{}: the output is the same file as the input {}; writing it would "
+                      "destroy the input",
+                      path, in));
     }
   }
 }
@@ -88,7 +89,8 @@ OutputFile::OutputFile(std::string path, std::span<const std::string> inputs)
   // who finds a temporary left behind by a crash.
   const std::string stem = fs::path(path_).filename().string().substr(0, 64);
   for (int attempt = 0; attempt < 64; ++attempt) {
-    std::string temp = (fs::path(dir) / fmt::format(".{}.mhc-{}.tmp", stem, random_suffix())).string();
+    std::string temp =
+        (fs::path(dir) / fmt::format(".{}.mhc-{}.tmp", stem, random_suffix())).string();
     fd_ = ::open(temp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0666);
     if (fd_ >= 0) {
       temp_ = std::move(temp);
@@ -96,8 +98,8 @@ OutputFile::OutputFile(std::string path, std::span<const std::string> inputs)
     }
     if (errno != EEXIST) break;
   }
-  throw Error(fmt::format("{}: cannot create a temporary file in {}: {}", path_, dir,
-                          errno_text(errno)));
+  throw Error(
+      fmt::format("{}: cannot create a temporary file in {}: {}", path_, dir, errno_text(errno)));
 }
 
 OutputFile::~OutputFile() { discard(); }
@@ -129,13 +131,14 @@ void OutputFile::commit() {
   fd_ = -1;
   if (!synced || !closed) {
     discard();
-    throw Error(fmt::format("{}: write failed: {}", path_, errno_text(synced ? close_err : sync_err)));
+    throw Error(
+        fmt::format("{}: write failed: {}", path_, errno_text(synced ? close_err : sync_err)));
   }
   if (::rename(temp_.c_str(), path_.c_str()) != 0) {
     const int err = errno;
     discard();
-    throw Error(fmt::format("{}: cannot move the finished file into place: {}", path_,
-                            errno_text(err)));
+    throw Error(
+        fmt::format("{}: cannot move the finished file into place: {}", path_, errno_text(err)));
   }
   temp_.clear();
   // The rename itself is durable only once the directory is; best effort (some file systems
@@ -177,8 +180,8 @@ std::string read_regular_file(const std::string& path, uint64_t max_bytes, std::
   const int fd = open_regular_file(path, size);
   if (size > max_bytes) {
     ::close(fd);
-    throw Error(fmt::format("{}: {} bytes is too large for a {} (limit {})", path, size, what,
-                            max_bytes));
+    throw Error(
+        fmt::format("{}: {} bytes is too large for a {} (limit {})", path, size, what, max_bytes));
   }
   std::string text(size_t(size), '\0');
   size_t got = 0;

@@ -96,8 +96,7 @@ const TensorInfo& File::get(std::string_view name) const {
   }
   if (header_.tensors.size() > 12) present += ", ...";
   throw Error(fmt::format("{}: no tensor named '{}' (the file has: {})", source_,
-                          json_input::printable(name),
-                          present.empty() ? "no tensors" : present));
+                          json_input::printable(name), present.empty() ? "no tensors" : present));
 }
 
 std::span<const std::byte> File::bytes(const TensorInfo& t) const {

@@ -43,9 +43,11 @@ json parse_json(const char* text, uint64_t size, std::string_view source) {
       fail(source, fmt::format("header is not valid JSON at file offset {} (header byte {}): {}",
                                8 + header_byte, header_byte, p->what));
     }
-    if (p->kind == Kind::kRange) fail(source, fmt::format("header is not acceptable JSON: {}", p->what));
+    if (p->kind == Kind::kRange)
+      fail(source, fmt::format("header is not acceptable JSON: {}", p->what));
     if (p->kind == Kind::kMembers) {
-      fail(source, fmt::format("header has {} (the limit is {} tensors)", p->what, io::kMaxTensors));
+      fail(source,
+           fmt::format("header has {} (the limit is {} tensors)", p->what, io::kMaxTensors));
     }
     fail(source, fmt::format("header has {}", p->what));
   }
@@ -215,8 +217,8 @@ void check_overlaps(const std::vector<TensorInfo>& tensors, std::string_view sou
   for (const TensorInfo* t : order) {
     if (reach && t->begin < reach->end) {
       fail(source, fmt::format("tensors '{}' (data bytes [{}, {})) and '{}' ([{}, {})) overlap",
-                               printable(reach->name), reach->begin, reach->end,
-                               printable(t->name), t->begin, t->end));
+                               printable(reach->name), reach->begin, reach->end, printable(t->name),
+                               t->begin, t->end));
     }
     if (!reach || t->end > reach->end) reach = t;
   }

@@ -95,7 +95,8 @@ std::string Writer::header_json() const {
       return json(s).dump();
     } catch (const json::type_error& e) {
       throw Error(fmt::format(
-          "safetensors writer: a tensor name or metadata string is not valid UTF-8 ({})", e.what()));
+          "safetensors writer: a tensor name or metadata string is not valid UTF-8 ({})",
+          e.what()));
     }
   };
   std::string text = "{";

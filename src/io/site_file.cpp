@@ -45,8 +45,7 @@ void check_tensor_names(const File& f) {
 double parse_double(const File& f, std::string_view key, const std::string& s, double lo) {
   double v = 0;
   auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
-  if (s.empty() || ec != std::errc() || end != s.data() + s.size() || !std::isfinite(v) ||
-      v < lo) {
+  if (s.empty() || ec != std::errc() || end != s.data() + s.size() || !std::isfinite(v) || v < lo) {
     bad_metadata(f, key, s,
                  lo == 0 ? "a finite decimal number >= 0 such as 1e-06"
                          : "a finite decimal number such as 2");
@@ -122,7 +121,9 @@ void take_shape_from_x(const File& f, SiteFileInputs& s) {
 
 }  // namespace
 
-SiteFileInputs read_site_inputs(const std::string& path) { return read_site_inputs(File::open(path)); }
+SiteFileInputs read_site_inputs(const std::string& path) {
+  return read_site_inputs(File::open(path));
+}
 
 SiteFileInputs read_site_inputs(const File& f) {
   check_tensor_names(f);
@@ -234,9 +235,10 @@ void check_site_outputs_finite(const MhcParams& p, const SiteOutputs& out) {
   };
   for (const auto& [name, what] : found) {
     if (!what.empty()) {
-      throw Error(fmt::format("output '{}' {}, computed from finite inputs (an overflow in the "
-                              "site; check the weights' scale)",
-                              name, what));
+      throw Error(
+          fmt::format("output '{}' {}, computed from finite inputs (an overflow in the "
+                      "site; check the weights' scale)",
+                      name, what));
     }
   }
 }

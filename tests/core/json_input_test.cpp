@@ -1,4 +1,6 @@
 // json_input: the bounded pre-parse check of untrusted JSON (depth, duplicate keys, sizes).
+#include "mhc/core/json_input.hpp"
+
 #include <gtest/gtest.h>
 
 #include <chrono>
@@ -6,7 +8,6 @@
 
 #include "mhc/core/config.hpp"
 #include "mhc/core/error.hpp"
-#include "mhc/core/json_input.hpp"
 
 namespace mhc::json_input {
 namespace {
@@ -35,7 +36,8 @@ TEST(JsonInput, DuplicateKeysPerObjectInLinearTime) {
   // 300k objects in one object: nlohmann's callback parser rescans the parent after each nested
   // object (quadratic: 100k took 170 s); the SAX check takes well under a second.
   std::string big = "{";
-  for (int i = 0; i < 300'000; ++i) big += (i ? ",\"t" : "\"t") + std::to_string(i) + "\":{\"x\":1}";
+  for (int i = 0; i < 300'000; ++i)
+    big += (i ? ",\"t" : "\"t") + std::to_string(i) + "\":{\"x\":1}";
   big += "}";
   const auto start = std::chrono::steady_clock::now();
   EXPECT_FALSE(check(big, {}));

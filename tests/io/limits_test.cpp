@@ -1,6 +1,8 @@
 // The limits of include/mhc/io/limits.hpp (docs/limits.md), one class of hostile input each:
 // nesting, tensor count, names with NUL, offsets near 2^64, nested index and config.json, and
 // files of many tensors or layers written and read in linear time.
+#include "mhc/io/limits.hpp"
+
 #include <fmt/core.h>
 
 #include <chrono>
@@ -8,7 +10,6 @@
 
 #include "checkpoint_test_util.hpp"
 #include "mhc/io/checkpoint.hpp"
-#include "mhc/io/limits.hpp"
 #include "st_test_util.hpp"
 
 namespace mhc::st {
@@ -26,8 +27,8 @@ double seconds_since(std::chrono::steady_clock::time_point t) {
 
 // 80k levels used to overflow the stack when the error message dumped the value.
 TEST(IoLimits, DeepNestingInAHeaderIsAnError) {
-  const std::string shape = R"({"t":{"dtype":"F32","shape":)" + deep(80'000) +
-                            R"(,"data_offsets":[0,4]}})";
+  const std::string shape =
+      R"({"t":{"dtype":"F32","shape":)" + deep(80'000) + R"(,"data_offsets":[0,4]}})";
   EXPECT_TRUE(mentions(parse_error(raw_file(shape, 4)), {"nesting deeper than 8"}));
   const std::string meta = R"({"__metadata__":{"k":)" + deep(80'000) + "}}";
   EXPECT_TRUE(mentions(parse_error(raw_file(meta, 0)), {"nesting deeper than 8"}));
@@ -42,8 +43,9 @@ TEST(IoLimits, DeepNestingInIndexAndConfig) {
     }
     return "no error";
   };
-  EXPECT_TRUE(mentions(error([] { ckpt::parse_index("{\"weight_map\":" + deep(80'000) + "}", "i"); }),
-                       {"i: nesting deeper than 8"}));
+  EXPECT_TRUE(
+      mentions(error([] { ckpt::parse_index("{\"weight_map\":" + deep(80'000) + "}", "i"); }),
+               {"i: nesting deeper than 8"}));
   EXPECT_TRUE(mentions(error([] { ckpt::parse_config("{\"hc_eps\":" + deep(80'000) + "}", "c"); }),
                        {"c: nesting deeper than 64"}));
   // Real configs nest a few levels: fine.
@@ -67,8 +69,8 @@ TEST(IoLimits, ManyTensorsParseInLinearTime) {
 }
 
 TEST(IoLimits, TensorNamesAreEscapedAndOffsetsNamedForWhatTheyAre) {
-  const std::string nul = std::string(R"({"a\u0000b":{"dtype":"F32","shape":[2],)") +
-                          R"("data_offsets":[0,4]}})";
+  const std::string nul =
+      std::string(R"({"a\u0000b":{"dtype":"F32","shape":[2],)") + R"("data_offsets":[0,4]}})";
   // The NUL used to cut the message short; now it is visible and the rest follows.
   EXPECT_TRUE(mentions(parse_error(raw_file(nul, 8)), {"tensor 'a\\x00b'", "hold 4 bytes"}));
   const std::string huge = R"({"t":{"dtype":"U8","shape":[8],"data_offsets":[18446744073709551600,)"

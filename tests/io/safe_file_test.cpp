@@ -1,6 +1,8 @@
 // io::OutputFile and read_regular_file: the write never follows a planted symlink, never touches a
 // file it did not create, refuses a directory, an empty path and an input as the target; the read
 // refuses a FIFO without blocking and names a symlink loop.
+#include "mhc/io/safe_file.hpp"
+
 #include <sys/stat.h>
 
 #include <filesystem>
@@ -8,7 +10,6 @@
 #include <functional>
 #include <set>
 
-#include "mhc/io/safe_file.hpp"
 #include "mhc/io/safetensors.hpp"
 #include "st_test_util.hpp"
 
@@ -71,11 +72,11 @@ TEST(SafeFile, NeverTouchesFilesOfTheOldTemporaryName) {
   // A failed write (the target is a directory) leaves DIR.tmp alone too.
   fs::create_directory(d / "dir");
   put(d / "dir.tmp", "also mine");
-  EXPECT_TRUE(mentions(error_of([&] { write_file((d / "dir").string(), "x"); }),
-                       {"dir", "a directory"}));
+  EXPECT_TRUE(
+      mentions(error_of([&] { write_file((d / "dir").string(), "x"); }), {"dir", "a directory"}));
   EXPECT_EQ(get(d / "dir.tmp"), "also mine");
-  EXPECT_EQ(listing(d), (std::set<std::string>{"victim", "out.tmp", "unrelated.tmp", "out", "dir",
-                                               "dir.tmp"}));
+  EXPECT_EQ(listing(d),
+            (std::set<std::string>{"victim", "out.tmp", "unrelated.tmp", "out", "dir", "dir.tmp"}));
 }
 
 TEST(SafeFile, RefusesEmptyPathAndAnInputAsTheOutput) {
@@ -132,8 +133,8 @@ TEST(SafeFile, ReadsOnlyRegularFilesWithoutBlocking) {
   EXPECT_TRUE(mentions(error_of([&] { read_regular_file((d / "fifo").string(), 100, "index"); }),
                        {"not a regular file", "FIFO"}));
   EXPECT_TRUE(mentions(error_of([&] { st::File::open((d / "fifo").string()); }), {"FIFO"}));
-  EXPECT_TRUE(mentions(error_of([&] { read_regular_file(d.string(), 100, "index"); }),
-                       {"a directory"}));
+  EXPECT_TRUE(
+      mentions(error_of([&] { read_regular_file(d.string(), 100, "index"); }), {"a directory"}));
   fs::create_symlink(d / "loop", d / "loop");
   EXPECT_TRUE(mentions(error_of([&] { read_regular_file((d / "loop").string(), 100, "index"); }),
                        {"symlink loop"}));

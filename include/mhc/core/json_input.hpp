@@ -14,15 +14,15 @@
 namespace mhc::json_input {
 
 struct Limits {
-  int max_depth = 16;                 // nested objects and arrays; the root counts as 1
-  size_t max_members = 4'000'000;     // members of one object or elements of one array
-  size_t max_key_bytes = 4096;        // length of one object key
+  int max_depth = 16;              // nested objects and arrays; the root counts as 1
+  size_t max_members = 4'000'000;  // members of one object or elements of one array
+  size_t max_key_bytes = 4096;     // length of one object key
 };
 
 struct Problem {
   enum class Kind { kSyntax, kRange, kDepth, kDuplicate, kKeyLength, kMembers };
   Kind kind = Kind::kSyntax;
-  std::string what;            // e.g. "duplicate key 'a'", printable and bounded in length
+  std::string what;  // e.g. "duplicate key 'a'", printable and bounded in length
   // Where a syntax or range error was found, as nlohmann reports it: the count of bytes read, so
   // byte - 1 is the 0-based offset of the offending byte. Unset for the limits.
   std::optional<size_t> byte;

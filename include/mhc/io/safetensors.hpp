@@ -141,8 +141,8 @@ class Writer {
     Shape shape;
     std::vector<std::byte> data;
   };
-  std::string header_json() const;  // padded so that the data section starts 8-byte aligned
-  std::vector<Entry> entries_;      // insertion order
+  std::string header_json() const;         // padded so that the data section starts 8-byte aligned
+  std::vector<Entry> entries_;             // insertion order
   std::unordered_set<std::string> names_;  // of entries_, for a constant-time duplicate check
   std::map<std::string, std::string> metadata_;
 };
