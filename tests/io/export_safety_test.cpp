@@ -14,6 +14,7 @@ using testing::put;
 using testing::slurp;
 using testing::small;
 namespace fs = std::filesystem;
+using st::testing::listing;
 
 std::string export_error(const std::string& dir, const ExportOptions& o) {
   try {
@@ -22,12 +23,6 @@ std::string export_error(const std::string& dir, const ExportOptions& o) {
     return e.what();
   }
   return "no error";
-}
-
-std::set<std::string> listing(const fs::path& d) {
-  std::set<std::string> out;
-  for (const auto& e : fs::directory_iterator(d)) out.insert(e.path().filename().string());
-  return out;
 }
 
 TEST(ExportSafety, NewDirectoryAppearsWhole) {

@@ -17,6 +17,7 @@ namespace mhc::io {
 namespace {
 
 namespace fs = std::filesystem;
+using st::testing::listing;
 using st::testing::mentions;
 
 // A fresh directory per test, so listings before/after are exact.
@@ -42,12 +43,6 @@ std::string error_of(const std::function<void()>& f) {
   }
   ADD_FAILURE() << "no mhc::Error";
   return {};
-}
-
-std::set<std::string> listing(const fs::path& d) {
-  std::set<std::string> out;
-  for (const auto& e : fs::directory_iterator(d)) out.insert(e.path().filename().string());
-  return out;
 }
 
 TEST(SafeFile, WritesAndLeavesNoTemporary) {
