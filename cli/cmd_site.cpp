@@ -71,7 +71,7 @@ void run_site_command(const SiteArgs& a) {
   // Cheap checks first: a bad config or a missing GPU is reported before a large file is read.
   const KernelConfig config = KernelConfig::parse(a.kernel_config);
   const auto backend = make_backend(a.backend, config);
-  const std::string inputs[] = {a.inputs};
+  const std::vector<std::string> inputs{a.inputs};
   io::check_output(a.out, inputs);  // a bad --out before the work, not after
   const st::SiteFileInputs in = st::read_site_inputs(a.inputs);
   SiteOutputs out(in.params, in.tokens);

@@ -57,7 +57,7 @@ std::string random_suffix() {
   return fmt::format("{:016x}", v);
 }
 
-void check_output(const std::string& path, std::span<const std::string> inputs) {
+void check_output(const std::string& path, const std::vector<std::string>& inputs) {
   if (path.empty()) throw Error("the output path is empty");
   struct stat out {};
   if (::stat(path.c_str(), &out) != 0) {
@@ -81,7 +81,7 @@ void check_output(const std::string& path, std::span<const std::string> inputs) 
   }
 }
 
-OutputFile::OutputFile(std::string path, std::span<const std::string> inputs)
+OutputFile::OutputFile(std::string path, const std::vector<std::string>& inputs)
     : path_(std::move(path)) {
   check_output(path_, inputs);
   const std::string dir = dir_of(path_);
@@ -111,16 +111,16 @@ void OutputFile::discard() noexcept {
   temp_.clear();
 }
 
-void OutputFile::write(std::span<const std::byte> bytes) {
+void OutputFile::write(const void* data, size_t size) {
   if (fd_ < 0) throw Error(fmt::format("{}: write after commit", path_));
-  if (!write_all(fd_, reinterpret_cast<const char*>(bytes.data()), bytes.size())) {
+  if (!write_all(fd_, static_cast<const char*>(data), size)) {
     const int err = errno;
     discard();
     throw Error(fmt::format("{}: write failed: {}", path_, errno_text(err)));
   }
 }
 
-void OutputFile::write(std::string_view text) { write(std::as_bytes(std::span(text))); }
+void OutputFile::write(std::string_view text) { write(text.data(), text.size()); }
 
 void OutputFile::commit() {
   if (fd_ < 0) throw Error(fmt::format("{}: commit without a temporary", path_));
@@ -151,7 +151,7 @@ void OutputFile::commit() {
 }
 
 void write_file(const std::string& path, std::string_view text,
-                std::span<const std::string> inputs) {
+                const std::vector<std::string>& inputs) {
   OutputFile out(path, inputs);
   out.write(text);
   out.commit();

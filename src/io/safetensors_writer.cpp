@@ -135,13 +135,13 @@ std::vector<std::byte> Writer::serialize() const {
   return out;
 }
 
-void Writer::write(const std::string& path, std::span<const std::string> inputs) const {
+void Writer::write(const std::string& path, const std::vector<std::string>& inputs) const {
   const std::string header = header_json();
   io::OutputFile out(path, inputs);
   const auto len = u64_le(header.size());
-  out.write(std::span<const std::byte>(len));
+  out.write(len.data(), len.size());
   out.write(header);
-  for (const Entry& e : entries_) out.write(e.data);
+  for (const Entry& e : entries_) out.write(e.data.data(), e.data.size());
   out.commit();
 }
 

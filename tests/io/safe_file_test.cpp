@@ -78,7 +78,7 @@ TEST(SafeFile, RefusesEmptyPathAndAnInputAsTheOutput) {
   EXPECT_TRUE(mentions(error_of([] { write_file("", "x"); }), {"output path is empty"}));
   const fs::path d = scratch_dir("same");
   put(d / "in", "input");
-  const std::string inputs[] = {(d / "in").string()};
+  const std::vector<std::string> inputs = {(d / "in").string()};
   EXPECT_TRUE(mentions(error_of([&] { write_file((d / "in").string(), "x", inputs); }),
                        {"same file as the input"}));
   fs::create_hard_link(d / "in", d / "hard");
@@ -90,7 +90,7 @@ TEST(SafeFile, RefusesEmptyPathAndAnInputAsTheOutput) {
   EXPECT_EQ(get(d / "in"), "input");
   // `--inputs X.tmp --out X`: the input named like the old temporary survives.
   put(d / "x.tmp", "input 2");
-  const std::string tmp_input[] = {(d / "x.tmp").string()};
+  const std::vector<std::string> tmp_input = {(d / "x.tmp").string()};
   write_file((d / "x").string(), "out", tmp_input);
   EXPECT_EQ(get(d / "x.tmp"), "input 2");
 }
@@ -116,7 +116,7 @@ TEST(SafeFile, SafetensorsWriterUsesIt) {
   w.write((d / "w.safetensors").string());
   EXPECT_EQ(get(d / "victim"), "precious");
   EXPECT_EQ(st::File::open((d / "w.safetensors").string()).names(), std::vector<std::string>{"t"});
-  const std::string inputs[] = {(d / "w.safetensors").string()};
+  const std::vector<std::string> inputs = {(d / "w.safetensors").string()};
   EXPECT_TRUE(mentions(error_of([&] { w.write((d / "w.safetensors").string(), inputs); }),
                        {"same file as the input"}));
 }

@@ -7,28 +7,29 @@
 // inputs (st_dev/st_ino, so a symlink or hard link to an input is caught too). Reading: the file is
 // opened with O_NONBLOCK and checked with fstat before any read, so a FIFO or a device is refused
 // instead of blocking. See docs/limits.md.
+// C++17 on purpose: CUDA sources (compiled as C++17) write traces through it.
 #pragma once
 #include <cstddef>
 #include <cstdint>
-#include <span>
 #include <string>
 #include <string_view>
+#include <vector>
 
 namespace mhc::io {
 
 // Throws mhc::Error unless `path` may be written as a regular file that is none of `inputs`
 // (inputs that do not exist are ignored). Cheap: call it before a long computation too.
-void check_output(const std::string& path, std::span<const std::string> inputs = {});
+void check_output(const std::string& path, const std::vector<std::string>& inputs = {});
 
 class OutputFile {
  public:
   // check_output(path, inputs), then creates the temporary. Throws mhc::Error.
-  explicit OutputFile(std::string path, std::span<const std::string> inputs = {});
+  explicit OutputFile(std::string path, const std::vector<std::string>& inputs = {});
   OutputFile(const OutputFile&) = delete;
   OutputFile& operator=(const OutputFile&) = delete;
   ~OutputFile();  // removes the temporary unless commit() succeeded
 
-  void write(std::span<const std::byte> bytes);
+  void write(const void* data, size_t size);
   void write(std::string_view text);
   // fsync, close, rename onto the target, fsync the directory. Throws mhc::Error.
   void commit();
@@ -43,7 +44,7 @@ class OutputFile {
 
 // OutputFile in one call.
 void write_file(const std::string& path, std::string_view text,
-                std::span<const std::string> inputs = {});
+                const std::vector<std::string>& inputs = {});
 
 // The whole of a regular file of at most `max_bytes` bytes; `what` names it in errors ("config
 // file"). Refuses a FIFO, a device, a directory, a symlink loop (reported as such) without

@@ -132,7 +132,7 @@ class Writer {
   std::vector<std::byte> serialize() const;
   // Writes through io::OutputFile (include/mhc/io/safe_file.hpp): a fresh temporary renamed onto
   // `path`, refusing a directory, an empty path and any of `inputs` as the target.
-  void write(const std::string& path, std::span<const std::string> inputs = {}) const;
+  void write(const std::string& path, const std::vector<std::string>& inputs = {}) const;
 
  private:
   struct Entry {
