@@ -178,7 +178,9 @@ size_t entries_of(const fs::path& dir, std::string& example) {
 
 ExportReport write_example(const std::string& dir, const ExportOptions& o) {
   if (dir.empty()) throw Error("export-example: the directory name is empty");
-  const fs::path target = fs::path(dir).lexically_normal();
+  fs::path target = fs::path(dir).lexically_normal();
+  // "DIR/" names DIR: its parent is where the temporary goes.
+  if (target.filename().empty() && target.has_relative_path()) target = target.parent_path();
   std::error_code ec;
   const fs::file_status st = fs::status(target, ec);
   if (ec && ec != std::errc::no_such_file_or_directory) {

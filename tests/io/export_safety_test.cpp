@@ -31,6 +31,9 @@ TEST(ExportSafety, NewDirectoryAppearsWhole) {
   export_example(dir, small());
   EXPECT_EQ(listing(parent), std::set<std::string>{"ckpt"});  // no temporary left beside it
   EXPECT_EQ(load(dir).weights.params.layers, 3);
+  // A trailing slash names the same new directory.
+  export_example((parent / "slash").string() + "/", small());
+  EXPECT_EQ(listing(parent), (std::set<std::string>{"ckpt", "slash"}));
 }
 
 TEST(ExportSafety, NonEmptyDirectoryNeedsForce) {
