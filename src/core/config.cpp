@@ -61,11 +61,13 @@ Projection parse_projection(const json& value) {
 // nlohmann keeps the last of duplicated keys silently; a config that says two things is an error.
 json parse_object(std::string_view text) {
   // Bounded before parsing: values are dumped into messages recursively (mhc/core/json_input.hpp).
-  // Only a few flat keys exist, so 8 levels and 1000 members is ample.
+  // Only a few flat keys exist, so 8 levels and 1000 members is ample. A number out of range
+  // (1e400) is caught here too: nlohmann throws it as out_of_range, not parse_error.
   using Kind = json_input::Problem::Kind;
   if (auto p = json_input::check(text, {8, 1000, 256});
-      p && (p->kind == Kind::kDepth || p->kind == Kind::kMembers || p->kind == Kind::kKeyLength)) {
-    throw Error(fmt::format("kernel config has {}", p->what));
+      p && p->kind != Kind::kSyntax && p->kind != Kind::kDuplicate) {
+    throw Error(fmt::format("kernel config has {}{}",
+                            p->kind == Kind::kRange ? "a number out of range: " : "", p->what));
   }
   std::vector<std::string> seen;
   auto reject_duplicates = [&seen](int depth, json::parse_event_t event, json& parsed) {
