@@ -16,6 +16,7 @@
 #include "mhc/core/params.hpp"
 #include "mhc/cpu/model.hpp"
 #include "mhc/io/checkpoint.hpp"
+#include "options.hpp"
 #if MHC_WITH_CUDA
 #include "mhc/cuda/check.hpp"
 #include "mhc/cuda/cuda_backend.hpp"
@@ -36,7 +37,7 @@ struct OverlapOptions {
   std::vector<int64_t> tokens{1, 2, 4, 8, 12, 16, 24, 32, 48, 64, 96, 128, 256, 512};
   int reps = 40;
   int attention_width = 0, ffn_width = 0;
-  std::string json_path;
+  JsonOutput json;
   int tp = 0;               // 0: one GPU, no NCCL
   std::string weights_dir;  // a checkpoint's mHC parameters instead of synthetic ones
 };
@@ -143,9 +144,9 @@ std::vector<nlohmann::json> measure_all(const OverlapOptions& o, const MhcParams
   return rows;
 }
 
-// Prints the table and the crossover and writes the JSON; `doc` holds the run's own fields.
-void report(const OverlapOptions& o, const MhcParams& p, const StandinWidths& widths,
-            const std::vector<nlohmann::json>& rows, nlohmann::json doc) {
+// Prints the table and the crossover and returns the JSON; `doc` holds the run's own fields.
+nlohmann::json report(const OverlapOptions& o, const MhcParams& p, const StandinWidths& widths,
+                      const std::vector<nlohmann::json>& rows, nlohmann::json doc) {
   doc["bench"] = "overlap";
   const std::string model_name =
       o.weights_dir.empty() ? o.preset_name : "checkpoint " + o.weights_dir;
@@ -177,11 +178,11 @@ void report(const OverlapOptions& o, const MhcParams& p, const StandinWidths& wi
   }
   doc["overlap_wins_up_to_tokens"] = crossover;
   fmt::print("overlap faster at every measured size up to {} tokens\n", crossover);
-  write_json(o.json_path, doc);
+  return doc;
 }
 
-void run_one_gpu(const OverlapOptions& o, const MhcParams& p, const ModelWeights& w,
-                 int64_t max_tokens) {
+nlohmann::json run_one_gpu(const OverlapOptions& o, const MhcParams& p, const ModelWeights& w,
+                           int64_t max_tokens) {
   DecoderStandin standin(p, max_tokens, {o.attention_width, o.ffn_width});
   SublayerFn sublayer = [&standin](int s, int64_t m, const Bf16* in, Bf16* out, cudaStream_t st) {
     standin(s, m, in, out, st);
@@ -194,14 +195,14 @@ void run_one_gpu(const OverlapOptions& o, const MhcParams& p, const ModelWeights
   const auto rows =
       measure_all(o, p, arms, st, [](cudaStream_t s) { MHC_CUDA_CHECK(cudaStreamSynchronize(s)); });
   cudaStreamDestroy(st);
-  report(o, p, standin.widths(), rows, bench_metadata());
+  return report(o, p, standin.widths(), rows, bench_metadata());
 }
 
 #if MHC_WITH_NCCL
 // Every rank measures the same sequence of graphs (each replay all-reduces across the ranks);
 // rank 0's timings are reported, and "bitwise_equal" must hold on every rank.
-void run_tensor_parallel(const OverlapOptions& o, const MhcParams& p, const ModelWeights& w,
-                         int64_t max_tokens) {
+nlohmann::json run_tensor_parallel(const OverlapOptions& o, const MhcParams& p,
+                                   const ModelWeights& w, int64_t max_tokens) {
   const StandinWidths widths = StandinWidths::for_params(p, {o.attention_width, o.ffn_width});
   const StandinShardPlan plan = plan_standin_shards(o.tp, widths.attention, widths.ffn);
   std::vector<std::vector<nlohmann::json>> rows(size_t(o.tp));
@@ -227,7 +228,7 @@ void run_tensor_parallel(const OverlapOptions& o, const MhcParams& p, const Mode
                             {"shards", plan.describe()},
                             {"all_reduce", "nccl, in place, bf16 sum, main stream"},
                             {"timings_of_rank", 0}};
-  report(o, p, widths, rows[0], doc);
+  return report(o, p, widths, rows[0], doc);
 }
 #endif
 
@@ -244,7 +245,7 @@ ModelWeights bench_model(const OverlapOptions& o, MhcParams& p) {
   return std::move(loaded.weights);
 }
 
-void run(const OverlapOptions& o) {
+nlohmann::json run(const OverlapOptions& o) {
   if (!cuda::device_present()) throw Error("mhc bench overlap needs a CUDA GPU; none is visible");
   MhcParams p = preset(o.preset_name);
   if (o.layers > 0) p.layers = o.layers;
@@ -258,13 +259,13 @@ void run(const OverlapOptions& o) {
   const ModelWeights w = bench_model(o, p);
   if (o.tp == 0) return run_one_gpu(o, p, w, max_tokens);
 #if MHC_WITH_NCCL
-  run_tensor_parallel(o, p, w, max_tokens);
+  return run_tensor_parallel(o, p, w, max_tokens);
 #else
   throw Error("--tp needs the CUDA backend built with NCCL; this build has none");
 #endif
 }
 #else
-void run(const OverlapOptions&) {
+nlohmann::json run(const OverlapOptions&) {
   throw Error("mhc bench overlap needs the CUDA backend; this build has none");
 }
 #endif
@@ -273,21 +274,32 @@ void run(const OverlapOptions&) {
 
 void add_bench_overlap(CLI::App& bench) {
   auto o = std::make_shared<OverlapOptions>();
-  auto* cmd = bench.add_subcommand(
-      "overlap", "Native vs overlap schedule on the stand-in decoder stack (FULL CUDA graphs)");
-  cmd->add_option("--preset", o->preset_name, "Model preset")->capture_default_str();
-  cmd->add_option("--layers", o->layers, "Decoder layers (default: the preset's)");
-  cmd->add_option("--tokens", o->tokens, "Token counts")->delimiter(',')->capture_default_str();
-  cmd->add_option("--reps", o->reps, "Timed replays per arm and size")->capture_default_str();
-  cmd->add_option("--attn-width", o->attention_width, "Stand-in attention width (default C)");
-  cmd->add_option("--ffn-width", o->ffn_width, "Stand-in MoE width (default 5C/4)");
-  cmd->add_option("--json", o->json_path, "Also write the results to this JSON file");
+  auto* cmd = add_command(
+      bench, "overlap",
+      "Native vs overlap schedule on the stand-in decoder stack (FULL CUDA graphs)",
+      {"mhc bench overlap --preset dsv41-flash --layers 40 --reps 30 --json overlap.json"});
+  add_preset_option(cmd, o->preset_name);
+  cmd->add_option("--layers", o->layers, "Decoder layers (default: the preset's)")
+      ->check(integer_in(1));
+  cmd->add_option("--tokens", o->tokens, "Token counts")
+      ->delimiter(',')
+      ->check(integer_in<int64_t>(1))
+      ->capture_default_str();
+  cmd->add_option("--reps", o->reps, "Timed replays per arm and size")
+      ->check(integer_in(1))
+      ->capture_default_str();
+  cmd->add_option("--attn-width", o->attention_width, "Stand-in attention width (default C)")
+      ->check(integer_in(1));
+  cmd->add_option("--ffn-width", o->ffn_width, "Stand-in MoE width (default 5C/4)")
+      ->check(integer_in(1));
+  o->json.add_to(cmd);
   cmd->add_option("--tp", o->tp,
                   "Shard the stand-in over N GPUs (one thread each, NCCL all-reduce in every "
-                  "sublayer); reports rank 0's timings");
+                  "sublayer); reports rank 0's timings")
+      ->check(integer_in(1));
   cmd->add_option("--weights", o->weights_dir,
                   "Checkpoint directory: its mHC parameters instead of synthetic ones");
-  cmd->callback([o] { run(*o); });
+  cmd->callback([o] { o->json.emit_from([&] { return run(*o); }); });
 }
 
 }  // namespace mhc::cli
