@@ -51,8 +51,9 @@ void export_example(ExportArgs& a) {
   const MhcParams p = ckpt::example_params(a.opt);
   // The model is held once as weights and once more as the tensors being written.
   const auto weights = model_weight_bytes(p);
-  require_host_memory(fmt::format("mhc export-example with {}", describe(p)),
-                      {{"weights", weights}, {"tensors to write", weights}});
+  require_host_memory(
+      fmt::format("mhc export-example (C={} n={} layers={})", p.hidden, p.n, p.layers),
+      {{"weights", weights}, {"tensors to write", weights}});
   const ckpt::ExportReport r = ckpt::export_example(a.dir, a.opt);
   if (!a.json.to_stdout()) print_report(a, p, r);
   a.json.emit(report_json(a, p, r));

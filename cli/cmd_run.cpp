@@ -62,10 +62,11 @@ void check_host_memory(const MhcParams& p, int64_t tokens) {
   const auto traces = checked_product({layers, m, k, 2 + 8});
   // x0, the one-site check's x, x_next and its float64 reference: 2 + 2 + 2 + 8 bytes.
   const auto inputs = checked_product({m, k, 2 + 2 + 2 + 8});
-  require_host_memory(fmt::format("mhc run with {} tokens and {}", tokens, describe(p)),
-                      {{"weights", model_weight_bytes(p)},
-                       {"per-layer traces", traces},
-                       {"inputs and site check", inputs}});
+  require_host_memory(
+      fmt::format("mhc run with {} tokens (C={} n={} layers={})", tokens, p.hidden, p.n, p.layers),
+      {{"weights", model_weight_bytes(p)},
+       {"per-layer traces", traces},
+       {"inputs and site check", inputs}});
 }
 
 // --tp is checked before any work: its own validation replaces the single-GPU stack check.

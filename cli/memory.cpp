@@ -56,25 +56,24 @@ std::optional<uint64_t> model_weight_bytes(const MhcParams& p) {
   const auto hc_fn = checked_product({nmix, uint64_t(p.n), c});
   uint64_t per_site = 0;  // floats: hc_fn, hc_base, hc_scale, norm weight, stand-in gain
   if (!hc_fn || __builtin_add_overflow(*hc_fn, nmix + 3 + 2 * c, &per_site)) return std::nullopt;
-  const auto sites = checked_product({uint64_t(p.sites()), per_site, sizeof(float)});
+  const auto sites = checked_product({2, uint64_t(p.layers), per_site, sizeof(float)});
   uint64_t total = 0;
   if (!sites || __builtin_add_overflow(*sites, c * sizeof(float), &total)) return std::nullopt;
   return total;
 }
 
 void require_host_memory(std::string_view command, const std::vector<MemoryPart>& parts) {
-  std::optional<uint64_t> total = 0;
+  uint64_t total = 0;
+  bool overflow = false;
   std::string list;
   for (const auto& part : parts) {
     list += fmt::format("{}{} {}", list.empty() ? "" : ", ", part.what, human(part.bytes));
-    if (!part.bytes || !total || __builtin_add_overflow(*total, *part.bytes, &*total)) {
-      total = std::nullopt;
-    }
+    overflow = overflow || !part.bytes || __builtin_add_overflow(total, *part.bytes, &total);
   }
   const auto [available, kind] = available_memory();
-  if (total && *total <= available) return;
+  if (!overflow && total <= available) return;
   throw Error(fmt::format("{} needs {} of host memory ({}), but this machine has {} {}", command,
-                          total ? "at least " + human(*total) : human(total), list,
+                          overflow ? human(std::nullopt) : "at least " + human(total), list,
                           human(available), kind));
 }
 
