@@ -12,66 +12,43 @@
 namespace mhc::cli::testing {
 namespace {
 
-bool contains(const std::string& text, const std::string& part) {
-  return text.find(part) != std::string::npos;
-}
-
-struct Case {
-  std::string args, message;
-};
-
-void expect_error(const Case& c) {
-  const RunResult r = run_mhc(c.args);
-  EXPECT_EQ(r.status, 2) << "mhc " << c.args << "\n" << r.err;
-  EXPECT_EQ(r.err.rfind("mhc: error: ", 0), 0u) << "mhc " << c.args << "\n" << r.err;
-  EXPECT_TRUE(contains(r.err, c.message)) << "mhc " << c.args << ": '" << c.message << "' not in\n"
-                                          << r.err;
-}
-
 TEST(NumericOptionsCli, RunRefusesEachBadValueNamingTheOptionAndRange) {
-  for (const Case& c : {
-           Case{"run --tokens -1", "--tokens: expected an integer >= 0, got '-1'"},
-           Case{"run --tokens 1e9", "--tokens: expected an integer >= 0, got '1e9'"},
-           Case{"run --tokens abc", "--tokens: expected an integer >= 0, got 'abc'"},
-           Case{"run --tokens 5.0", "--tokens: expected an integer >= 0, got '5.0'"},
-           Case{"run --tokens 99999999999999999999", "--tokens: expected an integer >= 0"},
-           Case{"run --hidden -64", "--hidden: expected an integer >= 1, got '-64'"},
-           Case{"run --hidden 0", "--hidden: expected an integer >= 1, got '0'"},
-           Case{"run --hidden 4294967360", "--hidden: expected an integer >= 1"},
-           Case{"run --hc 0", "--hc: expected an integer >= 1, got '0'"},
-           Case{"run --layers 0", "--layers: expected an integer >= 1, got '0'"},
-           Case{"run --seed -1", "--seed: expected an integer >= 0, got '-1'"},
-           Case{"run --seed 18446744073709551616", "--seed: expected an integer >= 0"},
-           Case{"run --tp 0", "--tp: expected an integer >= 1, got '0'"},
-           Case{"run --timing-reps 0", "--timing-reps: expected an integer >= 1, got '0'"},
-       }) {
-    expect_error(c);
-  }
+  expect_errors({
+      {"run --tokens -1", "--tokens: expected an integer >= 0, got '-1'"},
+      {"run --tokens 1e9", "--tokens: expected an integer >= 0, got '1e9'"},
+      {"run --tokens abc", "--tokens: expected an integer >= 0, got 'abc'"},
+      {"run --tokens 5.0", "--tokens: expected an integer >= 0, got '5.0'"},
+      {"run --tokens 99999999999999999999", "--tokens: expected an integer >= 0"},
+      {"run --hidden -64", "--hidden: expected an integer >= 1, got '-64'"},
+      {"run --hidden 0", "--hidden: expected an integer >= 1, got '0'"},
+      {"run --hidden 4294967360", "--hidden: expected an integer >= 1"},
+      {"run --hc 0", "--hc: expected an integer >= 1, got '0'"},
+      {"run --layers 0", "--layers: expected an integer >= 1, got '0'"},
+      {"run --seed -1", "--seed: expected an integer >= 0, got '-1'"},
+      {"run --seed 18446744073709551616", "--seed: expected an integer >= 0"},
+      {"run --tp 0", "--tp: expected an integer >= 1, got '0'"},
+      {"run --timing-reps 0", "--timing-reps: expected an integer >= 1, got '0'"},
+  });
 }
 
 TEST(NumericOptionsCli, OtherCommandsRefuseBadValuesToo) {
-  for (const Case& c : {
-           Case{"dispatch --arch 9.0 --hidden 0", "--hidden: expected an integer >= 1"},
-           Case{"dispatch --arch 9.0 --hc -4", "--hc: expected an integer >= 1"},
-           Case{"dispatch --arch 9.0 --tokens -1", "--tokens: expected an integer >= 0"},
-           Case{"dispatch --arch 9.0 --tp 0", "--tp: expected an integer >= 1"},
-           Case{"export-example /nonexistent-mhc-test/x --layers 0",
-                "--layers: expected an integer >= 1"},
-           Case{"export-example /nonexistent-mhc-test/x --hidden -64",
-                "--hidden: expected an integer >= 1"},
-           Case{"export-example /nonexistent-mhc-test/x --hc 0", "--hc: expected an integer >= 1"},
-           Case{"export-example /nonexistent-mhc-test/x --seed x",
-                "--seed: expected an integer >= 0"},
-           Case{"bench kernels --reps 4", "--reps: expected an integer >= 5, got '4'"},
-           Case{"bench kernels --tokens 1,0,8", "--tokens: expected an integer >= 1, got '0'"},
-           Case{"bench kernels --hidden 0", "--hidden: expected an integer >= 1"},
-           Case{"bench overlap --reps 0", "--reps: expected an integer >= 1"},
-           Case{"bench overlap --tokens 1e3", "--tokens: expected an integer >= 1, got '1e3'"},
-           Case{"bench overlap --tp 0", "--tp: expected an integer >= 1"},
-           Case{"bench overlap --attn-width 0", "--attn-width: expected an integer >= 1"},
-       }) {
-    expect_error(c);
-  }
+  expect_errors({
+      {"dispatch --arch 9.0 --hidden 0", "--hidden: expected an integer >= 1"},
+      {"dispatch --arch 9.0 --hc -4", "--hc: expected an integer >= 1"},
+      {"dispatch --arch 9.0 --tokens -1", "--tokens: expected an integer >= 0"},
+      {"dispatch --arch 9.0 --tp 0", "--tp: expected an integer >= 1"},
+      {"export-example /nonexistent-mhc-test/x --layers 0", "--layers: expected an integer >= 1"},
+      {"export-example /nonexistent-mhc-test/x --hidden -64", "--hidden: expected an integer >= 1"},
+      {"export-example /nonexistent-mhc-test/x --hc 0", "--hc: expected an integer >= 1"},
+      {"export-example /nonexistent-mhc-test/x --seed x", "--seed: expected an integer >= 0"},
+      {"bench kernels --reps 4", "--reps: expected an integer >= 5, got '4'"},
+      {"bench kernels --tokens 1,0,8", "--tokens: expected an integer >= 1, got '0'"},
+      {"bench kernels --hidden 0", "--hidden: expected an integer >= 1"},
+      {"bench overlap --reps 0", "--reps: expected an integer >= 1"},
+      {"bench overlap --tokens 1e3", "--tokens: expected an integer >= 1, got '1e3'"},
+      {"bench overlap --tp 0", "--tp: expected an integer >= 1"},
+      {"bench overlap --attn-width 0", "--attn-width: expected an integer >= 1"},
+  });
 }
 
 TEST(NumericOptionsCli, AnExplicitValueIsUsedNotThePresets) {
@@ -114,23 +91,20 @@ TEST(NumericOptionsCli, AnExportTooLargeForMemoryIsRefusedBeforeWriting) {
 
 TEST(NumericOptionsCli, KernelConfigNumbersOutOfRangeNameTheirKey) {
   const std::string run = "dispatch --arch 9.0 --kernel-config ";
-  for (const Case& c : {
-           Case{run + R"('{"overlap_max_tokens": 1e400}')",
-                "kernel config key 'overlap_max_tokens': a number out of range"},
-           Case{run + R"('{"projection": "tf32", "overlap_max_tokens": -1e400}')",
-                "kernel config key 'overlap_max_tokens': a number out of range"},
-           Case{run + R"('{"projection": 1e400}')",
-                "kernel config key 'projection': a number out of range"},
-           Case{run + R"('{"overlap_max_tokens": 1e300}')",
-                "kernel config key 'overlap_max_tokens' must be a non-negative integer"},
-           Case{run + R"('{"overlap_max_tokens": -1}')",
-                "kernel config key 'overlap_max_tokens' must be >= 0"},
-           Case{run + R"('{"overlap_max_tokens": 99999999999999999999}')",
-                "kernel config key 'overlap_max_tokens'"},
-           Case{run + "1e400", "kernel config: a number out of range"},
-       }) {
-    expect_error(c);
-  }
+  expect_errors({
+      {run + R"('{"overlap_max_tokens": 1e400}')",
+       "kernel config key 'overlap_max_tokens': a number out of range"},
+      {run + R"('{"projection": "tf32", "overlap_max_tokens": -1e400}')",
+       "kernel config key 'overlap_max_tokens': a number out of range"},
+      {run + R"('{"projection": 1e400}')", "kernel config key 'projection': a number out of range"},
+      {run + R"('{"overlap_max_tokens": 1e300}')",
+       "kernel config key 'overlap_max_tokens' must be a non-negative integer"},
+      {run + R"('{"overlap_max_tokens": -1}')",
+       "kernel config key 'overlap_max_tokens' must be >= 0"},
+      {run + R"('{"overlap_max_tokens": 99999999999999999999}')",
+       "kernel config key 'overlap_max_tokens'"},
+      {run + "1e400", "kernel config: a number out of range"},
+  });
 }
 
 }  // namespace

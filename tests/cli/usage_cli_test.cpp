@@ -11,38 +11,19 @@
 namespace mhc::cli::testing {
 namespace {
 
-bool contains(const std::string& text, const std::string& part) {
-  return text.find(part) != std::string::npos;
-}
-
-void expect_usage_error(const std::string& args, const std::string& message) {
-  const RunResult r = run_mhc(args);
-  EXPECT_EQ(r.status, 2) << "mhc " << args << "\n" << r.err;
-  EXPECT_EQ(r.err.rfind("mhc: error: ", 0), 0u) << "mhc " << args << "\n" << r.err;
-  EXPECT_TRUE(contains(r.err, message)) << "mhc " << args << ": '" << message << "' not in\n"
-                                        << r.err;
-  EXPECT_TRUE(r.out.empty()) << "mhc " << args << " printed on stdout:\n" << r.out;
-}
-
 TEST(UsageCli, EveryParseErrorExits2WithThePrefix) {
-  struct Case {
-    const char* args;
-    const char* message;
-  };
-  for (const Case& c : {
-           Case{"", "'mhc' needs a command: run, site, dispatch, bench, export-example"},
-           Case{"bench", "'mhc bench' needs a command: kernels, overlap"},
-           Case{"dispatch", "--arch is required"},
-           Case{"run --tokens", "--tokens"},
-           Case{"run --tokens 1 --tokens 2", "--tokens"},
-           Case{"run extra", "unexpected argument 'extra' for 'mhc run'"},
-           Case{"run --zzzzzz", "unknown option '--zzzzzz' for 'mhc run'"},
-           Case{"frobnicate", "unknown command 'frobnicate' for 'mhc'"},
-           Case{"--nope", "unknown option '--nope' for 'mhc'"},
-           Case{"site --inputs a.safetensors", "--out is required"},
-       }) {
-    expect_usage_error(c.args, c.message);
-  }
+  expect_errors({
+      {"", "'mhc' needs a command: run, site, dispatch, bench, export-example"},
+      {"bench", "'mhc bench' needs a command: kernels, overlap"},
+      {"dispatch", "--arch is required"},
+      {"run --tokens", "--tokens"},
+      {"run --tokens 1 --tokens 2", "--tokens"},
+      {"run extra", "unexpected argument 'extra' for 'mhc run'"},
+      {"run --zzzzzz", "unknown option '--zzzzzz' for 'mhc run'"},
+      {"frobnicate", "unknown command 'frobnicate' for 'mhc'"},
+      {"--nope", "unknown option '--nope' for 'mhc'"},
+      {"site --inputs a.safetensors", "--out is required"},
+  });
 }
 
 TEST(UsageCli, ErrorsPointToTheCommandsHelp) {
@@ -51,24 +32,17 @@ TEST(UsageCli, ErrorsPointToTheCommandsHelp) {
 }
 
 TEST(UsageCli, SuggestsTheClosestCommandOrOption) {
-  struct Case {
-    const char* args;
-    const char* suggestion;
-  };
-  for (const Case& c : {
-           Case{"rn", "(did you mean 'run'?)"},
-           Case{"dispach --arch 9.0", "(did you mean 'dispatch'?)"},
-           Case{"export-exmaple /nonexistent-mhc-test/x", "(did you mean 'export-example'?)"},
-           Case{"bench kernal", "(did you mean 'kernels'?)"},
-           Case{"run --tokns 5",
-                "unknown option '--tokns' for 'mhc run' (did you mean '--tokens'?)"},
-           Case{"run --tokns=5", "(did you mean '--tokens'?)"},
-           Case{"bench kernels --rep 5", "(did you mean '--reps'?)"},
-           Case{"dispatch --arch 9.0 --hiden 64", "(did you mean '--hidden'?)"},
-           Case{"--verison", "(did you mean '--version'?)"},
-       }) {
-    expect_usage_error(c.args, c.suggestion);
-  }
+  expect_errors({
+      {"rn", "(did you mean 'run'?)"},
+      {"dispach --arch 9.0", "(did you mean 'dispatch'?)"},
+      {"export-exmaple /nonexistent-mhc-test/x", "(did you mean 'export-example'?)"},
+      {"bench kernal", "(did you mean 'kernels'?)"},
+      {"run --tokns 5", "unknown option '--tokns' for 'mhc run' (did you mean '--tokens'?)"},
+      {"run --tokns=5", "(did you mean '--tokens'?)"},
+      {"bench kernels --rep 5", "(did you mean '--reps'?)"},
+      {"dispatch --arch 9.0 --hiden 64", "(did you mean '--hidden'?)"},
+      {"--verison", "(did you mean '--version'?)"},
+  });
   // Nothing close: no guess.
   for (const char* args : {"zebra", "run --zzzzzz", "run --mode sideways"}) {
     const RunResult r = run_mhc(args);
@@ -78,29 +52,22 @@ TEST(UsageCli, SuggestsTheClosestCommandOrOption) {
 }
 
 TEST(UsageCli, ChoicesAreCheckedByTheParserAndListed) {
-  struct Case {
-    const char* args;
-    const char* message;
-  };
-  for (const Case& c : {
-           Case{"run --backend tpu", "--backend: 'tpu' is not one of auto|cpu|cuda"},
-           Case{"run --mode sideways", "--mode: 'sideways' is not one of eager|piecewise|full"},
-           Case{"run --mode ful", "(did you mean 'full'?)"},
-           Case{"run --preset dsv9",
-                "--preset: 'dsv9' is not one of dsv41-flash|dsv4-flash|dsv4-pro"},
-           Case{"run --preset dsv41", "(did you mean 'dsv41-flash'?)"},
-           Case{"run --sync-check maybe", "--sync-check: 'maybe' is not one of off|error"},
-           Case{"dispatch --arch 9.0 --mode graph", "--mode: 'graph' is not one of"},
-           Case{"site --inputs a --out b --backend gpu", "--backend: 'gpu' is not one of"},
-           Case{"export-example /nonexistent-mhc-test/x --naming torch",
-                "--naming: 'torch' is not one of official|hf"},
-           Case{"export-example /nonexistent-mhc-test/x --norm-dtype f16",
-                "--norm-dtype: 'f16' is not one of f32|bf16"},
-           Case{"bench kernels --projection bf16", "--projection: 'bf16' is not one of tf32|fp32"},
-           Case{"bench overlap --preset x", "--preset: 'x' is not one of"},
-       }) {
-    expect_usage_error(c.args, c.message);
-  }
+  expect_errors({
+      {"run --backend tpu", "--backend: 'tpu' is not one of auto|cpu|cuda"},
+      {"run --mode sideways", "--mode: 'sideways' is not one of eager|piecewise|full"},
+      {"run --mode ful", "(did you mean 'full'?)"},
+      {"run --preset dsv9", "--preset: 'dsv9' is not one of dsv41-flash|dsv4-flash|dsv4-pro"},
+      {"run --preset dsv41", "(did you mean 'dsv41-flash'?)"},
+      {"run --sync-check maybe", "--sync-check: 'maybe' is not one of off|error"},
+      {"dispatch --arch 9.0 --mode graph", "--mode: 'graph' is not one of"},
+      {"site --inputs a --out b --backend gpu", "--backend: 'gpu' is not one of"},
+      {"export-example /nonexistent-mhc-test/x --naming torch",
+       "--naming: 'torch' is not one of official|hf"},
+      {"export-example /nonexistent-mhc-test/x --norm-dtype f16",
+       "--norm-dtype: 'f16' is not one of f32|bf16"},
+      {"bench kernels --projection bf16", "--projection: 'bf16' is not one of tf32|fp32"},
+      {"bench overlap --preset x", "--preset: 'x' is not one of"},
+  });
 }
 
 TEST(UsageCli, VersionIsTheProjectVersion) {
