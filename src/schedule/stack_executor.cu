@@ -297,8 +297,7 @@ const DispatchDecision& StackExecutor::Impl::cached_decision(int64_t tokens, Exe
 
 void StackExecutor::Impl::enqueue(int64_t tokens, bool overlap, cudaStream_t stream,
                                   StageObserver* observer) {
-  schedule->enqueue(stream, overlap, cached_launches(tokens, overlap).sites, options.delays,
-                    observer);
+  schedule->enqueue(stream, overlap, cached_launches(tokens, overlap).sites, observer);
 }
 
 StackExecutor::StackExecutor(const ModelWeights& weights, const KernelConfig& config,

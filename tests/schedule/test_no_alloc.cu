@@ -16,6 +16,7 @@
 #include "mhc/schedule/trace.hpp"
 #include "mhc/schedule/two_stream.hpp"
 #include "schedule/alloc_counter.hpp"
+#include "schedule/delay_observer.hpp"
 #include "schedule/stack_test_util.hpp"
 
 namespace mhc::cuda {
@@ -73,17 +74,16 @@ TEST_F(NoAllocationGpu, ScheduleEnqueueAllocatesNothing) {
   v.fill_bytes(0);
   const auto launches = toy_launches(v.get(), sites);
   TraceRecorder recorder(sites, stream_, schedule.side_stream());
-  const ScheduleDelays delays{1000, 1000};
+  test::DelayObserver delays(1000, 1000);
   for (bool overlap : {false, true}) {
     // The first enqueue loads the kernels; only later ones count.
-    schedule.enqueue(stream_, overlap, launches, delays);
-    EXPECT_EQ(allocations_in([&] { schedule.enqueue(stream_, overlap, launches, delays); }), 0)
+    schedule.enqueue(stream_, overlap, launches, &delays);
+    EXPECT_EQ(allocations_in([&] { schedule.enqueue(stream_, overlap, launches, &delays); }), 0)
         << "overlap " << overlap;
     recorder.start(stream_);
-    schedule.enqueue(stream_, overlap, launches, {}, &recorder);
+    schedule.enqueue(stream_, overlap, launches, &recorder);
     recorder.start(stream_);
-    EXPECT_EQ(allocations_in([&] { schedule.enqueue(stream_, overlap, launches, {}, &recorder); }),
-              0)
+    EXPECT_EQ(allocations_in([&] { schedule.enqueue(stream_, overlap, launches, &recorder); }), 0)
         << "overlap " << overlap << " with a trace observer";
   }
   MHC_CUDA_CHECK(cudaStreamSynchronize(stream_));

@@ -24,19 +24,12 @@
 
 namespace mhc::dist {
 
-// Test-only faults (tests/dist): each names a rank, -1 for none.
-struct TpFaults {
-  int fail_before_init = -1;   // this rank throws before creating its communicator
-  int stall_before_init = -1;  // this rank never creates it (waits until the group gives up)
-};
-
 struct TpRunOptions {
   int world = 1;
   std::vector<int> devices;  // rank r runs on devices[r]; empty: device r
   // Bound on every wait: communicator set-up, each polled stream wait, and the ranks' exit after
   // an abort. Generous by default: the first NCCL initialisation in a process takes seconds.
   std::chrono::milliseconds timeout{std::chrono::seconds(120)};
-  TpFaults faults;
 };
 
 struct Group;  // shared state of the ranks (tp_runner.cpp)

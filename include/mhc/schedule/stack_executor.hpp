@@ -38,12 +38,10 @@
 
 namespace mhc::cuda {
 
-// Up to this many tokens the native decode layout folds the previous site's post into the
-// coefficient launch (PreviousPost, mhc/cuda/kernels.hpp). Measured on an H200 with `mhc bench
-// kernels` (8 stack sites per CUDA graph, C=5120 n=4), per site: 9.6 us at 1 token and 9.8 at 4
-// folded, against 11.5 and 11.8 unfolded; 12.0 vs 12.7 at 16; at 64 tokens 14.2 folded against
-// 13.9, no gain. So the fold is taken at decode sizes only; above this the unfolded decode layout
-// stays. (With the cuBLAS stand-in sublayer the gain is not yet established: docs/overlap.md.)
+// Up to this many tokens the native decode layout may fold the previous site's post into the
+// coefficient launch (PreviousPost, mhc/cuda/kernels.hpp): the fold saves a launch per site at
+// decode sizes and nothing by 64 tokens, where the unfolded decode layout stays
+// (docs/decisions.md, "Folded decode layout").
 inline constexpr int64_t kFoldedDecodeMaxTokens = 16;
 
 // How a forward's sites are launched (docs/overlap.md).
@@ -63,7 +61,6 @@ struct StackOptions {
   int64_t max_tokens = 16;
   bool trace_layers = false;  // copy x after every layer into a trace buffer (validation)
   bool ubatching = false;     // reported to the dispatch policy
-  ScheduleDelays delays;      // test-only stream delays
   // Tensor parallelism, as the dispatch policy sees it (null: TP = 1). Not owned; must outlive
   // the executor. The sublayer does the all-reduce the policy names (docs/tensor_parallel.md).
   const TensorParallelInfo* tp = nullptr;
@@ -78,11 +75,10 @@ struct StackOptions {
   bool native_decode_schedule = false;
   // With native_decode_schedule, up to kFoldedDecodeMaxTokens: fold each site's post into the
   // next site's coefficient launch (StackLayout::folded_decode; the same bits as decode). Off by
-  // default, as measured on an H200 in one process (docs/overlap.md): behind the one-kernel
-  // stand-in the fold saves 1.4-1.7 us per site, but behind the cuBLAS stand-in decoder (a
-  // sublayer like a real one: no PDL, weights streamed through L2) it costs about 3 us per site
-  // (52.1 vs 48.9 us at 1 token), since the unfolded layout's post hides the coefficient
-  // launch's start and hc_fn loads, which nothing can hide after a cuBLAS kernel.
+  // default: behind a sublayer like a real one (no PDL, weights streamed through L2) it is
+  // slower, since the unfolded layout's post hides the coefficient launch's start and hc_fn
+  // loads, which nothing can hide after such a kernel (docs/decisions.md, "Folded decode
+  // layout").
   bool fold_previous_post = false;
 };
 
