@@ -4,7 +4,6 @@
 
 #include <atomic>
 #include <condition_variable>
-#include <cstdlib>
 #include <mutex>
 #include <set>
 #include <thread>
@@ -296,9 +295,6 @@ int visible_gpus() {
 
 void run_ranks(const TpRunOptions& options, const RankBody& body) {
   const std::vector<int> devices = rank_devices(options);
-  // Must be set before NCCL reads its environment (the first NCCL call of the process).
-  const char* nvls = std::getenv("NCCL_NVLS_ENABLE");
-  if (nvls == nullptr || std::string(nvls) != "0") setenv("NCCL_NVLS_ENABLE", "0", 1);
   auto group = std::make_shared<Group>(options, body);
   for (int r = 0; r < options.world; ++r) group->slots[size_t(r)].device = devices[size_t(r)];
   if (const ncclResult_t r = ncclGetUniqueId(&group->id); r != ncclSuccess) {

@@ -76,8 +76,8 @@ class RankStream {
 using RankBody = std::function<void(RankContext&)>;
 
 // Runs `body` on every rank; returns when every rank has finished and every communicator has been
-// finalized, or throws mhc::Error (see above). Sets NCCL_NVLS_ENABLE=0 in the environment first:
-// mhc never uses NVLink SHARP / multicast, and the shared GPU machines require it off.
+// finalized, or throws mhc::Error (see above). The environment is the caller's: on machines where
+// NVLink SHARP / multicast must stay off, set NCCL_NVLS_ENABLE=0 (docs/tensor_parallel.md).
 void run_ranks(const TpRunOptions& options, const RankBody& body);
 
 // GPUs visible to this process (0 when the CUDA runtime finds no device or no driver).
