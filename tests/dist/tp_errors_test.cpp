@@ -106,9 +106,9 @@ TEST(TpErrors, NcclErrorOnOneRankIsReportedAndEndsTheOthers) {
 }
 
 // Rank 0 throws (at once, or after `delay`); rank 1 enters an all-reduce that rank 0 never joins,
-// or finds the group failed before issuing it. Segfaulted before the fix: rank 1 gave up on its
-// all-reduce, which NCCL had answered ncclInProgress and was still launching on a thread of its
-// own, and destroyed the stream under it (docs/tensor_parallel.md, "The abort").
+// or finds the group failed before issuing it. The hazard: rank 1 giving up on an all-reduce that
+// NCCL answered ncclInProgress and still launches on a thread of its own, and destroying the
+// stream under it (docs/tensor_parallel.md, "The abort").
 void exception_in_one_ranks_body(std::chrono::milliseconds timeout,
                                  std::chrono::milliseconds delay) {
   const auto start = Clock::now();

@@ -89,9 +89,9 @@ TEST_F(NoAllocationGpu, ScheduleEnqueueAllocatesNothing) {
   MHC_CUDA_CHECK(cudaStreamSynchronize(stream_));
 }
 
-// A FULL forward replays its graph; the policy's decision comes from the executor's cache (the
-// decision's reason strings used to be formatted per forward). Both schedules: 8 tokens overlap,
-// one above the threshold does not.
+// A FULL forward replays its graph; the policy's decision comes from the executor's cache, so its
+// reason strings are not formatted per forward. Both schedules: 8 tokens overlap, one above the
+// threshold does not.
 TEST_F(NoAllocationGpu, FullForwardAllocatesNothing) {
   const MhcParams p = two_layers();
   const ModelWeights w = synthetic_model(p, 9);
@@ -134,8 +134,8 @@ TEST_F(NoAllocationGpu, FullForwardInDecodeLayoutsAllocatesNothing) {
 // The eager and piecewise forwards, on the three single-stream layouts: the second forward of a
 // size, or the first after prepare_launches(), allocates nothing. 8 and 13 tokens take the folded
 // decode layout where native_decode_schedule and fold_previous_post are on, 17 the unfolded one.
-// (Disabled until the kernel wrappers of src/cuda/kernels.cu formatted their check messages only on
-// failure, commit 502c642; passed on an H200 with those wrappers.)
+// It holds because the kernel wrappers (src/cuda/kernels.cu) format their check messages only on
+// failure.
 TEST_F(NoAllocationGpu, SecondEagerForwardAllocatesNothing) {
   const MhcParams p = two_layers();
   const ModelWeights w = synthetic_model(p, 9);

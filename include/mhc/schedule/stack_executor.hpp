@@ -34,28 +34,10 @@
 #include "mhc/core/config.hpp"
 #include "mhc/core/dispatch.hpp"
 #include "mhc/cpu/model.hpp"
+#include "mhc/schedule/stack_launches.hpp"
 #include "mhc/schedule/two_stream.hpp"
 
 namespace mhc::cuda {
-
-// Up to this many tokens the native decode layout may fold the previous site's post into the
-// coefficient launch (PreviousPost, mhc/cuda/kernels.hpp): the fold saves a launch per site at
-// decode sizes and nothing by 64 tokens, where the unfolded decode layout stays
-// (docs/decisions.md, "Folded decode layout").
-inline constexpr int64_t kFoldedDecodeMaxTokens = 16;
-
-// How a forward's sites are launched (docs/overlap.md).
-enum class StackLayout {
-  fused_post,     // every post also forms the next layer_input (the overlap schedule's layout)
-  decode,         // input path inside the coefficient launch, plain posts (native, decode sizes)
-  folded_decode,  // decode, and each post but the last inside the next coefficient launch
-};
-const char* to_string(StackLayout layout);
-
-// The sublayer of site `site`: reads layer_input [tokens, C], writes out [tokens, C] on `stream`
-// (with tensor parallelism, its all-reduce belongs in here too). Must not allocate or sync.
-using SublayerFn = std::function<void(int site, int64_t tokens, const Bf16* layer_input, Bf16* out,
-                                      cudaStream_t stream)>;
 
 struct StackOptions {
   int64_t max_tokens = 16;

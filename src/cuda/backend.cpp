@@ -12,7 +12,7 @@
 #include "mhc/cuda/device_site.hpp"
 #include "mhc/cuda/kernels.hpp"
 #include "mhc/schedule/stack_run.hpp"
-#include "timing.hpp"
+#include "mhc/cuda/timing.hpp"
 
 namespace mhc::cuda {
 namespace {
