@@ -58,7 +58,6 @@ struct Item {
   int per_graph = 1;  // the graph holds this many instances; times are per instance
 };
 
-
 // One model site's weights (random; the kernels' speed does not depend on their values).
 DeviceSiteWeights random_site_weights(const MhcParams& p) {
   DeviceSiteWeights w;
@@ -142,14 +141,13 @@ void add_site_items(const Setup& c, bool sweep, std::vector<Item>& items) {
                      prenorm_coefficients(c.p, c.m, b.coefficients(c.w), c.proj, c.chosen, c.ws, s);
                    },
                    chosen});
-  items.push_back({"coef + input path (one launch)", c.coef_bytes + md * (2 * C),
-                   [&c](DeviceSiteBuffers& b, cudaStream_t s) {
-                     const InputPathBuffers input{b.pre_mix.get(), c.w.norm_weight.get(),
-                                                  b.layer_input.get()};
-                     prenorm_coefficients(c.p, c.m, b.coefficients(c.w), c.proj, c.chosen, c.ws, s,
-                                          &input);
-                   },
-                   chosen});
+  items.push_back(
+      {"coef + input path (one launch)", c.coef_bytes + md * (2 * C),
+       [&c](DeviceSiteBuffers& b, cudaStream_t s) {
+         const InputPathBuffers input{b.pre_mix.get(), c.w.norm_weight.get(), b.layer_input.get()};
+         prenorm_coefficients(c.p, c.m, b.coefficients(c.w), c.proj, c.chosen, c.ws, s, &input);
+       },
+       chosen});
   if (sweep) {
     for (int rows : {16, 64, 128}) {
       if (rows == 128 && !tma_prenorm_available()) continue;
@@ -208,8 +206,7 @@ void add_stack_items(const Setup& c, std::vector<Item>& items) {
                    c.chosen, kSitesPerGraph});
   if (decode) {
     items.push_back({"site in stack, post folded (each)", c.site_bytes,
-                     stack_steady_state(c, StackLayout::folded_decode), c.chosen,
-                     kSitesPerGraph});
+                     stack_steady_state(c, StackLayout::folded_decode), c.chosen, kSitesPerGraph});
   }
 }
 
@@ -230,16 +227,16 @@ Device query_device() {
   return d;
 }
 
-nlohmann::json time_item(const Item& item, const MhcParams& p, int64_t m, const Device& d,
-                         int reps, double copy_bw, cudaStream_t stream) {
+nlohmann::json time_item(const Item& item, const MhcParams& p, int64_t m, const Device& d, int reps,
+                         double copy_bw, cudaStream_t stream) {
   TimedResult r = time_rotated_graphs(p, m, d.prop.l2CacheSize, reps, stream, item.enqueue);
   r.median_us /= item.per_graph;
   r.min_us /= item.per_graph;
   const double gbps = item.bytes / (r.median_us * 1e-6) / 1e9;  // 0 for the empty kernel
   const double floor_us = item.bytes / kAnchorCopyBandwidth * 1e6;
   const std::string tuning = item.tuning.splits ? item.tuning.describe() : "";
-  fmt::print("{:<34} {:>6} {:>10.2f} {:>9.0f} {:>10.2f} {:>7.0f}%  {}\n", item.name, m,
-             r.median_us, gbps, floor_us, 100.0 * gbps * 1e9 / copy_bw, tuning);
+  fmt::print("{:<34} {:>6} {:>10.2f} {:>9.0f} {:>10.2f} {:>7.0f}%  {}\n", item.name, m, r.median_us,
+             gbps, floor_us, 100.0 * gbps * 1e9 / copy_bw, tuning);
   return {{"kernel", item.name},
           {"tokens", m},
           {"median_us", r.median_us},

@@ -1,5 +1,5 @@
-// Helpers shared by the benchmarks behind `mhc bench` (bench/): summaries of timings, the metadata every result
-// file carries (GPU, driver, runtime, commit, date), and writing JSON.
+// Helpers shared by the benchmarks behind `mhc bench` (bench/): summaries of timings, the metadata
+// every result file carries (GPU, driver, runtime, commit, date), and writing JSON.
 #pragma once
 #include <nlohmann/json.hpp>
 #include <string>
