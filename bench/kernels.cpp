@@ -300,6 +300,8 @@ void check_options(const KernelBenchOptions& o) {
 nlohmann::json bench_kernels(const KernelBenchOptions& o) {
   check_options(o);
   const MhcParams& p = o.params;
+  fmt::print("mhc bench kernels: {} ({}), projection {}, commit {}\n", o.preset_name, describe(p),
+             to_string(o.projection), o.commit.empty() ? "unknown" : o.commit);
   const Device d = query_device();
   cudaStream_t stream;
   MHC_CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));

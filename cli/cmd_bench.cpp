@@ -44,8 +44,6 @@ void run_kernels(const BenchOptions& o) {
   if (k.commit.empty()) {
     if (const char* env = std::getenv("MHC_COMMIT")) k.commit = env;
   }
-  fmt::print("mhc bench kernels: {} ({}), projection {}, commit {}\n", o.preset_name,
-             describe(k.params), o.projection, k.commit.empty() ? "unknown" : k.commit);
   bench::write_json(o.json_path, bench::bench_kernels(k));
 }
 

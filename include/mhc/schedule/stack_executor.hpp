@@ -11,10 +11,11 @@
 //                   site s+1 reads site s's while it writes its own
 //   layer_input, F  main stream only
 //   output          final collapse + final norm, fused into the last post
-// The layouts (StackLayout): the post of site s forms site s+1's layer_input (or the output), so
-// only site 0 runs a separate input path; or, native at decode sizes, the input path rides in the
-// coefficient launch and the post is plain; or, up to kFoldedDecodeMaxTokens, also site s's post
-// rides in site s+1's coefficient launch, so that a site is one launch besides its sublayer.
+// The layouts (StackLayout, whose launches are mhc/schedule/stack_launches.hpp's): the post of
+// site s forms site s+1's layer_input (or the output), so only site 0 runs a separate input path;
+// or, native at decode sizes, the input path rides in the coefficient launch and the post is
+// plain; or, up to kFoldedDecodeMaxTokens, also site s's post rides in site s+1's coefficient
+// launch, so that a site is one launch besides its sublayer.
 //
 // Host side: the executor allocates nothing in a forward once its token count and mode have been
 // seen (or prepared). The policy's decision is cached per (tokens, mode) and the launch lists per
