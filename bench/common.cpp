@@ -1,4 +1,4 @@
-#include "bench_common.hpp"
+#include "mhc/bench/common.hpp"
 
 #include <fmt/chrono.h>
 #include <fmt/core.h>
@@ -11,7 +11,7 @@
 #include <cuda_runtime_api.h>
 #endif
 
-namespace mhc::cli {
+namespace mhc::bench {
 
 Summary summarize(std::vector<float> samples) {
   Summary s;
@@ -50,4 +50,4 @@ nlohmann::json bench_metadata() {
   return meta;
 }
 
-}  // namespace mhc::cli
+}  // namespace mhc::bench
