@@ -32,12 +32,12 @@ std::vector<Command> commands(const std::string& tag) {
   };
 }
 
-// Temporaries the writer left next to its target.
+// Temporaries the writer left next to its target (hidden names with ".mhc-" in them).
 std::vector<std::string> leftovers(const fs::path& dir) {
   std::vector<std::string> names;
   for (const auto& e : fs::directory_iterator(dir)) {
     const std::string name = e.path().filename().string();
-    if (name.rfind(".mhc-", 0) == 0) names.push_back(name);
+    if (name.find(".mhc-") != std::string::npos) names.push_back(name);
   }
   return names;
 }
