@@ -58,16 +58,23 @@ Projection parse_projection(const json& value) {
                           value.dump()));
 }
 
+// nlohmann's message without its "[json.exception.parse_error.101] " prefix.
+std::string without_prefix(std::string what) {
+  if (auto end = what.find("] "); what.rfind("[json.exception", 0) == 0 && end != what.npos) {
+    what = what.substr(end + 2);
+  }
+  return what;
+}
+
 // nlohmann keeps the last of duplicated keys silently; a config that says two things is an error.
 json parse_object(std::string_view text) {
   // Bounded before parsing: values are dumped into messages recursively (mhc/core/json_input.hpp).
-  // Only a few flat keys exist, so 8 levels and 1000 members is ample. A number out of range
-  // (1e400) is caught here too: nlohmann throws it as out_of_range, not parse_error.
+  // Only a few flat keys exist, so 8 levels and 1000 members is ample. Syntax, range and
+  // duplicate errors are left to the parse below, which names the key.
   using Kind = json_input::Problem::Kind;
   if (auto p = json_input::check(text, {8, 1000, 256});
-      p && p->kind != Kind::kSyntax && p->kind != Kind::kDuplicate) {
-    throw Error(fmt::format("kernel config has {}{}",
-                            p->kind == Kind::kRange ? "a number out of range: " : "", p->what));
+      p && (p->kind == Kind::kDepth || p->kind == Kind::kMembers || p->kind == Kind::kKeyLength)) {
+    throw Error(fmt::format("kernel config has {}", p->what));
   }
   std::vector<std::string> seen;
   auto reject_duplicates = [&seen](int depth, json::parse_event_t event, json& parsed) {
@@ -83,12 +90,14 @@ json parse_object(std::string_view text) {
   try {
     return json::parse(text, reject_duplicates);
   } catch (const json::parse_error& e) {
-    std::string what = e.what();
-    // Drop nlohmann's "[json.exception.parse_error.101] " prefix; keep its description.
-    if (auto end = what.find("] "); what.rfind("[json.exception", 0) == 0 && end != what.npos) {
-      what = what.substr(end + 2);
-    }
-    throw Error(fmt::format("kernel config is not valid JSON (at byte {}): {}", e.byte, what));
+    throw Error(fmt::format("kernel config is not valid JSON (at byte {}): {}", e.byte,
+                            without_prefix(e.what())));
+  } catch (const json::out_of_range& e) {
+    // A literal beyond double's range (1e400) stops the parser itself; the key it belongs to is
+    // the last one seen.
+    const std::string where = seen.empty() ? std::string("kernel config")
+                                           : fmt::format("kernel config key '{}'", seen.back());
+    throw Error(fmt::format("{}: a number out of range ({})", where, without_prefix(e.what())));
   }
 }
 

@@ -1,4 +1,4 @@
-#include "bench_common.hpp"
+#include "mhc/bench/common.hpp"
 
 #include <fmt/chrono.h>
 #include <fmt/core.h>
@@ -7,13 +7,11 @@
 #include <chrono>
 #include <cstdlib>
 
-#include "mhc/core/error.hpp"
-#include "mhc/io/safe_file.hpp"
 #if MHC_WITH_CUDA
 #include <cuda_runtime_api.h>
 #endif
 
-namespace mhc::cli {
+namespace mhc::bench {
 
 Summary summarize(std::vector<float> samples) {
   Summary s;
@@ -52,9 +50,4 @@ nlohmann::json bench_metadata() {
   return meta;
 }
 
-void write_json(const std::string& path, const nlohmann::json& doc) {
-  if (path.empty()) return;
-  io::write_file(path, doc.dump(1) + "\n");
-}
-
-}  // namespace mhc::cli
+}  // namespace mhc::bench

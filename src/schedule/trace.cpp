@@ -1,10 +1,11 @@
+#include "mhc/schedule/trace.hpp"
+
 #include <fmt/core.h>
 
 #include <nlohmann/json.hpp>
 
 #include "mhc/cuda/check.hpp"
 #include "mhc/io/safe_file.hpp"
-#include "mhc/schedule/trace.hpp"
 
 namespace mhc::cuda {
 
