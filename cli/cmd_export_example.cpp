@@ -68,7 +68,7 @@ void register_export_example(CLI::App& app) {
                   "Write a small synthetic checkpoint in the DeepSeek-V4.1 layout (shards + "
                   "model.safetensors.index.json) for `mhc run --weights`",
                   {"mhc export-example /tmp/ckpt --layers 4 && mhc run --weights /tmp/ckpt"});
-  cmd->add_option("dir", a->dir, "Directory to write (created if needed)")->required();
+  cmd->add_option("dir", a->dir, "Directory to write: new or empty (see --force)")->required();
   cmd->add_option("--layers", a->opt.layers, "Decoder layers")
       ->check(integer_in(1))
       ->capture_default_str();
@@ -78,13 +78,6 @@ void register_export_example(CLI::App& app) {
   cmd->add_option("--hc", a->opt.hc, "Residual streams n")
       ->check(integer_in(1))
       ->capture_default_str();
-  app.add_subcommand("export-example",
-                     "Write a small synthetic checkpoint in the DeepSeek-V4.1 layout (shards + "
-                     "model.safetensors.index.json) for `mhc run --weights`");
-  cmd->add_option("dir", a->dir, "Directory to write: new or empty (see --force)")->required();
-  cmd->add_option("--layers", a->opt.layers, "Decoder layers")->capture_default_str();
-  cmd->add_option("--hidden", a->opt.hidden, "Hidden size C")->capture_default_str();
-  cmd->add_option("--hc", a->opt.hc, "Residual streams n")->capture_default_str();
   cmd->add_option("--naming", a->naming,
                   "Tensor names: official (layers.{i}.hc_attn_fn) or hf "
                   "(model.layers.{i}.attn_hc.fn)")
