@@ -78,13 +78,14 @@ def post(sublayer_out, residual, post_mix, comb, *, out=None):
 
 
 def post_pre(sublayer_out, residual, post_mix, comb, next_pre_mix, next_norm_weight, norm_eps, *,
-             out=None):
+             out=None, workspace=None):
     """This site's post and the next site's input path (V4.1): (residual_next, next_layer_input)."""
     args = (sublayer_out, residual, post_mix, comb, next_pre_mix, next_norm_weight, norm_eps)
     if out is None:
-        return _mhc.post_pre(*args)
+        return _mhc.post_pre(*args, workspace=workspace)
     residual_next, next_layer_input = out
-    _mhc.post_pre_out(*args, residual_next=residual_next, next_layer_input=next_layer_input)
+    _mhc.post_pre_out(*args, residual_next=residual_next, next_layer_input=next_layer_input,
+                      workspace=workspace)
     return tuple(out)
 
 

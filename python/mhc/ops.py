@@ -25,6 +25,7 @@ _PRE_OUT = "Tensor(a!) layer_input, Tensor(b!) post, Tensor(c!) comb, Tensor(d!)
 _COEF_OUT = "Tensor(a!) post, Tensor(b!) comb, Tensor(c!) next_pre_mix"
 _POST = "Tensor sublayer_out, Tensor residual, Tensor post, Tensor comb"
 _POST_PRE = f"{_POST}, Tensor next_pre_mix, Tensor? next_norm_weight, float norm_eps"
+_WS = "Tensor? workspace=None"
 
 SCHEMAS = {
     "hc_prenorm_gemm": "(Tensor x, Tensor fn, Tensor(a!) out, Tensor(b!) sqrsum, int num_splits) -> ()",
@@ -37,8 +38,9 @@ SCHEMAS = {
     "join": "(int side_stream, Tensor(a!) post, Tensor(b!) comb, Tensor(c!) next_pre_mix) -> ()",
     "post": f"({_POST}) -> Tensor",
     "post_out": f"({_POST}, *, Tensor(a!) out) -> ()",
-    "post_pre": f"({_POST_PRE}) -> (Tensor, Tensor)",
-    "post_pre_out": f"({_POST_PRE}, *, Tensor(a!) residual_next, Tensor(b!) next_layer_input) -> ()",
+    "post_pre": f"({_POST_PRE}, *, {_WS}) -> (Tensor, Tensor)",
+    "post_pre_out": f"({_POST_PRE}, *, Tensor(a!) residual_next, Tensor(b!) next_layer_input, "
+                    f"{_WS}) -> ()",
 }
 
 
@@ -146,9 +148,11 @@ def pre_out_impl(residual, fn, hc_scale, hc_base, norm_weight, pre_mix, rms_eps,
                 sinkhorn_eps, post_mult, sinkhorn_iters, projection, stream)
         if pre_mix is None:  # V4: this site's own pre collapses the streams
             _C.coefficients(*coef)
-            _C.input_path(residual, next_pre_mix, norm_weight, layer_input, norm_eps, stream)
+            _C.input_path(residual, next_pre_mix, norm_weight, layer_input, norm_eps, stream,
+                          workspace=ws)
         else:  # V4.1: the carried pre_mix; the sublayer need not wait for the coefficients
-            _C.input_path(residual, pre_mix, norm_weight, layer_input, norm_eps, stream)
+            _C.input_path(residual, pre_mix, norm_weight, layer_input, norm_eps, stream,
+                          workspace=ws)
             _C.coefficients(*coef)
 
 
@@ -219,8 +223,12 @@ def pre_overlap_out_impl(residual, fn, hc_scale, hc_base, norm_weight, pre_mix, 
     check.no_alias(op, "next_pre_mix", next_pre_mix, "pre_mix", pre_mix)
     # The side stream forks after the input path is queued, so the sublayer's launch, queued
     # next on the current stream, is not held behind the coefficient path.
+    # The input path runs on the current stream: its scratch (a bf16 norm weight widened to
+    # fp32) comes from the current stream's workspace, not the side stream's.
+    ws = _workspace(workspace if side_stream == 0 else None, residual, MAIN)
     with _on_device(residual):
-        _C.input_path(residual, pre_mix, norm_weight, layer_input, norm_eps, _stream(residual))
+        _C.input_path(residual, pre_mix, norm_weight, layer_input, norm_eps, _stream(residual),
+                      workspace=ws)
     coefficients_out_impl(residual, fn, hc_scale, hc_base, rms_eps, pre_eps, sinkhorn_eps,
                           post_mult, sinkhorn_iters, post=post, comb=comb,
                           next_pre_mix=next_pre_mix, side_stream=side_stream,
@@ -264,7 +272,7 @@ def post_impl(sublayer_out, residual, post, comb):
 
 
 def post_pre_out_impl(sublayer_out, residual, post, comb, next_pre_mix, next_norm_weight,
-                      norm_eps, *, residual_next, next_layer_input):
+                      norm_eps, *, residual_next, next_layer_input, workspace=None):
     op = "post_pre"
     t, n, c = _check_post_pre(op, sublayer_out, residual, post, comb, next_pre_mix,
                               next_norm_weight, norm_eps)
@@ -272,17 +280,20 @@ def post_pre_out_impl(sublayer_out, residual, post, comb, next_pre_mix, next_nor
     check.tensor(op, "residual_next", residual_next, check.BF16, (t, n, c), dev, "[T, n, C]")
     check.tensor(op, "next_layer_input", next_layer_input, check.BF16, (t, c), dev, "[T, C]")
     check.no_alias(op, "residual_next", residual_next, "residual", residual)
+    ws = _workspace(workspace, residual, MAIN)
     with _on_device(residual):
         _C.post_pre(sublayer_out, residual, post, comb, next_pre_mix, next_norm_weight,
-                    residual_next, next_layer_input, norm_eps, _stream(residual))
+                    residual_next, next_layer_input, norm_eps, _stream(residual), workspace=ws)
 
 
-def post_pre_impl(sublayer_out, residual, post, comb, next_pre_mix, next_norm_weight, norm_eps):
+def post_pre_impl(sublayer_out, residual, post, comb, next_pre_mix, next_norm_weight, norm_eps, *,
+                  workspace=None):
     t, n, c = check.streams("post_pre", residual)
     residual_next = torch.empty_like(residual)
     next_layer_input = residual.new_empty((t, c))
     post_pre_out_impl(sublayer_out, residual, post, comb, next_pre_mix, next_norm_weight, norm_eps,
-                      residual_next=residual_next, next_layer_input=next_layer_input)
+                      residual_next=residual_next, next_layer_input=next_layer_input,
+                      workspace=workspace)
     return residual_next, next_layer_input
 
 
@@ -359,14 +370,15 @@ def _fake_post_out(sublayer_out, residual, post, comb, *, out):
     check.tensor("post", "out", out, check.BF16, (t, n, c), residual.device, "[T, n, C]")
 
 
-def _fake_post_pre(sublayer_out, residual, post, comb, next_pre_mix, next_norm_weight, norm_eps):
+def _fake_post_pre(sublayer_out, residual, post, comb, next_pre_mix, next_norm_weight, norm_eps, *,
+                   workspace=None):
     t, _, c = _check_post_pre("post_pre", sublayer_out, residual, post, comb, next_pre_mix,
                               next_norm_weight, norm_eps)
     return torch.empty_like(residual), residual.new_empty((t, c))
 
 
 def _fake_post_pre_out(sublayer_out, residual, post, comb, next_pre_mix, next_norm_weight,
-                       norm_eps, *, residual_next, next_layer_input):
+                       norm_eps, *, residual_next, next_layer_input, workspace=None):
     t, n, c = _check_post_pre("post_pre", sublayer_out, residual, post, comb, next_pre_mix,
                               next_norm_weight, norm_eps)
     dev = residual.device

@@ -36,7 +36,7 @@ def coefficients(residual, fn, hc_scale, hc_base, pre, post, comb, workspace, rm
     comb.copy_(c)
 
 
-def input_path(residual, pre_mix, norm_weight, layer_input, norm_eps, stream):
+def input_path(residual, pre_mix, norm_weight, layer_input, norm_eps, stream=0, *, workspace=None):
     layer_input.copy_(ref.input_path(residual, pre_mix, norm_weight, norm_eps))
 
 
@@ -45,7 +45,7 @@ def post(sublayer_out, residual, post_mix, comb, residual_next, stream):
 
 
 def post_pre(sublayer_out, residual, post_mix, comb, next_pre_mix, next_norm_weight,
-             residual_next, next_layer_input, norm_eps, stream):
+             residual_next, next_layer_input, norm_eps, stream=0, *, workspace=None):
     post(sublayer_out, residual, post_mix, comb, residual_next, stream)
     input_path(residual_next, next_pre_mix, next_norm_weight, next_layer_input, norm_eps, stream)
 
