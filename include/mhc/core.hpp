@@ -9,3 +9,4 @@
 #include "mhc/core/params.hpp"
 #include "mhc/core/site_views.hpp"
 #include "mhc/core/tensor_parallel.hpp"
+#include "mhc/core/workspace.hpp"

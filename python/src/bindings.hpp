@@ -4,4 +4,5 @@
 
 namespace mhc::python {
 void bind_info(nanobind::module_& m);  // has_cuda, workspace_bytes, supports_overlap
+void bind_ops(nanobind::module_& m);   // prenorm_gemm, coefficients, input_path, post, post_pre
 }  // namespace mhc::python

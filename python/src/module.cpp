@@ -1,11 +1,12 @@
 // mhc._C: the nanobind extension module (the contract with the Python layer: docs/python.md).
 #include <nanobind/nanobind.h>
 
-#include "mhc/version.hpp"
 #include "bindings.hpp"
+#include "mhc/version.hpp"
 
 NB_MODULE(_C, m) {
   m.doc() = "mhc's C++/CUDA kernels on DLPack arrays (torch, numpy, CuPy), zero-copy";
   m.attr("__version__") = mhc::kVersion;
   mhc::python::bind_info(m);
+  mhc::python::bind_ops(m);
 }
