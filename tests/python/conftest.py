@@ -1,9 +1,5 @@
-"""pytest setup for the Python package tests.
-
-The tests import the installed package (`pip install .`, as scripts/test.sh does). With
-MHC_STANDIN=1 and no extension built, they run against tests/python/standin_c.py instead (a
-development aid; results against the stand-in prove nothing about the kernels).
-"""
+"""pytest setup for the Python package tests: they import the installed package
+(`pip install .`, as scripts/test.sh does), never the source tree."""
 
 import os
 import sys
@@ -11,13 +7,7 @@ import sys
 import pytest
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, HERE)  # reference.py, standin_c.py
-
-if os.environ.get("MHC_STANDIN") == "1":
-    sys.path.insert(0, os.path.join(HERE, "..", "..", "python"))
-    import standin_c
-
-    sys.modules["mhc._C"] = standin_c
+sys.path.insert(0, HERE)  # reference.py, hf_model.py, model_fixtures.py
 
 torch = pytest.importorskip("torch")
 

@@ -133,17 +133,29 @@ def test_errors_raise_under_compile(mhc):
 
 
 def test_supports_overlap_reason_codes(mhc):
-    ok = mhc.supports_overlap(hidden=5120, n=4, tokens=8, arch=(10, 0))
-    assert ok.overlap and ok.reason_code == ""
-    assert mhc.supports_overlap(hidden=5120, n=4, tokens=8, arch=(8, 0)).reason_code == "arch_unsupported"
-    if mhc.__version__.endswith("standin"):
-        pytest.skip("the stand-in has no policy beyond the architecture")
-    sm90 = mhc.supports_overlap(hidden=5120, n=4, tokens=8, arch=(9, 0))
-    assert not sm90.overlap and sm90.reason_code == "disabled_by_config" and sm90.reason
-    opted = mhc.supports_overlap(hidden=5120, n=4, tokens=8, arch=(9, 0),
-                                 kernel_config='{"enable_mhc_overlap": true}')
-    assert opted.overlap
-    assert mhc.supports_overlap(hidden=5120, n=4, tokens=8, arch=(10, 0), mode="eager").reason_code == "not_full_graph"
-    assert mhc.supports_overlap(hidden=5120, n=4, tokens=4096, arch=(10, 0)).reason_code == "too_many_tokens"
+    """The C++ policy's decision and reason code (docs/dispatch.md). A build without the CUDA
+    backend has no prenorm GEMM kernel, so the policy says so wherever it would overlap."""
+    def code(**kw):
+        kw.setdefault("tokens", 8)
+        return mhc.supports_overlap(hidden=5120, n=4, **kw)
+
+    opt_in = '{"enable_mhc_overlap": true}'
+    assert code(arch=(8, 0)).reason_code == "arch_unsupported"
+    assert code(arch=(9, 0)).reason_code == "sm90_not_opted_in"
+    assert code(arch=(10, 0), kernel_config='{"enable_mhc_overlap": false}').reason_code == "disabled_by_config"
+    if not mhc.has_cuda():
+        assert code(arch=(9, 0), kernel_config=opt_in).reason_code == "no_prenorm_gemm"
+        return
+    decision = code(arch=(9, 0), kernel_config=opt_in)
+    assert decision.overlap and decision.reason_code == "" and decision.reason == ""
+    assert code(arch=(10, 0), mode="eager").reason_code == "not_full_graph"
+    assert code(arch=(10, 0), tokens=4096).reason_code == "too_many_tokens"
+    assert code(arch=(9, 0), kernel_config=opt_in, tokens=0).reason_code == "zero_tokens"
+
+
+def test_supports_overlap_errors(mhc):
     with pytest.raises(E, match="enable_mhc_overlap"):
-        mhc.supports_overlap(hidden=5120, n=4, tokens=8, arch=(9, 0), kernel_config='{"enable_mhc_overlap": 3}')
+        mhc.supports_overlap(hidden=5120, n=4, tokens=8, arch=(9, 0),
+                             kernel_config='{"enable_mhc_overlap": 3}')
+    with pytest.raises(E, match="mode"):
+        mhc.supports_overlap(hidden=5120, n=4, tokens=8, arch=(9, 0), mode="sometimes")
