@@ -65,6 +65,10 @@ class WorkspacePool:
             # side stream); growing happens only in eager warm-up, so waiting here is cheap.
             torch.cuda.synchronize(device)
         buf = make_workspace(device, hidden, n, capacity)
+        if device.type == "cuda":
+            # The zero-fill ran on the current stream; the workspace may be used first on
+            # another (a side stream, a capture stream): wait for it once, here.
+            torch.cuda.synchronize(device)
         self._buffers[key] = (capacity, buf)
         return buf
 

@@ -27,5 +27,6 @@ def twin(model, dtype):
     from transformers import DeepseekV4ForCausalLM
 
     other = DeepseekV4ForCausalLM._from_config(model.config, dtype=dtype)
-    other.load_state_dict({k: v.to(dtype) for k, v in model.state_dict().items()})
+    state = {k: v.to(dtype) if v.is_floating_point() else v for k, v in model.state_dict().items()}
+    other.load_state_dict(state)
     return other.to(next(model.parameters()).device).eval()
