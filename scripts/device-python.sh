@@ -18,7 +18,7 @@ step() {  # step NAME SECONDS COMMAND...: runs, logs, records the exit code and 
   timeout "$limit" "$@" >"$out/$name.log" 2>&1
   echo "$name rc=$? ${SECONDS}s-$t0" | awk '{split($3,a,"s-"); print $1, $2, (a[1]-a[2]) "s"}' | tee -a "$out/steps.txt"
 }
-step build 330 pip install --no-build-isolation --no-deps -v . -C build-dir=build/wheel-device \
+step build 330 python3 -m pip install --no-build-isolation --no-deps -v . -C build-dir=build/wheel-device \
   -C cmake.define.MHC_CUDA=ON -C cmake.define.MHC_CLI=ON -C cmake.define.MHC_DEPS_DIR="$deps" \
   -C cmake.define.CMAKE_CXX_COMPILER=/usr/bin/g++ -C cmake.define.CMAKE_CUDA_HOST_COMPILER=/usr/bin/g++
 step cpp_bench 60 build/wheel-device/mhc bench kernels --tokens 1,16,128,1024 \
