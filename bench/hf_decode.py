@@ -51,13 +51,25 @@ def main():
     ap.add_argument("--out", required=True)
     ap.add_argument("--commit", default="")
     ap.add_argument("--driver", default="")
+    ap.add_argument("--variants", default="unpatched,patched,compiled_unpatched,"
+                                          "compiled_patched_fullgraph")
     a = ap.parse_args()
     model = small_model("cuda", hidden=a.hidden, layers=a.layers)
     model.config._experts_implementation = "batched_mm"  # no host sync: capturable
     ids = torch.randint(0, 512, (a.batch, 1), device="cuda")
 
+    # HF builds its attention mask with a host-to-device copy, which a CUDA graph cannot hold:
+    # build it once outside, and pass it the way generate() does (a dict of prebuilt masks).
+    from transformers.masking_utils import create_sliding_window_causal_mask
+
+    pos = torch.zeros(a.batch, 1, dtype=torch.long, device="cuda")
+    mask = create_sliding_window_causal_mask(
+        config=model.config, inputs_embeds=model.model.embed_tokens(ids), attention_mask=None,
+        past_key_values=None, position_ids=pos)
+
     def step(x):
-        return model(x, use_cache=False).logits
+        return model(x, attention_mask={"sliding_attention": mask}, position_ids=pos,
+                     use_cache=False).logits
 
     results, logits = {}, {}
     with torch.no_grad():
@@ -68,7 +80,7 @@ def main():
         variants = [("unpatched", step, False), ("patched", step, True),
                     ("compiled_unpatched", torch.compile(step), False),
                     ("compiled_patched_fullgraph", torch.compile(step, fullgraph=True), True)]
-        for name, fn, patched in variants:
+        for name, fn, patched in [v for v in variants if v[0] in a.variants.split(",")]:
             torch._dynamo.reset()
             (mhc_hf.patch if patched else mhc_hf.unpatch)(model)
             try:
@@ -85,7 +97,8 @@ def main():
 
     acc = {}
     for x, y in (("unpatched", "fp32"), ("patched", "fp32"), ("patched", "unpatched"),
-                 ("compiled_patched_fullgraph", "patched")):
+                 ("compiled_unpatched", "fp32"), ("compiled_patched_fullgraph", "fp32"),
+                 ("compiled_patched_fullgraph", "compiled_unpatched")):
         if x in logits and y in logits:
             acc[f"rel_{x}_vs_{y}"] = rel(x, y)
     print(acc)

@@ -28,7 +28,7 @@ step py_bench 90 python3 bench/python_ops.py --cpp-json "$out/h200-$date-cpp-ker
 step pytest_gpu 150 python3 -m pytest -q -ra tests/python/test_cuda.py tests/python/test_errors.py \
   tests/python/test_ops.py tests/python/test_fakes.py tests/python/test_transformers.py -k "cuda or errors"
 step hf_decode 150 python3 bench/hf_decode.py --out "$out/h200-$date-hf-decode.json" \
-  --commit "$commit" --driver "$driver"
+  --commit "$commit" --driver "$driver" ${MHC_HF_VARIANTS:+--variants "$MHC_HF_VARIANTS"}
 tail -3 "$out/pytest_gpu.log"
 grep -E "^(coefficients|pre|post|post_pre) " "$out/py_bench.log"
 grep -vE "Traceback|^ " "$out/hf_decode.log" | tail -6

@@ -17,7 +17,21 @@ def tensor(op, name, t, dtypes, shape, device, dims):
     """Checks one tensor argument: a tensor, dtype, device, shape, contiguity.
 
     `shape` is the expected shape, `dims` its symbolic names (e.g. "[T, n, C]") for the message.
+    The common case is one short condition (this runs on every call); the message is built only
+    on failure.
     """
+    if (
+        isinstance(t, torch.Tensor)
+        and t.dtype in dtypes
+        and (device is None or t.device == device)
+        and t.shape == shape
+        and t.is_contiguous()
+    ):
+        return
+    _explain(op, name, t, dtypes, shape, device, dims)
+
+
+def _explain(op, name, t, dtypes, shape, device, dims):
     if not isinstance(t, torch.Tensor):
         raise TypeError(f"mhc.{op}: {name} must be a torch.Tensor, got {type(t).__name__}")
     if t.dtype not in dtypes:
@@ -27,15 +41,14 @@ def tensor(op, name, t, dtypes, shape, device, dims):
             f"mhc.{op}: {name} is on {t.device} but residual is on {device}; "
             "all tensors of a call must be on one device"
         )
-    if t.dim() != len(shape) or any(a != b for a, b in zip(t.shape, shape)):
+    if t.shape != shape:
         want = ", ".join(str(s) for s in shape)
         raise ValueError(
             f"mhc.{op}: {name} has shape {list(t.shape)}, expected {dims} = [{want}]"
         )
-    if not t.is_contiguous():
-        raise ValueError(
-            f"mhc.{op}: {name} is not contiguous (strides {list(t.stride())}); pass .contiguous()"
-        )
+    raise ValueError(
+        f"mhc.{op}: {name} is not contiguous (strides {list(t.stride())}); pass .contiguous()"
+    )
 
 
 def optional(op, name, t, dtypes, shape, device, dims):
@@ -99,9 +112,7 @@ def post_inputs(op, sublayer_out, residual, post, comb):
 
 
 def overlaps(a, b):
-    """Whether two tensors share memory (cheap: storage and byte ranges)."""
-    if a.untyped_storage().data_ptr() != b.untyped_storage().data_ptr():
-        return False
+    """Whether two tensors' byte ranges intersect (cheap: data pointers only)."""
     a0, b0 = a.data_ptr(), b.data_ptr()
     return a0 < b0 + b.numel() * b.element_size() and b0 < a0 + a.numel() * a.element_size()
 

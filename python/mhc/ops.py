@@ -45,8 +45,13 @@ SCHEMAS = {
 
 
 def _stream(t):
-    """The handle of the current stream of t's device (0 for CPU tensors)."""
-    return torch.cuda.current_stream(t.device).cuda_stream if t.is_cuda else 0
+    """The handle of the current stream of t's device (0 for CPU tensors). The raw getter skips
+    building a torch.cuda.Stream object on every call (inductor's generated code uses it too)."""
+    return _raw_stream(t.device.index) if t.is_cuda else 0
+
+
+_raw_stream = getattr(torch._C, "_cuda_getCurrentRawStream", None) or (
+    lambda index: torch.cuda.current_stream(index).cuda_stream)
 
 
 _SAME_DEVICE = contextlib.nullcontext()

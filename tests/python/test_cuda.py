@@ -48,7 +48,7 @@ def test_overlap_in_cuda_graph_replays(mhc):
             t.fill_(float("nan"))
         graph.replay()
         torch.cuda.synchronize()
-        assert _equal(out, stack_v41_plain(fresh, sub))
+        assert _equal(out, stack_v41_plain(s, sub))  # s holds the fresh inputs now
 
 
 def test_every_out_op_captures_in_a_graph(mhc):
