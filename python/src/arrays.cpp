@@ -43,6 +43,7 @@ std::string shape_text(const Array& a) {
 }
 
 bool c_contiguous(const Array& a) {
+  if (a.size() == 0) return true;  // nothing to lay out (numpy gives empty arrays odd strides)
   int64_t expected = 1;
   for (size_t i = a.ndim(); i-- > 0;) {
     if (a.shape(i) != 1 && a.stride(i) != expected) return false;
