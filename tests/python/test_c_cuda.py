@@ -104,3 +104,34 @@ def test_mixed_devices_are_refused():
     with pytest.raises(ValueError, match="device"):
         _C.post(x[:, 0].contiguous().cuda(), x, torch.rand(2, 4), torch.rand(2, 4, 4),
                 torch.empty_like(x), 0)
+
+
+def test_calls_capture_in_a_cuda_graph():
+    """No synchronisation and no allocation inside a call: it captures and replays."""
+    x, fn, scale, base = (a.cuda() for a in site(t=8, seed=4))
+    t, n, c = x.shape
+    ws = torch.zeros(_C.workspace_bytes(c, n, t), dtype=torch.uint8, device="cuda")
+    pre, post = torch.empty(t, n, device="cuda"), torch.empty(t, n, device="cuda")
+    comb = torch.empty(t, n, n, device="cuda")
+    f = torch.randn(t, c, device="cuda").bfloat16()
+    x_next = torch.empty_like(x)
+    layer_input = torch.empty(t, c, dtype=torch.bfloat16, device="cuda")
+
+    def step():
+        s = torch.cuda.current_stream().cuda_stream
+        _C.coefficients(x, fn, scale, base, pre, post, comb, ws, 1e-20, 1e-6, 1e-6, 2.0, 20, "tf32", s)
+        _C.post_pre(f, x, post, comb, pre, None, x_next, layer_input, 1e-20, s)
+
+    step()
+    torch.cuda.synchronize()
+    eager = (pre.clone(), comb.clone(), x_next.clone(), layer_input.clone())
+    for out in (pre, comb, x_next, layer_input):
+        out.fill_(float("nan"))
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        step()
+    graph.replay()
+    graph.replay()
+    torch.cuda.synchronize()
+    for got, want in zip((pre, comb, x_next, layer_input), eager):
+        assert torch.equal(got, want)
