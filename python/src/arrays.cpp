@@ -43,6 +43,7 @@ std::string shape_text(const Array& a) {
 }
 
 bool c_contiguous(const Array& a) {
+  if (a.size() == 0) return true;  // nothing to lay out (numpy gives empty arrays odd strides)
   int64_t expected = 1;
   for (size_t i = a.ndim(); i-- > 0;) {
     if (a.shape(i) != 1 && a.stride(i) != expected) return false;
@@ -51,14 +52,36 @@ bool c_contiguous(const Array& a) {
   return true;
 }
 
+// DLPack device types of CUDA memory (kDLCUDA, kDLCUDAHost is CPU-readable: not here,
+// kDLCUDAManaged).
+constexpr int kDLCUDA = 2, kDLCUDAManaged = 13;
+
+Array import_array(const char* name, nb::handle object) {
+  nb::object source = nb::borrow(object);
+  if (!PyCapsule_CheckExact(object.ptr()) && nb::hasattr(object, "__dlpack_device__")) {
+    const nb::tuple device = nb::cast<nb::tuple>(object.attr("__dlpack_device__")());
+    const int type = nb::cast<int>(device[0]);
+    if (type == kDLCUDA || type == kDLCUDAManaged) {
+      source = object.attr("__dlpack__")(nb::arg("stream") = -1);
+    }
+  }
+  Array array;
+  if (!nb::try_cast(source, array)) {
+    fail(fmt::format("{}: expected an array (torch, numpy, CuPy: anything with __dlpack__)", name));
+  }
+  return array;
+}
+
 }  // namespace
 
 void fail(const std::string& message) { throw nb::value_error(message.c_str()); }
 
 int64_t Checked::bytes() const { return int64_t(array.nbytes()); }
 
-Checked check(const char* name, const Array& array, DType dtype,
-              std::initializer_list<int64_t> shape) {
+namespace {
+
+Checked check_array(const char* name, const Array& array, DType dtype,
+                    std::initializer_list<int64_t> shape) {
   if (!dtype_matches(array, dtype)) fail(fmt::format("{}: expected {}", name, dtype_name(dtype)));
   bool ok = array.ndim() == shape.size();
   size_t dim = 0;
@@ -75,6 +98,13 @@ Checked check(const char* name, const Array& array, DType dtype,
     fail(fmt::format("{}: must be on the CPU or a CUDA device", name));
   }
   return Checked{name, array};
+}
+
+}  // namespace
+
+Checked check(const char* name, nb::handle object, DType dtype,
+              std::initializer_list<int64_t> shape) {
+  return check_array(name, import_array(name, object), dtype, shape);
 }
 
 int64_t extent(const Checked& arg, size_t dim) { return int64_t(arg.array.shape(dim)); }
@@ -102,11 +132,12 @@ void require_disjoint(const Checked& a, const Checked& b) {
   }
 }
 
-NormWeight check_norm_weight(const char* name, const std::optional<Array>& array, int64_t hidden) {
+NormWeight check_norm_weight(const char* name, nb::handle object, int64_t hidden) {
   NormWeight w;
-  if (!array.has_value()) return w;
-  w.is_bf16 = !(array->dtype() == nb::dtype<float>());
-  w.arg = check(name, *array, w.is_bf16 ? DType::bf16 : DType::f32, {hidden});
+  if (object.is_none()) return w;
+  const Array array = import_array(name, object);
+  w.is_bf16 = !(array.dtype() == nb::dtype<float>());
+  w.arg = check_array(name, array, w.is_bf16 ? DType::bf16 : DType::f32, {hidden});
   return w;
 }
 

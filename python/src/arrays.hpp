@@ -39,8 +39,12 @@ struct Checked {
   int64_t bytes() const;
 };
 
-// Checks dtype, C-contiguity and the shape (-1 in `shape` takes any extent and is returned).
-Checked check(const char* name, const Array& array, DType dtype,
+// Takes `object` as an array (zero-copy), then checks dtype, C-contiguity and the shape (-1 in
+// `shape` takes any extent). A CUDA array is exported with __dlpack__(stream=-1): the caller
+// orders its streams (it passes the one to launch on), and the default export would make
+// torch record an event and a wait on the legacy default stream for every argument, which
+// costs time and breaks CUDA graph capture on any other stream.
+Checked check(const char* name, nanobind::handle object, DType dtype,
               std::initializer_list<int64_t> shape);
 int64_t extent(const Checked& arg, size_t dim);
 
@@ -55,7 +59,7 @@ struct NormWeight {
   std::optional<Checked> arg;
   bool is_bf16 = false;
 };
-NormWeight check_norm_weight(const char* name, const std::optional<Array>& array, int64_t hidden);
+NormWeight check_norm_weight(const char* name, nanobind::handle object, int64_t hidden);
 
 // The parameters of a call (validated: ValueError naming the bad one).
 struct EpsArgs {

@@ -88,8 +88,8 @@ const float* cpu_norm_weight(const NormWeight& w, std::vector<float>& widened) {
   return widened.data();
 }
 
-void prenorm_gemm(const Array& x, const Array& fn, const Array& out, const Array& sqrsum,
-                  int num_splits, uintptr_t stream) {
+void prenorm_gemm(nb::handle x, nb::handle fn, nb::handle out, nb::handle sqrsum, int num_splits,
+                  uintptr_t stream) {
   const Checked xa = check("x", x, DType::bf16, {-1, -1});
   const int64_t M = extent(xa, 0), K = extent(xa, 1);
   const Checked fa = check("fn", fn, DType::f32, {-1, K});
@@ -128,16 +128,15 @@ struct Streams {
   Checked arg;
   int64_t tokens, n, hidden;
 };
-Streams check_streams(const char* name, const Array& array) {
+Streams check_streams(const char* name, nb::handle array) {
   Checked a = check(name, array, DType::bf16, {-1, -1, -1});
   return {a, extent(a, 0), extent(a, 1), extent(a, 2)};
 }
 
-void coefficients(const Array& residual, const Array& fn, const Array& hc_scale,
-                  const Array& hc_base, const Array& pre, const Array& post, const Array& comb,
-                  const Array& workspace, double rms_eps, double pre_eps, double sinkhorn_eps,
-                  double post_mult, int sinkhorn_iters, const std::string& projection,
-                  uintptr_t stream) {
+void coefficients(nb::handle residual, nb::handle fn, nb::handle hc_scale, nb::handle hc_base,
+                  nb::handle pre, nb::handle post, nb::handle comb, nb::handle workspace,
+                  double rms_eps, double pre_eps, double sinkhorn_eps, double post_mult,
+                  int sinkhorn_iters, const std::string& projection, uintptr_t stream) {
   const Streams s = check_streams("residual", residual);
   const int64_t T = s.tokens, n = s.n, nmix = n * (n + 2);
   const MhcParams p = make_params(s.hidden, n, {rms_eps, pre_eps, sinkhorn_eps, std::nullopt},
@@ -192,16 +191,16 @@ void coefficients(const Array& residual, const Array& fn, const Array& hc_scale,
 
 #if MHC_WITH_CUDA
 // The fp32 norm weight the kernels read: a bf16 one is widened into the workspace's scratch.
-const float* cuda_norm_weight(const NormWeight& w, const MhcParams& p,
-                              const std::optional<Array>& workspace, cudaStream_t stream) {
+const float* cuda_norm_weight(const NormWeight& w, const MhcParams& p, nb::handle workspace,
+                              cudaStream_t stream) {
   if (!w.arg) return nullptr;
   if (!w.is_bf16) return w.arg->f32();
-  if (!workspace) {
+  if (workspace.is_none()) {
     fail(std::string(w.arg->name) +
          ": a bfloat16 norm weight on CUDA needs workspace= (scratch to widen it into), or pass "
          "it as float32");
   }
-  const Checked ws = check("workspace", *workspace, DType::u8, {-1});
+  const Checked ws = check("workspace", workspace, DType::u8, {-1});
   same_device({&*w.arg, &ws});
   const WorkspaceLayout layout = workspace_layout_for_bytes(p, ws.bytes());
   if (ws.bytes() < layout.weight_offset + layout.weight_floats * 4) {
@@ -213,9 +212,8 @@ const float* cuda_norm_weight(const NormWeight& w, const MhcParams& p,
 }
 #endif
 
-void input_path(const Array& residual, const Array& pre_mix,
-                const std::optional<Array>& norm_weight, const Array& layer_input, double norm_eps,
-                uintptr_t stream, const std::optional<Array>& workspace) {
+void input_path(nb::handle residual, nb::handle pre_mix, nb::handle norm_weight,
+                nb::handle layer_input, double norm_eps, uintptr_t stream, nb::handle workspace) {
   const Streams s = check_streams("residual", residual);
   const int64_t T = s.tokens, n = s.n;
   const MhcParams p =
@@ -252,8 +250,8 @@ struct PostArgs {
   Checked f, post, comb, x_next;
   MhcParams params;
 };
-PostArgs check_post(const Array& sublayer_out, const Array& residual, const Array& post,
-                    const Array& comb, const Array& residual_next, std::optional<double> norm_eps) {
+PostArgs check_post(nb::handle sublayer_out, nb::handle residual, nb::handle post, nb::handle comb,
+                    nb::handle residual_next, std::optional<double> norm_eps) {
   const Streams s = check_streams("residual", residual);
   const int64_t T = s.tokens, n = s.n;
   PostArgs a{s,
@@ -268,8 +266,8 @@ PostArgs check_post(const Array& sublayer_out, const Array& residual, const Arra
   return a;
 }
 
-void post(const Array& sublayer_out, const Array& residual, const Array& post_coef,
-          const Array& comb, const Array& residual_next, uintptr_t stream) {
+void post(nb::handle sublayer_out, nb::handle residual, nb::handle post_coef, nb::handle comb,
+          nb::handle residual_next, uintptr_t stream) {
   const PostArgs a = check_post(sublayer_out, residual, post_coef, comb, residual_next, {});
   const Device device = same_device({&a.x.arg, &a.f, &a.post, &a.comb, &a.x_next});
   const int64_t T = a.x.tokens;
@@ -290,11 +288,10 @@ void post(const Array& sublayer_out, const Array& residual, const Array& post_co
 #endif
 }
 
-void post_pre(const Array& sublayer_out, const Array& residual, const Array& post_coef,
-              const Array& comb, const Array& next_pre_mix,
-              const std::optional<Array>& next_norm_weight, const Array& residual_next,
-              const Array& next_layer_input, double norm_eps, uintptr_t stream,
-              const std::optional<Array>& workspace) {
+void post_pre(nb::handle sublayer_out, nb::handle residual, nb::handle post_coef, nb::handle comb,
+              nb::handle next_pre_mix, nb::handle next_norm_weight, nb::handle residual_next,
+              nb::handle next_layer_input, double norm_eps, uintptr_t stream,
+              nb::handle workspace) {
   const PostArgs a = check_post(sublayer_out, residual, post_coef, comb, residual_next, norm_eps);
   const int64_t T = a.x.tokens;
   const Checked pm = check("next_pre_mix", next_pre_mix, DType::f32, {T, a.x.n});
