@@ -1,6 +1,6 @@
 // `mhc bench kernels`: per-kernel and whole-site timings on the GPU (CUDA graphs, CUDA events,
 // input sets rotated past L2), with achieved bandwidth against the bytes floor. Separate from the
-// tests: it validates nothing, it times.
+// tests: it validates nothing, it times. The benchmark itself lives in bench/ (mhc_bench).
 #include <fmt/core.h>
 
 #include <cstdlib>
@@ -8,13 +8,11 @@
 #include <vector>
 
 #include "commands.hpp"
+#include "mhc/bench/common.hpp"
+#include "mhc/bench/kernels.hpp"
 #include "mhc/core/config.hpp"
 #include "mhc/core/error.hpp"
 #include "mhc/core/params.hpp"
-#if MHC_WITH_CUDA
-#include "mhc/cuda/bench.hpp"
-#include "mhc/cuda/cuda_backend.hpp"
-#endif
 
 namespace mhc::cli {
 namespace {
@@ -31,35 +29,22 @@ struct BenchOptions {
 };
 
 void run_kernels(const BenchOptions& o) {
-#if MHC_WITH_CUDA
-  if (!cuda::device_present()) throw Error("mhc bench kernels needs a CUDA GPU; none is visible");
-  cuda::KernelBenchOptions k;
+  bench::KernelBenchOptions k;
   k.preset_name = o.preset_name;
   k.params = preset(o.preset_name);
   if (o.hidden > 0) k.params.hidden = o.hidden;
   if (o.hc > 0) k.params.n = o.hc;
   validate(k.params);
-  for (int64_t m : o.tokens) {
-    if (m <= 0) throw Error(fmt::format("--tokens: {} is not a positive token count", m));
-  }
   k.tokens = o.tokens;
-  if (o.reps < 5) throw Error("--reps must be at least 5");
   k.reps = o.reps;
   k.projection =
       KernelConfig::parse(fmt::format("{{\"projection\": \"{}\"}}", o.projection)).projection;
   k.sweep_tuning = o.sweep;
-  k.json_path = o.json_path;
   k.commit = o.commit;
   if (k.commit.empty()) {
     if (const char* env = std::getenv("MHC_COMMIT")) k.commit = env;
   }
-  fmt::print("mhc bench kernels: {} ({}), projection {}, commit {}\n", o.preset_name,
-             describe(k.params), o.projection, k.commit.empty() ? "unknown" : k.commit);
-  cuda::bench_kernels(k);
-#else
-  (void)o;
-  throw Error("mhc bench kernels needs the CUDA backend, and this build has none");
-#endif
+  bench::write_json(o.json_path, bench::bench_kernels(k));
 }
 
 }  // namespace

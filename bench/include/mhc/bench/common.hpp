@@ -1,11 +1,11 @@
-// Helpers shared by the `mhc bench` subcommands: summaries of timings, the metadata every result
-// file carries (GPU, driver, runtime, commit, date), and writing JSON.
+// Helpers shared by the benchmarks behind `mhc bench` (bench/): summaries of timings, the metadata
+// every result file carries (GPU, driver, runtime, commit, date), and writing JSON.
 #pragma once
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
-namespace mhc::cli {
+namespace mhc::bench {
 
 struct Summary {
   double median = 0, p10 = 0, p90 = 0, min = 0;
@@ -18,4 +18,4 @@ nlohmann::json bench_metadata();
 // Writes `doc` to `path` (nothing when path is empty); throws mhc::Error naming the path.
 void write_json(const std::string& path, const nlohmann::json& doc);
 
-}  // namespace mhc::cli
+}  // namespace mhc::bench

@@ -1,4 +1,4 @@
-#include "bench_common.hpp"
+#include "mhc/bench/common.hpp"
 
 #include <fmt/chrono.h>
 #include <fmt/core.h>
@@ -13,7 +13,7 @@
 #include <cuda_runtime_api.h>
 #endif
 
-namespace mhc::cli {
+namespace mhc::bench {
 
 Summary summarize(std::vector<float> samples) {
   Summary s;
@@ -60,4 +60,4 @@ void write_json(const std::string& path, const nlohmann::json& doc) {
   if (!out) throw Error(fmt::format("error while writing '{}'", path));
 }
 
-}  // namespace mhc::cli
+}  // namespace mhc::bench
