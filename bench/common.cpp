@@ -6,9 +6,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdlib>
-#include <fstream>
 
-#include "mhc/core/error.hpp"
 #if MHC_WITH_CUDA
 #include <cuda_runtime_api.h>
 #endif
@@ -50,14 +48,6 @@ nlohmann::json bench_metadata() {
   if (const char* drv = std::getenv("MHC_DRIVER")) meta["driver"] = drv;  // nvidia-smi's, if given
   if (const char* clk = std::getenv("MHC_CLOCKS")) meta["clocks"] = clk;
   return meta;
-}
-
-void write_json(const std::string& path, const nlohmann::json& doc) {
-  if (path.empty()) return;
-  std::ofstream out(path);
-  if (!out) throw Error(fmt::format("cannot write '{}'", path));
-  out << doc.dump(1) << "\n";
-  if (!out) throw Error(fmt::format("error while writing '{}'", path));
 }
 
 }  // namespace mhc::bench

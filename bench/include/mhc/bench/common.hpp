@@ -1,5 +1,5 @@
 // Helpers shared by the benchmarks behind `mhc bench` (bench/): summaries of timings, the metadata
-// every result file carries (GPU, driver, runtime, commit, date), and writing JSON.
+// every result file carries (GPU, driver, runtime, commit, date). The CLI writes the reports.
 #pragma once
 #include <nlohmann/json.hpp>
 #include <string>
@@ -14,8 +14,5 @@ Summary summarize(std::vector<float> samples);
 
 // {"gpu", "driver", "cuda_runtime", "sm_count", "commit" (env MHC_COMMIT), "date" (UTC)}.
 nlohmann::json bench_metadata();
-
-// Writes `doc` to `path` (nothing when path is empty); throws mhc::Error naming the path.
-void write_json(const std::string& path, const nlohmann::json& doc);
 
 }  // namespace mhc::bench
