@@ -15,8 +15,8 @@ install(TARGETS ${_mhc_installed_targets} EXPORT mhcTargets
   ARCHIVE DESTINATION "${CMAKE_INSTALL_LIBDIR}" COMPONENT dev
   INCLUDES DESTINATION "${CMAKE_INSTALL_INCLUDEDIR}")
 install(DIRECTORY include/mhc DESTINATION "${CMAKE_INSTALL_INCLUDEDIR}" COMPONENT dev)
-install(FILES "${PROJECT_BINARY_DIR}/include/mhc/version.hpp"
-  DESTINATION "${CMAKE_INSTALL_INCLUDEDIR}/mhc" COMPONENT dev)
+install(FILES "${PROJECT_BINARY_DIR}/generated/include/mhc/core/version.hpp"
+  DESTINATION "${CMAKE_INSTALL_INCLUDEDIR}/mhc/core" COMPONENT dev)
 install(EXPORT mhcTargets NAMESPACE mhc:: DESTINATION "${MHC_INSTALL_CMAKEDIR}" COMPONENT dev)
 
 # What mhcConfig.cmake needs to re-create the imported dependencies of the exported targets.

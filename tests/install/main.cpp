@@ -1,8 +1,8 @@
 // Uses the installed library the way an engine would: the umbrella header, the version, and one
 // call into the CPU backend (so the static libraries really link).
 #include <cstdio>
+#include <mhc/core/version.hpp>
 #include <mhc/mhc.hpp>
-#include <mhc/version.hpp>
 #include <vector>
 
 int main() {
@@ -17,6 +17,7 @@ int main() {
 #else
   const char* cuda = "cpu-only";
 #endif
-  std::printf("mhc %s %s collapse=%g\n", mhc::kVersion, cuda, double(mhc::bf16_to_float(out[0])));
+  std::printf("mhc %.*s %s collapse=%g\n", int(mhc::kVersion.size()), mhc::kVersion.data(), cuda,
+              double(mhc::bf16_to_float(out[0])));
   return mhc::bf16_to_float(out[0]) == 1.0f ? 0 : 1;
 }
