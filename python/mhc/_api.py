@@ -23,11 +23,16 @@ def pre(residual, fn, hc_scale, hc_base, norm_weight, pre_mix, rms_eps, pre_eps,
     """One site's pre: (layer_input, post, comb, next_pre_mix). pre_mix None: the V4 form."""
     args = (residual, fn, hc_scale, hc_base, norm_weight, pre_mix, rms_eps, pre_eps, sinkhorn_eps,
             post_mult, sinkhorn_iters, norm_eps)
+    return _four_outputs(_mhc.pre, _mhc.pre_out, args, out, workspace, projection)
+
+
+def _four_outputs(op, op_out, args, out, workspace, projection):
+    """op(*args) returning (layer_input, post, comb, next_pre_mix), or op_out writing `out`."""
     if out is None:
-        return _mhc.pre(*args, workspace=workspace, projection=projection)
+        return op(*args, workspace=workspace, projection=projection)
     layer_input, post_mix, comb, next_pre_mix = out
-    _mhc.pre_out(*args, layer_input=layer_input, post=post_mix, comb=comb,
-                 next_pre_mix=next_pre_mix, workspace=workspace, projection=projection)
+    op_out(*args, layer_input=layer_input, post=post_mix, comb=comb, next_pre_mix=next_pre_mix,
+           workspace=workspace, projection=projection)
     return tuple(out)
 
 
@@ -56,12 +61,7 @@ def pre_overlap(residual, fn, hc_scale, hc_base, norm_weight, pre_mix, rms_eps, 
     post, and keep every argument alive until then."""
     args = (residual, fn, hc_scale, hc_base, norm_weight, pre_mix, rms_eps, pre_eps, sinkhorn_eps,
             post_mult, sinkhorn_iters, norm_eps, stream.cuda_stream)
-    if out is None:
-        return _mhc.pre_overlap(*args, workspace=workspace, projection=projection)
-    layer_input, post_mix, comb, next_pre_mix = out
-    _mhc.pre_overlap_out(*args, layer_input=layer_input, post=post_mix, comb=comb,
-                         next_pre_mix=next_pre_mix, workspace=workspace, projection=projection)
-    return tuple(out)
+    return _four_outputs(_mhc.pre_overlap, _mhc.pre_overlap_out, args, out, workspace, projection)
 
 
 def join(stream: torch.cuda.Stream, post_mix, comb, next_pre_mix):
