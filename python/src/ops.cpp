@@ -41,7 +41,7 @@ class DeviceScope {
     changed_ = previous_ != device.id;
 #else
     (void)device;
-    throw Error("mhc._C was built without the CUDA backend: CUDA arrays cannot be used");
+    fail("the arrays are on a CUDA device, but mhc._C was built without the CUDA backend");
 #endif
   }
   ~DeviceScope() {

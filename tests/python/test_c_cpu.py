@@ -5,8 +5,10 @@ accepts); the float64 reference here is written from the design doc's formulas, 
 the C++ one. The torch-level suite (bf16 tensors, CUDA) is in the other files of this directory.
 """
 
+import os
 import pathlib
 import re
+import subprocess
 
 import numpy as np
 import pytest
@@ -88,6 +90,14 @@ def test_version_is_the_cmake_project_version():
     import mhc
 
     assert mhc.__version__ == _C.__version__
+
+
+def test_cli_prints_the_same_version():
+    exe = ROOT / os.environ.get("MHC_BUILD_DIR", "build") / "mhc"
+    if not exe.exists():
+        pytest.skip(f"no CLI at {exe}")
+    out = subprocess.run([str(exe), "--version"], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == f"mhc {_C.__version__}"
 
 
 def test_queries():
