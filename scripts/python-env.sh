@@ -12,6 +12,8 @@ fi
 py="$venv/bin/python"
 "$py" -m pip install -q --upgrade pip >&2
 "$py" -m pip install -q numpy pytest >&2
+# torch and transformers for the torch ops' tests (tests/python/requirements.txt says the cost).
+"$py" -m pip install -q -r tests/python/requirements.txt >&2
 cuda_flag=-Ccmake.define.MHC_CUDA=OFF
 if [ "${MHC_PYTHON_CUDA:-0}" = 1 ]; then cuda_flag=-Ccmake.define.MHC_CUDA=ON; fi
 "$py" -m pip install -q "$cuda_flag" . >&2
