@@ -4,6 +4,7 @@
 #include <fmt/core.h>
 
 #include <cstdlib>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
@@ -25,6 +26,7 @@ struct BenchOptions {
   int hidden = 0, hc = 0;
   int reps = 200;
   std::string projection = "tf32";
+  std::string kernel_config;
   bool sweep = false;
   std::string json_path;
   std::string commit;
@@ -47,14 +49,23 @@ void run_kernels(const BenchOptions& o) {
   k.reps = o.reps;
   k.projection =
       KernelConfig::parse(fmt::format("{{\"projection\": \"{}\"}}", o.projection)).projection;
+  // Of a --kernel-config, the keys that change the kernels: projection (over --projection) and
+  // batch_invariant; the overlap keys concern the stack's schedule, which this does not run.
+  if (!o.kernel_config.empty()) {
+    const KernelConfig cfg = KernelConfig::parse(o.kernel_config);
+    if (nlohmann::json::parse(o.kernel_config).contains("projection"))
+      k.projection = cfg.projection;
+    k.batch_invariant = cfg.batch_invariant;
+  }
   k.sweep_tuning = o.sweep;
   k.json_path = o.json_path;
   k.commit = o.commit;
   if (k.commit.empty()) {
     if (const char* env = std::getenv("MHC_COMMIT")) k.commit = env;
   }
-  fmt::print("mhc bench kernels: {} ({}), projection {}, commit {}\n", o.preset_name,
-             describe(k.params), o.projection, k.commit.empty() ? "unknown" : k.commit);
+  fmt::print("mhc bench kernels: {} ({}), projection {}{}, commit {}\n", o.preset_name,
+             describe(k.params), to_string(k.projection),
+             k.batch_invariant ? ", batch-invariant" : "", k.commit.empty() ? "unknown" : k.commit);
   cuda::bench_kernels(k);
 #else
   (void)o;
@@ -78,6 +89,8 @@ void register_bench(CLI::App& app) {
   kernels->add_option("--reps", options->reps, "Timed graph replays per item")
       ->capture_default_str();
   kernels->add_option("--projection", options->projection, "tf32 or fp32")->capture_default_str();
+  kernels->add_option("--kernel-config", options->kernel_config,
+                      R"(Kernel configuration JSON; its projection and batch_invariant apply)");
   kernels->add_flag("--sweep", options->sweep, "Also sweep the prenorm GEMM's splits and tile");
   kernels->add_option("--json", options->json_path, "Write the JSON report here");
   kernels->add_option("--commit", options->commit, "Commit to record (default: env MHC_COMMIT)");

@@ -107,7 +107,10 @@ std::string bench_kernels(const KernelBenchOptions& o) {
              "floor us", "of copy");
   for (int64_t m : o.tokens) {
     const double md = double(m);
-    const PrenormTuning chosen = choose_prenorm_tuning(p, m, prop.multiProcessorCount);
+    const PrenormTuning chosen =
+        o.batch_invariant
+            ? batch_invariant_tuning(p, m, prop.multiProcessorCount, tma_prenorm_available())
+            : choose_prenorm_tuning(p, m, prop.multiProcessorCount);
     std::vector<Item> items;
     items.push_back({"empty kernel (graph floor)",
                      0.0,
@@ -276,6 +279,7 @@ std::string bench_kernels(const KernelBenchOptions& o) {
       {"preset", o.preset_name},
       {"params", describe(p)},
       {"projection", std::string(to_string(o.projection))},
+      {"batch_invariant", o.batch_invariant},
       {"method",
        "each item captured in a CUDA graph per input set, input sets rotated past L2, CUDA events "
        "between consecutive replays, warm-up, median"},

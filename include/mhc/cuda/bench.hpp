@@ -16,7 +16,8 @@ struct KernelBenchOptions {
   std::vector<int64_t> tokens;
   int reps = 200;
   Projection projection = Projection::tf32;
-  bool sweep_tuning = false;  // also time the coefficient path at every split count / tile size
+  bool batch_invariant = false;  // time the kernels in KernelConfig::batch_invariant's mode
+  bool sweep_tuning = false;     // also time the coefficient path at every split count / tile size
   std::string commit;
   std::string json_path;  // "" = no JSON file
 };

@@ -21,8 +21,18 @@ struct PrenormArgs {
   int64_t tokens = 0;
   int k = 0;  // K = n * C, a multiple of 32
   int splits = 1;
-  int chunks_per_split = 0;           // 32-wide K chunks per split
-  float* partials = nullptr;          // workspace: [tiles][splits][rows][NMIX + 1]
+  int chunks_per_split = 0;  // 32-wide K chunks per split
+  // Batch-invariant mode (docs/batch_invariance.md) when leaf_chunks > 0: K is cut into a power
+  // of two of leaves of leaf_chunks chunks, fixed by K alone; a split covers leaves_per_split
+  // consecutive leaves (a power of two) and `splits` * leaves_per_split is the leaf count. Each
+  // leaf's totals start from zero, and leaves are summed by the one balanced pairwise tree over
+  // all of them, whichever CTA adds which level; so the order is the same for any split count.
+  // A CTA adds leaves_per_partial leaves itself (a power of two dividing leaves_per_split) and
+  // stores each such subtree's root as a partial block (partial_blocks).
+  int leaf_chunks = 0;
+  int leaves_per_split = 1;
+  int leaves_per_partial = 1;
+  float* partials = nullptr;          // workspace: [tiles][partial_blocks][rows][NMIX + 1]
   unsigned* tile_counters = nullptr;  // workspace: one per tile, zero between launches
   CoefficientParams coef;
   CoefficientOutputs out;
@@ -47,6 +57,20 @@ struct PrenormArgs {
     uint16_t* x_out = nullptr;               // [M, n, C] this site's streams, written
   } previous;
 };
+
+// Batch-invariant mode: the most tree levels a CTA adds in registers before it stores a subtree's
+// root as a partial block. Each level holds 14 registers per lane (n = 4); on sm_90a the TMA
+// kernel's consumers have room for two levels, and for one with the compensated projection
+// (measured with ptxas -v: 2 levels spilled 20 bytes there, none with the TF32 projection).
+template <bool kCompensated>
+inline constexpr int kTreeLevelsPerCta = kCompensated ? 1 : 2;
+
+// Partial blocks per tile in the workspace: one per split, or in batch-invariant mode one per
+// subtree of leaves_per_partial leaves, which the tile's last CTA reduces.
+__host__ __device__ inline int partial_blocks(const PrenormArgs& args) {
+  if (args.leaf_chunks == 0) return args.splits;
+  return args.splits * (args.leaves_per_split / args.leaves_per_partial);
+}
 
 // Largest C the fused input-path CTAs cover (256 threads x kRowVecs 16-byte vectors).
 inline constexpr int kFusedInputMaxHidden = 256 * kRowVecs * kBf16PerVec;
@@ -228,6 +252,91 @@ __device__ __forceinline__ void reduce_splits(const float* tile_partials, int sp
   }
 }
 
+}  // namespace detail
+
+// Largest leaf count of the batch-invariant mode: 2^kMaxTreeLevels.
+inline constexpr int kMaxTreeLevels = 5;
+
+// The balanced pairwise tree over values pushed in order 0, 1, 2, ... as a binary counter: slot l
+// holds the sum of the latest complete aligned block of 2^l values. After value number 2^L - 1
+// (L <= kLevels) is pushed, `v` holds the root: ((v0 + v1) + (v2 + v3)) + ... Indices are run-time
+// values but every slot index is a compile-time one, so the slots stay in registers.
+template <int kLevels, int kValues>
+struct PairwiseTree {
+  float slot[kLevels][kValues];
+  __device__ __forceinline__ void push(float (&v)[kValues], int index) {
+    bool placed = false;
+#pragma unroll
+    for (int l = 0; l < kLevels; ++l) {
+      if (!placed) {
+        if ((index >> l) & 1) {
+#pragma unroll
+          for (int i = 0; i < kValues; ++i) v[i] = slot[l][i] + v[i];
+        } else {
+#pragma unroll
+          for (int i = 0; i < kValues; ++i) slot[l][i] = v[i];
+          placed = true;
+        }
+      }
+    }
+  }
+};
+
+namespace detail {
+
+// Batch-invariant form of reduce_splits: the splits' partials (each the root of an aligned block
+// of leaves) summed by the pairwise tree. `width` lanes per float4 of totals each reduce an
+// aligned block of splits / width partials in the tree, then an ascending butterfly (offsets 1, 2,
+// 4, ...) adds the blocks' roots exactly as the tree's upper levels would (fp addition commutes,
+// so both lanes of a pair get the same bits).
+template <int kThreads, int kMaxVecs>
+__device__ __forceinline__ void reduce_splits_pairwise(const float* tile_partials, int splits,
+                                                       int n_out_padded, int n_out, float* sums) {
+  constexpr int kBatch = 8;  // loads in flight per lane
+  const int n_vec = n_out_padded / 4;
+  int width = 1;
+  while (width < kWarp && width * 2 * n_vec <= kThreads && width < splits) width *= 2;
+  const int per_lane = splits / width;
+  const int lane_block = int(threadIdx.x) % width;
+  constexpr int kPasses = (kMaxVecs + kThreads - 1) / kThreads;
+#pragma unroll 1
+  for (int pass = 0; pass < kPasses; ++pass) {
+    const int vec = pass * (kThreads / width) + int(threadIdx.x) / width;
+    const float* base = tile_partials + int64_t(lane_block) * per_lane * n_out_padded + vec * 4;
+    PairwiseTree<kMaxTreeLevels, 4> tree;
+    float v[4] = {0.f, 0.f, 0.f, 0.f};
+    for (int s0 = 0; s0 < per_lane; s0 += kBatch) {
+      float4 batch[kBatch];
+#pragma unroll
+      for (int b = 0; b < kBatch; ++b) {
+        batch[b] = vec < n_vec && s0 + b < per_lane
+                       ? load_coherent_f4(base + int64_t(s0 + b) * n_out_padded)
+                       : make_float4(0.f, 0.f, 0.f, 0.f);
+      }
+#pragma unroll
+      for (int b = 0; b < kBatch; ++b) {
+        if (s0 + b < per_lane) {
+          v[0] = batch[b].x;
+          v[1] = batch[b].y;
+          v[2] = batch[b].z;
+          v[3] = batch[b].w;
+          tree.push(v, s0 + b);
+        }
+      }
+    }
+    for (int offset = 1; offset < width; offset *= 2) {
+#pragma unroll
+      for (int e = 0; e < 4; ++e) v[e] += __shfl_xor_sync(0xffffffffu, v[e], offset);
+    }
+    if (vec < n_vec && lane_block == 0) {
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        if (vec * 4 + e < n_out) sums[vec * 4 + e] = v[e];
+      }
+    }
+  }
+}
+
 // Copies `count` floats shared -> global with consecutive threads on consecutive addresses.
 template <int kThreads>
 __device__ __forceinline__ void store_coalesced(float* dst, const float* staged, int count) {
@@ -264,8 +373,8 @@ struct EpilogueProbe {
 #endif
 };
 
-// Called by every thread of every CTA once its partial block is stored (or, with one split, its
-// totals are in `sums`): with several splits, publishes the partial and counts arrivals; the
+// Called by every thread of every CTA once its partial blocks are stored (or, with one block, its
+// totals are in `sums`): with several blocks, publishes the partials and counts arrivals; the
 // tile's last CTA sums the splits in a fixed order into `sums` and re-arms the counter; then the
 // stats, one thread per token, staged in `staging` (staged_output_floats(rows) floats of shared
 // memory the kernel no longer uses) and stored coalesced. (One thread per token storing its own
@@ -284,7 +393,8 @@ __device__ __forceinline__ void finish_prenorm_tile(const PrenormArgs& args, int
   // Issued by every CTA; the loads' latency hides behind the fence and atomic below.
   __shared__ float coef_params[kCoefficientParamFloats<kStreams>];
   stage_coefficient_params<kStreams>(args.coef, coef_params);
-  if (args.splits > 1) {
+  const int blocks = partial_blocks(args);
+  if (blocks > 1) {
     // Last-CTA-done: publish the partial, count arrivals; the last CTA of the tile reduces. One
     // thread fences for the CTA: the barrier orders the other threads' partial stores before its
     // fence (fences are cumulative), and its second fence, after the count, orders the reads of
@@ -300,8 +410,14 @@ __device__ __forceinline__ void finish_prenorm_tile(const PrenormArgs& args, int
     __syncthreads();
     if (!*is_last_cta) return;
     probe.mark(0);
-    detail::reduce_splits<kThreads, (kRows * kStride + 3) / 4>(
-        tile_partials, args.splits, n_out_padded, rows_valid * kStride, sums);
+    constexpr int kMaxVecs = (kRows * kStride + 3) / 4;
+    if (args.leaf_chunks > 0) {
+      detail::reduce_splits_pairwise<kThreads, kMaxVecs>(tile_partials, blocks, n_out_padded,
+                                                         rows_valid * kStride, sums);
+    } else {
+      detail::reduce_splits<kThreads, kMaxVecs>(tile_partials, args.splits, n_out_padded,
+                                                rows_valid * kStride, sums);
+    }
     // Re-arm the counter for the next launch or graph replay.
     if (threadIdx.x == 0) args.tile_counters[tile] = 0;
   } else {

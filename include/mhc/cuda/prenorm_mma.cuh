@@ -264,7 +264,7 @@ __global__ void __launch_bounds__(256) prenorm_coefficients_kernel(const Prenorm
   // Warp 0 holds the CTA's totals. With one split they go straight to shared memory; otherwise
   // to this split's slot of the workspace.
   const int n_out_padded = padded_partial_floats<kStreams>(rows_valid);
-  float* tile_partials = args.partials + row0 * S::kStride * args.splits;
+  float* tile_partials = args.partials + row0 * S::kStride * partial_blocks(args);
   if (warp == 0) {
     float* dest = args.splits == 1 ? sums : tile_partials + int64_t(split) * n_out_padded;
 #pragma unroll
