@@ -60,7 +60,7 @@ class StackBatchInvariance : public WithStream<> {
       const float v = bf16_to_float(x[(e + t * 7) % x.size()]) * (1.f + float(t % 97) / 64.f);
       all[i] = float_to_bf16(v);
     }
-    x_all_ = test::to_device(all);
+    x_all_ = mhc::test::to_device(all);
   }
 
   StackExecutor make(bool overlap) const {
