@@ -80,7 +80,7 @@ TEST(KernelConfigParse, AllKeysTogether) {
 TEST(KernelConfigParse, UnknownKeyIsNamedWithTheKnownKeys) {
   const std::string msg = parse_error(R"({"enable_mhc_overlap": true, "enable_overlap": true})");
   EXPECT_TRUE(Contains(msg, "'enable_overlap'"));
-  EXPECT_TRUE(Contains(msg, "enable_mhc_overlap, overlap_max_tokens, projection"));
+  EXPECT_TRUE(Contains(msg, "batch_invariant, enable_mhc_overlap, overlap_max_tokens, projection"));
 }
 
 TEST(KernelConfigParse, DuplicateKeyIsRejected) {

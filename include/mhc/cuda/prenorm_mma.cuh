@@ -14,7 +14,9 @@
 //
 // Determinism: every reduction has a fixed shape (lane butterflies, a fixed warp tree through
 // shared memory, splits summed in a fixed order by the last CTA), so results are bitwise
-// identical run to run whatever order the CTAs finish in. Operand registers are reloaded only
+// identical run to run whatever order the CTAs finish in. (Not batch to batch: the split count
+// and tile follow M. The batch-invariant mode, PrenormArgs::leaf_chunks, fixes that:
+// docs/batch_invariance.md.) Operand registers are reloaded only
 // after the mma.sync that read them has returned (mma.sync is synchronous for its operands), so
 // the upstream wgmma register race cannot happen here.
 #pragma once
