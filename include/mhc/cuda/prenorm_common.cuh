@@ -284,54 +284,75 @@ struct PairwiseTree {
 
 namespace detail {
 
-// Batch-invariant form of reduce_splits: the splits' partials (each the root of an aligned block
-// of leaves) summed by the pairwise tree. `width` lanes per float4 of totals each reduce an
-// aligned block of splits / width partials in the tree, then an ascending butterfly (offsets 1, 2,
-// 4, ...) adds the blocks' roots exactly as the tree's upper levels would (fp addition commutes,
-// so both lanes of a pair get the same bits).
+// Batch-invariant form of reduce_splits: the partial blocks (each the root of an aligned block of
+// leaves) summed by the pairwise tree. `width` lanes per float4 of totals each reduce an aligned
+// block of blocks / width partials, then an ascending butterfly (offsets 1, 2, 4, ...) adds the
+// lanes' roots exactly as the tree's upper levels would (fp addition commutes, so both lanes of a
+// pair get the same bits). As in reduce_splits, a batch of kBatch partials is loaded for every
+// pass before any is added, so that the latency through L2 is paid once per batch; each batch is
+// an aligned subtree, added in registers, and its root goes up the tree.
 template <int kThreads, int kMaxVecs>
-__device__ __forceinline__ void reduce_splits_pairwise(const float* tile_partials, int splits,
+__device__ __forceinline__ void reduce_splits_pairwise(const float* tile_partials, int blocks,
                                                        int n_out_padded, int n_out, float* sums) {
-  constexpr int kBatch = 8;  // loads in flight per lane
+  constexpr int kBatchLevels = 3;
+  constexpr int kBatch = 1 << kBatchLevels;
+  constexpr int kPasses = (kMaxVecs + kThreads - 1) / kThreads;
   const int n_vec = n_out_padded / 4;
   int width = 1;
-  while (width < kWarp && width * 2 * n_vec <= kThreads && width < splits) width *= 2;
-  const int per_lane = splits / width;
+  while (width < kWarp && width * 2 * n_vec <= kThreads && width < blocks) width *= 2;
+  const int per_lane = blocks / width;
+  const int groups = kThreads / width;
   const int lane_block = int(threadIdx.x) % width;
-  constexpr int kPasses = (kMaxVecs + kThreads - 1) / kThreads;
-#pragma unroll 1
+  PairwiseTree<kMaxTreeLevels - kBatchLevels, 4> tree[kPasses];
+  float root[kPasses][4];
+  const float* base[kPasses];
+#pragma unroll
   for (int pass = 0; pass < kPasses; ++pass) {
-    const int vec = pass * (kThreads / width) + int(threadIdx.x) / width;
-    const float* base = tile_partials + int64_t(lane_block) * per_lane * n_out_padded + vec * 4;
-    PairwiseTree<kMaxTreeLevels, 4> tree;
-    float v[4] = {0.f, 0.f, 0.f, 0.f};
-    for (int s0 = 0; s0 < per_lane; s0 += kBatch) {
-      float4 batch[kBatch];
+    const int vec = pass * groups + int(threadIdx.x) / width;
+    base[pass] = vec < n_vec
+                     ? tile_partials + int64_t(lane_block) * per_lane * n_out_padded + vec * 4
+                     : nullptr;
+  }
+  for (int s0 = 0; s0 < per_lane; s0 += kBatch) {
+    const int count = min(kBatch, per_lane - s0);  // a power of two
+    float4 batch[kPasses][kBatch];
+#pragma unroll
+    for (int pass = 0; pass < kPasses; ++pass) {
 #pragma unroll
       for (int b = 0; b < kBatch; ++b) {
-        batch[b] = vec < n_vec && s0 + b < per_lane
-                       ? load_coherent_f4(base + int64_t(s0 + b) * n_out_padded)
-                       : make_float4(0.f, 0.f, 0.f, 0.f);
+        batch[pass][b] = base[pass] != nullptr && b < count
+                             ? load_coherent_f4(base[pass] + int64_t(s0 + b) * n_out_padded)
+                             : make_float4(0.f, 0.f, 0.f, 0.f);
       }
+    }
 #pragma unroll
-      for (int b = 0; b < kBatch; ++b) {
-        if (s0 + b < per_lane) {
-          v[0] = batch[b].x;
-          v[1] = batch[b].y;
-          v[2] = batch[b].z;
-          v[3] = batch[b].w;
-          tree.push(v, s0 + b);
+    for (int pass = 0; pass < kPasses; ++pass) {
+#pragma unroll
+      for (int w = 1; w < kBatch; w *= 2) {
+#pragma unroll
+        for (int b = 0; b + w < kBatch; b += 2 * w) {
+          if (b + w < count) add_f4(batch[pass][b], batch[pass][b + w]);
         }
       }
+      root[pass][0] = batch[pass][0].x;
+      root[pass][1] = batch[pass][0].y;
+      root[pass][2] = batch[pass][0].z;
+      root[pass][3] = batch[pass][0].w;
+      tree[pass].push(root[pass], s0 / kBatch);
     }
+  }
+#pragma unroll
+  for (int pass = 0; pass < kPasses; ++pass) {
     for (int offset = 1; offset < width; offset *= 2) {
 #pragma unroll
-      for (int e = 0; e < 4; ++e) v[e] += __shfl_xor_sync(0xffffffffu, v[e], offset);
+      for (int e = 0; e < 4; ++e)
+        root[pass][e] += __shfl_xor_sync(0xffffffffu, root[pass][e], offset);
     }
+    const int vec = pass * groups + int(threadIdx.x) / width;
     if (vec < n_vec && lane_block == 0) {
 #pragma unroll
       for (int e = 0; e < 4; ++e) {
-        if (vec * 4 + e < n_out) sums[vec * 4 + e] = v[e];
+        if (vec * 4 + e < n_out) sums[vec * 4 + e] = root[pass][e];
       }
     }
   }
