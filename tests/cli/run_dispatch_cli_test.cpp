@@ -36,6 +36,22 @@ TEST(RunCli, ZeroTokensIsValid) {
   EXPECT_TRUE(contains(r.out, "result: PASS")) << r.out;
 }
 
+TEST(RunCli, SaysWhenTheBatchInvariantModeIsOn) {
+  const std::string args = "run --backend cpu --layers 1 --tokens 3";
+  const RunResult on = run_mhc(args + " --kernel-config '{\"batch_invariant\": true}'");
+  ASSERT_EQ(on.status, 0) << on.err;
+  EXPECT_TRUE(contains(on.out, "batch-invariant mode: on")) << on.out;
+  EXPECT_TRUE(contains(on.out, "batch_invariant=on")) << on.out;
+  const RunResult off = run_mhc(args);
+  ASSERT_EQ(off.status, 0) << off.err;
+  EXPECT_FALSE(contains(off.out, "batch-invariant")) << off.out;
+  const RunResult json = run_mhc(args + " --json --kernel-config '{\"batch_invariant\": true}'");
+  ASSERT_EQ(json.status, 0) << json.err;
+  const auto doc = nlohmann::json::parse(json.out);
+  EXPECT_EQ(doc.at("batch_invariant"), true);
+  EXPECT_EQ(doc.at("kernel_config").at("batch_invariant"), true);
+}
+
 TEST(RunCli, BadInputsAreClearErrors) {
   struct Case {
     const char* args;
@@ -50,6 +66,7 @@ TEST(RunCli, BadInputsAreClearErrors) {
            Case{"run --backend tpu", "unknown backend 'tpu'"},
            Case{"run --backend cpu --trace t.json", "--trace needs the cuda backend"},
            Case{"run --kernel-config '{\"overlap\": true}'", "'overlap'"},
+           Case{"run --kernel-config '{\"batch_invariant\": 1}'", "'batch_invariant'"},
        }) {
     const RunResult r = run_mhc(c.args);
     EXPECT_EQ(r.status, 2) << c.args;
