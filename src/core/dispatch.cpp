@@ -161,10 +161,9 @@ ComputeCapability parse_capability(std::string_view s) {
 }
 
 int default_overlap_max_tokens(ComputeCapability cc) {
-  // Hopper: measured on an H200 (`mhc bench overlap`, docs/overlap.md,
-  // bench/results/h200-2026-11-30-overlap-*.json). With the overlap the stand-in decoder layer was
-  // faster at every size up to 128 tokens for C = 4096, 5120 and 7168 (2.5-4.9% at 128, 9-20% at
-  // decode sizes), and within noise of native at 256. Elsewhere upstream's 16, derived from GB200.
+  // Hopper: the largest size up to which the overlap won at every hidden size measured with
+  // `mhc bench overlap` (docs/overlap.md; the record in docs/decisions.md, "Hopper overlap
+  // threshold"). Elsewhere upstream's 16, derived from GB200.
   if (cc.is_sm90()) return kSm90OverlapMaxTokens;
   return 16;
 }

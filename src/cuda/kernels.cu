@@ -132,8 +132,9 @@ int batch_invariant_leaf_chunks(const MhcParams& p) {
 }  // namespace
 
 int batch_invariant_leaves(const MhcParams& p) {
-  // 32 leaves: the decode default's split count is 40 and its time is flat from 32 to 80 splits
-  // (docs/kernels.md); whole TMA stages per leaf; at most max_prenorm_splits.
+  // Enough leaves for a decode-size grid (the default's own split count there is of that order),
+  // whole TMA stages per leaf, at most max_prenorm_splits (docs/decisions.md, "Batch-invariant
+  // mode").
   const int64_t stages = p.k() / (kChunkK * kTmaChunksPerStage);
   return floor_pow2(std::min<int64_t>(
       {int64_t{1} << kMaxTreeLevels, std::max<int64_t>(stages, 1), max_prenorm_splits(p)}));

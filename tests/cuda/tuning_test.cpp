@@ -34,7 +34,9 @@ TEST(PrenormTuning, SplitsFillTheGpuOnceAndStayInRange) {
         EXPECT_LE(t.splits, cuda::max_prenorm_splits(p));
         EXPECT_LE(t.splits, 40) << "decode sizes are capped (the last CTA reads every split)";
         // Never a second wave of CTAs (tiles x splits <= SMs) unless one split is already too many.
-        if (t.splits > 1) EXPECT_LE(tiles * t.splits, kH200Sms) << "M=" << m;
+        if (t.splits > 1) {
+          EXPECT_LE(tiles * t.splits, kH200Sms) << "M=" << m;
+        }
       }
     }
   }

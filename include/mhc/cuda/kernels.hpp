@@ -52,14 +52,14 @@ struct PrenormTuning {
 };
 // Whether this device runs the bulk-copy (TMA) prenorm kernel: compute capability 9.x.
 bool tma_prenorm_available();
-// From this many tokens the heuristic takes the TMA kernel where it is available. On an
-// H200 with its wgmma consumers (commit 5c87f23, `mhc bench kernels --sweep`, best split count
-// of each tiling): 32.9 vs 36.0 us for the best register-fed tiling at 1536 tokens, 34.9 vs
-// 38.1 at 2048; a tie at 1024 (26.0 vs 25.7) and slower at 512 (23.2 vs 20.0).
+// From this many tokens the heuristic takes the TMA kernel where it is available: the smallest
+// size at which it beat the best register-fed tiling in the sweep (docs/decisions.md, "TMA
+// kernel threshold").
 inline constexpr int64_t kTmaPrenormMinTokens = 1536;
-// The heuristic (tuned on an H200): 16-token tiles up to 256 tokens, then 64, or 128-token
-// TMA tiles from kTmaPrenormMinTokens when `bulk` (tma_prenorm_available()); splits so
-// that tiles x splits fills the multiprocessors once, capped at decode sizes.
+// The heuristic (tuned with `mhc bench kernels --sweep`, docs/kernels.md): 16-token tiles up to 256
+// tokens, then 64, or 128-token TMA tiles from kTmaPrenormMinTokens when `bulk`
+// (tma_prenorm_available()); splits so that tiles x splits fills the multiprocessors once, capped
+// at decode sizes.
 PrenormTuning choose_prenorm_tuning(const MhcParams& p, int64_t tokens, int sm_count, bool bulk);
 // The same for the current device (bulk = tma_prenorm_available()).
 PrenormTuning choose_prenorm_tuning(const MhcParams& p, int64_t tokens, int sm_count);

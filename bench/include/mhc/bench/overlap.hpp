@@ -1,0 +1,31 @@
+// The overlap benchmark behind `mhc bench overlap`: matched native vs overlap on the stand-in
+// decoder stack (the StackExecutor, FULL graphs), the two schedules interleaved in one run,
+// medians of many replays; the gain per token count and the crossover, from which the Hopper
+// default threshold is set (docs/overlap.md). With tp > 0 the stand-in is sharded over that many
+// GPUs (docs/tensor_parallel.md). Host-only declarations: the CLI compiles the same with or
+// without CUDA (then bench_overlap throws).
+#pragma once
+#include <cstdint>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "mhc/core/params.hpp"
+
+namespace mhc::bench {
+
+struct OverlapOptions {
+  std::string preset_name{kDefaultPreset};
+  int layers = 0;  // 0: the preset's
+  std::vector<int64_t> tokens{1, 2, 4, 8, 12, 16, 24, 32, 48, 64, 96, 128, 256, 512};
+  int reps = 40;
+  int attention_width = 0, ffn_width = 0;  // 0: the stand-in's defaults
+  int tp = 0;                              // 0: one GPU, no NCCL
+  std::string weights_dir;  // a checkpoint's mHC parameters instead of synthetic ones
+};
+
+// Prints the table and the crossover on stdout and returns the JSON report. Throws mhc::Error on
+// invalid options, without a GPU, or when a rank fails.
+nlohmann::json bench_overlap(const OverlapOptions& options);
+
+}  // namespace mhc::bench
