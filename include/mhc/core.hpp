@@ -10,3 +10,4 @@
 #include "mhc/core/site_views.hpp"
 #include "mhc/core/tensor_parallel.hpp"
 #include "mhc/core/version.hpp"
+#include "mhc/core/workspace.hpp"
