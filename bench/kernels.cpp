@@ -277,6 +277,7 @@ nlohmann::json report(const KernelBenchOptions& o, const Device& d, double copy_
           {"preset", o.preset_name},
           {"params", describe(o.params)},
           {"projection", std::string(to_string(o.projection))},
+          {"batch_invariant", o.batch_invariant},
           {"method",
            "each item captured in a CUDA graph per input set, input sets rotated past L2, CUDA "
            "events between consecutive replays, warm-up, median; stack items run the executor's "
@@ -300,8 +301,9 @@ void check_options(const KernelBenchOptions& o) {
 nlohmann::json bench_kernels(const KernelBenchOptions& o) {
   check_options(o);
   const MhcParams& p = o.params;
-  fmt::print("mhc bench kernels: {} ({}), projection {}, commit {}\n", o.preset_name, describe(p),
-             to_string(o.projection), o.commit.empty() ? "unknown" : o.commit);
+  fmt::print("mhc bench kernels: {} ({}), projection {}{}, commit {}\n", o.preset_name,
+             describe(p), to_string(o.projection), o.batch_invariant ? ", batch-invariant" : "",
+             o.commit.empty() ? "unknown" : o.commit);
   const Device d = query_device();
   cudaStream_t stream;
   MHC_CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
@@ -323,7 +325,9 @@ nlohmann::json bench_kernels(const KernelBenchOptions& o) {
                   schedule,
                   o.projection,
                   m,
-                  choose_prenorm_tuning(p, m, d.prop.multiProcessorCount),
+                  o.batch_invariant ? batch_invariant_tuning(p, m, d.prop.multiProcessorCount,
+                                                             tma_prenorm_available())
+                                    : choose_prenorm_tuning(p, m, d.prop.multiProcessorCount),
                   md * 2 * K + weight_bytes + md * (2 * p.n + p.n * p.n) * 4,
                   md * (6 * K + 4 * C) + weight_bytes};
     std::vector<Item> items;

@@ -4,6 +4,7 @@
 #include <fmt/core.h>
 
 #include <cstdlib>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
@@ -23,6 +24,7 @@ struct BenchOptions {
   int hidden = 0, hc = 0;
   int reps = 200;
   std::string projection = "tf32";
+  std::string kernel_config;
   bool sweep = false;
   JsonOutput json;
   std::string commit;
@@ -39,6 +41,14 @@ nlohmann::json run_kernels(const BenchOptions& o) {
   k.reps = o.reps;
   k.projection =
       KernelConfig::parse(fmt::format("{{\"projection\": \"{}\"}}", o.projection)).projection;
+  // Of a --kernel-config, the keys that change the kernels: projection (over --projection) and
+  // batch_invariant; the overlap keys concern the stack's schedule, which this does not run.
+  if (!o.kernel_config.empty()) {
+    const KernelConfig cfg = KernelConfig::parse(o.kernel_config);
+    if (nlohmann::json::parse(o.kernel_config).contains("projection"))
+      k.projection = cfg.projection;
+    k.batch_invariant = cfg.batch_invariant;
+  }
   k.sweep_tuning = o.sweep;
   k.commit = o.commit;
   if (k.commit.empty()) {
@@ -72,6 +82,7 @@ void register_bench(CLI::App& app) {
   kernels->add_option("--projection", options->projection, "Projection precision")
       ->check(one_of({"tf32", "fp32"}))
       ->capture_default_str();
+  add_kernel_config_option(kernels, options->kernel_config);  // projection, batch_invariant
   kernels->add_flag("--sweep", options->sweep, "Also sweep the prenorm GEMM's splits and tile");
   options->json.add_to(kernels);
   kernels->add_option("--commit", options->commit, "Commit to record (default: env MHC_COMMIT)");

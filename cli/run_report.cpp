@@ -75,11 +75,17 @@ void RunReport::header(const std::string& preset_name, const MhcParams& p, int64
   doc_["backend"] = {{"name", backend.name()}, {"description", backend.description()}};
   doc_["kernel_config"] = nlohmann::json::parse(cfg.to_json());
   doc_["kernel_config_hash"] = fmt::format("{:016x}", cfg.hash());
+  doc_["batch_invariant"] = cfg.batch_invariant;
   if (!text_) return;
   fmt::print("mhc run: preset {} ({}), {} tokens, {} sites, seed {}\n", preset_name, describe(p),
              tokens, p.sites(), seed);
   fmt::print("backend: {} ({})\n", backend.name(), backend.description());
   fmt::print("kernel config: {} (hash {:016x})\n", cfg.describe(), cfg.hash());
+  if (cfg.batch_invariant) {
+    fmt::print(
+        "batch-invariant mode: on (each token's outputs are bitwise those it gets alone, on this "
+        "GPU model and build: docs/batch_invariance.md)\n");
+  }
 }
 
 void RunReport::dispatch(const DispatchDecision& d, bool on_gpu) {

@@ -13,7 +13,8 @@ namespace {
 
 using json = nlohmann::json;
 
-constexpr const char* kKnownKeys = "enable_mhc_overlap, overlap_max_tokens, projection";
+constexpr const char* kKnownKeys =
+    "batch_invariant, enable_mhc_overlap, overlap_max_tokens, projection";
 constexpr uint64_t kMaxOverlapTokens = uint64_t{1} << 20;
 
 // The offending value as it appeared, shortened so a huge value cannot flood the message.
@@ -47,6 +48,11 @@ std::optional<int> parse_max_tokens(const json& value) {
                             value.dump()));
   }
   return static_cast<int>(value.get<uint64_t>());
+}
+
+bool parse_batch_invariant(const json& value) {
+  if (!value.is_boolean()) wrong_type("batch_invariant", "true or false", value);
+  return value.get<bool>();
 }
 
 Projection parse_projection(const json& value) {
@@ -129,6 +135,8 @@ KernelConfig KernelConfig::parse(std::string_view json_text) {
       config.enable_mhc_overlap = parse_enable(value);
     } else if (key == "overlap_max_tokens") {
       config.overlap_max_tokens = parse_max_tokens(value);
+    } else if (key == "batch_invariant") {
+      config.batch_invariant = parse_batch_invariant(value);
     } else if (key == "projection") {
       config.projection = parse_projection(value);
     } else {
@@ -145,8 +153,9 @@ std::string KernelConfig::to_json() const {
       enable_mhc_overlap ? (*enable_mhc_overlap ? "true" : "false") : std::string("null");
   const std::string max_tokens =
       overlap_max_tokens ? std::to_string(*overlap_max_tokens) : std::string("null");
-  return fmt::format(R"({{"enable_mhc_overlap":{},"overlap_max_tokens":{},"projection":"{}"}})",
-                     enable, max_tokens, to_string(projection));
+  return fmt::format(R"({{{}"enable_mhc_overlap":{},"overlap_max_tokens":{},"projection":"{}"}})",
+                     batch_invariant ? R"("batch_invariant":true,)" : "", enable, max_tokens,
+                     to_string(projection));
 }
 
 uint64_t KernelConfig::hash() const {
@@ -163,8 +172,9 @@ std::string KernelConfig::describe() const {
       enable_mhc_overlap ? (*enable_mhc_overlap ? "true" : "false") : std::string("unset");
   const std::string max_tokens =
       overlap_max_tokens ? std::to_string(*overlap_max_tokens) : std::string("default");
-  return fmt::format("enable_mhc_overlap={} overlap_max_tokens={} projection={}", enable,
-                     max_tokens, to_string(projection));
+  return fmt::format("enable_mhc_overlap={} overlap_max_tokens={} projection={}{}", enable,
+                     max_tokens, to_string(projection),
+                     batch_invariant ? " batch_invariant=on" : "");
 }
 
 }  // namespace mhc

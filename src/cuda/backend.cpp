@@ -81,8 +81,9 @@ class CudaBackend final : public Backend {
 
   std::string name() const override { return "cuda"; }
   std::string description() const override {
-    return msg("{} (sm_{}{}, {} SMs), {}, projection {}", prop_.name, prop_.major, prop_.minor,
-               prop_.multiProcessorCount, kernel_path(prop_), to_string(config_.projection));
+    return msg("{} (sm_{}{}, {} SMs), {}, projection {}{}", prop_.name, prop_.major, prop_.minor,
+               prop_.multiProcessorCount, kernel_path(prop_), to_string(config_.projection),
+               config_.batch_invariant ? ", batch-invariant" : "");
   }
   std::optional<ComputeCapability> capability() const override {
     return ComputeCapability{prop_.major, prop_.minor};
@@ -99,7 +100,9 @@ class CudaBackend final : public Backend {
     b.pre_mix.upload(in.pre_mix, size_t(m * p.n));
     b.sublayer_out.upload(in.sublayer_out, size_t(m * p.hidden));
     SiteWorkspace& ws = workspace(p, m);
-    enqueue_site(p, m, dw, b, config_.projection, PrenormTuning{}, ws, stream_);
+    PrenormTuning tuning;  // chosen by prenorm_coefficients
+    tuning.batch_invariant = config_.batch_invariant;
+    enqueue_site(p, m, dw, b, config_.projection, tuning, ws, stream_);
     MHC_CUDA_CHECK(cudaStreamSynchronize(stream_));
     b.layer_input.download(out.layer_input, size_t(m * p.hidden));
     b.pre.download(out.pre, size_t(m * p.n));
@@ -131,7 +134,7 @@ class CudaBackend final : public Backend {
     }
     const DeviceModel& model = upload(w);
     SiteWorkspace& ws = workspace(p, tokens);
-    const PrenormTuning tuning = choose_prenorm_tuning(p, tokens, prop_.multiProcessorCount);
+    const PrenormTuning tuning = prenorm_tuning_for(config_, p, tokens, prop_.multiProcessorCount);
     const TimedResult r = time_rotated_graphs(
         p, tokens, prop_.l2CacheSize, reps, stream_, [&](DeviceSiteBuffers& b, cudaStream_t s) {
           enqueue_site(p, tokens, model.site, b, config_.projection, tuning, ws, s);

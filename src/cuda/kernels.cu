@@ -106,7 +106,8 @@ SiteWorkspace::~SiteWorkspace() {
 }
 
 std::string PrenormTuning::describe() const {
-  return msg("splits={} rows_per_tile={}", splits, rows_per_tile);
+  return msg("splits={} rows_per_tile={}{}", splits, rows_per_tile,
+             batch_invariant ? " batch_invariant" : "");
 }
 
 int max_prenorm_splits(const MhcParams& p) {
@@ -136,8 +137,55 @@ PrenormTuning choose_prenorm_tuning(const MhcParams& p, int64_t tokens, int sm_c
   return choose_prenorm_tuning(p, tokens, sm_count, tma_prenorm_available());
 }
 
+namespace {
+
+int floor_pow2(int64_t v) {
+  int p = 1;
+  while (p * int64_t{2} <= v) p *= 2;
+  return p;
+}
+
+// K chunks of one batch-invariant leaf: whole TMA stages, so that both kernels cut K alike.
+int batch_invariant_leaf_chunks(const MhcParams& p) {
+  const int64_t stages = p.k() / (kChunkK * kTmaChunksPerStage);
+  return static_cast<int>(ceil_div(stages, batch_invariant_leaves(p)) * kTmaChunksPerStage);
+}
+
+}  // namespace
+
+int batch_invariant_leaves(const MhcParams& p) {
+  // Enough leaves for a decode-size grid (the default's own split count there is of that order),
+  // whole TMA stages per leaf, at most max_prenorm_splits (docs/decisions.md, "Batch-invariant
+  // mode").
+  const int64_t stages = p.k() / (kChunkK * kTmaChunksPerStage);
+  return floor_pow2(std::min<int64_t>(
+      {int64_t{1} << kMaxTreeLevels, std::max<int64_t>(stages, 1), max_prenorm_splits(p)}));
+}
+
+PrenormTuning batch_invariant_tuning(const MhcParams& p, int64_t tokens, int sm_count, bool bulk) {
+  PrenormTuning t;
+  t.batch_invariant = true;
+  const int leaves = batch_invariant_leaves(p);
+  if (!bulk) {
+    t.rows_per_tile = tokens <= 256 ? 16 : 64;
+    t.splits = leaves;
+    return t;
+  }
+  t.rows_per_tile = kTmaRowsPerTile;
+  const int64_t tiles = std::max<int64_t>(1, ceil_div(tokens, kTmaRowsPerTile));
+  t.splits = std::min(leaves, floor_pow2(std::max<int64_t>(1, sm_count / tiles)));
+  return t;
+}
+
+PrenormTuning prenorm_tuning_for(const KernelConfig& config, const MhcParams& p, int64_t tokens,
+                                 int sm_count) {
+  return config.batch_invariant
+             ? batch_invariant_tuning(p, tokens, sm_count, tma_prenorm_available())
+             : choose_prenorm_tuning(p, tokens, sm_count, tma_prenorm_available());
+}
+
 bool input_path_fuses(const MhcParams& p, int64_t tokens, const PrenormTuning& tuning) {
-  return tuning.rows_per_tile == 16 && tokens <= kFusedInputMaxTokens &&
+  return !tuning.batch_invariant && tuning.rows_per_tile == 16 && tokens <= kFusedInputMaxTokens &&
          p.hidden <= kFusedInputMaxHidden;
 }
 
@@ -156,6 +204,28 @@ void check_previous_post(const CoefficientBuffers& b, const InputPathBuffers* in
   require_that(previous.x != b.x, "{}: previous x must not alias the launch's x", what);
   require_that(previous.post != b.post && previous.comb != b.comb,
                "{}: previous post/comb must not alias this launch's post/comb outputs", what);
+}
+
+// The batch-invariant split of K (PrenormArgs::leaf_chunks): leaves fixed by K, `splits` of them
+// per CTA column. Trailing leaves may be empty; they still count in the tree (as zeros).
+void set_batch_invariant_splits(const MhcParams& p, const PrenormTuning& tuning, bool compensated,
+                                PrenormArgs& args) {
+  constexpr const char* what = "prenorm_coefficients";
+  const int leaves = batch_invariant_leaves(p);
+  const bool tma = tuning.rows_per_tile == kTmaRowsPerTile;
+  require_that(leaves % tuning.splits == 0 && (tuning.splits & (tuning.splits - 1)) == 0,
+               "{}: batch-invariant splits={} must be a power of two dividing the {} leaves", what,
+               tuning.splits, leaves);
+  require_that(tma || tuning.splits == leaves,
+               "{}: the batch-invariant register-fed kernel runs one leaf per split ({} splits, "
+               "got {})",
+               what, leaves, tuning.splits);
+  args.leaf_chunks = batch_invariant_leaf_chunks(p);
+  args.leaves_per_split = leaves / tuning.splits;
+  args.splits = tuning.splits;
+  args.chunks_per_split = args.leaf_chunks * args.leaves_per_split;
+  const int cta_levels = compensated ? kTreeLevelsPerCta<true> : kTreeLevelsPerCta<false>;
+  args.leaves_per_partial = std::min(args.leaves_per_split, tma ? 1 << cta_levels : 1);
 }
 
 }  // namespace
@@ -177,7 +247,9 @@ void prenorm_coefficients(const MhcParams& p, int64_t tokens, const CoefficientB
   require_that(b.hc_base && b.hc_scale && b.pre && b.post && b.comb,
                "{}: hc_base, hc_scale, pre, post and comb must not be null", what);
   const bool tma = tma_prenorm_available();
-  const PrenormTuning chosen = choose_prenorm_tuning(p, tokens, current_sm_count(), tma);
+  const PrenormTuning chosen = tuning.batch_invariant
+                                   ? batch_invariant_tuning(p, tokens, current_sm_count(), tma)
+                                   : choose_prenorm_tuning(p, tokens, current_sm_count(), tma);
   if (tuning.rows_per_tile == 0) tuning.rows_per_tile = chosen.rows_per_tile;
   if (tuning.splits == 0) tuning.splits = chosen.splits;
   require_that(tuning.rows_per_tile == 16 || tuning.rows_per_tile == 64 ||
@@ -187,26 +259,32 @@ void prenorm_coefficients(const MhcParams& p, int64_t tokens, const CoefficientB
   require_that(tuning.splits >= 1 && tuning.splits <= max_prenorm_splits(p),
                "{}: splits={} must be in 1..{} for K={}", what, tuning.splits,
                max_prenorm_splits(p), p.k());
-  const int64_t tiles = ceil_div(tokens, tuning.rows_per_tile);
-  const int64_t need = tiles * tuning.rows_per_tile * (p.nmix() + 1) * tuning.splits;
-  require_that(tuning.splits == 1 || need <= ws.partial_capacity(),
-               "{}: splits={} rows_per_tile={} needs {} partial floats, the workspace holds {}",
-               what, tuning.splits, tuning.rows_per_tile, need, ws.partial_capacity());
-
   PrenormArgs args;
   args.x = bits(b.x);
   args.hc_fn = b.hc_fn;
   args.tokens = tokens;
   args.k = static_cast<int>(p.k());
   args.splits = tuning.splits;
-  const int64_t chunks = p.k() / kChunkK;
-  // The tma kernel's splits are whole stages of kTmaChunksPerStage chunks (K is a multiple of
-  // 128 for every supported shape: C % 64 == 0 and n >= 2).
-  const int64_t granule = tuning.rows_per_tile == kTmaRowsPerTile ? kTmaChunksPerStage : 1;
-  args.chunks_per_split =
-      static_cast<int>(ceil_div(ceil_div(chunks, tuning.splits), granule) * granule);
-  // Re-balance so that no split is empty (an empty split would still be counted, but wastes a CTA).
-  args.splits = static_cast<int>(ceil_div(chunks, args.chunks_per_split));
+  const bool compensated = projection == Projection::fp32;
+  if (tuning.batch_invariant) {
+    set_batch_invariant_splits(p, tuning, compensated, args);
+  } else {
+    const int64_t chunks = p.k() / kChunkK;
+    // The tma kernel's splits are whole stages of kTmaChunksPerStage chunks (K is a multiple of
+    // 128 for every supported shape: C % 64 == 0 and n >= 2).
+    const int64_t granule = tuning.rows_per_tile == kTmaRowsPerTile ? kTmaChunksPerStage : 1;
+    args.chunks_per_split =
+        static_cast<int>(ceil_div(ceil_div(chunks, tuning.splits), granule) * granule);
+    // Re-balance so that no split is empty (an empty split would still be counted, but wastes a
+    // CTA).
+    args.splits = static_cast<int>(ceil_div(chunks, args.chunks_per_split));
+  }
+  const int64_t tiles = ceil_div(tokens, tuning.rows_per_tile);
+  const int blocks = partial_blocks(args);
+  const int64_t need = tiles * tuning.rows_per_tile * (p.nmix() + 1) * blocks;
+  require_that(blocks == 1 || need <= ws.partial_capacity(),
+               "{}: splits={} rows_per_tile={} needs {} partial floats, the workspace holds {}",
+               what, tuning.splits, tuning.rows_per_tile, need, ws.partial_capacity());
   args.partials = ws.partials();
   args.tile_counters = ws.tile_counters();
   args.coef.hc_base = b.hc_base;
@@ -246,7 +324,6 @@ void prenorm_coefficients(const MhcParams& p, int64_t tokens, const CoefficientB
       input_path(p, tokens, b.x, input->pre_mix, input->norm_weight, input->layer_input, stream);
     }
   }
-  const bool compensated = projection == Projection::fp32;
   const cudaError_t err =
       p.n == 2 ? dispatch_prenorm<2>(args, compensated, tuning.rows_per_tile, stream)
                : dispatch_prenorm<4>(args, compensated, tuning.rows_per_tile, stream);

@@ -141,7 +141,7 @@ StackBuffers StackExecutor::Impl::stack_buffers() const {
 
 StackLayout StackExecutor::Impl::layout(int64_t tokens, bool overlap) const {
   if (overlap || !options.native_decode_schedule) return StackLayout::fused_post;
-  if (!input_path_fuses(p, tokens, choose_prenorm_tuning(p, tokens, sm_count))) {
+  if (!input_path_fuses(p, tokens, prenorm_tuning_for(config, p, tokens, sm_count))) {
     return StackLayout::fused_post;
   }
   const bool fold = options.fold_previous_post && tokens <= kFoldedDecodeMaxTokens;
@@ -149,7 +149,7 @@ StackLayout StackExecutor::Impl::layout(int64_t tokens, bool overlap) const {
 }
 
 StackExecutor::Impl::LaunchList StackExecutor::Impl::launches(int64_t tokens, bool overlap) {
-  const PrenormTuning tuning = choose_prenorm_tuning(p, tokens, sm_count);
+  const PrenormTuning tuning = prenorm_tuning_for(config, p, tokens, sm_count);
   LaunchList list;
   list.layout = layout(tokens, overlap);
   list.sites.reserve(size_t(p.sites()));

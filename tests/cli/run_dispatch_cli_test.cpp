@@ -32,11 +32,28 @@ TEST(RunCli, ZeroTokensIsValid) {
   EXPECT_TRUE(contains(r.out, "result: PASS")) << r.out;
 }
 
+TEST(RunCli, SaysWhenTheBatchInvariantModeIsOn) {
+  const std::string args = "run --backend cpu --layers 1 --tokens 3";
+  const RunResult on = run_mhc(args + " --kernel-config '{\"batch_invariant\": true}'");
+  ASSERT_EQ(on.status, 0) << on.err;
+  EXPECT_TRUE(contains(on.out, "batch-invariant mode: on")) << on.out;
+  EXPECT_TRUE(contains(on.out, "batch_invariant=on")) << on.out;
+  const RunResult off = run_mhc(args);
+  ASSERT_EQ(off.status, 0) << off.err;
+  EXPECT_FALSE(contains(off.out, "batch-invariant")) << off.out;
+  const RunResult json = run_mhc(args + " --json --kernel-config '{\"batch_invariant\": true}'");
+  ASSERT_EQ(json.status, 0) << json.err;
+  const auto doc = nlohmann::json::parse(json.out);
+  EXPECT_EQ(doc.at("batch_invariant"), true);
+  EXPECT_EQ(doc.at("kernel_config").at("batch_invariant"), true);
+}
+
 TEST(RunCli, BadInputsAreClearErrors) {
   expect_errors({
       {"run --hidden 5121 --layers 1", "C=5121"},
       {"run --backend cpu --trace t.json", "--trace needs the cuda backend"},
       {"run --kernel-config '{\"overlap\": true}'", "'overlap'"},
+      {"run --kernel-config '{\"batch_invariant\": 1}'", "'batch_invariant'"},
   });
 }
 

@@ -54,6 +54,16 @@ TEST(KernelConfigParse, MaxTokensValues) {
   EXPECT_EQ(KernelConfig::parse(R"({"overlap_max_tokens": 1048576})").overlap_max_tokens, 1 << 20);
 }
 
+TEST(KernelConfigParse, BatchInvariantValues) {
+  EXPECT_FALSE(KernelConfig::parse("{}").batch_invariant);
+  EXPECT_TRUE(KernelConfig::parse(R"({"batch_invariant": true})").batch_invariant);
+  EXPECT_FALSE(KernelConfig::parse(R"({"batch_invariant": false})").batch_invariant);
+  for (const char* text : {R"({"batch_invariant": null})", R"({"batch_invariant": 1})",
+                           R"({"batch_invariant": "true"})"}) {
+    EXPECT_TRUE(Contains(parse_error(text), "'batch_invariant' must be true or false")) << text;
+  }
+}
+
 TEST(KernelConfigParse, ProjectionValues) {
   EXPECT_EQ(KernelConfig::parse(R"({"projection": "tf32"})").projection, Projection::tf32);
   EXPECT_EQ(KernelConfig::parse(R"({"projection": "fp32"})").projection, Projection::fp32);
@@ -70,7 +80,7 @@ TEST(KernelConfigParse, AllKeysTogether) {
 TEST(KernelConfigParse, UnknownKeyIsNamedWithTheKnownKeys) {
   const std::string msg = parse_error(R"({"enable_mhc_overlap": true, "enable_overlap": true})");
   EXPECT_TRUE(Contains(msg, "'enable_overlap'"));
-  EXPECT_TRUE(Contains(msg, "enable_mhc_overlap, overlap_max_tokens, projection"));
+  EXPECT_TRUE(Contains(msg, "batch_invariant, enable_mhc_overlap, overlap_max_tokens, projection"));
 }
 
 TEST(KernelConfigParse, DuplicateKeyIsRejected) {
@@ -168,8 +178,22 @@ TEST(KernelConfigJson, EveryFieldIsWritten) {
             R"({"enable_mhc_overlap":false,"overlap_max_tokens":0,"projection":"fp32"})");
 }
 
+// batch_invariant is written only when on: the configs recorded before it existed keep their bytes.
+TEST(KernelConfigJson, BatchInvariantWrittenWhenOn) {
+  KernelConfig c;
+  c.batch_invariant = true;
+  EXPECT_EQ(c.to_json(),
+            R"({"batch_invariant":true,"enable_mhc_overlap":null,"overlap_max_tokens":null,)"
+            R"("projection":"tf32"})");
+  EXPECT_NE(c.hash(), KernelConfig{}.hash());
+  EXPECT_EQ(c.hash(), reference_fnv1a64(c.to_json()));
+  EXPECT_TRUE(Contains(c.describe(), "batch_invariant=on"));
+  EXPECT_FALSE(Contains(KernelConfig{}.describe(), "batch_invariant"));
+}
+
 TEST(KernelConfigJson, RoundTripsThroughParse) {
   for (const char* text : {"{}", R"({"enable_mhc_overlap": true, "overlap_max_tokens": 32})",
+                           R"({"batch_invariant": true, "projection": "fp32"})",
                            R"({"enable_mhc_overlap": false, "projection": "fp32"})"}) {
     const KernelConfig c = KernelConfig::parse(text);
     EXPECT_EQ(KernelConfig::parse(c.to_json()).to_json(), c.to_json()) << text;

@@ -48,10 +48,13 @@ class SiteWorkspace {
 };
 
 // Tuning of the prenorm GEMM: K splits and tokens per CTA: 16 or 64 (register-fed kernel, any
-// GPU) or 128 (TMA kernel, sm_90 only). 0 means "choose".
+// GPU) or 128 (TMA kernel, sm_90 only). 0 means "choose". batch_invariant: the fixed reduction
+// order of KernelConfig::batch_invariant (docs/batch_invariance.md); there splits must be a power
+// of two dividing batch_invariant_leaves(p), and equal to it for the register-fed kernel.
 struct PrenormTuning {
   int splits = 0;
   int rows_per_tile = 0;
+  bool batch_invariant = false;
   std::string describe() const;
 };
 // Whether this device runs the bulk-copy (TMA) prenorm kernel: compute capability 9.x.
@@ -69,6 +72,16 @@ PrenormTuning choose_prenorm_tuning(const MhcParams& p, int64_t tokens, int sm_c
 PrenormTuning choose_prenorm_tuning(const MhcParams& p, int64_t tokens, int sm_count);
 // Largest split count the kernel accepts for this shape (one chunk per warp).
 int max_prenorm_splits(const MhcParams& p);
+// Batch-invariant mode: the number of K leaves (a power of two, from K alone) whose pairwise tree
+// fixes the reduction order, and the tuning for `tokens`: the TMA kernel at every size where
+// `bulk` (its order differs from the register-fed kernel's), with as many splits as fill the
+// multiprocessors once; else the register-fed kernel with one leaf per split.
+int batch_invariant_leaves(const MhcParams& p);
+PrenormTuning batch_invariant_tuning(const MhcParams& p, int64_t tokens, int sm_count, bool bulk);
+// The tuning a config asks for on the current device: choose_prenorm_tuning, or
+// batch_invariant_tuning when config.batch_invariant.
+PrenormTuning prenorm_tuning_for(const KernelConfig& config, const MhcParams& p, int64_t tokens,
+                                 int sm_count);
 
 struct CoefficientBuffers {         // device pointers
   const Bf16* x = nullptr;          // [M, n, C]
@@ -87,7 +100,8 @@ struct InputPathBuffers {
   const float* norm_weight = nullptr;  // null: plain collapse
   Bf16* layer_input = nullptr;
 };
-// Up to this many tokens an InputPathBuffers request runs inside the coefficient launch.
+// Up to this many tokens an InputPathBuffers request runs inside the coefficient launch (never in
+// batch-invariant mode: the fused CTAs cut the row's sum of squares differently from input_path).
 inline constexpr int64_t kFusedInputMaxTokens = 64;
 // Whether prenorm_coefficients with this (resolved) tuning runs the input path in its own launch.
 bool input_path_fuses(const MhcParams& p, int64_t tokens, const PrenormTuning& tuning);

@@ -20,8 +20,18 @@ struct PrenormArgs {
   int64_t tokens = 0;
   int k = 0;  // K = n * C, a multiple of 32
   int splits = 1;
-  int chunks_per_split = 0;           // 32-wide K chunks per split
-  float* partials = nullptr;          // workspace: [tiles][splits][rows][NMIX + 1]
+  int chunks_per_split = 0;  // 32-wide K chunks per split
+  // Batch-invariant mode (docs/batch_invariance.md) when leaf_chunks > 0: K is cut into a power
+  // of two of leaves of leaf_chunks chunks, fixed by K alone; a split covers leaves_per_split
+  // consecutive leaves (a power of two) and `splits` * leaves_per_split is the leaf count. Each
+  // leaf's totals start from zero, and leaves are summed by the one balanced pairwise tree over
+  // all of them, whichever CTA adds which level; so the order is the same for any split count.
+  // A CTA adds leaves_per_partial leaves itself (a power of two dividing leaves_per_split) and
+  // stores each such subtree's root as a partial block (partial_blocks).
+  int leaf_chunks = 0;
+  int leaves_per_split = 1;
+  int leaves_per_partial = 1;
+  float* partials = nullptr;          // workspace: [tiles][partial_blocks][rows][NMIX + 1]
   unsigned* tile_counters = nullptr;  // workspace: one per tile, zero between launches
   CoefficientParams coef;
   CoefficientOutputs out;
@@ -46,6 +56,20 @@ struct PrenormArgs {
     uint16_t* x_out = nullptr;               // [M, n, C] this site's streams, written
   } previous;
 };
+
+// Batch-invariant mode: the most tree levels a CTA adds in registers before it stores a subtree's
+// root as a partial block. Each level holds 14 registers per lane (n = 4): more spill in the TMA
+// kernel's consumers on sm_90a, one level fewer with the compensated projection's second pass
+// (docs/decisions.md, "Batch-invariant mode").
+template <bool kCompensated>
+inline constexpr int kTreeLevelsPerCta = kCompensated ? 1 : 2;
+
+// Partial blocks per tile in the workspace: one per split, or in batch-invariant mode one per
+// subtree of leaves_per_partial leaves, which the tile's last CTA reduces.
+__host__ __device__ inline int partial_blocks(const PrenormArgs& args) {
+  if (args.leaf_chunks == 0) return args.splits;
+  return args.splits * (args.leaves_per_split / args.leaves_per_partial);
+}
 
 // Largest C the fused input-path CTAs cover (256 threads x kRowVecs 16-byte vectors).
 inline constexpr int kFusedInputMaxHidden = 256 * kRowVecs * kBf16PerVec;
@@ -226,6 +250,112 @@ __device__ __forceinline__ void reduce_splits(const float* tile_partials, int sp
   }
 }
 
+}  // namespace detail
+
+// Largest leaf count of the batch-invariant mode: 2^kMaxTreeLevels.
+inline constexpr int kMaxTreeLevels = 5;
+
+// The balanced pairwise tree over values pushed in order 0, 1, 2, ... as a binary counter: slot l
+// holds the sum of the latest complete aligned block of 2^l values. After value number 2^L - 1
+// (L <= kLevels) is pushed, `v` holds the root: ((v0 + v1) + (v2 + v3)) + ... Indices are run-time
+// values but every slot index is a compile-time one, so the slots stay in registers.
+template <int kLevels, int kValues>
+struct PairwiseTree {
+  float slot[kLevels][kValues];
+  __device__ __forceinline__ void push(float (&v)[kValues], int index) {
+    bool placed = false;
+#pragma unroll
+    for (int l = 0; l < kLevels; ++l) {
+      if (!placed) {
+        if ((index >> l) & 1) {
+#pragma unroll
+          for (int i = 0; i < kValues; ++i) v[i] = slot[l][i] + v[i];
+        } else {
+#pragma unroll
+          for (int i = 0; i < kValues; ++i) slot[l][i] = v[i];
+          placed = true;
+        }
+      }
+    }
+  }
+};
+
+namespace detail {
+
+// Batch-invariant form of reduce_splits: the partial blocks (each the root of an aligned block of
+// leaves) summed by the pairwise tree. `width` lanes per float4 of totals each reduce an aligned
+// block of blocks / width partials, then an ascending butterfly (offsets 1, 2, 4, ...) adds the
+// lanes' roots exactly as the tree's upper levels would (fp addition commutes, so both lanes of a
+// pair get the same bits). As in reduce_splits, a batch of kBatch partials is loaded for every
+// pass before any is added, so that the latency through L2 is paid once per batch; each batch is
+// an aligned subtree, added in registers, and its root goes up the tree.
+template <int kThreads, int kMaxVecs>
+__device__ __forceinline__ void reduce_splits_pairwise(const float* tile_partials, int blocks,
+                                                       int n_out_padded, int n_out, float* sums) {
+  constexpr int kBatchLevels = 3;
+  constexpr int kBatch = 1 << kBatchLevels;
+  constexpr int kPasses = (kMaxVecs + kThreads - 1) / kThreads;
+  const int n_vec = n_out_padded / 4;
+  int width = 1;
+  while (width < kWarp && width * 2 * n_vec <= kThreads && width < blocks) width *= 2;
+  const int per_lane = blocks / width;
+  const int groups = kThreads / width;
+  const int lane_block = int(threadIdx.x) % width;
+  PairwiseTree<kMaxTreeLevels - kBatchLevels, 4> tree[kPasses];
+  float root[kPasses][4];
+  const float* base[kPasses];
+#pragma unroll
+  for (int pass = 0; pass < kPasses; ++pass) {
+    const int vec = pass * groups + int(threadIdx.x) / width;
+    base[pass] = vec < n_vec
+                     ? tile_partials + int64_t(lane_block) * per_lane * n_out_padded + vec * 4
+                     : nullptr;
+  }
+  for (int s0 = 0; s0 < per_lane; s0 += kBatch) {
+    const int count = min(kBatch, per_lane - s0);  // a power of two
+    float4 batch[kPasses][kBatch];
+#pragma unroll
+    for (int pass = 0; pass < kPasses; ++pass) {
+#pragma unroll
+      for (int b = 0; b < kBatch; ++b) {
+        batch[pass][b] = base[pass] != nullptr && b < count
+                             ? load_coherent_f4(base[pass] + int64_t(s0 + b) * n_out_padded)
+                             : make_float4(0.f, 0.f, 0.f, 0.f);
+      }
+    }
+#pragma unroll
+    for (int pass = 0; pass < kPasses; ++pass) {
+#pragma unroll
+      for (int w = 1; w < kBatch; w *= 2) {
+#pragma unroll
+        for (int b = 0; b + w < kBatch; b += 2 * w) {
+          if (b + w < count) add_f4(batch[pass][b], batch[pass][b + w]);
+        }
+      }
+      root[pass][0] = batch[pass][0].x;
+      root[pass][1] = batch[pass][0].y;
+      root[pass][2] = batch[pass][0].z;
+      root[pass][3] = batch[pass][0].w;
+      tree[pass].push(root[pass], s0 / kBatch);
+    }
+  }
+#pragma unroll
+  for (int pass = 0; pass < kPasses; ++pass) {
+    for (int offset = 1; offset < width; offset *= 2) {
+#pragma unroll
+      for (int e = 0; e < 4; ++e)
+        root[pass][e] += __shfl_xor_sync(0xffffffffu, root[pass][e], offset);
+    }
+    const int vec = pass * groups + int(threadIdx.x) / width;
+    if (vec < n_vec && lane_block == 0) {
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        if (vec * 4 + e < n_out) sums[vec * 4 + e] = root[pass][e];
+      }
+    }
+  }
+}
+
 // Copies `count` floats shared -> global with consecutive threads on consecutive addresses.
 template <int kThreads>
 __device__ __forceinline__ void store_coalesced(float* dst, const float* staged, int count) {
@@ -234,8 +364,8 @@ __device__ __forceinline__ void store_coalesced(float* dst, const float* staged,
 
 }  // namespace detail
 
-// Called by every thread of every CTA once its partial block is stored (or, with one split, its
-// totals are in `sums`): with several splits, publishes the partial and counts arrivals; the
+// Called by every thread of every CTA once its partial blocks are stored (or, with one block, its
+// totals are in `sums`): with several blocks, publishes the partials and counts arrivals; the
 // tile's last CTA sums the splits in a fixed order into `sums` and re-arms the counter; then the
 // stats, one thread per token, staged in `staging` (staged_output_floats(rows) floats of shared
 // memory the kernel no longer uses) and stored coalesced: one thread per token storing its own
@@ -252,7 +382,8 @@ __device__ __forceinline__ void finish_prenorm_tile(const PrenormArgs& args, int
   // Issued by every CTA; the loads' latency hides behind the fence and atomic below.
   __shared__ float coef_params[kCoefficientParamFloats<kStreams>];
   stage_coefficient_params<kStreams>(args.coef, coef_params);
-  if (args.splits > 1) {
+  const int blocks = partial_blocks(args);
+  if (blocks > 1) {
     // Last-CTA-done: publish the partial, count arrivals; the last CTA of the tile reduces. One
     // thread fences for the CTA: the barrier orders the other threads' partial stores before its
     // fence (fences are cumulative), and its second fence, after the count, orders the reads of
@@ -267,8 +398,14 @@ __device__ __forceinline__ void finish_prenorm_tile(const PrenormArgs& args, int
     }
     __syncthreads();
     if (!*is_last_cta) return;
-    detail::reduce_splits<kThreads, (kRows * kStride + 3) / 4>(
-        tile_partials, args.splits, n_out_padded, rows_valid * kStride, sums);
+    constexpr int kMaxVecs = (kRows * kStride + 3) / 4;
+    if (args.leaf_chunks > 0) {
+      detail::reduce_splits_pairwise<kThreads, kMaxVecs>(tile_partials, blocks, n_out_padded,
+                                                         rows_valid * kStride, sums);
+    } else {
+      detail::reduce_splits<kThreads, kMaxVecs>(tile_partials, args.splits, n_out_padded,
+                                                rows_valid * kStride, sums);
+    }
     // Re-arm the counter for the next launch or graph replay.
     if (threadIdx.x == 0) args.tile_counters[tile] = 0;
   }

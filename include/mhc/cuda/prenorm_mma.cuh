@@ -14,7 +14,9 @@
 //
 // Determinism: every reduction has a fixed shape (lane butterflies, a fixed warp tree through
 // shared memory, splits summed in a fixed order by the last CTA), so results are bitwise
-// identical run to run whatever order the CTAs finish in. Operand registers are reloaded only
+// identical run to run whatever order the CTAs finish in. (Not batch to batch: the split count
+// and tile follow M. The batch-invariant mode, PrenormArgs::leaf_chunks, fixes that:
+// docs/batch_invariance.md.) Operand registers are reloaded only
 // after the mma.sync that read them has returned (mma.sync is synchronous for its operands), so
 // the upstream wgmma register race cannot happen here.
 #pragma once
@@ -264,7 +266,7 @@ __global__ void __launch_bounds__(256) prenorm_coefficients_kernel(const Prenorm
   // Warp 0 holds the CTA's totals. With one split they go straight to shared memory; otherwise
   // to this split's slot of the workspace.
   const int n_out_padded = padded_partial_floats<kStreams>(rows_valid);
-  float* tile_partials = args.partials + row0 * S::kStride * args.splits;
+  float* tile_partials = args.partials + row0 * S::kStride * partial_blocks(args);
   if (warp == 0) {
     float* dest = args.splits == 1 ? sums : tile_partials + int64_t(split) * n_out_padded;
 #pragma unroll

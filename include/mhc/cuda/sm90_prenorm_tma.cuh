@@ -104,13 +104,13 @@ __device__ __forceinline__ void produce_stages(const CUtensorMap* x_map, const C
 // A consumer warp: the MMAs of its 16 tokens over every stage of the split.
 template <int kStreams, bool kCompensated>
 __device__ __forceinline__ void consume_stages(const unsigned char* stages, uint64_t* full,
-                                               uint64_t* empty, int stage_count, int row_base,
-                                               int row_of_g,
+                                               uint64_t* empty, int stage_begin, int stage_end,
+                                               int row_base, int row_of_g,
                                                float (&acc)[1][kStreams * (kStreams + 2) / 8][4],
                                                float (&sumsq)[1][2]) {
   using S = TmaShape<kStreams>;
   const int lane = threadIdx.x % kWarp, g = lane / 4, t = lane % 4;
-  for (int i = 0; i < stage_count; ++i) {
+  for (int i = stage_begin; i < stage_end; ++i) {
     const int s = i % S::kStages;
     mbarrier_wait(&full[s], unsigned(i / S::kStages) & 1u);
     const unsigned char* x_stage = stages + s * S::kStageBytes;
@@ -167,10 +167,12 @@ __device__ __forceinline__ void load_a_fragments(const unsigned char* x_box, int
 // (hc_fn) read by the tensor cores once per warpgroup. A registers are double-buffered by chunk
 // parity; chunk c's registers are rewritten at chunk c + 2, after the wait that follows chunk
 // c + 1's commit has covered chunk c's group. A stage is released once the first chunk of the
-// next stage has waited, i.e. when every group that read it is done.
+// next stage has waited, i.e. when every group that read it is done; the last stage of the range
+// only with release_last (more stages follow in this CTA: a batch-invariant leaf boundary).
 template <int kStreams>
 __device__ __forceinline__ void consume_stages_wgmma(const unsigned char* stages, uint64_t* full,
-                                                     uint64_t* empty, int stage_count, int row,
+                                                     uint64_t* empty, int stage_begin,
+                                                     int stage_end, bool release_last, int row,
                                                      float (&acc)[kStreams * (kStreams + 2) / 8][4],
                                                      float (&sumsq)[2]) {
   using S = TmaShape<kStreams>;
@@ -178,7 +180,7 @@ __device__ __forceinline__ void consume_stages_wgmma(const unsigned char* stages
   const int lane = threadIdx.x % kWarp, t = lane % 4;
   float(&d)[S::kNmix / 2] = reinterpret_cast<float(&)[S::kNmix / 2]>(acc);
   uint32_t a[2][4][4];
-  for (int i = 0; i < stage_count; ++i) {
+  for (int i = stage_begin; i < stage_end; ++i) {
     const int s = i % S::kStages;
     mbarrier_wait(&full[s], unsigned(i / S::kStages) & 1u);
     const unsigned char* x_stage = stages + s * S::kStageBytes;
@@ -195,14 +197,85 @@ __device__ __forceinline__ void consume_stages_wgmma(const unsigned char* stages
       }
       wgmma_commit();
       wgmma_wait<1>();
-      if (c == 0 && i > 0) {
+      if (c == 0 && i > stage_begin) {
         fence_shared_for_async_writes();  // this warp's reads before the copy engine refills
         __syncwarp();
         if (lane == 0) mbarrier_arrive(&empty[(i - 1) % S::kStages]);
       }
     }
   }
-  wgmma_wait<0>();  // the last stage is never refilled: no release needed
+  wgmma_wait<0>();
+  if (release_last && stage_end > stage_begin) {
+    fence_shared_for_async_writes();
+    __syncwarp();
+    if (lane == 0) mbarrier_arrive(&empty[(stage_end - 1) % S::kStages]);
+  }
+}
+
+// A consumer warp's MMAs over stages [stage_begin, stage_end) of its split from zero, with the
+// rows' sums of squares reduced over the quad: wgmma for the TF32 projection where this image has
+// it; the compensated (fp32) projection needs hc_fn's low parts as a second B operand and stays
+// on mma.sync.
+template <int kStreams, bool kCompensated>
+__device__ __forceinline__ void consume_range(const unsigned char* stages, uint64_t* full,
+                                              uint64_t* empty, int stage_begin, int stage_end,
+                                              bool release_last, int warp, int row_of_g,
+                                              float (&acc)[1][kStreams * (kStreams + 2) / 8][4],
+                                              float (&sumsq)[1][2]) {
+  constexpr bool kWgmma = kDeviceHasWgmma && !kCompensated;
+  const int g = int(threadIdx.x % kWarp) / 4;
+#pragma unroll
+  for (int nt = 0; nt < kStreams * (kStreams + 2) / 8; ++nt) {
+#pragma unroll
+    for (int e = 0; e < 4; ++e) acc[0][nt][e] = 0.f;
+  }
+  sumsq[0][0] = sumsq[0][1] = 0.f;
+  if constexpr (kWgmma) {
+    consume_stages_wgmma<kStreams>(stages, full, empty, stage_begin, stage_end, release_last,
+                                   warp * 16 + g, acc[0], sumsq[0]);
+  } else {
+    consume_stages<kStreams, kCompensated>(stages, full, empty, stage_begin, stage_end, warp * 16,
+                                           row_of_g, acc, sumsq);
+  }
+  sumsq[0][0] = group_sum<4>(sumsq[0][0]);
+  sumsq[0][1] = group_sum<4>(sumsq[0][1]);
+}
+
+// Batch-invariant: the split's leaves one after another, each from zero, summed by the pairwise
+// tree (PairwiseTree, args.leaf_chunks); the root of every subtree of args.leaves_per_partial
+// leaves is stored as partial block `first_block` + i.
+template <int kStreams, bool kCompensated>
+__device__ __forceinline__ void consume_leaves(const PrenormArgs& args, const unsigned char* stages,
+                                               uint64_t* full, uint64_t* empty, int stage_count,
+                                               int warp, int row_of_g, float* tile_partials,
+                                               int first_block, int rows_valid, int n_out_padded) {
+  constexpr int kNTiles = kStreams * (kStreams + 2) / 8;
+  constexpr int kValues = kNTiles * 4 + 2;
+  const int leaf_stages = args.leaf_chunks / TmaShape<kStreams>::kChunksPerStage;
+  const int per_block = args.leaves_per_partial;
+  PairwiseTree<kTreeLevelsPerCta<kCompensated>, kValues> tree;
+  float acc[1][kNTiles][4], sumsq[1][2], v[kValues];
+  for (int leaf = 0; leaf < args.leaves_per_split; ++leaf) {
+    const int begin = min(leaf * leaf_stages, stage_count);
+    const int end = min(begin + leaf_stages, stage_count);
+    consume_range<kStreams, kCompensated>(stages, full, empty, begin, end, end < stage_count, warp,
+                                          row_of_g, acc, sumsq);
+#pragma unroll
+    for (int i = 0; i < kValues - 2; ++i) v[i] = acc[0][i / 4][i % 4];
+    v[kValues - 2] = sumsq[0][0];
+    v[kValues - 1] = sumsq[0][1];
+    tree.push(v, leaf % per_block);
+    if ((leaf + 1) % per_block == 0) {
+#pragma unroll
+      for (int i = 0; i < kValues - 2; ++i) acc[0][i / 4][i % 4] = v[i];
+      sumsq[0][0] = v[kValues - 2];
+      sumsq[0][1] = v[kValues - 1];
+      const int block = first_block + leaf / per_block;
+      store_fragment_rows<kStreams>(tile_partials + int64_t(block) * n_out_padded, warp * 16,
+                                    rows_valid, acc[0], sumsq[0], row_of_g,
+                                    int(threadIdx.x % kWarp) % 4);
+    }
+  }
 }
 
 }  // namespace detail
@@ -243,7 +316,8 @@ __global__ void __launch_bounds__(TmaShape<kStreams>::kThreads, 1)
   wait_for_producer();  // x comes from the previous kernel
 
   const int n_out_padded = padded_partial_floats<kStreams>(rows_valid);
-  float* tile_partials = args.partials + row0 * S::kStride * args.splits;
+  const int blocks = partial_blocks(args);
+  float* tile_partials = args.partials + row0 * S::kStride * blocks;
   if (warp == S::kConsumerWarps) {
     if (lane == 0) {
       detail::produce_stages<kStreams>(&x_map, &w_map, stages, full, empty, row0, stage_begin,
@@ -251,24 +325,24 @@ __global__ void __launch_bounds__(TmaShape<kStreams>::kThreads, 1)
     }
   } else {
     const int g = lane / 4;
-    float acc[1][S::kNTiles][4] = {};
-    float sumsq[1][2] = {};
-    // wgmma for the TF32 projection where this image has it; the compensated (fp32) projection
-    // needs hc_fn's low parts as a second B operand and stays on mma.sync.
     constexpr bool kWgmma = kDeviceHasWgmma && !kCompensated;
     const int row_of_g = kWgmma ? g : (g >> 1) | ((g & 1) << 2);
-    if constexpr (kWgmma) {
-      detail::consume_stages_wgmma<kStreams>(stages, full, empty, stage_count, warp * 16 + g,
-                                             acc[0], sumsq[0]);
+    if (args.leaf_chunks > 0 && blocks > 1) {
+      detail::consume_leaves<kStreams, kCompensated>(
+          args, stages, full, empty, stage_count, warp, row_of_g, tile_partials,
+          split * (blocks / args.splits), rows_valid, n_out_padded);
+    } else if (args.leaf_chunks > 0) {  // the whole tree in this CTA: straight to `sums`
+      detail::consume_leaves<kStreams, kCompensated>(args, stages, full, empty, stage_count, warp,
+                                                     row_of_g, sums, 0, rows_valid, 0);
     } else {
-      detail::consume_stages<kStreams, kCompensated>(stages, full, empty, stage_count, warp * 16,
-                                                     row_of_g, acc, sumsq);
+      float acc[1][S::kNTiles][4];
+      float sumsq[1][2];
+      detail::consume_range<kStreams, kCompensated>(stages, full, empty, 0, stage_count, false,
+                                                    warp, row_of_g, acc, sumsq);
+      float* dest = args.splits == 1 ? sums : tile_partials + int64_t(split) * n_out_padded;
+      store_fragment_rows<kStreams>(dest, warp * 16, rows_valid, acc[0], sumsq[0], row_of_g,
+                                    lane % 4);
     }
-    sumsq[0][0] = group_sum<4>(sumsq[0][0]);
-    sumsq[0][1] = group_sum<4>(sumsq[0][1]);
-    float* dest = args.splits == 1 ? sums : tile_partials + int64_t(split) * n_out_padded;
-    store_fragment_rows<kStreams>(dest, warp * 16, rows_valid, acc[0], sumsq[0], row_of_g,
-                                  lane % 4);
   }
   // The stage ring is idle once every stage was consumed: it stages the outputs.
   static_assert(staged_output_floats<kStreams>(S::kRows) * 4 <= S::kStages * S::kStageBytes);
