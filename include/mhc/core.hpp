@@ -3,9 +3,12 @@
 #pragma once
 #include "mhc/core/backend.hpp"
 #include "mhc/core/bf16.hpp"
+#include "mhc/core/capability.hpp"
 #include "mhc/core/config.hpp"
 #include "mhc/core/dispatch.hpp"
 #include "mhc/core/error.hpp"
+#include "mhc/core/kernel_plan.hpp"
 #include "mhc/core/params.hpp"
 #include "mhc/core/site_views.hpp"
+#include "mhc/core/tactics.hpp"
 #include "mhc/core/tensor_parallel.hpp"

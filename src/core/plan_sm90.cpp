@@ -1,0 +1,25 @@
+// Hopper (compute capability 9.0) heuristics of the kernel plan, each measured on an H200.
+#include "mhc/core/kernel_plan.hpp"
+
+namespace mhc {
+
+ArchRules sm90_rules() {
+  ArchRules r;
+  r.name = "sm90";
+  r.measured = "H200 (docs/kernels.md, docs/overlap.md)";
+  // 16-token tiles win up to 256 tokens (more CTAs, less register pressure), 64-token tiles
+  // above (hc_fn re-read from L2 once per tile); the TMA kernel from 1536 tokens: 32.9 vs 36.0 us
+  // for the best register-fed tiling at 1536, a tie at 1024, slower at 512 (commit 5c87f23,
+  // `mhc bench kernels --sweep`).
+  r.mma64_from_tokens = 257;
+  r.tma128_from_tokens = 1536;
+  r.decode_max_splits = 40;
+  r.fused_input_max_tokens = 64;
+  r.folded_post_max_tokens = 16;
+  r.pdl = true;
+  r.overlap = OverlapAvailability::opt_in;
+  r.overlap_max_tokens = kSm90OverlapMaxTokens;
+  return r;
+}
+
+}  // namespace mhc
