@@ -6,6 +6,7 @@
 // rank runs the same graphs (docs/tensor_parallel.md).
 #include <fmt/core.h>
 
+#include <algorithm>
 #include <fstream>
 #include <functional>
 #include <nlohmann/json.hpp>
@@ -16,6 +17,7 @@
 #include "mhc/core/params.hpp"
 #include "mhc/cpu/model.hpp"
 #include "mhc/io/checkpoint.hpp"
+#include "overlap_rounds.hpp"
 #if MHC_WITH_CUDA
 #include "mhc/cuda/check.hpp"
 #include "mhc/cuda/cuda_backend.hpp"
@@ -180,21 +182,11 @@ void report(const OverlapOptions& o, const MhcParams& p, const StandinWidths& wi
   write_json(o.json_path, doc);
 }
 
-void run_one_gpu(const OverlapOptions& o, const MhcParams& p, const ModelWeights& w,
-                 int64_t max_tokens) {
-  DecoderStandin standin(p, max_tokens, {o.attention_width, o.ffn_width});
-  SublayerFn sublayer = [&standin](int s, int64_t m, const Bf16* in, Bf16* out, cudaStream_t st) {
-    standin(s, m, in, out, st);
-  };
-  StackOptions opt;
-  opt.max_tokens = max_tokens;
-  Arms arms(w, opt, sublayer);
-  cudaStream_t st;
-  MHC_CUDA_CHECK(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking));
-  const auto rows =
-      measure_all(o, p, arms, st, [](cudaStream_t s) { MHC_CUDA_CHECK(cudaStreamSynchronize(s)); });
-  cudaStreamDestroy(st);
-  report(o, p, standin.widths(), rows, bench_metadata());
+void run_one_gpu(const OverlapOptions& o, const MhcParams& p, const ModelWeights& w) {
+  const OverlapSweep sweep{o.tokens, o.reps, 1, o.attention_width, o.ffn_width};
+  const auto rounds = measure_overlap_rounds(p, w, sweep);
+  report(o, p, StandinWidths::for_params(p, {o.attention_width, o.ffn_width}), rounds.at(0),
+         bench_metadata());
 }
 
 #if MHC_WITH_NCCL
@@ -256,7 +248,7 @@ void run(const OverlapOptions& o) {
   }
   if (o.tp < 0) throw Error(fmt::format("--tp {}: expected a TP size >= 1", o.tp));
   const ModelWeights w = bench_model(o, p);
-  if (o.tp == 0) return run_one_gpu(o, p, w, max_tokens);
+  if (o.tp == 0) return run_one_gpu(o, p, w);
 #if MHC_WITH_NCCL
   run_tensor_parallel(o, p, w, max_tokens);
 #else
@@ -270,6 +262,45 @@ void run(const OverlapOptions&) {
 #endif
 
 }  // namespace
+
+#if MHC_WITH_CUDA
+std::vector<std::vector<nlohmann::json>> measure_overlap_rounds(const MhcParams& p,
+                                                                const ModelWeights& w,
+                                                                const OverlapSweep& sweep) {
+  int64_t max_tokens = 1;
+  for (int64_t t : sweep.tokens) max_tokens = std::max(max_tokens, t);
+  DecoderStandin standin(p, max_tokens, {sweep.attention_width, sweep.ffn_width});
+  SublayerFn sublayer = [&standin](int s, int64_t m, const Bf16* in, Bf16* out, cudaStream_t st) {
+    standin(s, m, in, out, st);
+  };
+  StackOptions opt;
+  opt.max_tokens = max_tokens;
+  Arms arms(w, opt, sublayer);
+  OverlapOptions o;
+  o.reps = sweep.reps;
+  cudaStream_t st;
+  MHC_CUDA_CHECK(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking));
+  const WaitFn wait = [](cudaStream_t s) { MHC_CUDA_CHECK(cudaStreamSynchronize(s)); };
+  std::vector<std::vector<nlohmann::json>> rounds;
+  for (int r = 0; r < sweep.rounds; ++r) {
+    // Sizes in alternating order from round to round, so that a slow drift (clocks, heat) does
+    // not favour the small or the large sizes; rows are kept in the sweep's order.
+    o.tokens = sweep.tokens;
+    if (r % 2 == 1) std::reverse(o.tokens.begin(), o.tokens.end());
+    std::vector<nlohmann::json> rows = measure_all(o, p, arms, st, wait);
+    if (r % 2 == 1) std::reverse(rows.begin(), rows.end());
+    rounds.push_back(std::move(rows));
+  }
+  cudaStreamDestroy(st);
+  return rounds;
+}
+#else
+std::vector<std::vector<nlohmann::json>> measure_overlap_rounds(const MhcParams&,
+                                                                const ModelWeights&,
+                                                                const OverlapSweep&) {
+  throw Error("the overlap measurement needs the CUDA backend; this build has none");
+}
+#endif
 
 void add_bench_overlap(CLI::App& bench) {
   auto o = std::make_shared<OverlapOptions>();

@@ -14,8 +14,10 @@
 #include "mhc/cpu/model.hpp"
 #include "mhc/cpu/reference.hpp"
 #include "mhc/io/checkpoint.hpp"
+#include "overlap_rounds.hpp"
 #include "run_report.hpp"
 #if MHC_WITH_CUDA
+#include "mhc/cuda/device_plan.hpp"
 #include "mhc/schedule/stack_run.hpp"
 #endif
 #if MHC_WITH_NCCL
@@ -154,6 +156,7 @@ void run(const RunOptions& o, bool preset_given) {
 #if MHC_WITH_CUDA
     cuda::StackRunOptions run_opt{mode, o.sync_check == "error", o.trace_path};
     cuda::StackRunResult r = cuda::run_stack(weights, o.tokens, x0.data(), cfg, run_opt);
+    report.plan(cuda::device_plan(cfg));
     report.dispatch(r.decision, true);
     report.gpu_forward(o.mode, r.overlapped, r.graph_replayed, r.sync_checked, o.trace_path);
     trace = std::move(r.trace);
@@ -167,6 +170,10 @@ void run(const RunOptions& o, bool preset_given) {
 
   const int reps = o.timing_reps > 0 ? o.timing_reps : (backend->name() == "cpu" ? 5 : 200);
   report.timing(backend->time_site(weights, o.tokens, reps), p, o.tokens);
+  if (on_gpu && o.tokens > 0) {
+    const OverlapSweep sweep{{o.tokens}, o.timing_reps > 0 ? o.timing_reps : 40, 1, 0, 0};
+    report.schedules(measure_overlap_rounds(weights.params, weights, sweep).at(0).at(0));
+  }
   report.finish();
   if (!report.all_passed()) throw Error("validation failed (see the FAIL lines above)");
 }

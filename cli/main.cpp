@@ -15,6 +15,8 @@ int main(int argc, char** argv) {
   mhc::cli::register_dispatch(app);
   mhc::cli::register_bench(app);
   mhc::cli::register_export_example(app);
+  mhc::cli::register_plan(app);
+  mhc::cli::register_tune(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

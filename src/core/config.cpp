@@ -51,8 +51,8 @@ std::optional<int> parse_splits(const json& value) {
   constexpr std::string_view key = "prenorm_splits";
   if (value.is_null()) return std::nullopt;
   if (!value.is_number_integer()) wrong_type(key, "an integer in 1..1024 or null", value);
-  if (value.is_number_unsigned() ? value.get<uint64_t>() > 1024
-                                 : value.get<int64_t>() < 1 || value.get<int64_t>() > 1024) {
+  const bool huge = value.is_number_unsigned() && value.get<uint64_t>() > 1024;
+  if (huge || value.get<int64_t>() < 1 || value.get<int64_t>() > 1024) {
     throw Error(
         fmt::format("kernel config key '{}' must be in 1..1024, got {}", key, value.dump()));
   }

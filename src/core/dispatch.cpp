@@ -33,9 +33,8 @@ void check_inputs(const DispatchInputs& in) {
 }
 
 std::string images_text(const KernelPlan& plan) {
-  std::string out;
-  for (const KernelImage& im : plan.built) out += (out.empty() ? "" : ", ") + im.name();
-  return out.empty() ? "none" : out;
+  const std::string names = image_names(plan.built);
+  return names.empty() ? "none" : names;
 }
 
 // The architecture's rule as the kernel plan states it for this binary (plan_sm*.cpp).
@@ -186,6 +185,7 @@ DispatchDecision decide(const DispatchInputs& in) {
   const KernelPlan plan = make_plan(in.capability, 1, image, false, images, in.config);
   DispatchDecision d;
   d.max_tokens = plan.overlap_max_tokens;
+  d.max_tokens_source = plan.overlap_max_tokens_source;
   // Independent of overlap: the sublayer's all-reduce exists whether or not overlap runs.
   d.all_reduce = choose_all_reduce(in.capability, in.tp);
   auto failure = config_or_arch_failure(in, plan);

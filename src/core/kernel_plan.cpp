@@ -128,6 +128,15 @@ std::vector<KernelImage> parse_images(std::string_view list) {
   return images;
 }
 
+std::string image_names(const std::vector<KernelImage>& images, std::string_view separator) {
+  std::string out;
+  for (const KernelImage& im : images) {
+    if (!out.empty()) out += separator;
+    out += im.name();
+  }
+  return out;
+}
+
 std::optional<KernelImage> image_for(ComputeCapability cc, const std::vector<KernelImage>& images) {
   std::optional<KernelImage> best;
   for (const KernelImage& image : images) {  // the newest SASS that runs here

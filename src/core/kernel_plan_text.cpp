@@ -41,7 +41,8 @@ std::string reach(const KernelPlan& plan, PrenormKernel k) {
   std::string out;
   for (const PrenormRange& r : plan.prenorm) {
     if (r.kernel != k) continue;
-    out += (out.empty() ? "" : ", ") + range_text(r.min_tokens, r.max_tokens);
+    if (!out.empty()) out += ", ";
+    out += range_text(r.min_tokens, r.max_tokens);
   }
   if (!out.empty()) return out;
   return fmt::format("in the image, only when forced (prenorm_kernel={})", to_string(k));
@@ -59,9 +60,7 @@ std::string image_text(const KernelPlan& plan) {
 
 std::string built_text(const std::vector<KernelImage>& built) {
   if (built.empty()) return "none (built without CUDA)";
-  std::string out;
-  for (const KernelImage& im : built) out += (out.empty() ? "" : ", ") + im.name();
-  return out;
+  return image_names(built);
 }
 
 std::string splits_text(const KernelPlan& plan) {
@@ -107,13 +106,31 @@ std::string KernelPlan::describe() const {
   line("pdl", pdl ? "yes (griddepcontrol in the image)" : "no");
   line("overlap", overlap_text(*this));
   line("threshold from", overlap_max_tokens_source);
-  std::string switches;
-  for (const auto& o : overrides) switches += (switches.empty() ? "" : " ") + o;
-  line("overrides", switches.empty() ? "none" : switches);
+  line("overrides", overrides_text());
   line("switches",
        "kernel config prenorm_kernel (mma16|mma64|tma128), prenorm_splits, "
        "fused_input, folded_post, enable_mhc_overlap, overlap_max_tokens, tactics");
   return out;
+}
+
+std::string KernelPlan::overrides_text() const {
+  std::string out;
+  for (const auto& o : overrides) {
+    if (!out.empty()) out += " ";
+    out += o;
+  }
+  return out.empty() ? "none" : out;
+}
+
+std::string KernelPlan::summary() const {
+  if (!image) return "no kernel image of this binary loads here";
+  std::string ranges;
+  for (const PrenormRange& r : prenorm) {
+    ranges += fmt::format(" {}", to_string(r.kernel));
+    if (r.max_tokens != kNoTokenLimit) ranges += fmt::format(" M<={}", r.max_tokens);
+  }
+  return fmt::format("{} {}, prenorm{}{}", image->name(), image->ptx ? "PTX (JIT)" : "SASS", ranges,
+                     pdl ? ", pdl" : "");
 }
 
 std::string KernelPlan::to_json() const {

@@ -13,6 +13,7 @@
 
 #include "mhc/core/error.hpp"
 #include "mhc/cuda/check.hpp"
+#include "mhc/cuda/device_plan.hpp"
 #include "mhc/cuda/device_site.hpp"
 #include "mhc/cuda/kernels.hpp"
 #include "timing.hpp"
@@ -107,7 +108,7 @@ std::string bench_kernels(const KernelBenchOptions& o) {
              "floor us", "of copy");
   for (int64_t m : o.tokens) {
     const double md = double(m);
-    const PrenormTuning chosen = choose_prenorm_tuning(p, m, prop.multiProcessorCount);
+    const PrenormTuning chosen = choose_prenorm_tuning(default_device_plan(), p, m);
     std::vector<Item> items;
     items.push_back({"empty kernel (graph floor)",
                      0.0,
@@ -138,7 +139,7 @@ std::string bench_kernels(const KernelBenchOptions& o) {
         if (rows == 128 && !tma_prenorm_available()) continue;
         for (int splits : {1, 2, 4, 8, 16, 32, 66, 132, max_prenorm_splits(p)}) {
           if (splits > max_prenorm_splits(p)) continue;
-          const PrenormTuning t{splits, rows};
+          const PrenormTuning t{splits, rows, -1};
           items.push_back({"  coefficients sweep", coef_bytes,
                            [&, m, t](DeviceSiteBuffers& b, cudaStream_t s) {
                              prenorm_coefficients(p, m, b.coefficients(w), proj, t, ws, s);

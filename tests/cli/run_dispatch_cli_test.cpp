@@ -58,7 +58,9 @@ TEST(RunCli, BadInputsAreClearErrors) {
 }
 
 TEST(DispatchCli, HopperOptInOverlapsUpToTheMeasuredThreshold) {
-  const std::string opt_in = "dispatch --arch 9.0 --kernel-config '{\"enable_mhc_overlap\": true}'";
+  const std::string opt_in =
+      "dispatch --arch 9.0 --images sm_90a,sm_80,compute_80 --kernel-config "
+      "'{\"enable_mhc_overlap\": true}'";
   auto decide = [](const std::string& args) {
     const RunResult r = run_mhc(args + " --json");
     EXPECT_EQ(r.status, 0) << r.err;

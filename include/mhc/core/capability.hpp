@@ -13,7 +13,8 @@ struct ComputeCapability {
   int minor = 0;
   bool is_sm90() const { return major == 9 && minor == 0; }
   bool is_sm100_family() const { return major == 10 && (minor == 0 || minor == 3); }
-  bool operator==(const ComputeCapability&) const = default;
+  // Spelled out: the CUDA sources that include this compile as C++17.
+  bool operator==(const ComputeCapability& o) const { return major == o.major && minor == o.minor; }
 };
 ComputeCapability parse_capability(std::string_view s);  // "9.0", "10.3"; throws mhc::Error
 
@@ -26,10 +27,14 @@ struct KernelImage {
   // The sm_90 instructions (TMA, mbarriers, griddepcontrol) are in this image's code.
   bool has_sm90_instructions() const { return arch >= 90; }
   bool has_wgmma() const { return arch == 90 && variant == 'a' && !ptx; }
-  bool operator==(const KernelImage&) const = default;
+  bool operator==(const KernelImage& o) const {
+    return arch == o.arch && variant == o.variant && ptx == o.ptx;
+  }
 };
 // "sm_90a,sm_80,sm_100f,compute_80" (empty: none); throws mhc::Error on a malformed entry.
 std::vector<KernelImage> parse_images(std::string_view list);
+// The names joined by `separator` ("" for none).
+std::string image_names(const std::vector<KernelImage>& images, std::string_view separator = ", ");
 // The images this binary holds (CMake MHC_CUDA_ARCHS, MHC_CUDA_PTX); empty without CUDA.
 const std::vector<KernelImage>& built_images();
 // The image the driver loads on a GPU of capability cc: SASS of the same major version (an 'a'

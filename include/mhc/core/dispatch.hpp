@@ -52,6 +52,7 @@ struct DispatchDecision {
   std::string reason_code;  // stable identifier of the first failed condition; "" when overlapping
   std::string reason;       // one sentence for people; "" when overlapping
   int max_tokens = 0;       // the threshold in force
+  std::string max_tokens_source;  // where it came from (config, tactics file, built-in default)
   AllReduce all_reduce = AllReduce::none;
   std::string describe() const;
   std::string to_json() const;  // {"overlap","reason_code","reason","max_tokens","all_reduce"}

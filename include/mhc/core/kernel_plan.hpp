@@ -86,6 +86,9 @@ struct KernelPlan {
   PrenormChoice prenorm_choice(int64_t tokens, int max_splits) const;
   bool fuses_input(int64_t tokens, PrenormKernel kernel) const;
   std::string describe() const;  // the multi-line text of `mhc plan`
+  // One line: "sm_90a SASS (runtime), prenorm mma16 M<=256 mma64 M<=1535 tma128, pdl".
+  std::string summary() const;
+  std::string overrides_text() const;  // "prenorm_splits=8 fused_input=false", or "none"
   std::string to_json() const;
 };
 

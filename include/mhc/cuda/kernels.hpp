@@ -13,6 +13,7 @@
 
 #include "mhc/core/bf16.hpp"
 #include "mhc/core/config.hpp"
+#include "mhc/core/kernel_plan.hpp"
 #include "mhc/core/params.hpp"
 
 namespace mhc::cuda {
@@ -41,25 +42,18 @@ class SiteWorkspace {
 };
 
 // Tuning of the prenorm GEMM: K splits and tokens per CTA: 16 or 64 (register-fed kernel, any
-// GPU) or 128 (TMA kernel, sm_90 only). 0 means "choose".
+// GPU) or 128 (TMA kernel, images with the sm_90 instructions). 0 means "choose" (the device's
+// kernel plan); fused_input_max_tokens < 0 means the device plan's.
 struct PrenormTuning {
   int splits = 0;
   int rows_per_tile = 0;
+  int64_t fused_input_max_tokens = -1;
   std::string describe() const;
 };
-// Whether this device runs the bulk-copy (TMA) prenorm kernel: compute capability 9.x.
+// Whether the current device runs the bulk-copy (TMA) prenorm kernel (its kernel plan's answer).
 bool tma_prenorm_available();
-// From this many tokens the heuristic takes the TMA kernel where it is available. On an
-// H200 with its wgmma consumers (commit 5c87f23, `mhc bench kernels --sweep`, best split count
-// of each tiling): 32.9 vs 36.0 us for the best register-fed tiling at 1536 tokens, 34.9 vs
-// 38.1 at 2048; a tie at 1024 (26.0 vs 25.7) and slower at 512 (23.2 vs 20.0).
-inline constexpr int64_t kTmaPrenormMinTokens = 1536;
-// The heuristic (tuned on an H200): 16-token tiles up to 256 tokens, then 64, or 128-token
-// TMA tiles from kTmaPrenormMinTokens when `bulk` (tma_prenorm_available()); splits so
-// that tiles x splits fills the multiprocessors once, capped at decode sizes.
-PrenormTuning choose_prenorm_tuning(const MhcParams& p, int64_t tokens, int sm_count, bool bulk);
-// The same for the current device (bulk = tma_prenorm_available()).
-PrenormTuning choose_prenorm_tuning(const MhcParams& p, int64_t tokens, int sm_count);
+// The kernel plan's tuning for this shape and token count (mhc/core/kernel_plan.hpp).
+PrenormTuning choose_prenorm_tuning(const KernelPlan& plan, const MhcParams& p, int64_t tokens);
 // Largest split count the kernel accepts for this shape (one chunk per warp).
 int max_prenorm_splits(const MhcParams& p);
 
@@ -80,8 +74,6 @@ struct InputPathBuffers {
   const float* norm_weight = nullptr;  // null: plain collapse
   Bf16* layer_input = nullptr;
 };
-// Up to this many tokens an InputPathBuffers request runs inside the coefficient launch.
-inline constexpr int64_t kFusedInputMaxTokens = 64;
 // Whether prenorm_coefficients with this (resolved) tuning runs the input path in its own launch.
 bool input_path_fuses(const MhcParams& p, int64_t tokens, const PrenormTuning& tuning);
 
@@ -98,8 +90,8 @@ struct PreviousPost {
 // Step 2 in one launch: prenorm GEMM + sum of squares, split-K, fused stats. Refuses a workspace
 // made for another C or n. `tuning` fields left 0 are chosen by choose_prenorm_tuning. With
 // `input`, also step 1 on the same x: inside the same launch (extra CTAs beside the GEMM's) with
-// 16-token tiles up to kFusedInputMaxTokens tokens, where a launch costs more than the work, else
-// as a separate input_path launch just before.
+// 16-token tiles up to the plan's fused_input_max_tokens, where a launch costs more than the work,
+// else as a separate input_path launch just before.
 //
 // With `previous` (needs `input`), the previous site's post runs first, inside the same launch
 // where the input path fuses (the GEMM CTAs form their slices of x on the fly, the input-path

@@ -13,7 +13,8 @@
 //   output          final collapse + final norm, fused into the last post
 // The layouts (StackLayout): the post of site s forms site s+1's layer_input (or the output), so
 // only site 0 runs a separate input path; or, native at decode sizes, the input path rides in the
-// coefficient launch and the post is plain; or, up to kFoldedDecodeMaxTokens, also site s's post
+// coefficient launch and the post is plain; or, up to the kernel plan's folded_post_max_tokens,
+// also site s's post
 // rides in site s+1's coefficient launch, so that a site is one launch besides its sublayer.
 //
 // Host side: the executor allocates nothing in a forward once its token count and mode have been
@@ -33,18 +34,11 @@
 #include "mhc/core/bf16.hpp"
 #include "mhc/core/config.hpp"
 #include "mhc/core/dispatch.hpp"
+#include "mhc/core/kernel_plan.hpp"
 #include "mhc/cpu/model.hpp"
 #include "mhc/schedule/two_stream.hpp"
 
 namespace mhc::cuda {
-
-// Up to this many tokens the native decode layout folds the previous site's post into the
-// coefficient launch (PreviousPost, mhc/cuda/kernels.hpp). Measured on an H200 with `mhc bench
-// kernels` (8 stack sites per CUDA graph, C=5120 n=4), per site: 9.6 us at 1 token and 9.8 at 4
-// folded, against 11.5 and 11.8 unfolded; 12.0 vs 12.7 at 16; at 64 tokens 14.2 folded against
-// 13.9, no gain. So the fold is taken at decode sizes only; above this the unfolded decode layout
-// stays. (With the cuBLAS stand-in sublayer the gain is not yet established: docs/overlap.md.)
-inline constexpr int64_t kFoldedDecodeMaxTokens = 16;
 
 // How a forward's sites are launched (docs/overlap.md).
 enum class StackLayout {
@@ -76,9 +70,9 @@ struct StackOptions {
   // schedule's, so native and overlap are then equal within tolerance, not bitwise; the overlap
   // benchmark turns it on so that the overlap is measured against the best native schedule.
   bool native_decode_schedule = false;
-  // With native_decode_schedule, up to kFoldedDecodeMaxTokens: fold each site's post into the
-  // next site's coefficient launch (StackLayout::folded_decode; the same bits as decode). Off by
-  // default, as measured on an H200 in one process (docs/overlap.md): behind the one-kernel
+  // With native_decode_schedule, up to the plan's folded_post_max_tokens: fold each site's post
+  // into the next site's coefficient launch (StackLayout::folded_decode; the same bits as decode).
+  // Off by default, as measured on an H200 in one process (docs/overlap.md): behind the one-kernel
   // stand-in the fold saves 1.4-1.7 us per site, but behind the cuBLAS stand-in decoder (a
   // sublayer like a real one: no PDL, weights streamed through L2) it costs about 3 us per site
   // (52.1 vs 48.9 us at 1 token), since the unfolded layout's post hides the coefficient
@@ -134,6 +128,9 @@ class StackExecutor {
   const Bf16* layer_input() const;  // [max_tokens, C]: the last site's sublayer input
   const Bf16* layer_trace(int layer) const;  // [max_tokens, n, C]; needs trace_layers
   const MhcParams& params() const;
+  // The kernel plan every launch of this executor follows (the device's, with the config's
+  // switches and tactics): tile sizes, splits, fused input, folded post, the overlap threshold.
+  const KernelPlan& plan() const;
   // Sites run with each schedule since construction (proves which path forwards took).
   int64_t overlapped_sites() const;
   int64_t native_sites() const;
