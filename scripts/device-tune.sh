@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# Run THERE (the GPU machine), with .deps carried: builds mhc and the plan tests, runs them,
-# prints the kernel plan, then `mhc tune` several times, the presets interleaved (one run of each
-# preset, then again), and `mhc run` with one of the tactics files. Logs and tactics JSON go to
+# Run THERE (the GPU machine), with .deps carried: builds mhc and the plan tests, prints the
+# kernel plan, runs `mhc tune` several times, the presets interleaved (one run of each preset,
+# then again), then the plan tests and `mhc run` with one of the tactics files. Logs and tactics JSON go to
 # $OUT. MHC_TUNE_RUNS (default 3) runs per preset; MHC_TUNE_PRESETS (default dsv41-flash);
 # MHC_TUNE_ARGS extra arguments of `mhc tune` (e.g. --reps 20).
 set -uo pipefail
@@ -17,10 +17,6 @@ status=0
 stamp build
 MHC_TARGETS="mhc test_cuda test_schedule" scripts/device-build.sh >"$OUT/build.log" 2>&1 ||
   { tail -30 "$OUT/build.log"; exit 1; }
-stamp tests
-build-device/tests/test_cuda --gtest_filter='DevicePlan.*:CudaCoefficients.EveryTilingAndSplitCount:CudaCoefficients.BulkCopyKernelEveryShape:CudaCoefficients.RefusesAnotherHiddenSizeAndBadTuning:CudaCoefficients.LargeTokenCounts' >"$OUT/test_cuda.log" 2>&1 || status=1
-build-device/tests/test_schedule >"$OUT/test_schedule.log" 2>&1 || status=1
-grep -hE "^\[  (PASSED|FAILED) |FAILED  \]|tests ran" "$OUT"/test_*.log
 stamp plan
 build-device/mhc plan | tee "$OUT/plan.txt"
 build-device/mhc plan --json >"$OUT/plan.json"
@@ -33,6 +29,10 @@ for run in $(seq 1 "${MHC_TUNE_RUNS:-3}"); do
     grep "overlap_max_tokens =" "$OUT/tune-$preset-$run.log"
   done
 done
+stamp tests
+build-device/tests/test_cuda --gtest_filter='DevicePlan.*:CudaCoefficients.EveryTilingAndSplitCount:CudaCoefficients.BulkCopyKernelEveryShape:CudaCoefficients.RefusesAnotherHiddenSizeAndBadTuning:CudaCoefficients.LargeTokenCounts' >"$OUT/test_cuda.log" 2>&1 || status=1
+build-device/tests/test_schedule >"$OUT/test_schedule.log" 2>&1 || status=1
+grep -hE "^\[  (PASSED|FAILED) |FAILED  \]|tests ran" "$OUT"/test_*.log
 stamp "run with tactics"
 first=$(ls "$OUT"/tune-*-1.json | head -1)
 build-device/mhc run --layers 8 --kernel-config "{\"enable_mhc_overlap\": true, \"tactics\": \"$first\"}" \
