@@ -38,5 +38,7 @@ first=$(ls "$OUT"/tune-*-1.json | head -1)
 build-device/mhc run --layers 8 --kernel-config "{\"enable_mhc_overlap\": true, \"tactics\": \"$first\"}" \
   >"$OUT/run-tactics.log" 2>&1 || status=1
 grep -E "kernel plan|plan switches|dispatch|threshold from|schedules|result" "$OUT/run-tactics.log"
+# The device tool returns at most 8 files: the tactics files and their logs travel as one archive.
+tar czf "$OUT/tune.tgz" -C "$OUT" $(cd "$OUT" && ls tune-*) && rm -f "$OUT"/tune-*
 stamp done
 exit $status

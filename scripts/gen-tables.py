@@ -10,7 +10,10 @@ A table lives between two markers that name its kind and its source files:
 Kinds:
   tune          one `mhc tune` tactics file: per size, native and overlap time per layer (median of
                 the rounds' medians), the gain's median and range over the rounds, won or not
-  tune-summary  several tactics files: one row each (shape, threshold, the gain's worst size)
+  tune-summary  several tactics files: one row each (shape, threshold, gain at 1 token)
+  overlap       one `mhc bench overlap` JSON: per size, native and overlap per layer, gain, saved
+  log           a committed log, verbatim in a code block; an optional second argument is a
+                regular expression (no spaces: use \s) that selects the lines to show
 
 Every table ends with the line saying where its numbers come from (GPU, driver, commit, date).
 With --check nothing is written; the exit status is 1 when a table is stale.
@@ -35,7 +38,8 @@ def load(path):
 
 def provenance(doc):
     driver = doc.get("driver") or doc.get("cuda_driver_api", "unknown")
-    return (f"{doc.get('gpu', 'unknown GPU')} (compute capability {doc.get('arch', '?')}, driver "
+    arch = doc.get("arch") or doc.get("compute_capability", "?")
+    return (f"{doc.get('gpu', 'unknown GPU')} (compute capability {arch}, driver "
             f"{driver}), commit {doc.get('commit', 'unknown')}, {doc.get('date', 'undated')}")
 
 
@@ -84,7 +88,35 @@ def table_tune_summary(paths):
     return lines
 
 
-KINDS = {"tune": table_tune, "tune-summary": table_tune_summary}
+def table_overlap(paths):
+    (path,) = paths
+    doc = load(path)
+    params = doc["params"]
+    lines = [
+        f"{doc.get('preset', '?')}: C={params['hidden']} n={params['n']} layers={params['layers']}",
+        "",
+        "| tokens | native µs/layer | overlap µs/layer | gain % | saved µs/layer | saved µs/layer/token |",
+        "|---:|---:|---:|---:|---:|---:|",
+    ]
+    for row in doc["rows"]:
+        lines.append(
+            f"| {row['tokens']} | {row['native_us_per_layer']:.1f} | {row['overlap_us_per_layer']:.1f} "
+            f"| {row['gain_percent']:.1f} | {row['saved_us_per_layer']:.1f} "
+            f"| {row['saved_us_per_layer_per_token']:.2f} |")
+    lines += ["", f"`mhc bench overlap` on {provenance(doc)}; source `{path}`."]
+    return lines
+
+
+def table_log(args):
+    path, *pattern = args
+    text = (ROOT / path).read_text().splitlines()
+    if pattern:
+        text = [line for line in text if re.search(pattern[0], line)]
+    return ["```", *text, "```", "", f"Source: `{path}`."]
+
+
+KINDS = {"tune": table_tune, "tune-summary": table_tune_summary, "overlap": table_overlap,
+         "log": table_log}
 
 
 def render(text):

@@ -23,6 +23,11 @@ ArchRules sm90_rules() {
   r.folded_post_max_tokens = 16;
   r.pdl = true;
   r.overlap = OverlapAvailability::opt_in;
+  // `mhc tune` at commit 9ec6b44, two runs each of C=5120, 4096 and 7168 interleaved, 5 rounds
+  // each: the overlap won every round at every size up to 32 tokens in all six runs (up to 48
+  // for C=4096), and at the next size (48; 64 for C=4096) lost in at least one round
+  // (bench/results/logs/h200-2026-12-01-device-tune-9ec6b44.log, docs/tuning.md). The smallest
+  // of the six thresholds, so that no measured size loses.
   r.overlap_max_tokens = kSm90OverlapMaxTokens;
   return r;
 }

@@ -59,9 +59,9 @@ struct DispatchDecision {
 };
 
 // The architecture's default token threshold: 16 upstream (GB200-derived) for SM100 and the
-// rest; on SM90 the value measured on an H200 (docs/overlap.md, plan_sm90.cpp). Tactics from
+// rest; on SM90 the value measured on an H200 (docs/tuning.md, plan_sm90.cpp). Tactics from
 // `mhc tune` replace it, the config's overlap_max_tokens replaces both.
-inline constexpr int kSm90OverlapMaxTokens = 128;
+inline constexpr int kSm90OverlapMaxTokens = 32;
 int default_overlap_max_tokens(ComputeCapability cc);
 
 // Throws mhc::Error on impossible inputs (C < 1, n < 1, M < 0, negative threshold, TP size < 1).
