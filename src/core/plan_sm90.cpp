@@ -6,7 +6,7 @@ namespace mhc {
 ArchRules sm90_rules() {
   ArchRules r;
   r.name = "sm90";
-  r.measured = "H200 (docs/kernels.md, docs/overlap.md)";
+  r.measured = "measured on an H200: docs/kernels.md, docs/tuning.md";
   // 16-token tiles win up to 256 tokens (more CTAs, less register pressure), 64-token tiles
   // above (hc_fn re-read from L2 once per tile); the TMA kernel from 1536 tokens: 32.9 vs 36.0 us
   // for the best register-fed tiling at 1536, a tie at 1024, slower at 512 (commit 5c87f23,

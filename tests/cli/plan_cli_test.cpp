@@ -51,6 +51,15 @@ TEST(PlanCli, ErrorsAreClear) {
   EXPECT_NE(bad_image.err.find("sm_90x"), std::string::npos) << bad_image.err;
 }
 
+TEST(TuneCli, RefusesBadOptionsBeforeMeasuring) {
+  const RunResult no_out = run_mhc("tune");
+  EXPECT_EQ(no_out.status, 2);
+  EXPECT_NE(no_out.err.find("--out"), std::string::npos) << no_out.err;
+  const RunResult bad = run_mhc("tune --out /tmp/x.json --rounds 0");
+  EXPECT_EQ(bad.status, 2);
+  EXPECT_NE(bad.err.find("--rounds"), std::string::npos) << bad.err;
+}
+
 TEST(DispatchCli, NoAutomaticOverlapOnBlackwellWithoutItsCode) {
   const auto d = json_of("dispatch --arch 10.0 --images sm_90a,sm_80,compute_80");
   EXPECT_EQ(d.at("overlap"), false);
