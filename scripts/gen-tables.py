@@ -10,7 +10,6 @@ A table lives between two markers that name its kind and its source files:
 Kinds:
   tune          one `mhc tune` tactics file: per size, native and overlap time per layer (median of
                 the rounds' medians), the gain's median and range over the rounds, won or not
-  tune-summary  several tactics files: one row each (shape, threshold, gain at 1 token)
   overlap       one `mhc bench overlap` JSON: per size, native and overlap per layer, gain, saved
   log           a committed log, verbatim in a code block; an optional second argument is a
                 regular expression (no spaces: use \s) that selects the lines to show
@@ -70,24 +69,6 @@ def table_tune(paths):
     return lines
 
 
-def table_tune_summary(paths):
-    lines = [
-        "| file | C | n | layers | threshold (tokens) | gain % at 1 token (median) | commit |",
-        "|---|---:|---:|---:|---:|---:|---|",
-    ]
-    gpus = set()
-    for path in paths:
-        doc = load(path)
-        shape = doc["shape"]
-        gpus.add(f"{doc.get('gpu', '?')} (driver {doc.get('driver', '?')})")
-        lines.append(
-            f"| `{pathlib.Path(path).name}` | {shape['hidden']} | {shape['n']} | {shape['layers']} "
-            f"| {doc['overlap_max_tokens']} | {doc['sizes'][0]['gain_percent_median']:+.2f} "
-            f"| {doc.get('commit', 'unknown')} |")
-    lines += ["", f"Each row one `mhc tune` run on {', '.join(sorted(gpus))}."]
-    return lines
-
-
 def table_overlap(paths):
     (path,) = paths
     doc = load(path)
@@ -115,8 +96,7 @@ def table_log(args):
     return ["```", *text, "```", "", f"Source: `{path}`."]
 
 
-KINDS = {"tune": table_tune, "tune-summary": table_tune_summary, "overlap": table_overlap,
-         "log": table_log}
+KINDS = {"tune": table_tune, "overlap": table_overlap, "log": table_log}
 
 
 def render(text):

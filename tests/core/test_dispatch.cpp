@@ -438,8 +438,8 @@ TEST(DispatchStrings, ParseCapabilityRejectsGarbage) {
 TEST(DispatchDecisionText, Describe) {
   EXPECT_EQ(decide(inputs("9.0", true)).describe(), "overlap=yes max_tokens=32 all_reduce=none");
   const std::string no = decide(inputs("9.0")).describe();
-  EXPECT_EQ(
-      no.rfind("overlap=no reason_code=sm90_not_opted_in max_tokens=32 all_reduce=none: ", 0), 0u)
+  EXPECT_EQ(no.rfind("overlap=no reason_code=sm90_not_opted_in max_tokens=32 all_reduce=none: ", 0),
+            0u)
       << no;
   EXPECT_NE(no.find("opt-in"), std::string::npos) << no;
 }
