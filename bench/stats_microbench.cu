@@ -1,12 +1,9 @@
-// Developer micro-benchmark of the coefficient path's stats stage (not built by CMake, not a test):
-// SM cycles per call of token_coefficients (one thread per token), token_coefficients_by_rows
-// (n lanes per token) and the Sinkhorn iterations alone, for one CTA on random reduced sums held
-// in shared memory, as in the prenorm kernels' epilogue. Build and run on the GPU machine:
-//   nvcc -std=c++17 -O3 -gencode=arch=compute_90a,code=sm_90a --expt-relaxed-constexpr \
-//     -I include bench/stats_microbench.cu -o /tmp/stats_microbench && /tmp/stats_microbench
-// Results: bench/results/logs/sinkbench-*.log (docs/kernels.md, "Stats"). Those were taken with
-// an earlier, uncommitted form of this file (same device functions, timing and launch shape; its
-// Sinkhorn-only inputs were offset by 1); this form was compiled but has not run on a GPU yet.
+// Developer micro-benchmark of the coefficient path's stats stage (not a test; built by CMake as
+// mhc_stats_microbench when CUDA is on, bench/CMakeLists.txt): SM cycles per call of
+// token_coefficients (one thread per token), token_coefficients_by_rows (n lanes per token) and
+// the Sinkhorn iterations alone, for one CTA on random reduced sums held in shared memory, as in
+// the prenorm kernels' epilogue. Run on an sm_90 GPU: build/bench/mhc_stats_microbench.
+// Results and their provenance: docs/decisions.md, "Stats micro-benchmark".
 #include <cuda_runtime.h>
 
 #include <cstdio>

@@ -1,6 +1,6 @@
 // `mhc bench kernels`: per-kernel and whole-site timings on the GPU (CUDA graphs, CUDA events,
 // input sets rotated past L2), with achieved bandwidth against the bytes floor. Separate from the
-// tests: it validates nothing, it times.
+// tests: it validates nothing, it times. The benchmark itself lives in bench/ (mhc_bench).
 #include <fmt/core.h>
 
 #include <cstdlib>
@@ -8,13 +8,11 @@
 #include <vector>
 
 #include "commands.hpp"
+#include "mhc/bench/kernels.hpp"
 #include "mhc/core/config.hpp"
 #include "mhc/core/error.hpp"
 #include "mhc/core/params.hpp"
-#if MHC_WITH_CUDA
-#include "mhc/cuda/bench.hpp"
-#include "mhc/cuda/cuda_backend.hpp"
-#endif
+#include "options.hpp"
 
 namespace mhc::cli {
 namespace {
@@ -26,62 +24,58 @@ struct BenchOptions {
   int reps = 200;
   std::string projection = "tf32";
   bool sweep = false;
-  std::string json_path;
+  JsonOutput json;
   std::string commit;
 };
 
-void run_kernels(const BenchOptions& o) {
-#if MHC_WITH_CUDA
-  if (!cuda::device_present()) throw Error("mhc bench kernels needs a CUDA GPU; none is visible");
-  cuda::KernelBenchOptions k;
+nlohmann::json run_kernels(const BenchOptions& o) {
+  bench::KernelBenchOptions k;
   k.preset_name = o.preset_name;
   k.params = preset(o.preset_name);
   if (o.hidden > 0) k.params.hidden = o.hidden;
   if (o.hc > 0) k.params.n = o.hc;
   validate(k.params);
-  for (int64_t m : o.tokens) {
-    if (m <= 0) throw Error(fmt::format("--tokens: {} is not a positive token count", m));
-  }
   k.tokens = o.tokens;
-  if (o.reps < 5) throw Error("--reps must be at least 5");
   k.reps = o.reps;
   k.projection =
       KernelConfig::parse(fmt::format("{{\"projection\": \"{}\"}}", o.projection)).projection;
   k.sweep_tuning = o.sweep;
-  k.json_path = o.json_path;
   k.commit = o.commit;
   if (k.commit.empty()) {
     if (const char* env = std::getenv("MHC_COMMIT")) k.commit = env;
   }
-  fmt::print("mhc bench kernels: {} ({}), projection {}, commit {}\n", o.preset_name,
-             describe(k.params), o.projection, k.commit.empty() ? "unknown" : k.commit);
-  cuda::bench_kernels(k);
-#else
-  (void)o;
-  throw Error("mhc bench kernels needs the CUDA backend, and this build has none");
-#endif
+  return bench::bench_kernels(k);
 }
 
 }  // namespace
 
 void register_bench(CLI::App& app) {
-  auto* bench = app.add_subcommand("bench", "Time the kernels on this machine's GPU");
+  auto* bench = add_command(app, "bench", "Time the kernels on this machine's GPU",
+                            {"mhc bench kernels --tokens 1,16,128 --json kernels.json",
+                             "mhc bench overlap --layers 40 --json | jq .rows"});
   bench->require_subcommand(1);
   auto options = std::make_shared<BenchOptions>();
-  auto* kernels = bench->add_subcommand(
-      "kernels", "Each CUDA kernel and the whole site: us, GB/s, fraction of the bytes floor");
-  kernels->add_option("--preset", options->preset_name, "Model preset")->capture_default_str();
+  auto* kernels = add_command(
+      *bench, "kernels",
+      "Each CUDA kernel and the whole site: us, GB/s, fraction of the bytes floor",
+      {"mhc bench kernels --preset dsv41-flash --tokens 1,16,128 --reps 200 --json kernels.json"});
+  add_preset_option(kernels, options->preset_name);
   kernels->add_option("--tokens", options->tokens, "Token counts (comma separated)")
-      ->delimiter(',');
-  kernels->add_option("--hidden", options->hidden, "Override the hidden size C");
-  kernels->add_option("--hc", options->hc, "Override the stream count n");
+      ->delimiter(',')
+      ->check(integer_in<int64_t>(1));
+  kernels->add_option("--hidden", options->hidden, "Override the hidden size C")
+      ->check(integer_in(1));
+  kernels->add_option("--hc", options->hc, "Override the stream count n")->check(integer_in(1));
   kernels->add_option("--reps", options->reps, "Timed graph replays per item")
+      ->check(integer_in(5))
       ->capture_default_str();
-  kernels->add_option("--projection", options->projection, "tf32 or fp32")->capture_default_str();
+  kernels->add_option("--projection", options->projection, "Projection precision")
+      ->check(one_of({"tf32", "fp32"}))
+      ->capture_default_str();
   kernels->add_flag("--sweep", options->sweep, "Also sweep the prenorm GEMM's splits and tile");
-  kernels->add_option("--json", options->json_path, "Write the JSON report here");
+  options->json.add_to(kernels);
   kernels->add_option("--commit", options->commit, "Commit to record (default: env MHC_COMMIT)");
-  kernels->callback([options] { run_kernels(*options); });
+  kernels->callback([options] { options->json.emit_from([&] { return run_kernels(*options); }); });
   add_bench_overlap(*bench);
 }
 

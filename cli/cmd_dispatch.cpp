@@ -12,6 +12,7 @@
 #include "mhc/core/dispatch.hpp"
 #include "mhc/core/error.hpp"
 #include "mhc/core/kernel_plan.hpp"
+#include "options.hpp"
 
 namespace mhc::cli {
 namespace {
@@ -35,20 +36,13 @@ struct DispatchArgs {
   bool no_prenorm_gemm = false;
   int tp = 1;
   bool fused_available = false;
-  bool json = false;
+  JsonOutput json;
   std::string images = "built";  // the binary's own, or a list such as sm_90a,sm_80,compute_80
 };
 
 constexpr const char* kNoFusedKernel =
     "the policy selects the SM100 fused all-reduce, but this build contains no fused all-reduce "
     "kernel";
-
-void check_args(const DispatchArgs& a) {
-  if (a.hidden < 1) throw Error(fmt::format("--hidden must be >= 1, got {}", a.hidden));
-  if (a.n < 1) throw Error(fmt::format("--hc must be >= 1, got {}", a.n));
-  if (a.tokens < 0) throw Error(fmt::format("--tokens must be >= 0, got {}", a.tokens));
-  if (a.tp < 1) throw Error(fmt::format("--tp must be >= 1, got {}", a.tp));
-}
 
 // 16 hex digits, no prefix: the form `mhc run` prints.
 std::string hash_text(uint64_t h) { return fmt::format("{:016x}", h); }
@@ -94,7 +88,8 @@ void print_text(const DispatchArgs& a, const DispatchInputs& in, const DispatchD
   if (d.all_reduce == AllReduce::fused) line("note", std::string(kNoFusedKernel) + ".");
 }
 
-void print_json(const DispatchArgs& a, const DispatchInputs& in, const DispatchDecision& d) {
+nlohmann::json report_json(const DispatchArgs& a, const DispatchInputs& in,
+                           const DispatchDecision& d) {
   nlohmann::json out = nlohmann::json::parse(d.to_json());
   out["config"] = nlohmann::json::parse(in.config.to_json());
   out["config_hash"] = hash_text(in.config.hash());
@@ -102,11 +97,10 @@ void print_json(const DispatchArgs& a, const DispatchInputs& in, const DispatchD
   out["threshold_source"] = d.max_tokens_source;
   out["images"] = images_text(in);
   if (d.all_reduce == AllReduce::fused) out["note"] = kNoFusedKernel;
-  fmt::print("{}\n", out.dump(2));
+  return out;
 }
 
 void run_dispatch(const DispatchArgs& a) {
-  check_args(a);
   DispatchInputs in;
   in.capability = parse_capability(a.arch);
   in.config = KernelConfig::parse(a.kernel_config);
@@ -122,39 +116,41 @@ void run_dispatch(const DispatchArgs& a) {
   tp.fused = a.fused_available;
   in.tp = &tp;
   const DispatchDecision d = decide(in);
-  if (a.json) {
-    print_json(a, in, d);
-  } else {
-    print_text(a, in, d);
-  }
+  if (!a.json.to_stdout()) print_text(a, in, d);
+  a.json.emit(report_json(a, in, d));
 }
 
 }  // namespace
 
 void register_dispatch(CLI::App& app) {
-  auto* cmd = app.add_subcommand(
-      "dispatch", "Say whether the mHC coefficient overlap would run, and why (policy only)");
+  auto* cmd = add_command(
+      app, "dispatch", "Say whether the mHC coefficient overlap would run, and why (policy only)",
+      {R"(mhc dispatch --arch 9.0 --kernel-config '{"enable_mhc_overlap": true}' --tokens 8)"});
   auto args = std::make_shared<DispatchArgs>();
   cmd->add_option("--arch", args->arch, "Compute capability, e.g. 9.0 (H200) or 10.0 (B200)")
       ->required();
-  cmd->add_option("--kernel-config", args->kernel_config,
-                  R"(Kernel config JSON, e.g. '{"enable_mhc_overlap": true}')");
-  cmd->add_option("--hidden", args->hidden, "Hidden size C")->capture_default_str();
-  cmd->add_option("--hc", args->n, "Residual streams n (hc_mult)")->capture_default_str();
-  cmd->add_option("--tokens", args->tokens, "Tokens M in the batch")->capture_default_str();
-  cmd->add_option("--mode", args->mode, "Execution mode: eager, piecewise or full")
+  add_kernel_config_option(cmd, args->kernel_config);
+  cmd->add_option("--hidden", args->hidden, "Hidden size C")
+      ->check(integer_in(1))
       ->capture_default_str();
+  cmd->add_option("--hc", args->n, "Residual streams n (hc_mult)")
+      ->check(integer_in(1))
+      ->capture_default_str();
+  add_tokens_option(cmd, args->tokens);
+  add_mode_option(cmd, args->mode);
   cmd->add_flag("--ubatching", args->ubatching, "Micro-batching is on");
   cmd->add_flag("--no-prenorm-gemm", args->no_prenorm_gemm,
                 "The prenorm GEMM kernel is not available for the device");
-  cmd->add_option("--tp", args->tp, "Tensor-parallel world size")->capture_default_str();
+  cmd->add_option("--tp", args->tp, "Tensor-parallel world size")
+      ->check(integer_in(1))
+      ->capture_default_str();
   cmd->add_flag("--fused-allreduce-available", args->fused_available,
                 "The TP group offers the SM100 fused all-reduce");
   cmd->add_option("--images", args->images,
                   "Kernel images of a simulated binary, e.g. sm_90a,sm_80,sm_100f,compute_80 "
                   "(default: this binary's)")
       ->capture_default_str();
-  cmd->add_flag("--json", args->json, "Print one JSON object");
+  args->json.add_to(cmd);
   cmd->callback([args] { run_dispatch(*args); });
 }
 

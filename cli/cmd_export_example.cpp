@@ -6,8 +6,10 @@
 #include <string>
 
 #include "commands.hpp"
+#include "memory.hpp"
 #include "mhc/core/error.hpp"
 #include "mhc/io/checkpoint.hpp"
+#include "options.hpp"
 
 namespace mhc::cli {
 namespace {
@@ -19,20 +21,10 @@ struct ExportArgs {
   bool no_final_norm = false;
   bool no_config = false;
   ckpt::ExportOptions opt;
+  JsonOutput json;
 };
 
-void export_example(ExportArgs& a) {
-  const auto naming = ckpt::parse_naming(a.naming);
-  if (!naming) throw Error(fmt::format("--naming '{}': expected official or hf", a.naming));
-  if (a.norm_dtype != "f32" && a.norm_dtype != "bf16") {
-    throw Error(fmt::format("--norm-dtype '{}': expected f32 or bf16", a.norm_dtype));
-  }
-  a.opt.naming = *naming;
-  a.opt.norm_bf16 = a.norm_dtype == "bf16";
-  a.opt.final_norm = !a.no_final_norm;
-  a.opt.config_json = !a.no_config;
-  const ckpt::ExportReport r = ckpt::export_example(a.dir, a.opt);
-  const MhcParams p = ckpt::example_params(a.opt);
+void print_report(const ExportArgs& a, const MhcParams& p, const ckpt::ExportReport& r) {
   fmt::print("wrote {} ({} naming, seed {}): {}\n", a.dir, a.naming, a.opt.seed, describe(p));
   for (const auto& f : r.files) fmt::print("  {}\n", f);
   fmt::print("{} mHC/norm tensors; decoys that `mhc run --weights` must not read: ", r.mhc_tensors);
@@ -41,29 +33,67 @@ void export_example(ExportArgs& a) {
              a.opt.seed);
 }
 
+nlohmann::json report_json(const ExportArgs& a, const MhcParams& p, const ckpt::ExportReport& r) {
+  return {
+      {"dir", a.dir},       {"naming", a.naming},
+      {"seed", a.opt.seed}, {"params", {{"hidden", p.hidden}, {"n", p.n}, {"layers", p.layers}}},
+      {"files", r.files},   {"mhc_tensors", r.mhc_tensors},
+      {"decoys", r.decoys}, {"total_bytes", r.total_bytes}};
+}
+
+void export_example(ExportArgs& a) {
+  const auto naming = ckpt::parse_naming(a.naming);
+  if (!naming) throw Error(fmt::format("--naming '{}': expected official or hf", a.naming));
+  a.opt.naming = *naming;
+  a.opt.norm_bf16 = a.norm_dtype == "bf16";
+  a.opt.final_norm = !a.no_final_norm;
+  a.opt.config_json = !a.no_config;
+  const MhcParams p = ckpt::example_params(a.opt);
+  // The model is held once as weights and once more as the tensors being written.
+  const auto weights = model_weight_bytes(p);
+  require_host_memory(
+      fmt::format("mhc export-example (C={} n={} layers={})", p.hidden, p.n, p.layers),
+      {{"weights", weights}, {"tensors to write", weights}});
+  const ckpt::ExportReport r = ckpt::export_example(a.dir, a.opt);
+  if (!a.json.to_stdout()) print_report(a, p, r);
+  a.json.emit(report_json(a, p, r));
+}
+
 }  // namespace
 
 void register_export_example(CLI::App& app) {
   auto a = std::make_shared<ExportArgs>();
   auto* cmd =
-      app.add_subcommand("export-example",
-                         "Write a small synthetic checkpoint in the DeepSeek-V4.1 layout (shards + "
-                         "model.safetensors.index.json) for `mhc run --weights`");
+      add_command(app, "export-example",
+                  "Write a small synthetic checkpoint in the DeepSeek-V4.1 layout (shards + "
+                  "model.safetensors.index.json) for `mhc run --weights`",
+                  {"mhc export-example /tmp/ckpt --layers 4 && mhc run --weights /tmp/ckpt"});
   cmd->add_option("dir", a->dir, "Directory to write (created if needed)")->required();
-  cmd->add_option("--layers", a->opt.layers, "Decoder layers")->capture_default_str();
-  cmd->add_option("--hidden", a->opt.hidden, "Hidden size C")->capture_default_str();
-  cmd->add_option("--hc", a->opt.hc, "Residual streams n")->capture_default_str();
+  cmd->add_option("--layers", a->opt.layers, "Decoder layers")
+      ->check(integer_in(1))
+      ->capture_default_str();
+  cmd->add_option("--hidden", a->opt.hidden, "Hidden size C")
+      ->check(integer_in(1))
+      ->capture_default_str();
+  cmd->add_option("--hc", a->opt.hc, "Residual streams n")
+      ->check(integer_in(1))
+      ->capture_default_str();
   cmd->add_option("--naming", a->naming,
                   "Tensor names: official (layers.{i}.hc_attn_fn) or hf "
                   "(model.layers.{i}.attn_hc.fn)")
+      ->check(one_of({"official", "hf"}))
       ->capture_default_str();
-  cmd->add_option("--seed", a->opt.seed, "Seed of the synthetic weights")->capture_default_str();
+  cmd->add_option("--seed", a->opt.seed, "Seed of the synthetic weights")
+      ->check(integer_in<uint64_t>(0))
+      ->capture_default_str();
   cmd->add_flag("--single-file", a->opt.single_file,
                 "One model.safetensors instead of two shards + index");
-  cmd->add_option("--norm-dtype", a->norm_dtype, "Dtype of the norm weights: f32 or bf16")
+  cmd->add_option("--norm-dtype", a->norm_dtype, "Dtype of the norm weights")
+      ->check(one_of({"f32", "bf16"}))
       ->capture_default_str();
   cmd->add_flag("--no-final-norm", a->no_final_norm, "Leave out the final norm.weight");
   cmd->add_flag("--no-config", a->no_config, "Leave out config.json");
+  a->json.add_to(cmd);
   cmd->callback([a] { export_example(*a); });
 }
 

@@ -12,6 +12,7 @@
 #include "mhc/core/config.hpp"
 #include "mhc/core/error.hpp"
 #include "mhc/core/kernel_plan.hpp"
+#include "options.hpp"
 #if MHC_WITH_CUDA
 #include "mhc/cuda/cuda_backend.hpp"
 #include "mhc/cuda/device_plan.hpp"
@@ -25,7 +26,7 @@ struct PlanArgs {
   std::string images = "built";
   int sm_count = 132;  // an H200's, for simulated plans
   std::string kernel_config;
-  bool json = false;
+  JsonOutput json;
 };
 
 // What the runtime reports for each prenorm variant on this GPU ("" when simulated).
@@ -51,7 +52,6 @@ std::string runtime_lines(nlohmann::json& doc) {
 KernelPlan device_or_simulated(const PlanArgs& a, const KernelConfig& config, bool& real) {
   real = false;
   if (!a.arch.empty()) {
-    if (a.sm_count < 1) throw Error(fmt::format("--sm-count must be >= 1, got {}", a.sm_count));
     const auto images = a.images == "built" ? built_images() : parse_images(a.images);
     return simulated_plan(parse_capability(a.arch), a.sm_count, images, config);
   }
@@ -73,18 +73,18 @@ void run_plan(const PlanArgs& a) {
   const KernelPlan plan = device_or_simulated(a, config, real);
   nlohmann::json doc = nlohmann::json::parse(plan.to_json());
   const std::string runtime = real ? runtime_lines(doc) : std::string();
-  if (a.json) {
-    fmt::print("{}\n", doc.dump(2));
-    return;
-  }
-  fmt::print("{}{}", plan.describe(), runtime);
+  if (!a.json.to_stdout()) fmt::print("{}{}", plan.describe(), runtime);
+  a.json.emit(doc);
 }
 
 }  // namespace
 
 void register_plan(CLI::App& app) {
-  auto* cmd = app.add_subcommand(
-      "plan", "Print the kernel plan: which kernel runs at which batch size on this GPU, and why");
+  auto* cmd = add_command(
+      app, "plan",
+      "Print the kernel plan: which kernel runs at which batch size on this GPU, and why",
+      {"mhc plan", "mhc plan --arch 10.0 --images sm_90a,sm_80,compute_80",
+       R"(mhc plan --kernel-config '{"prenorm_kernel": "mma64"}')"});
   auto args = std::make_shared<PlanArgs>();
   cmd->add_option("--arch", args->arch,
                   "Simulate a GPU of this compute capability (e.g. 10.0) instead of this one");
@@ -93,10 +93,10 @@ void register_plan(CLI::App& app) {
                   "sm_90a,sm_80,sm_100f,compute_80 (default: this binary's)")
       ->capture_default_str();
   cmd->add_option("--sm-count", args->sm_count, "With --arch: multiprocessors")
+      ->check(integer_in(1))
       ->capture_default_str();
-  cmd->add_option("--kernel-config", args->kernel_config,
-                  R"(Kernel config JSON, e.g. '{"prenorm_kernel": "mma64"}')");
-  cmd->add_flag("--json", args->json, "Print one JSON object");
+  add_kernel_config_option(cmd, args->kernel_config);
+  args->json.add_to(cmd);
   cmd->callback([args] { run_plan(*args); });
 }
 

@@ -6,6 +6,8 @@
 #include <optional>
 
 #include "commands.hpp"
+#include "memory.hpp"
+#include "mhc/bench/overlap.hpp"
 #include "mhc/core/backend.hpp"
 #include "mhc/core/config.hpp"
 #include "mhc/core/dispatch.hpp"
@@ -14,7 +16,7 @@
 #include "mhc/cpu/model.hpp"
 #include "mhc/cpu/reference.hpp"
 #include "mhc/io/checkpoint.hpp"
-#include "overlap_rounds.hpp"
+#include "options.hpp"
 #include "run_report.hpp"
 #if MHC_WITH_CUDA
 #include "mhc/cuda/device_plan.hpp"
@@ -31,9 +33,9 @@ namespace {
 struct RunOptions {
   std::string preset_name{kDefaultPreset};
   int64_t tokens = 16;
-  int layers = 0;  // 0: the preset's
-  int hidden = 0;  // 0: the preset's
-  int hc = 0;      // 0: the preset's
+  int layers = 0;  // 0: the preset's (the parser accepts only >= 1)
+  int hidden = 0;  // 0: the preset's (the parser accepts only >= 1)
+  int hc = 0;      // 0: the preset's (the parser accepts only >= 1)
   uint64_t seed = 1;
   std::string kernel_config;
   std::string backend = "auto";
@@ -42,7 +44,7 @@ struct RunOptions {
   std::string sync_check = "off";
   std::string trace_path;
   int tp = 0;  // --tp N: tensor parallelism over N GPUs (0: off)
-  bool json = false;
+  JsonOutput json;
   std::string weights_dir;  // --weights: mHC parameters from a checkpoint instead of synthetic
 };
 
@@ -52,14 +54,26 @@ MhcParams resolve_params(const RunOptions& o) {
   if (o.hidden > 0) p.hidden = o.hidden;
   if (o.hc > 0) p.n = o.hc;
   validate(p);
-  if (o.tokens < 0) throw Error(fmt::format("--tokens {} must be >= 0", o.tokens));
   return p;
+}
+
+// Everything `mhc run` holds on the host, before any of it is allocated.
+void check_host_memory(const MhcParams& p, int64_t tokens) {
+  const uint64_t m = uint64_t(tokens), k = uint64_t(p.k()), layers = uint64_t(p.layers);
+  // x after every layer: the backend's bf16 trace and the float64 reference's, 2 + 8 bytes.
+  const auto traces = checked_product({layers, m, k, 2 + 8});
+  // x0, the one-site check's x, x_next and its float64 reference: 2 + 2 + 2 + 8 bytes.
+  const auto inputs = checked_product({m, k, 2 + 2 + 2 + 8});
+  require_host_memory(
+      fmt::format("mhc run with {} tokens (C={} n={} layers={})", tokens, p.hidden, p.n, p.layers),
+      {{"weights", model_weight_bytes(p)},
+       {"per-layer traces", traces},
+       {"inputs and site check", inputs}});
 }
 
 // --tp is checked before any work: its own validation replaces the single-GPU stack check.
 void check_tp_options(const RunOptions& o) {
   if (o.tp == 0) return;
-  if (o.tp < 0) throw Error(fmt::format("--tp {}: expected a TP size >= 1", o.tp));
 #if !MHC_WITH_NCCL
   throw Error("--tp needs the CUDA backend built with NCCL; this build has none");
 #endif
@@ -83,11 +97,8 @@ void run_tensor_parallel(const RunOptions& o, const ModelWeights& w, const std::
   if (o.timing_reps > 0) c.timing_reps = o.timing_reps;
   const dist::TpRunReport r = dist::run_stack_tp(w, o.tokens, x0.data(), cfg, c);
   const bool pass = r.passed() && site_passed;
-  if (o.json) {
-    fmt::print("{}\n", r.to_json());
-  } else {
-    fmt::print("{}result: {}\n", r.describe(), pass ? "PASS" : "FAIL");
-  }
+  if (!o.json.to_stdout()) fmt::print("{}result: {}\n", r.describe(), pass ? "PASS" : "FAIL");
+  o.json.emit(nlohmann::json::parse(r.to_json()));
   if (!pass) throw Error("validation failed (see the FAIL lines above)");
 #else
   (void)o, (void)w, (void)x0, (void)cfg, (void)mode, (void)site_passed;
@@ -116,7 +127,6 @@ ckpt::Loaded load_weights(const RunOptions& o, bool preset_given) {
         "--layers, --hidden and --hc cannot be combined with --weights (the checkpoint's "
         "shapes decide)");
   }
-  if (o.tokens < 0) throw Error(fmt::format("--tokens {} must be >= 0", o.tokens));
   ckpt::LoadOptions lo;
   lo.seed = o.seed;
   if (preset_given) {
@@ -124,7 +134,8 @@ ckpt::Loaded load_weights(const RunOptions& o, bool preset_given) {
     lo.expect_name = o.preset_name;
   }
   ckpt::Loaded loaded = ckpt::load(o.weights_dir, lo);
-  fmt::print(o.json ? stderr : stdout, "{}", ckpt::describe(loaded.report, loaded.weights.params));
+  fmt::print(o.json.to_stdout() ? stderr : stdout, "{}",
+             ckpt::describe(loaded.report, loaded.weights.params));
   return loaded;
 }
 
@@ -132,12 +143,10 @@ void run(const RunOptions& o, bool preset_given) {
   std::optional<ckpt::Loaded> ck;
   if (!o.weights_dir.empty()) ck = load_weights(o, preset_given);
   const MhcParams p = ck ? ck->weights.params : resolve_params(o);
+  check_host_memory(p, o.tokens);
   const KernelConfig cfg = KernelConfig::parse(o.kernel_config);
   const ExecMode mode = parse_exec_mode(o.mode);
   check_tp_options(o);
-  if (o.sync_check != "off" && o.sync_check != "error") {
-    throw Error(fmt::format("--sync-check '{}': expected off or error", o.sync_check));
-  }
   auto backend = make_backend(o.backend, cfg);
   const bool on_gpu = backend->capability().has_value();
   if (!on_gpu && !o.trace_path.empty()) throw Error("--trace needs the cuda backend");
@@ -171,8 +180,10 @@ void run(const RunOptions& o, bool preset_given) {
   const int reps = o.timing_reps > 0 ? o.timing_reps : (backend->name() == "cpu" ? 5 : 200);
   report.timing(backend->time_site(weights, o.tokens, reps), p, o.tokens);
   if (on_gpu && o.tokens > 0) {
-    const OverlapSweep sweep{{o.tokens}, o.timing_reps > 0 ? o.timing_reps : 40, 1, 0, 0};
-    report.schedules(measure_overlap_rounds(weights.params, weights, sweep).at(0).at(0));
+    bench::OverlapOptions sweep;
+    sweep.tokens = {o.tokens};
+    sweep.reps = o.timing_reps > 0 ? o.timing_reps : 40;
+    report.schedules(bench::overlap_rounds(sweep, weights, 1).at(0).at(0));
   }
   report.finish();
   if (!report.all_passed()) throw Error("validation failed (see the FAIL lines above)");
@@ -182,37 +193,38 @@ void run(const RunOptions& o, bool preset_given) {
 
 void register_run(CLI::App& app) {
   auto opts = std::make_shared<RunOptions>();
-  auto* cmd = app.add_subcommand(
-      "run",
-      "Run a DeepSeek-V4.1-shaped mHC stack on synthetic weights: validate against "
-      "float64 and time each site");
-  auto* preset_opt = cmd->add_option("--preset", opts->preset_name,
-                                     "Model preset: dsv41-flash, dsv4-flash, dsv4-pro")
-                         ->capture_default_str();
-  cmd->add_option("--tokens,-m", opts->tokens, "Tokens in the batch (0 is allowed)")
-      ->capture_default_str();
-  cmd->add_option("--layers", opts->layers, "Decoder layers (default: the preset's)");
-  cmd->add_option("--hidden", opts->hidden, "Hidden size C (default: the preset's)");
-  cmd->add_option("--hc", opts->hc, "Residual streams n (default: the preset's)");
-  cmd->add_option("--seed", opts->seed, "Seed of the synthetic weights and inputs")
-      ->capture_default_str();
-  cmd->add_option("--kernel-config", opts->kernel_config,
-                  R"(Kernel configuration JSON, e.g. '{"enable_mhc_overlap": true}')");
-  cmd->add_option("--backend", opts->backend, "auto, cpu or cuda")->capture_default_str();
+  auto* cmd = add_command(app, "run",
+                          "Run a DeepSeek-V4.1-shaped mHC stack on synthetic weights: validate "
+                          "against float64 and time each site",
+                          {"mhc run --backend cpu --layers 2 --tokens 64 --json report.json",
+                           "mhc run --weights ckpt/ --json | jq .pass"});
+  auto* preset_opt = add_preset_option(cmd, opts->preset_name);
+  add_tokens_option(cmd, opts->tokens);
+  cmd->add_option("--layers", opts->layers, "Decoder layers (default: the preset's)")
+      ->check(integer_in(1));
+  cmd->add_option("--hidden", opts->hidden, "Hidden size C (default: the preset's)")
+      ->check(integer_in(1));
+  cmd->add_option("--hc", opts->hc, "Residual streams n (default: the preset's)")
+      ->check(integer_in(1));
+  add_seed_option(cmd, opts->seed);
+  add_kernel_config_option(cmd, opts->kernel_config);
+  add_backend_option(cmd, opts->backend);
   cmd->add_option("--timing-reps", opts->timing_reps,
-                  "Timed repetitions (default: cpu 5, cuda 200)");
-  cmd->add_option("--mode", opts->mode, "Execution mode of the GPU forward: eager, piecewise, full")
-      ->capture_default_str();
+                  "Timed repetitions (default: cpu 5, cuda 200)")
+      ->check(integer_in(1));
+  add_mode_option(cmd, opts->mode);
   cmd->add_option("--sync-check", opts->sync_check,
                   "error: capture the forward in global mode first, so any host sync inside it "
                   "is an error (FULL mode always does)")
+      ->check(one_of({"off", "error"}))
       ->capture_default_str();
   cmd->add_option("--trace", opts->trace_path,
                   "Write a Chrome trace (GPU-timed, per stream) of one forward to this file");
   cmd->add_option("--tp", opts->tp,
                   "Tensor parallelism over N GPUs (one thread each, NCCL all-reduce): the cuBLAS "
-                  "stand-in decoder sharded over them, validated against TP=1");
-  cmd->add_flag("--json", opts->json, "Print one JSON object instead of the text report");
+                  "stand-in decoder sharded over them, validated against TP=1")
+      ->check(integer_in(1));
+  opts->json.add_to(cmd);
   cmd->add_option("--weights", opts->weights_dir,
                   "Checkpoint directory (model.safetensors.index.json + shards, or one "
                   ".safetensors file): real mHC parameters instead of synthetic ones");

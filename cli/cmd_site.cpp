@@ -12,6 +12,7 @@
 #include "mhc/core/error.hpp"
 #include "mhc/core/params.hpp"
 #include "mhc/io/safetensors.hpp"
+#include "options.hpp"
 
 namespace mhc::cli {
 namespace {
@@ -21,6 +22,7 @@ struct SiteArgs {
   std::string out;
   std::string backend = "auto";
   std::string kernel_config;
+  JsonOutput json;
 };
 
 // Everything needed to reproduce the run; values are exact (shortest round-trip text).
@@ -66,6 +68,25 @@ void print_summary(const SiteArgs& a, const st::SiteFileInputs& in, const Backen
                              in.tokens, p.n, p.hidden));
 }
 
+nlohmann::json summary_json(const SiteArgs& a, const st::SiteFileInputs& in, const Backend& backend,
+                            const KernelConfig& config, double ms) {
+  const MhcParams& p = in.params;
+  return {{"inputs", a.inputs},
+          {"output", a.out},
+          {"tokens", in.tokens},
+          {"params",
+           {{"hidden", p.hidden},
+            {"n", p.n},
+            {"sinkhorn_iters", p.sinkhorn_iters},
+            {"eps_h", p.eps_h},
+            {"eps_n", p.eps_n},
+            {"post_mult", p.post_mult}}},
+          {"backend", {{"name", backend.name()}, {"description", backend.description()}}},
+          {"kernel_config", nlohmann::json::parse(config.to_json())},
+          {"kernel_config_hash", fmt::format("{:016x}", config.hash())},
+          {"run_ms", ms}};
+}
+
 void run_site_command(const SiteArgs& a) {
   // Cheap checks first: a bad config or a missing GPU is reported before a large file is read.
   const KernelConfig config = KernelConfig::parse(a.kernel_config);
@@ -79,24 +100,26 @@ void run_site_command(const SiteArgs& a) {
   st::site_outputs_writer(in.params, in.tokens, out,
                           output_metadata(in, *backend, config, a.inputs))
       .write(a.out);
-  print_summary(a, in, *backend, config, elapsed.count());
+  if (!a.json.to_stdout()) print_summary(a, in, *backend, config, elapsed.count());
+  a.json.emit(summary_json(a, in, *backend, config, elapsed.count()));
 }
 
 }  // namespace
 
 void register_site(CLI::App& app) {
   auto args = std::make_shared<SiteArgs>();
-  auto* cmd = app.add_subcommand(
-      "site", "Run one mHC site on tensors from a safetensors file (see docs/safetensors.md)");
+  auto* cmd = add_command(
+      app, "site", "Run one mHC site on tensors from a safetensors file (see docs/safetensors.md)",
+      {"mhc site --inputs in.safetensors --out out.safetensors --backend cpu"});
   cmd->add_option("--inputs", args->inputs,
                   "Input file: x, pre_mix, hc_fn, hc_base, hc_scale, norm_weight, sublayer_out")
       ->required();
   cmd->add_option("--out", args->out,
                   "Output file: layer_input, pre, post, comb, x_next (+ metadata)")
       ->required();
-  cmd->add_option("--backend", args->backend, "auto, cpu or cuda")->capture_default_str();
-  cmd->add_option("--kernel-config", args->kernel_config,
-                  "Kernel configuration as JSON, e.g. '{\"projection\": \"fp32\"}'");
+  add_backend_option(cmd, args->backend);
+  add_kernel_config_option(cmd, args->kernel_config);
+  args->json.add_to(cmd);
   cmd->callback([args] { run_site_command(*args); });
 }
 

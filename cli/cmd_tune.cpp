@@ -7,13 +7,14 @@
 #include <memory>
 #include <nlohmann/json.hpp>
 
-#include "bench_common.hpp"
 #include "commands.hpp"
+#include "mhc/bench/common.hpp"
+#include "mhc/bench/overlap.hpp"
 #include "mhc/core/error.hpp"
 #include "mhc/core/params.hpp"
 #include "mhc/core/tactics.hpp"
 #include "mhc/cpu/model.hpp"
-#include "overlap_rounds.hpp"
+#include "options.hpp"
 #if MHC_WITH_CUDA
 #include "mhc/cuda/cuda_backend.hpp"
 #include "mhc/cuda/device_plan.hpp"
@@ -74,14 +75,8 @@ MhcParams shape(const TuneOptions& o) {
   return p;
 }
 
+// Sorted and without repeats (the options' checks did the ranges).
 void check(TuneOptions& o) {
-  if (o.out_path.empty()) throw Error("--out FILE is required (where the tactics are written)");
-  if (o.rounds < 1 || o.rounds > 100)
-    throw Error(fmt::format("--rounds {} must be in 1..100", o.rounds));
-  if (o.reps < 2) throw Error(fmt::format("--reps {} must be >= 2", o.reps));
-  for (int64_t t : o.tokens) {
-    if (t < 1) throw Error(fmt::format("--tokens: {} is not a positive token count", t));
-  }
   std::sort(o.tokens.begin(), o.tokens.end());
   o.tokens.erase(std::unique(o.tokens.begin(), o.tokens.end()), o.tokens.end());
 }
@@ -105,8 +100,11 @@ void run_tune(TuneOptions o) {
   const KernelPlan& plan = cuda::default_device_plan();
   fmt::print("mhc tune: C={} n={} layers={}, {} rounds of {} sizes, {} replays each\n", p.hidden,
              p.n, p.layers, o.rounds, o.tokens.size(), o.reps);
-  const auto rounds = measure_overlap_rounds(p, w, {o.tokens, o.reps, o.rounds, 0, 0});
-  nlohmann::json doc = bench_metadata();
+  bench::OverlapOptions sweep;
+  sweep.tokens = o.tokens;
+  sweep.reps = o.reps;
+  const auto rounds = bench::overlap_rounds(sweep, w, o.rounds);
+  nlohmann::json doc = bench::bench_metadata();
   doc["format"] = kTacticsFormat;
   doc["arch"] = fmt::format("{}.{}", plan.capability.major, plan.capability.minor);
   doc["sm_count"] = plan.sm_count;
@@ -119,7 +117,7 @@ void run_tune(TuneOptions o) {
   doc["overlap_max_tokens"] = threshold(doc["sizes"]);
   print_sizes(doc["sizes"]);
   Tactics::parse(doc.dump(), o.out_path);  // what is written must load
-  write_file_atomically(o.out_path, doc.dump(1) + "\n");
+  write_output_file(o.out_path, doc.dump(1) + "\n");
   fmt::print(
       "overlap_max_tokens = {} (won at every measured size up to it, in all {} rounds)\n"
       "wrote {}; use it with --kernel-config '{{\"tactics\": \"{}\"}}'\n",
@@ -137,15 +135,26 @@ void run_tune(TuneOptions o) {
 
 void register_tune(CLI::App& app) {
   auto o = std::make_shared<TuneOptions>();
-  auto* cmd = app.add_subcommand(
-      "tune", "Measure the overlap threshold on this GPU and model shape; write a tactics file");
-  cmd->add_option("--preset", o->preset_name, "Model preset")->capture_default_str();
-  cmd->add_option("--layers", o->layers, "Decoder layers (default: the preset's)");
-  cmd->add_option("--tokens", o->tokens, "Token counts")->delimiter(',')->capture_default_str();
-  cmd->add_option("--rounds", o->rounds, "Repeats of the whole sweep")->capture_default_str();
-  cmd->add_option("--reps", o->reps, "Timed replays per schedule, size and round")
+  auto* cmd = add_command(
+      app, "tune",
+      "Measure the overlap threshold on this GPU and model shape; write a tactics file",
+      {"mhc tune --preset dsv41-flash --out tactics.json",
+       R"(mhc run --kernel-config '{"enable_mhc_overlap": true, "tactics": "tactics.json"}')"});
+  add_preset_option(cmd, o->preset_name);
+  cmd->add_option("--layers", o->layers, "Decoder layers (default: the preset's)")
+      ->check(integer_in(1));
+  cmd->add_option("--tokens", o->tokens, "Token counts")
+      ->delimiter(',')
+      ->check(integer_in<int64_t>(1))
       ->capture_default_str();
-  cmd->add_option("--out", o->out_path, "The tactics file to write (safely: temp file + rename)");
+  cmd->add_option("--rounds", o->rounds, "Repeats of the whole sweep")
+      ->check(integer_in(1, 100))
+      ->capture_default_str();
+  cmd->add_option("--reps", o->reps, "Timed replays per schedule, size and round")
+      ->check(integer_in(2))
+      ->capture_default_str();
+  cmd->add_option("--out", o->out_path, "The tactics file to write (safely: temp file + rename)")
+      ->required();
   cmd->callback([o] { run_tune(*o); });
 }
 

@@ -3,30 +3,42 @@
 
 #include <cstdio>
 #include <exception>
+#include <string>
 
 #include "commands.hpp"
 #include "mhc/core/error.hpp"
+#include "mhc/core/version.hpp"
+#include "usage.hpp"
+
+namespace {
+
+constexpr const char* kExitStatusHelp =
+    "Exit status: 0 success; 2 usage error, bad input or failed validation (the message on stderr "
+    "starts with \"mhc: error:\"); 3 internal error (a bug in mhc: please report it).\n"
+    "Run 'mhc COMMAND --help' for a command's options and an example.";
+
+}  // namespace
 
 int main(int argc, char** argv) {
-  CLI::App app{"mhc: DeepSeek-V4.1 mHC sites on CPU and Hopper GPUs, validated against float64"};
+  using namespace mhc::cli;
+  CLI::App app{"mhc: DeepSeek-V4.1 mHC sites on CPU and Hopper GPUs, validated against float64",
+               "mhc"};
+  app.set_version_flag("--version", fmt::format("mhc {}", mhc::kVersion), "Print the version");
   app.require_subcommand(1);
-  mhc::cli::register_run(app);
-  mhc::cli::register_site(app);
-  mhc::cli::register_dispatch(app);
-  mhc::cli::register_bench(app);
-  mhc::cli::register_export_example(app);
-  mhc::cli::register_plan(app);
-  mhc::cli::register_tune(app);
+  app.footer(kExitStatusHelp);
+  for (RegisterFn add : kCommands) add(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
-    return app.exit(e);
+    return report_parse_error(app, e);
   } catch (const mhc::Error& e) {
+    std::fflush(stdout);
     fmt::print(stderr, "mhc: error: {}\n", e.what());
-    return 2;
+    return kExitError;
   } catch (const std::exception& e) {
+    std::fflush(stdout);
     fmt::print(stderr, "mhc: internal error: {}\n", e.what());
-    return 3;
+    return kExitInternal;
   }
-  return 0;
+  return kExitOk;
 }

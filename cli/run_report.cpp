@@ -75,7 +75,7 @@ void RunReport::header(const std::string& preset_name, const MhcParams& p, int64
   doc_["backend"] = {{"name", backend.name()}, {"description", backend.description()}};
   doc_["kernel_config"] = nlohmann::json::parse(cfg.to_json());
   doc_["kernel_config_hash"] = fmt::format("{:016x}", cfg.hash());
-  if (json_mode_) return;
+  if (!text_) return;
   fmt::print("mhc run: preset {} ({}), {} tokens, {} sites, seed {}\n", preset_name, describe(p),
              tokens, p.sites(), seed);
   fmt::print("backend: {} ({})\n", backend.name(), backend.description());
@@ -86,7 +86,7 @@ void RunReport::dispatch(const DispatchDecision& d, bool on_gpu) {
   doc_["dispatch"] = nlohmann::json::parse(d.to_json());
   doc_["dispatch"]["applies"] = on_gpu;
   doc_["dispatch"]["max_tokens_source"] = d.max_tokens_source;
-  if (json_mode_) return;
+  if (!text_) return;
   if (!on_gpu) {
     fmt::print("dispatch: overlap no (the CPU backend runs on one stream; policy says: {})\n",
                d.reason_code);
@@ -98,7 +98,7 @@ void RunReport::dispatch(const DispatchDecision& d, bool on_gpu) {
 
 void RunReport::plan(const KernelPlan& plan) {
   doc_["kernel_plan"] = nlohmann::json::parse(plan.to_json());
-  if (json_mode_) return;
+  if (!text_) return;
   fmt::print("kernel plan: {}\n", plan.summary());
   fmt::print(
       "plan switches: prenorm_kernel, prenorm_splits, fused_input, folded_post, tactics "
@@ -108,7 +108,7 @@ void RunReport::plan(const KernelPlan& plan) {
 
 void RunReport::schedules(const nlohmann::json& row) {
   doc_["schedules"] = row;
-  if (json_mode_) return;
+  if (!text_) return;
   fmt::print(
       "schedules: native {:.2f} us/layer, overlap {:.2f} us/layer, gain {:+.2f}% (stand-in "
       "decoder, FULL graphs, {} interleaved replays each, median)\n",
@@ -123,7 +123,7 @@ void RunReport::gpu_forward(const std::string& mode, bool overlapped, bool graph
                      {"graph_replayed", graph_replayed},
                      {"sync_checked", sync_checked},
                      {"trace", trace_path}};
-  if (json_mode_) return;
+  if (!text_) return;
   fmt::print("forward: mode {}, {} schedule{}{}\n", mode, overlapped ? "overlap" : "native",
              graph_replayed ? ", FULL CUDA graph replay" : ", eager launches",
              sync_checked ? ", no host sync inside (global-mode capture succeeded)" : "");
@@ -139,14 +139,14 @@ void RunReport::check_line(const std::string& what, const ErrorStats& e, double 
                 {"nonfinite", e.nonfinite},
                 {"tolerance", tol},
                 {"pass", ok}};
-  if (print && !json_mode_) {
+  if (print && text_) {
     fmt::print("  {:<22} rel {:9.3e}  max {:9.3e}  tol {:7.1e}  {}\n", what, e.rel_norm,
                e.max_abs_rel, tol, ok ? "PASS" : "FAIL");
   }
 }
 
 void RunReport::site_check(const SiteCheck& c, const Tolerances& tol) {
-  if (!json_mode_) fmt::print("one site vs float64 reference (fresh inputs, carried pre_mix):\n");
+  if (text_) fmt::print("one site vs float64 reference (fresh inputs, carried pre_mix):\n");
   auto& j = doc_["site_check"];
   check_line("layer_input", c.layer_input, tol.activations, j);
   check_line("pre", c.pre, tol.coefficients, j);
@@ -157,7 +157,7 @@ void RunReport::site_check(const SiteCheck& c, const Tolerances& tol) {
 
 void RunReport::stack_check(const StackTrace& trace, const StackReference& ref, const MhcParams& p,
                             int64_t tokens) {
-  if (!json_mode_) {
+  if (text_) {
     fmt::print(
         "stack of {} layers vs float64 reference (one-hot first site, stand-in sublayer;\n"
         "  bounds grow with depth as bf16 rounding noise does, see docs/numerics.md):\n",
@@ -189,7 +189,7 @@ void RunReport::timing(const SiteTiming& t, const MhcParams& p, int64_t tokens) 
                     {"method", t.method},
                     {"floor_bytes", floor_bytes},
                     {"floor_gbps", gbps}};
-  if (json_mode_) return;
+  if (!text_) return;
   fmt::print("time per site: {:.2f} us (median of {}, {}), {:.1f} GB/s on the bytes floor\n",
              t.median_us, t.reps, t.method, gbps);
 }
@@ -197,12 +197,11 @@ void RunReport::timing(const SiteTiming& t, const MhcParams& p, int64_t tokens) 
 void RunReport::finish() {
   doc_["failures"] = failures_;
   doc_["pass"] = failures_ == 0;
-  if (json_mode_) {
-    fmt::print("{}\n", doc_.dump(2));
-  } else {
+  if (text_) {
     fmt::print("result: {}\n",
                failures_ == 0 ? "PASS" : fmt::format("FAIL ({} checks)", failures_));
   }
+  json_.emit(doc_);
 }
 
 }  // namespace mhc::cli

@@ -1,5 +1,6 @@
-// The report of `mhc run`: text for people (default) or one JSON object (--json). Collects
-// pass/fail of every check so the command can exit non-zero when any fails.
+// The report of `mhc run`: text for people and, with --json [FILE], one JSON object (on stdout
+// instead of the text, or in FILE). Collects pass/fail of every check so the command can exit
+// non-zero when any fails.
 #pragma once
 #include <cstdint>
 #include <nlohmann/json.hpp>
@@ -12,6 +13,7 @@
 #include "mhc/core/params.hpp"
 #include "mhc/cpu/compare.hpp"
 #include "mhc/cpu/model.hpp"
+#include "options.hpp"
 
 namespace mhc::cli {
 
@@ -25,7 +27,7 @@ SiteCheck check_one_site(Backend& backend, const ModelWeights& w, int64_t tokens
 
 class RunReport {
  public:
-  explicit RunReport(bool json) : json_mode_(json) {}
+  explicit RunReport(const JsonOutput& json) : json_(json), text_(!json.to_stdout()) {}
   void header(const std::string& preset_name, const MhcParams& p, int64_t tokens, uint64_t seed,
               const Backend& backend, const KernelConfig& cfg);
   void dispatch(const DispatchDecision& d, bool on_gpu);
@@ -45,7 +47,8 @@ class RunReport {
  private:
   void check_line(const std::string& what, const ErrorStats& e, double tol, nlohmann::json& into,
                   bool print = true);
-  bool json_mode_;
+  const JsonOutput& json_;
+  bool text_;  // print the text report (not when the JSON report takes stdout)
   int failures_ = 0;
   nlohmann::json doc_;
 };

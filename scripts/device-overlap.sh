@@ -1,15 +1,15 @@
 #!/usr/bin/env bash
 # Run THERE (the GPU machine), after scripts/device-deps.sh here and with .deps carried: the
-# overlap work of one device session in one call. Builds (and, in parallel, a scratch build whose
-# overlap schedule lacks its join), runs the schedule tests on both (the scratch one must fail),
+# overlap work of one device session in one call. Builds, runs the schedule tests (and
+# test_schedule_dropped_join: the same checks must see a schedule without its join fail),
 # `mhc run` in FULL mode with a trace, and `mhc bench overlap` at C=5120, 4096 and 7168.
-# Logs and JSON go to $OUT. Steps: MHC_STEPS (default "build test scratch run bench").
+# Logs and JSON go to $OUT. Steps: MHC_STEPS (default "build test run bench").
 set -uo pipefail
 cd "$(dirname "$0")/.."
 export NCCL_NVLS_ENABLE=0
 OUT=${OUT:-/tmp/mhc-out}
 mkdir -p "$OUT"
-steps=${MHC_STEPS:-"build test scratch run bench"}
+steps=${MHC_STEPS:-"build test run bench"}
 has() { [[ " $steps " == *" $1 "* ]]; }
 stamp() { echo "=== $1 $(date -u +%H:%M:%S)"; }
 status=0
@@ -21,25 +21,16 @@ export MHC_CLOCKS=$(nvidia-smi --query-gpu=clocks.sm,clocks.max.sm,clocks.mem --
 
 if has build; then
   stamp build
-  if has scratch; then
-    MHC_BUILD_DIR=build-scratch MHC_TARGETS=test_schedule scripts/device-build.sh \
-      -DMHC_SCRATCH_DROP_JOIN=ON >"$OUT/build-scratch.log" 2>&1 &
-    scratch_pid=$!
-  fi
-  MHC_TARGETS="test_schedule mhc" scripts/device-build.sh >"$OUT/build.log" 2>&1 || { tail -30 "$OUT/build.log"; exit 1; }
-  [ -n "${scratch_pid:-}" ] && { wait "$scratch_pid" || { tail -20 "$OUT/build-scratch.log"; status=1; }; }
+  MHC_TARGETS="test_schedule test_schedule_dropped_join mhc" scripts/device-build.sh \
+    >"$OUT/build.log" 2>&1 || { tail -30 "$OUT/build.log"; exit 1; }
 fi
 if has test; then
   stamp "test_schedule"
   build-device/tests/test_schedule >"$OUT/test_schedule.log" 2>&1 || status=1
   grep -E "^\[  (PASSED|FAILED) |FAILED  \]|tests ran" "$OUT/test_schedule.log" | head -30
-fi
-if has scratch; then
-  stamp "scratch build without the join (must FAIL)"
-  build-scratch/tests/test_schedule --gtest_filter='*Stress*:ScheduleTest.*' >"$OUT/test_scratch.log" 2>&1
-  rc=$?
-  grep -E "^\[  (PASSED|FAILED) |FAILED  \]|tests ran" "$OUT/test_scratch.log" | head -12
-  if [ $rc -eq 0 ]; then echo "SCRATCH BUILD PASSED: the ordering tests do not bite"; status=1; else echo "scratch build failed as it must (rc=$rc)"; fi
+  stamp "test_schedule_dropped_join (the ordering checks must catch a missing join)"
+  build-device/tests/test_schedule_dropped_join >"$OUT/test_dropped_join.log" 2>&1 || status=1
+  grep -E "^\[  (PASSED|FAILED) |FAILED  \]|tests ran" "$OUT/test_dropped_join.log" | head -12
 fi
 if has run; then
   stamp "mhc run"

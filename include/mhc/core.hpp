@@ -1,5 +1,5 @@
 // The policy layer (no CUDA): shapes and presets, host views of a site, kernel configuration, the
-// overlap dispatch policy, tensor-parallel checks, the backend interface.
+// overlap dispatch policy, tensor-parallel checks, the backend interface, the version.
 #pragma once
 #include "mhc/core/backend.hpp"
 #include "mhc/core/bf16.hpp"
@@ -12,3 +12,4 @@
 #include "mhc/core/site_views.hpp"
 #include "mhc/core/tactics.hpp"
 #include "mhc/core/tensor_parallel.hpp"
+#include "mhc/core/version.hpp"

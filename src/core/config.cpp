@@ -90,6 +90,14 @@ Projection parse_projection(const json& value) {
                           value.dump()));
 }
 
+// nlohmann's message without its "[json.exception.parse_error.101] " prefix.
+std::string without_prefix(std::string what) {
+  if (auto end = what.find("] "); what.rfind("[json.exception", 0) == 0 && end != what.npos) {
+    what = what.substr(end + 2);
+  }
+  return what;
+}
+
 // nlohmann keeps the last of duplicated keys silently; a config that says two things is an error.
 json parse_object(std::string_view text) {
   std::vector<std::string> seen;
@@ -106,12 +114,14 @@ json parse_object(std::string_view text) {
   try {
     return json::parse(text, reject_duplicates);
   } catch (const json::parse_error& e) {
-    std::string what = e.what();
-    // Drop nlohmann's "[json.exception.parse_error.101] " prefix; keep its description.
-    if (auto end = what.find("] "); what.rfind("[json.exception", 0) == 0 && end != what.npos) {
-      what = what.substr(end + 2);
-    }
-    throw Error(fmt::format("kernel config is not valid JSON (at byte {}): {}", e.byte, what));
+    throw Error(fmt::format("kernel config is not valid JSON (at byte {}): {}", e.byte,
+                            without_prefix(e.what())));
+  } catch (const json::out_of_range& e) {
+    // A literal beyond double's range (1e400) stops the parser itself; the key it belongs to is
+    // the last one seen.
+    const std::string where = seen.empty() ? std::string("kernel config")
+                                           : fmt::format("kernel config key '{}'", seen.back());
+    throw Error(fmt::format("{}: a number out of range ({})", where, without_prefix(e.what())));
   }
 }
 

@@ -32,6 +32,8 @@ void validate(const MhcParams& p) {
   if (p.hidden > (1 << 20)) fail(fmt::format("hidden size C={} is larger than 1048576", p.hidden));
   if (p.n < 1 || p.n > 8) fail(fmt::format("streams n={} must be in 1..8", p.n));
   if (p.layers < 1) fail(fmt::format("layers={} must be at least 1", p.layers));
+  // Bounded so that sites() = 2 * layers and every per-site count stay far inside an int.
+  if (p.layers > (1 << 20)) fail(fmt::format("layers={} is larger than 1048576", p.layers));
   if (p.sinkhorn_iters < 1)
     fail(fmt::format("sinkhorn_iters={} must be at least 1", p.sinkhorn_iters));
   if (!(p.eps_h >= 0) || !std::isfinite(p.eps_h))

@@ -2,8 +2,6 @@
 
 #include <fmt/core.h>
 
-#include <cstdio>
-#include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <sstream>
@@ -120,30 +118,6 @@ std::string Tactics::describe() const {
       "tactics {}: overlap up to {} tokens ({}, {}.{}, C={} n={} L={}, commit {}, {})", source,
       overlap_max_tokens, gpu, capability.major, capability.minor, hidden, n, layers,
       commit.empty() ? "unknown" : commit, date.empty() ? "undated" : date);
-}
-
-void write_file_atomically(const std::string& path, const std::string& text) {
-  namespace fs = std::filesystem;
-  const fs::path target(path);
-  const fs::path dir = target.has_parent_path() ? target.parent_path() : fs::path(".");
-  const fs::path temp = dir / fmt::format(".{}.tmp", target.filename().string());
-  {
-    std::ofstream out(temp, std::ios::binary | std::ios::trunc);
-    if (!out) throw Error(fmt::format("cannot write {} (temporary {})", path, temp.string()));
-    out << text;
-    out.flush();
-    if (!out) {
-      out.close();
-      std::remove(temp.c_str());
-      throw Error(fmt::format("cannot write {}: write error", path));
-    }
-  }
-  std::error_code ec;
-  fs::rename(temp, target, ec);
-  if (ec) {
-    std::remove(temp.c_str());
-    throw Error(fmt::format("cannot write {}: {}", path, ec.message()));
-  }
 }
 
 }  // namespace mhc

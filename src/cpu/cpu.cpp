@@ -22,7 +22,8 @@ std::atomic<int> g_threads{0};
 // order of additions stays fixed (lane l adds elements l, l+16, ... in order).
 constexpr int kLanes = 16;
 
-// A thread start costs ~20 us; below this much work (multiply-adds) per thread it does not pay.
+// A thread start costs tens of microseconds; below this much work (multiply-adds) per thread it
+// does not pay.
 constexpr int64_t kMinWorkPerThread = int64_t{1} << 18;
 
 // The projection works on tiles: kTokenBlock tokens times all NMIX rows, kChunk elements of K at

@@ -5,7 +5,7 @@
 
 #include "mhc/cuda/check.hpp"
 #include "mhc/cuda/common.cuh"
-#include "timing.hpp"
+#include "mhc/cuda/timing.hpp"
 
 namespace mhc::cuda {
 namespace {

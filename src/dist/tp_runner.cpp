@@ -4,7 +4,6 @@
 
 #include <atomic>
 #include <condition_variable>
-#include <cstdlib>
 #include <mutex>
 #include <set>
 #include <thread>
@@ -30,10 +29,9 @@ struct RankSlot {
 // so a rank thread that has to be left behind (see collect) never outlives it.
 struct Group {
   Group(const TpRunOptions& o, RankBody b)
-      : world(o.world), timeout(o.timeout), faults(o.faults), body(std::move(b)), slots(o.world) {}
+      : world(o.world), timeout(o.timeout), body(std::move(b)), slots(o.world) {}
   const int world;
   const std::chrono::milliseconds timeout;
-  const TpFaults faults;
   const RankBody body;
   ncclUniqueId id{};
   std::mutex mu;
@@ -106,19 +104,6 @@ struct Group {
 
 namespace {
 
-void inject_faults(Group& g, int rank) {
-  if (g.faults.fail_before_init == rank) {
-    throw Error("injected failure before the communicator was created (test fault)");
-  }
-  if (g.faults.stall_before_init == rank) {
-    // Never joins; waits for the group to give up (or ten timeouts, should nobody ever do so).
-    const Clock::time_point until = Clock::now() + 10 * g.timeout;
-    while (!g.failed && Clock::now() < until)
-      std::this_thread::sleep_for(std::chrono::milliseconds(5));
-    throw Error("injected stall: this rank never created its communicator (test fault)");
-  }
-}
-
 // A one-element all-reduce of rank + 1: proves every communicator works end to end, under the
 // deadline, before any real work starts.
 void check_communicator(RankContext& ctx) {
@@ -146,7 +131,6 @@ void rank_main(const std::shared_ptr<Group>& g, int rank) {
     // Other threads' global-mode captures must not turn this thread's CUDA calls into errors.
     cudaStreamCaptureMode mode = cudaStreamCaptureModeThreadLocal;
     MHC_CUDA_CHECK(cudaThreadExchangeStreamCaptureMode(&mode));
-    inject_faults(*g, rank);
     // A raw pointer: the communicator is owned by the group, so the group outlives the hooks
     // (a shared_ptr here would make the group own itself).
     Group* group = g.get();
@@ -311,9 +295,6 @@ int visible_gpus() {
 
 void run_ranks(const TpRunOptions& options, const RankBody& body) {
   const std::vector<int> devices = rank_devices(options);
-  // Must be set before NCCL reads its environment (the first NCCL call of the process).
-  const char* nvls = std::getenv("NCCL_NVLS_ENABLE");
-  if (nvls == nullptr || std::string(nvls) != "0") setenv("NCCL_NVLS_ENABLE", "0", 1);
   auto group = std::make_shared<Group>(options, body);
   for (int r = 0; r < options.world; ++r) group->slots[size_t(r)].device = devices[size_t(r)];
   if (const ncclResult_t r = ncclGetUniqueId(&group->id); r != ncclSuccess) {

@@ -7,6 +7,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <initializer_list>
 #include <sstream>
 #include <string>
 
@@ -54,6 +55,30 @@ inline RunResult run_mhc(const std::string& args) {
   r.out = slurp(out);
   r.err = slurp(err);
   return r;
+}
+
+inline bool contains(const std::string& text, const std::string& part) {
+  return text.find(part) != std::string::npos;
+}
+
+// `mhc args` must fail as a user error: exit status 2, "mhc: error: " then a message containing
+// `message` on stderr, nothing on stdout.
+inline void expect_error(const std::string& args, const std::string& message) {
+  const RunResult r = run_mhc(args);
+  EXPECT_EQ(r.status, 2) << "mhc " << args << "\n" << r.err;
+  EXPECT_EQ(r.err.rfind("mhc: error: ", 0), 0u) << "mhc " << args << "\n" << r.err;
+  EXPECT_TRUE(contains(r.err, message)) << "mhc " << args << ": '" << message << "' not in\n"
+                                        << r.err;
+  EXPECT_TRUE(r.out.empty()) << "mhc " << args << " printed on stdout:\n" << r.out;
+}
+
+// A command line and a fragment of the error it must give.
+struct ArgsAndMessage {
+  std::string args, message;
+};
+
+inline void expect_errors(std::initializer_list<ArgsAndMessage> cases) {
+  for (const auto& c : cases) expect_error(c.args, c.message);
 }
 
 }  // namespace mhc::cli::testing

@@ -1,6 +1,7 @@
 // `mhc site` end to end: random inputs written to a file, the binary run on them, the output file
 // compared with the float64 reference; and the errors a user can make, each with exit status 2.
 #include <cstring>
+#include <nlohmann/json.hpp>
 
 #include "cli_util.hpp"
 #include "io/site_test_util.hpp"
@@ -109,6 +110,24 @@ TEST(SiteCli, RunToRunBitwiseIdentical) {
   }
 }
 
+TEST(SiteCli, JsonReportOnStdoutOrInAFile) {
+  const RandomSite s = random_site(2, 64, 3, 77);
+  const std::string in = scratch("json_in.safetensors"), out = scratch("json_out.safetensors");
+  write_inputs(s, in);
+  const auto bare = run_mhc(site_args(in, out, "--backend cpu --json"));
+  ASSERT_EQ(bare.status, 0) << bare.err;
+  const auto doc = nlohmann::json::parse(bare.out);  // stdout is the JSON object alone
+  EXPECT_EQ(doc.at("tokens"), 3);
+  EXPECT_EQ(doc.at("params").at("hidden"), 64);
+  EXPECT_EQ(doc.at("backend").at("name"), "cpu");
+  expect_matches_reference(s, out);
+  const std::string report = scratch("site_report.json");
+  const auto file = run_mhc(site_args(in, out, "--backend cpu --json " + quote(report)));
+  ASSERT_EQ(file.status, 0) << file.err;
+  EXPECT_NE(file.out.find("M=3 n=2 C=64"), std::string::npos) << file.out;
+  EXPECT_EQ(nlohmann::json::parse(testing::slurp(report)).at("output"), out);
+}
+
 // The input file with one edit applied, then `mhc site` on it: must exit 2 naming the problem.
 class SiteCliErrors : public ::testing::Test {
  protected:
@@ -190,7 +209,7 @@ TEST_F(SiteCliErrors, CorruptFiles) {
 
 TEST_F(SiteCliErrors, BadBackendOrConfig) {
   const st::Writer w = writer();
-  expect_error(w, {"unknown backend 'gpu'"}, "--backend gpu");
+  expect_error(w, {"--backend: 'gpu' is not one of auto|cpu|cuda"}, "--backend gpu");
   expect_error(w, {"foo"}, "--backend cpu --kernel-config '{\"foo\": 1}'");
 }
 

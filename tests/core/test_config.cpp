@@ -142,6 +142,18 @@ TEST(KernelConfigParse, BrokenJsonMessageHasNoLibraryPrefix) {
   EXPECT_FALSE(Contains(msg, "[json.exception"));
 }
 
+// Beyond double's range the JSON parser itself gives up; the error still names the key.
+TEST(KernelConfigParse, NumberOutOfRangeNamesItsKey) {
+  for (const char* text : {R"({"overlap_max_tokens": 1e400})", R"({"overlap_max_tokens": -1e999})",
+                           R"({"enable_mhc_overlap": null, "overlap_max_tokens": 1e400})"}) {
+    const std::string msg = parse_error(text);
+    EXPECT_TRUE(Contains(msg, "kernel config key 'overlap_max_tokens': a number out of range"));
+    EXPECT_FALSE(Contains(msg, "[json.exception"));
+  }
+  EXPECT_TRUE(Contains(parse_error(R"({"projection": [1e400]})"), "key 'projection'"));
+  EXPECT_TRUE(Contains(parse_error("1e400"), "kernel config: a number out of range"));
+}
+
 TEST(KernelConfigJson, DefaultIsCanonical) {
   EXPECT_EQ(KernelConfig{}.to_json(),
             R"({"enable_mhc_overlap":null,"overlap_max_tokens":null,"projection":"tf32"})");

@@ -102,6 +102,8 @@ TEST(Params, ValidateRejectsImpossibleShapes) {
       {[](MhcParams& p) { p.n = 0; }, "n=0"},
       {[](MhcParams& p) { p.n = 9; }, "n=9"},
       {[](MhcParams& p) { p.layers = 0; }, "layers=0"},
+      {[](MhcParams& p) { p.layers = (1 << 20) + 1; }, "layers=1048577"},
+      {[](MhcParams& p) { p.layers = 1 << 30; }, "layers=1073741824"},
       {[](MhcParams& p) { p.sinkhorn_iters = 0; }, "sinkhorn_iters=0"},
       {[](MhcParams& p) { p.eps_h = -1e-6; }, "eps_h"},
       {[](MhcParams& p) { p.eps_h = std::numeric_limits<double>::quiet_NaN(); }, "eps_h"},
@@ -133,6 +135,7 @@ TEST(Params, ValidateAcceptsSmallAndEdgeShapes) {
   EXPECT_NO_THROW(validate(p));
   p.hidden = 1 << 20;
   p.n = 8;
+  p.layers = 1 << 20;
   EXPECT_NO_THROW(validate(p));
 }
 

@@ -1,4 +1,4 @@
-// Tactics files (`mhc tune`): the safe write, loading through the kernel config, validation.
+// Tactics files (`mhc tune`): loading through the kernel config, validation.
 #include <gtest/gtest.h>
 
 #include <filesystem>
@@ -64,10 +64,9 @@ TEST(Tactics, RejectsWithAClearMessage) {
   EXPECT_NE(error_of("[]").find("object"), std::string::npos);
 }
 
-TEST(Tactics, WrittenAtomicallyAndLoadedThroughTheKernelConfig) {
+TEST(Tactics, LoadedThroughTheKernelConfig) {
   const std::string path = temp_path("mhc_tactics_test.json");
-  write_file_atomically(path, kValid);
-  EXPECT_FALSE(std::filesystem::exists(temp_path(".mhc_tactics_test.json.tmp")));
+  std::ofstream(path) << kValid;
   const KernelConfig c = KernelConfig::parse(nlohmann::json{{"tactics", path}}.dump());
   ASSERT_TRUE(c.tactics.has_value());
   EXPECT_EQ(c.tactics->source, path);
@@ -77,7 +76,6 @@ TEST(Tactics, WrittenAtomicallyAndLoadedThroughTheKernelConfig) {
   EXPECT_NE(c.hash(), KernelConfig{}.hash());
   std::filesystem::remove(path);
   EXPECT_THROW(KernelConfig::parse(nlohmann::json{{"tactics", path}}.dump()), Error);
-  EXPECT_THROW(write_file_atomically(temp_path("no_such_dir/x.json"), "{}"), Error);
 }
 
 TEST(Tactics, ConfigSwitchesKeepOldHashesAndRoundTrip) {

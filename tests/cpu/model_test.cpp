@@ -164,7 +164,9 @@ TEST(CpuStack, EqualsTheChainOfSites) {
                   SiteInputsView{M, x.data(), pre_mix.data(), F.data()}, out.view());
     x = out.x_next;
     pre_mix = out.pre;
-    if (site % 2 == 1) EXPECT_TRUE(test::same_bits(trace.x_after_layer[size_t(site / 2)], x));
+    if (site % 2 == 1) {
+      EXPECT_TRUE(test::same_bits(trace.x_after_layer[size_t(site / 2)], x));
+    }
   }
   EXPECT_TRUE(test::same_bits(trace.last_pre, pre_mix));
   std::vector<Bf16> output(size_t(M * p.hidden), Bf16{0xFFFF});

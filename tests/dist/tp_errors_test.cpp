@@ -46,24 +46,30 @@ TEST(TpErrors, ZeroTokensAreRefused) {
 
 TEST(TpErrors, RankThatFailsToStartEndsTheGroupAtOnce) {
   MHC_SKIP_WITHOUT_GPUS(2);
-  TpRunOptions o = test::ranks(2, 30s);
-  o.faults.fail_before_init = 1;
+  const TpRunOptions o = test::ranks_with_missing_device(2, 1, 30s);
   std::atomic<int> bodies{0};
   const auto start = Clock::now();
   const std::string msg = error_of([&] { run_ranks(o, [&](RankContext&) { ++bodies; }); });
-  MHC_EXPECT_CONTAINS(msg, "rank 1: injected failure before the communicator was created");
+  MHC_EXPECT_CONTAINS(msg, "rank 1: CUDA error cudaErrorInvalidDevice");
   EXPECT_EQ(bodies, 0) << "no body may run once a rank failed to start";
   EXPECT_LT(seconds_since(start), 25.0) << "rank 0 must give up on cancellation, not the deadline";
 }
 
+// A rank that never joins: rank 0 of a group of two whose rank 1 is never created. Its
+// initialisation must give up at the deadline, report, and throw.
 TEST(TpErrors, RankThatNeverStartsTimesOutTheOthers) {
-  MHC_SKIP_WITHOUT_GPUS(2);
-  TpRunOptions o = test::ranks(2, 4s);
-  o.faults.stall_before_init = 1;
+  MHC_SKIP_WITHOUT_GPUS(1);
+  ncclUniqueId id{};
+  ASSERT_EQ(ncclGetUniqueId(&id), ncclSuccess);
+  MHC_CUDA_CHECK(cudaSetDevice(0));
+  std::string reported;
+  RankHooks hooks{[] { return false; }, [&](const std::string& m) { reported = m; }, [] {}};
   const auto start = Clock::now();
-  const std::string msg = error_of([&] { run_ranks(o, [](RankContext&) {}); });
+  RankComm comm(id, 2, 0, 4s, std::move(hooks));
+  const std::string msg = error_of([&] { comm.wait_ready("communicator initialisation"); });
   MHC_EXPECT_CONTAINS(msg, "rank 0: communicator initialisation did not complete within 4.0 s");
-  EXPECT_LT(seconds_since(start), 3 * 4.0 + 5);
+  MHC_EXPECT_CONTAINS(reported, "did not complete within 4.0 s");
+  EXPECT_LT(seconds_since(start), 4.0 + 5);
 }
 
 TEST(TpErrors, CollectiveThatOneRankSkipsTimesOutAndAbortsEveryRank) {
@@ -100,9 +106,9 @@ TEST(TpErrors, NcclErrorOnOneRankIsReportedAndEndsTheOthers) {
 }
 
 // Rank 0 throws (at once, or after `delay`); rank 1 enters an all-reduce that rank 0 never joins,
-// or finds the group failed before issuing it. Segfaulted before the fix: rank 1 gave up on its
-// all-reduce, which NCCL had answered ncclInProgress and was still launching on a thread of its
-// own, and destroyed the stream under it (docs/tensor_parallel.md, "The abort").
+// or finds the group failed before issuing it. The hazard: rank 1 giving up on an all-reduce that
+// NCCL answered ncclInProgress and still launches on a thread of its own, and destroying the
+// stream under it (docs/tensor_parallel.md, "The abort").
 void exception_in_one_ranks_body(std::chrono::milliseconds timeout,
                                  std::chrono::milliseconds delay) {
   const auto start = Clock::now();
@@ -154,10 +160,9 @@ TEST(TpErrors, SeveralFailedGroupsThenAGoodOne) {
           });
         }),
         "rank 1: NCCL");
-    TpRunOptions o = test::ranks(2, 20s);
-    o.faults.fail_before_init = round % 2;
+    const TpRunOptions o = test::ranks_with_missing_device(2, round % 2, 20s);
     MHC_EXPECT_CONTAINS(error_of([&] { run_ranks(o, [](RankContext&) {}); }),
-                        fmt::format("rank {}: injected failure", round % 2));
+                        fmt::format("rank {}: CUDA error cudaErrorInvalidDevice", round % 2));
   }
   // A collective one rank skips, aborted while the other's all-reduce kernel waits on the GPU.
   MHC_EXPECT_CONTAINS(error_of([&] {
@@ -188,8 +193,7 @@ TEST(TpErrors, SeveralFailedGroupsThenAGoodOne) {
 
 TEST(TpErrors, AGroupAfterAFailedOneRunsNormally) {
   MHC_SKIP_WITHOUT_GPUS(2);
-  TpRunOptions bad = test::ranks(2, 10s);
-  bad.faults.fail_before_init = 0;
+  const TpRunOptions bad = test::ranks_with_missing_device(2, 0, 10s);
   EXPECT_THROW(run_ranks(bad, [](RankContext&) {}), Error);
   std::atomic<int> bodies{0};
   EXPECT_NO_THROW(run_ranks(test::ranks(2), [&](RankContext&) { ++bodies; }));

@@ -53,6 +53,16 @@ inline void load_inputs(cuda::StackExecutor& ex, int64_t tokens, uint64_t seed, 
   MHC_CUDA_CHECK(cudaStreamSynchronize(st));  // x is freed on return; no collective is queued
 }
 
+// `world` ranks of which rank `bad` is given a device that does not exist: its thread fails in
+// cudaSetDevice, before it creates its communicator, while the others wait for it there. A real
+// failure of the runner's start-up path, with no fault injection in the library.
+inline TpRunOptions ranks_with_missing_device(int world, int bad,
+                                              std::chrono::milliseconds timeout) {
+  TpRunOptions o = ranks(world, timeout);
+  for (int r = 0; r < world; ++r) o.devices.push_back(r == bad ? visible_gpus() + 16 : r);
+  return o;
+}
+
 inline double seconds_since(std::chrono::steady_clock::time_point start) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
 }

@@ -72,7 +72,7 @@ TEST_F(CheckpointCli, Errors) {
   EXPECT_TRUE(mentions(missing.err, {"mhc: error:", testing::kShard1, "is missing"}));
   const auto naming = run_mhc("export-example " + quote(dir) + " --naming torch");
   EXPECT_EQ(naming.status, 2);
-  EXPECT_TRUE(mentions(naming.err, {"--naming 'torch'"}));
+  EXPECT_TRUE(mentions(naming.err, {"--naming: 'torch' is not one of official|hf"}));
 }
 
 }  // namespace

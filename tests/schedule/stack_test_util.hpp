@@ -32,6 +32,24 @@ class WithStream : public Base {
   cudaStream_t stream_ = nullptr;
 };
 
+// The overlap schedule at every size the tests use.
+inline KernelConfig overlap_everywhere() {
+  return KernelConfig::parse(R"({"enable_mhc_overlap": true, "overlap_max_tokens": 4096})");
+}
+
+// Final streams and output, as raw bytes.
+inline std::vector<uint16_t> results(const StackExecutor& ex, int64_t tokens, cudaStream_t st) {
+  const MhcParams& p = ex.params();
+  const size_t xs = size_t(tokens * p.k()), os = size_t(tokens * p.hidden);
+  std::vector<uint16_t> host(xs + os + size_t(tokens * p.n) * 2);
+  MHC_CUDA_CHECK(cudaStreamSynchronize(st));
+  MHC_CUDA_CHECK(cudaMemcpy(host.data(), ex.x_final(), xs * 2, cudaMemcpyDeviceToHost));
+  MHC_CUDA_CHECK(cudaMemcpy(host.data() + xs, ex.output(), os * 2, cudaMemcpyDeviceToHost));
+  MHC_CUDA_CHECK(cudaMemcpy(host.data() + xs + os, ex.last_pre(), size_t(tokens * p.n) * 4,
+                            cudaMemcpyDeviceToHost));
+  return host;
+}
+
 // A dsv41-flash stack with another hidden size, stream count and depth.
 inline MhcParams small_stack(int hidden, int n, int layers) {
   MhcParams p = preset("dsv41-flash");

@@ -16,6 +16,7 @@
 #include "mhc/schedule/trace.hpp"
 #include "mhc/schedule/two_stream.hpp"
 #include "schedule/alloc_counter.hpp"
+#include "schedule/delay_observer.hpp"
 #include "schedule/stack_test_util.hpp"
 
 namespace mhc::cuda {
@@ -73,25 +74,24 @@ TEST_F(NoAllocationGpu, ScheduleEnqueueAllocatesNothing) {
   v.fill_bytes(0);
   const auto launches = toy_launches(v.get(), sites);
   TraceRecorder recorder(sites, stream_, schedule.side_stream());
-  const ScheduleDelays delays{1000, 1000};
+  test::DelayObserver delays(1000, 1000);
   for (bool overlap : {false, true}) {
     // The first enqueue loads the kernels; only later ones count.
-    schedule.enqueue(stream_, overlap, launches, delays);
-    EXPECT_EQ(allocations_in([&] { schedule.enqueue(stream_, overlap, launches, delays); }), 0)
+    schedule.enqueue(stream_, overlap, launches, &delays);
+    EXPECT_EQ(allocations_in([&] { schedule.enqueue(stream_, overlap, launches, &delays); }), 0)
         << "overlap " << overlap;
     recorder.start(stream_);
-    schedule.enqueue(stream_, overlap, launches, {}, &recorder);
+    schedule.enqueue(stream_, overlap, launches, &recorder);
     recorder.start(stream_);
-    EXPECT_EQ(allocations_in([&] { schedule.enqueue(stream_, overlap, launches, {}, &recorder); }),
-              0)
+    EXPECT_EQ(allocations_in([&] { schedule.enqueue(stream_, overlap, launches, &recorder); }), 0)
         << "overlap " << overlap << " with a trace observer";
   }
   MHC_CUDA_CHECK(cudaStreamSynchronize(stream_));
 }
 
-// A FULL forward replays its graph; the policy's decision comes from the executor's cache (the
-// decision's reason strings used to be formatted per forward). Both schedules: 8 tokens overlap,
-// one above the threshold does not.
+// A FULL forward replays its graph; the policy's decision comes from the executor's cache, so its
+// reason strings are not formatted per forward. Both schedules: 8 tokens overlap, one above the
+// threshold does not.
 TEST_F(NoAllocationGpu, FullForwardAllocatesNothing) {
   const MhcParams p = two_layers();
   const ModelWeights w = synthetic_model(p, 9);
@@ -134,8 +134,8 @@ TEST_F(NoAllocationGpu, FullForwardInDecodeLayoutsAllocatesNothing) {
 // The eager and piecewise forwards, on the three single-stream layouts: the second forward of a
 // size, or the first after prepare_launches(), allocates nothing. 8 and 13 tokens take the folded
 // decode layout where native_decode_schedule and fold_previous_post are on, 17 the unfolded one.
-// (Disabled until the kernel wrappers of src/cuda/kernels.cu formatted their check messages only on
-// failure, commit 502c642; passed on an H200 with those wrappers.)
+// It holds because the kernel wrappers (src/cuda/kernels.cu) format their check messages only on
+// failure.
 TEST_F(NoAllocationGpu, SecondEagerForwardAllocatesNothing) {
   const MhcParams p = two_layers();
   const ModelWeights w = synthetic_model(p, 9);

@@ -32,8 +32,4 @@ struct Tactics {
   static Tactics load(const std::string& path);
 };
 
-// Writes `text` to `path` through a temporary file in the same directory and a rename, so a
-// reader never sees half a file; throws mhc::Error naming the path.
-void write_file_atomically(const std::string& path, const std::string& text);
-
 }  // namespace mhc

@@ -45,9 +45,8 @@ __device__ __forceinline__ float fast_reciprocal(float v) {
 // hc_base (NMIX) then hc_scale (3): what token_coefficients reads besides the sums. The caller
 // stages them in shared memory once per CTA (stage_coefficient_params): read here from global
 // memory, a load could not move above an output store through another float pointer (they might
-// alias), so each pre/post sigmoid waited for its own load. With the uncoalesced output stores
-// (finish_prenorm_tile) this was one of the two causes found for the 7.2-7.5 us the stats of a
-// 128-token tile took on an H200.
+// alias), so each pre/post sigmoid would wait for its own load (docs/decisions.md, "Staged
+// coefficient stores").
 template <int kStreams>
 inline constexpr int kCoefficientParamFloats = kStreams*(kStreams + 2) + 3;
 

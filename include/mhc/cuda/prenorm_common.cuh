@@ -6,7 +6,6 @@
 #include <cuda_runtime.h>
 
 #include <cstdint>
-#include <cstdio>
 #include <type_traits>
 
 #include "mhc/cuda/coefficients.cuh"
@@ -168,16 +167,15 @@ __device__ __forceinline__ void add_f4(float4& total, const float4& v) {
 // splits in ascending order, then a butterfly across the lanes. A fixed order: deterministic.
 // The loads of a batch of kBatch splits are issued for every pass (float4 of totals a thread
 // covers, up to kMaxPasses) before any is added, so that the latency through L2 is paid once
-// per batch, not once per batch and pass: the 128-row tile has 3 passes, and its last CTA spent
-// 2.5-2.8 us here on an H200 with one pass in flight at a time. The additions per float4 are
-// the same, in the same order, as with one pass at a time. Measured in one A/B call on an H200:
-// 512 tokens 20.96 -> 18.91 us, 1024 28.70 -> 25.02, 4096 54.24 -> 53.15 (docs/kernels.md).
+// per batch, not once per batch and pass (the 128-row tile has 3 passes; docs/decisions.md,
+// "Batched split reduction"). The additions per float4 are the same, in the same order, as with
+// one pass at a time.
 template <int kThreads, int kMaxVecs>
 __device__ __forceinline__ void reduce_splits(const float* tile_partials, int splits,
                                               int n_out_padded, int n_out, float* sums) {
   constexpr int kMaxPasses = (kMaxVecs + kThreads - 1) / kThreads;
-  // <= 24 float4 in flight per thread; 24 rather than 16 splits per batch with one pass took
-  // 0.1-0.4 us off at 1-64 tokens (40 splits over 2 lanes: one batch instead of two).
+  // <= 24 float4 in flight per thread; 24 rather than 16 splits per batch with one pass, so that
+  // the decode sizes' 40 splits over 2 lanes take one batch instead of two.
   constexpr int kBatch = kMaxPasses == 1 ? 24 : 8;
   const int n_vec = n_out_padded / 4;
   int width = 1;
@@ -236,42 +234,13 @@ __device__ __forceinline__ void store_coalesced(float* dst, const float* staged,
 
 }  // namespace detail
 
-// Developer probe of the last CTA's tail (cmake -DMHC_PROFILE_EPILOGUE=ON; compiled out
-// otherwise): %globaltimer stamps after the arrival count, after the split reduction, after the
-// stats and after the stores, printed by thread 0 of the first and the last tile of every launch.
-// The printf is a function call, so ptxas serialises the TMA kernel's wgmma in that build: only
-// the tail's stamps mean anything there. docs/benchmarks.md shows how to aggregate them.
-struct EpilogueProbe {
-#if defined(MHC_PROFILE_EPILOGUE)
-  unsigned long long stamp[4] = {};
-  __device__ __forceinline__ void mark(int i) {
-    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(stamp[i]));
-  }
-  __device__ __forceinline__ void finish(int64_t tile, int64_t tokens, int splits) {
-    __syncthreads();
-    mark(3);
-    if (threadIdx.x == 0 && (tile == 0 || tile == int64_t(gridDim.x) - 1)) {
-      printf(
-          "mhc-epilogue tokens=%lld tile=%lld splits=%d reduce_ns=%llu stats_ns=%llu "
-          "store_ns=%llu\n",
-          static_cast<long long>(tokens), static_cast<long long>(tile), splits, stamp[1] - stamp[0],
-          stamp[2] - stamp[1], stamp[3] - stamp[2]);
-    }
-  }
-#else
-  __device__ __forceinline__ void mark(int) {}
-  __device__ __forceinline__ void finish(int64_t, int64_t, int) {}
-#endif
-};
-
 // Called by every thread of every CTA once its partial block is stored (or, with one split, its
 // totals are in `sums`): with several splits, publishes the partial and counts arrivals; the
 // tile's last CTA sums the splits in a fixed order into `sums` and re-arms the counter; then the
 // stats, one thread per token, staged in `staging` (staged_output_floats(rows) floats of shared
-// memory the kernel no longer uses) and stored coalesced. (One thread per token storing its own
-// outputs wrote 4 bytes into each of 32 sectors per instruction; staging took a 128-token tile's
-// stats from 6.5 us to 3.3 us plus 1 us of stores, measured on an H200.) Every other CTA
-// returns early.
+// memory the kernel no longer uses) and stored coalesced: one thread per token storing its own
+// outputs would write 4 bytes into each of 32 sectors per instruction (docs/decisions.md,
+// "Staged coefficient stores"). Every other CTA returns early.
 template <int kStreams, int kThreads, int kRows>
 __device__ __forceinline__ void finish_prenorm_tile(const PrenormArgs& args, int64_t tile,
                                                     int64_t row0, int rows_valid, float* sums,
@@ -280,7 +249,6 @@ __device__ __forceinline__ void finish_prenorm_tile(const PrenormArgs& args, int
   constexpr int n = kStreams;
   constexpr int kNmix = n * (n + 2);
   constexpr int kStride = kNmix + 1;
-  EpilogueProbe probe;
   // Issued by every CTA; the loads' latency hides behind the fence and atomic below.
   __shared__ float coef_params[kCoefficientParamFloats<kStreams>];
   stage_coefficient_params<kStreams>(args.coef, coef_params);
@@ -299,16 +267,12 @@ __device__ __forceinline__ void finish_prenorm_tile(const PrenormArgs& args, int
     }
     __syncthreads();
     if (!*is_last_cta) return;
-    probe.mark(0);
     detail::reduce_splits<kThreads, (kRows * kStride + 3) / 4>(
         tile_partials, args.splits, n_out_padded, rows_valid * kStride, sums);
     // Re-arm the counter for the next launch or graph replay.
     if (threadIdx.x == 0) args.tile_counters[tile] = 0;
-  } else {
-    probe.mark(0);
   }
   __syncthreads();
-  probe.mark(1);
 
   // Stats: one thread per token, outputs staged by local row.
   CoefficientOutputs staged;
@@ -329,7 +293,6 @@ __device__ __forceinline__ void finish_prenorm_tile(const PrenormArgs& args, int
                                  staged);
   }
   __syncthreads();
-  probe.mark(2);
   detail::store_coalesced<kThreads>(args.out.pre + row0 * n, staged.pre, rows_valid * n);
   detail::store_coalesced<kThreads>(args.out.post + row0 * n, staged.post, rows_valid * n);
   detail::store_coalesced<kThreads>(args.out.comb + row0 * n * n, staged.comb, rows_valid * n * n);
@@ -337,7 +300,6 @@ __device__ __forceinline__ void finish_prenorm_tile(const PrenormArgs& args, int
     detail::store_coalesced<kThreads>(args.out.mixes + row0 * kNmix, staged.mixes,
                                       rows_valid * kNmix);
   }
-  probe.finish(tile, args.tokens, args.splits);
 }
 
 }  // namespace mhc::cuda

@@ -40,8 +40,8 @@ struct PrenormShape {
   static constexpr int kValuesPerLane = kMTiles * kNTiles * 4 + kMTiles * 2;
   // Chunks per pipeline stage: two for the small-register 16-row tile (more loads in flight at
   // decode sizes), one for the 64-row tile, whose double-buffered stage is already 56 registers.
-  // (A 4-stage cp.async ring for x in shared memory was measured 10% slower at 4096-8192
-  // tokens on an H200 than these register buffers: see docs/kernels.md.)
+  // Register buffers rather than a cp.async ring in shared memory (docs/decisions.md, "Register
+  // buffers for x").
   static constexpr int kUnroll = kMTiles == 1 ? 2 : 1;
   static constexpr int kExchangeFloats = (kWarps / 2) * kValuesPerLane * kWarp;
 };

@@ -10,9 +10,8 @@
 // SM waits on memory latency (docs/kernels.md, Nsight Compute). Here one producer thread keeps
 // kStages stages of x and hc_fn in flight in shared memory with 2D tensor copies (a few
 // requests per 44 KB stage, no registers), and 8 consumer warps (two warpgroups) run the MMAs
-// from shared memory. hc_fn is read once per 128-token tile. (A first version issued one 1D
-// bulk copy per 256-byte row and measured 3.5x slower than the register kernel at 8192 tokens:
-// the per-request cost dominated.)
+// from shared memory. hc_fn is read once per 128-token tile. 2D tensor copies rather than one 1D
+// bulk copy per 256-byte row: the per-request cost dominates (docs/decisions.md, "TMA kernel").
 //
 // Work split. grid = (tiles of 128 tokens, K splits), a split a whole number of 128-wide stages.
 // Consumer warp w owns tokens 16w..16w+15 of the tile over the whole split, so no cross-warp

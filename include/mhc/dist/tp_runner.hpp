@@ -24,19 +24,12 @@
 
 namespace mhc::dist {
 
-// Test-only faults (tests/dist): each names a rank, -1 for none.
-struct TpFaults {
-  int fail_before_init = -1;   // this rank throws before creating its communicator
-  int stall_before_init = -1;  // this rank never creates it (waits until the group gives up)
-};
-
 struct TpRunOptions {
   int world = 1;
   std::vector<int> devices;  // rank r runs on devices[r]; empty: device r
   // Bound on every wait: communicator set-up, each polled stream wait, and the ranks' exit after
   // an abort. Generous by default: the first NCCL initialisation in a process takes seconds.
   std::chrono::milliseconds timeout{std::chrono::seconds(120)};
-  TpFaults faults;
 };
 
 struct Group;  // shared state of the ranks (tp_runner.cpp)
@@ -83,8 +76,8 @@ class RankStream {
 using RankBody = std::function<void(RankContext&)>;
 
 // Runs `body` on every rank; returns when every rank has finished and every communicator has been
-// finalized, or throws mhc::Error (see above). Sets NCCL_NVLS_ENABLE=0 in the environment first:
-// mhc never uses NVLink SHARP / multicast, and the shared GPU machines require it off.
+// finalized, or throws mhc::Error (see above). The environment is the caller's: on machines where
+// NVLink SHARP / multicast must stay off, set NCCL_NVLS_ENABLE=0 (docs/tensor_parallel.md).
 void run_ranks(const TpRunOptions& options, const RankBody& body);
 
 // GPUs visible to this process (0 when the CUDA runtime finds no device or no driver).

@@ -11,11 +11,11 @@
 //                   site s+1 reads site s's while it writes its own
 //   layer_input, F  main stream only
 //   output          final collapse + final norm, fused into the last post
-// The layouts (StackLayout): the post of site s forms site s+1's layer_input (or the output), so
-// only site 0 runs a separate input path; or, native at decode sizes, the input path rides in the
-// coefficient launch and the post is plain; or, up to the kernel plan's folded_post_max_tokens,
-// also site s's post
-// rides in site s+1's coefficient launch, so that a site is one launch besides its sublayer.
+// The layouts (StackLayout, whose launches are mhc/schedule/stack_launches.hpp's): the post of
+// site s forms site s+1's layer_input (or the output), so only site 0 runs a separate input path;
+// or, native at decode sizes, the input path rides in the coefficient launch and the post is
+// plain; or, up to the kernel plan's folded_post_max_tokens, also site s's post rides in site s+1's
+// coefficient launch, so that a site is one launch besides its sublayer.
 //
 // Host side: the executor allocates nothing in a forward once its token count and mode have been
 // seen (or prepared). The policy's decision is cached per (tokens, mode) and the launch lists per
@@ -36,28 +36,15 @@
 #include "mhc/core/dispatch.hpp"
 #include "mhc/core/kernel_plan.hpp"
 #include "mhc/cpu/model.hpp"
+#include "mhc/schedule/stack_launches.hpp"
 #include "mhc/schedule/two_stream.hpp"
 
 namespace mhc::cuda {
-
-// How a forward's sites are launched (docs/overlap.md).
-enum class StackLayout {
-  fused_post,     // every post also forms the next layer_input (the overlap schedule's layout)
-  decode,         // input path inside the coefficient launch, plain posts (native, decode sizes)
-  folded_decode,  // decode, and each post but the last inside the next coefficient launch
-};
-const char* to_string(StackLayout layout);
-
-// The sublayer of site `site`: reads layer_input [tokens, C], writes out [tokens, C] on `stream`
-// (with tensor parallelism, its all-reduce belongs in here too). Must not allocate or sync.
-using SublayerFn = std::function<void(int site, int64_t tokens, const Bf16* layer_input, Bf16* out,
-                                      cudaStream_t stream)>;
 
 struct StackOptions {
   int64_t max_tokens = 16;
   bool trace_layers = false;  // copy x after every layer into a trace buffer (validation)
   bool ubatching = false;     // reported to the dispatch policy
-  ScheduleDelays delays;      // test-only stream delays
   // Tensor parallelism, as the dispatch policy sees it (null: TP = 1). Not owned; must outlive
   // the executor. The sublayer does the all-reduce the policy names (docs/tensor_parallel.md).
   const TensorParallelInfo* tp = nullptr;
@@ -70,13 +57,12 @@ struct StackOptions {
   // schedule's, so native and overlap are then equal within tolerance, not bitwise; the overlap
   // benchmark turns it on so that the overlap is measured against the best native schedule.
   bool native_decode_schedule = false;
-  // With native_decode_schedule, up to the plan's folded_post_max_tokens: fold each site's post
-  // into the next site's coefficient launch (StackLayout::folded_decode; the same bits as decode).
-  // Off by default, as measured on an H200 in one process (docs/overlap.md): behind the one-kernel
-  // stand-in the fold saves 1.4-1.7 us per site, but behind the cuBLAS stand-in decoder (a
-  // sublayer like a real one: no PDL, weights streamed through L2) it costs about 3 us per site
-  // (52.1 vs 48.9 us at 1 token), since the unfolded layout's post hides the coefficient
-  // launch's start and hc_fn loads, which nothing can hide after a cuBLAS kernel.
+  // With native_decode_schedule, up to the kernel plan's folded_post_max_tokens: fold each site's
+  // post into the next site's coefficient launch (StackLayout::folded_decode; the same bits as
+  // decode). Off by default: behind a sublayer like a real one (no PDL, weights streamed through
+  // L2) it is slower, since the unfolded layout's post hides the coefficient launch's start and
+  // hc_fn loads, which nothing can hide after such a kernel (docs/decisions.md, "Folded decode
+  // layout").
   bool fold_previous_post = false;
 };
 

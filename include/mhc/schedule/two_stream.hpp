@@ -36,19 +36,13 @@ struct SiteLaunches {
 enum class Stage { input_path, coefficients, sublayer, post };
 const char* stage_name(Stage s);
 
-// Sees every stage as it is enqueued (e.g. to record timing events around it for a trace).
+// Sees every stage as it is enqueued (e.g. to record timing events around it for a trace, or, in
+// the tests, to delay one stream and shake the ordering).
 class StageObserver {
  public:
   virtual ~StageObserver() = default;
   virtual void begin(Stage stage, int site, cudaStream_t stream) = 0;
   virtual void end(Stage stage, int site, cudaStream_t stream) = 0;
-};
-
-// Test-only delays: a spin kernel of this many clock cycles is put in front of the side stream's
-// coefficients, or in front of the main stream's sublayer, to shake the stream ordering.
-struct ScheduleDelays {
-  int64_t side_cycles = 0;
-  int64_t main_cycles = 0;
 };
 
 class StackSchedule {
@@ -62,7 +56,7 @@ class StackSchedule {
   // host (unless it throws, or the launches or the observer do).
   // Every stage is wrapped in an NVTX range ("mhc <stage> <site>") for Nsight Systems.
   void enqueue(cudaStream_t main, bool overlap, const std::vector<SiteLaunches>& sites,
-               const ScheduleDelays& delays = {}, StageObserver* observer = nullptr);
+               StageObserver* observer = nullptr);
 
   // Sites enqueued with the overlap schedule since construction (proves which path ran).
   int64_t overlapped_sites() const { return overlapped_sites_; }
@@ -74,7 +68,6 @@ class StackSchedule {
   void enqueue_overlap(cudaStream_t main, int site, const SiteLaunches& s);
   void run_stage(Stage stage, int site, const std::function<void(cudaStream_t)>& fn,
                  cudaStream_t stream);
-  ScheduleDelays delays_;
   StageObserver* observer_ = nullptr;
   cudaStream_t side_ = nullptr;
   std::vector<cudaEvent_t> x_ready_, coef_ready_;  // one pair per site
@@ -82,9 +75,6 @@ class StackSchedule {
   int64_t overlapped_sites_ = 0;
   int64_t native_sites_ = 0;
 };
-
-// Enqueues a kernel that spins for `cycles` GPU clock cycles (no-op when cycles <= 0).
-void enqueue_spin(cudaStream_t stream, int64_t cycles);
 
 // A captured CUDA graph of whatever `body` enqueues on `stream`, captured in
 // cudaStreamCaptureModeGlobal so that any host synchronisation or allocation inside fails the

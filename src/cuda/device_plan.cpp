@@ -1,3 +1,5 @@
+#include "mhc/cuda/device_plan.hpp"
+
 #include <fmt/core.h>
 
 #include <array>
@@ -6,7 +8,6 @@
 
 #include "mhc/core/error.hpp"
 #include "mhc/cuda/check.hpp"
-#include "mhc/cuda/device_plan.hpp"
 #include "prenorm_dispatch.hpp"
 
 namespace mhc::cuda {

@@ -2,19 +2,11 @@
 
 #include <string>
 
+#include "join.hpp"
 #include "mhc/cuda/check.hpp"
 #include "mhc/schedule/two_stream.hpp"
 
 namespace mhc::cuda {
-namespace {
-
-__global__ void spin_kernel(int64_t cycles) {
-  const int64_t start = clock64();
-  while (clock64() - start < cycles) {
-  }
-}
-
-}  // namespace
 
 const char* stage_name(Stage s) {
   switch (s) {
@@ -28,12 +20,6 @@ const char* stage_name(Stage s) {
       return "post";
   }
   return "?";
-}
-
-void enqueue_spin(cudaStream_t stream, int64_t cycles) {
-  if (cycles <= 0) return;
-  spin_kernel<<<1, 1, 0, stream>>>(cycles);
-  MHC_CUDA_CHECK(cudaGetLastError());
 }
 
 constexpr int kStages = 4;
@@ -62,12 +48,11 @@ StackSchedule::~StackSchedule() {
 }
 
 void StackSchedule::enqueue(cudaStream_t main, bool overlap, const std::vector<SiteLaunches>& sites,
-                            const ScheduleDelays& delays, StageObserver* observer) {
+                            StageObserver* observer) {
   if (sites.size() > x_ready_.size()) {
     throw Error("StackSchedule: " + std::to_string(sites.size()) + " sites enqueued, built for " +
                 std::to_string(x_ready_.size()));
   }
-  delays_ = delays;
   observer_ = observer;
   for (size_t s = 0; s < sites.size(); ++s) {
     if (overlap) {
@@ -92,7 +77,6 @@ void StackSchedule::run_stage(Stage stage, int site, const std::function<void(cu
 void StackSchedule::enqueue_native(cudaStream_t main, int site, const SiteLaunches& s) {
   run_stage(Stage::input_path, site, s.input_path, main);
   run_stage(Stage::coefficients, site, s.coefficients, main);
-  enqueue_spin(main, delays_.main_cycles);
   run_stage(Stage::sublayer, site, s.sublayer, main);
   run_stage(Stage::post, site, s.post, main);
   ++native_sites_;
@@ -104,18 +88,12 @@ void StackSchedule::enqueue_overlap(cudaStream_t main, int site, const SiteLaunc
   // Fork: x (written by the previous post on main) is ready here.
   MHC_CUDA_CHECK(cudaEventRecord(x_ready, main));
   MHC_CUDA_CHECK(cudaStreamWaitEvent(side_, x_ready, 0));
-  enqueue_spin(side_, delays_.side_cycles);
   run_stage(Stage::coefficients, site, s.coefficients, side_);
   MHC_CUDA_CHECK(cudaEventRecord(coef_ready, side_));
 
   run_stage(Stage::input_path, site, s.input_path, main);
-  enqueue_spin(main, delays_.main_cycles);
   run_stage(Stage::sublayer, site, s.sublayer, main);
-#ifndef MHC_SCRATCH_DROP_JOIN  // defined only in a scratch build that proves the stress test bites
-  // Join: the post needs the coefficients, and x must not be overwritten while the side stream
-  // may still read it.
-  MHC_CUDA_CHECK(cudaStreamWaitEvent(main, coef_ready, 0));
-#endif
+  detail::join_side_stream(main, coef_ready);
   run_stage(Stage::post, site, s.post, main);
   ++overlapped_sites_;
 }

@@ -1,4 +1,4 @@
-#include "bench_common.hpp"
+#include "mhc/bench/common.hpp"
 
 #include <fmt/chrono.h>
 #include <fmt/core.h>
@@ -6,14 +6,12 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdlib>
-#include <fstream>
 
-#include "mhc/core/error.hpp"
 #if MHC_WITH_CUDA
 #include <cuda_runtime_api.h>
 #endif
 
-namespace mhc::cli {
+namespace mhc::bench {
 
 Summary summarize(std::vector<float> samples) {
   Summary s;
@@ -52,12 +50,4 @@ nlohmann::json bench_metadata() {
   return meta;
 }
 
-void write_json(const std::string& path, const nlohmann::json& doc) {
-  if (path.empty()) return;
-  std::ofstream out(path);
-  if (!out) throw Error(fmt::format("cannot write '{}'", path));
-  out << doc.dump(1) << "\n";
-  if (!out) throw Error(fmt::format("error while writing '{}'", path));
-}
-
-}  // namespace mhc::cli
+}  // namespace mhc::bench

@@ -12,8 +12,8 @@
 #include "mhc/cuda/device_plan.hpp"
 #include "mhc/cuda/device_site.hpp"
 #include "mhc/cuda/kernels.hpp"
+#include "mhc/cuda/timing.hpp"
 #include "mhc/schedule/stack_run.hpp"
-#include "timing.hpp"
 
 namespace mhc::cuda {
 namespace {

@@ -1,10 +1,11 @@
+#include "mhc/schedule/trace.hpp"
+
 #include <fmt/core.h>
 
 #include <fstream>
 #include <nlohmann/json.hpp>
 
 #include "mhc/cuda/check.hpp"
-#include "mhc/schedule/trace.hpp"
 
 namespace mhc::cuda {
 

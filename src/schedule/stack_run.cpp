@@ -1,6 +1,7 @@
+#include "mhc/schedule/stack_run.hpp"
+
 #include "mhc/cuda/check.hpp"
 #include "mhc/schedule/stack_executor.hpp"
-#include "mhc/schedule/stack_run.hpp"
 #include "mhc/schedule/trace.hpp"
 
 namespace mhc::cuda {

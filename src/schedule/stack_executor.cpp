@@ -1,3 +1,5 @@
+#include "mhc/schedule/stack_executor.hpp"
+
 #include <fmt/core.h>
 
 #include <vector>
@@ -7,21 +9,9 @@
 #include "mhc/cuda/device_plan.hpp"
 #include "mhc/cuda/device_site.hpp"
 #include "mhc/cuda/kernels.hpp"
-#include "mhc/schedule/stack_executor.hpp"
+#include "mhc/schedule/stack_launches.hpp"
 
 namespace mhc::cuda {
-
-const char* to_string(StackLayout layout) {
-  switch (layout) {
-    case StackLayout::fused_post:
-      return "fused_post";
-    case StackLayout::decode:
-      return "decode";
-    case StackLayout::folded_decode:
-      return "folded_decode";
-  }
-  return "?";
-}
 
 struct StackExecutor::Impl {
   MhcParams p;
@@ -39,6 +29,7 @@ struct StackExecutor::Impl {
   DeviceBuffer<float> pre_mix_in, pre[2], post[2], comb[2];
   std::unique_ptr<SiteWorkspace> workspace;
   std::unique_ptr<StackSchedule> schedule;
+  std::unique_ptr<StackLaunches> stack;                      // over the buffers above
   std::map<std::pair<int64_t, bool>, CapturedGraph> graphs;  // (tokens, overlap) -> graph
   // Host-side caches, so that a forward allocates nothing once its size has been seen: building
   // launch lists (std::function captures) and decisions (reason strings) allocates. The launch
@@ -53,28 +44,22 @@ struct StackExecutor::Impl {
   int64_t overlapped_sites = 0, native_sites = 0, folded_sites = 0;
 
   Impl(const ModelWeights& w, const KernelConfig& cfg, const StackOptions& opt, SublayerFn fn);
-  const Bf16* src(int s) const { return s == 0 ? x_in.get() : x[s % 2].get(); }
-  Bf16* dst(int s) const { return x[(s + 1) % 2].get(); }
   StackLayout layout(int64_t tokens, bool overlap) const;
   LaunchList launches(int64_t tokens, bool overlap);
   const LaunchList& cached_launches(int64_t tokens, bool overlap);
   DispatchDecision decide(int64_t tokens, ExecMode mode) const;
   const DispatchDecision& cached_decision(int64_t tokens, ExecMode mode);
-  SiteLaunches site_launches(int s, int64_t tokens, const PrenormTuning& tuning);
-  SiteLaunches decode_site_launches(int s, int64_t tokens, const PrenormTuning& tuning);
-  SiteLaunches folded_site_launches(int s, int64_t tokens, const PrenormTuning& tuning);
-  CoefficientBuffers coefficient_buffers(int s) const;
-  InputPathBuffers input_buffers(int s) const;
-  PreviousPost previous_post(int s) const;
   void enqueue(int64_t tokens, bool overlap, cudaStream_t stream,
                StageObserver* observer = nullptr);
-  // Copies x after site s (an FFN site) into the layer trace.
-  void copy_trace(int s, int64_t tokens, cudaStream_t st) const {
+  // Copies x after site s into the layer trace when s is an FFN site (odd).
+  void copy_trace(int s, int64_t tokens, const Bf16* x_after, cudaStream_t st) const {
+    if (s % 2 == 0) return;
     const size_t count = size_t(tokens * p.k());
     Bf16* slot = trace.get() + size_t(s / 2) * size_t(options.max_tokens) * size_t(p.k());
     MHC_CUDA_CHECK(
-        cudaMemcpyAsync(slot, dst(s), count * sizeof(Bf16), cudaMemcpyDeviceToDevice, st));
+        cudaMemcpyAsync(slot, x_after, count * sizeof(Bf16), cudaMemcpyDeviceToDevice, st));
   }
+  StackBuffers stack_buffers() const;
 };
 
 StackExecutor::Impl::Impl(const ModelWeights& w, const KernelConfig& cfg, const StackOptions& opt,
@@ -120,113 +105,33 @@ StackExecutor::Impl::Impl(const ModelWeights& w, const KernelConfig& cfg, const 
       standin_sublayer(p, tokens, in, gains[size_t(s)].get(), out, st);
     };
   }
-}
-
-SiteLaunches StackExecutor::Impl::site_launches(int s, int64_t tokens,
-                                                const PrenormTuning& tuning) {
-  SiteLaunches l;
-  const size_t site = size_t(s);
-  if (s == 0) {
-    l.input_path = [this, tokens](cudaStream_t st) {
-      input_path(p, tokens, x_in.get(), pre_mix_in.get(), sites[0].norm_weight.get(),
-                 layer_input.get(), st);
+  std::vector<const DeviceSiteWeights*> site_weights;
+  for (const auto& site : sites) site_weights.push_back(&site);
+  SiteDoneFn trace_fn;
+  if (options.trace_layers) {
+    trace_fn = [this](int s, int64_t tokens, const Bf16* x_after, cudaStream_t st) {
+      copy_trace(s, tokens, x_after, st);
     };
   }
-  l.coefficients = [this, s, tokens, tuning](cudaStream_t st) {
-    prenorm_coefficients(p, tokens, coefficient_buffers(s), config.projection, tuning, *workspace,
-                         st);
-  };
-  l.sublayer = [this, s, tokens](cudaStream_t st) {
-    sublayer(s, tokens, layer_input.get(), f.get(), st);
-  };
-  l.post = [this, s, site, tokens](cudaStream_t st) {
-    const bool last = s + 1 == p.sites();
-    NextInput next;
-    next.pre_mix = pre[site % 2].get();
-    next.norm_weight =
-        last ? (has_final_norm ? final_norm.get() : nullptr) : sites[site + 1].norm_weight.get();
-    next.layer_input = last ? output.get() : layer_input.get();
-    mhc::cuda::post(p, tokens, src(s), post[site % 2].get(), comb[site % 2].get(), f.get(), dst(s),
-                    &next, st);
-    if (options.trace_layers && s % 2 == 1) copy_trace(s, tokens, st);
-  };
-  return l;
+  stack = std::make_unique<StackLaunches>(p, std::move(site_weights), stack_buffers(), *workspace,
+                                          config.projection, sublayer, std::move(trace_fn));
 }
 
-CoefficientBuffers StackExecutor::Impl::coefficient_buffers(int s) const {
-  const size_t site = size_t(s);
-  CoefficientBuffers c;
-  c.x = src(s);
-  c.hc_fn = sites[site].hc_fn.get();
-  c.hc_base = sites[site].hc_base.get();
-  c.hc_scale = sites[site].hc_scale.get();
-  c.pre = pre[site % 2].get();
-  c.post = post[site % 2].get();
-  c.comb = comb[site % 2].get();
-  return c;
-}
-
-InputPathBuffers StackExecutor::Impl::input_buffers(int s) const {
-  InputPathBuffers in;
-  in.pre_mix = s == 0 ? pre_mix_in.get() : pre[size_t(s - 1) % 2].get();
-  in.norm_weight = sites[size_t(s)].norm_weight.get();
-  in.layer_input = layer_input.get();
-  return in;
-}
-
-// Site s-1's post as site s's coefficient launch folds it in: it forms src(s) = dst(s - 1).
-PreviousPost StackExecutor::Impl::previous_post(int s) const {
-  const size_t prev = size_t(s - 1);
-  PreviousPost pp;
-  pp.x = src(s - 1);
-  pp.post = post[prev % 2].get();
-  pp.comb = comb[prev % 2].get();
-  pp.sublayer_out = f.get();
-  pp.x_next = dst(s - 1);
-  return pp;
-}
-
-// The single-stream decode layout: site s's input path rides in its coefficient launch (reading
-// the previous site's pre, while the launch writes this site's into the other buffer), the post
-// is plain, and only the last post also forms the final output.
-SiteLaunches StackExecutor::Impl::decode_site_launches(int s, int64_t tokens,
-                                                       const PrenormTuning& tuning) {
-  SiteLaunches l = site_launches(s, tokens, tuning);
-  l.input_path = nullptr;
-  l.coefficients = [this, s, tokens, tuning](cudaStream_t st) {
-    const InputPathBuffers input = input_buffers(s);
-    prenorm_coefficients(p, tokens, coefficient_buffers(s), config.projection, tuning, *workspace,
-                         st, &input);
-  };
-  if (s + 1 < p.sites()) {
-    l.post = [this, s, tokens](cudaStream_t st) {
-      const size_t site = size_t(s);
-      mhc::cuda::post(p, tokens, src(s), post[site % 2].get(), comb[site % 2].get(), f.get(),
-                      dst(s), nullptr, st);
-      if (options.trace_layers && s % 2 == 1) copy_trace(s, tokens, st);
-    };
+StackBuffers StackExecutor::Impl::stack_buffers() const {
+  StackBuffers b;
+  b.x_in = x_in.get();
+  b.pre_mix_in = pre_mix_in.get();
+  for (int i = 0; i < 2; ++i) {
+    b.x[i] = x[i].get();
+    b.pre[i] = pre[i].get();
+    b.post[i] = post[i].get();
+    b.comb[i] = comb[i].get();
   }
-  return l;
-}
-
-// The folded decode layout: as the decode layout, but site s > 0's coefficient launch also runs
-// site s-1's post (it forms x = src(s) and layer_input from it), so no post runs but the last
-// (with the final collapse and norm). The launch reads site s-1's post/comb while it writes site
-// s's: they alternate by site parity. With trace_layers, x after an FFN site s-1 is copied once
-// the next launch has formed it.
-SiteLaunches StackExecutor::Impl::folded_site_launches(int s, int64_t tokens,
-                                                       const PrenormTuning& tuning) {
-  SiteLaunches l = decode_site_launches(s, tokens, tuning);
-  if (s + 1 < p.sites()) l.post = nullptr;
-  if (s == 0) return l;
-  l.coefficients = [this, s, tokens, tuning](cudaStream_t st) {
-    const InputPathBuffers input = input_buffers(s);
-    const PreviousPost previous = previous_post(s);
-    prenorm_coefficients(p, tokens, coefficient_buffers(s), config.projection, tuning, *workspace,
-                         st, &input, &previous);
-    if (options.trace_layers && (s - 1) % 2 == 1) copy_trace(s - 1, tokens, st);
-  };
-  return l;
+  b.layer_input = layer_input.get();
+  b.sublayer_out = f.get();
+  b.output = output.get();
+  b.final_norm = has_final_norm ? final_norm.get() : nullptr;
+  return b;
 }
 
 StackLayout StackExecutor::Impl::layout(int64_t tokens, bool overlap) const {
@@ -243,19 +148,8 @@ StackExecutor::Impl::LaunchList StackExecutor::Impl::launches(int64_t tokens, bo
   LaunchList list;
   list.layout = layout(tokens, overlap);
   list.sites.reserve(size_t(p.sites()));
-  for (int s = 0; s < p.sites(); ++s) {
-    switch (list.layout) {
-      case StackLayout::fused_post:
-        list.sites.push_back(site_launches(s, tokens, tuning));
-        break;
-      case StackLayout::decode:
-        list.sites.push_back(decode_site_launches(s, tokens, tuning));
-        break;
-      case StackLayout::folded_decode:
-        list.sites.push_back(folded_site_launches(s, tokens, tuning));
-        break;
-    }
-  }
+  for (int s = 0; s < p.sites(); ++s)
+    list.sites.push_back(stack->site(list.layout, s, tokens, tuning));
   return list;
 }
 
@@ -294,8 +188,7 @@ const DispatchDecision& StackExecutor::Impl::cached_decision(int64_t tokens, Exe
 
 void StackExecutor::Impl::enqueue(int64_t tokens, bool overlap, cudaStream_t stream,
                                   StageObserver* observer) {
-  schedule->enqueue(stream, overlap, cached_launches(tokens, overlap).sites, options.delays,
-                    observer);
+  schedule->enqueue(stream, overlap, cached_launches(tokens, overlap).sites, observer);
 }
 
 StackExecutor::StackExecutor(const ModelWeights& weights, const KernelConfig& config,

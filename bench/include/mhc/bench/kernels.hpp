@@ -1,0 +1,30 @@
+// The kernel benchmark behind `mhc bench kernels`: each CUDA kernel family, a whole site, and a
+// stack's steady state (the executor's own launches, mhc/schedule/stack_launches.hpp), timed on
+// the current GPU. Host-only declarations: the CLI compiles the same with or without CUDA (then
+// bench_kernels throws).
+#pragma once
+#include <cstdint>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "mhc/core/config.hpp"
+#include "mhc/core/params.hpp"
+
+namespace mhc::bench {
+
+struct KernelBenchOptions {
+  std::string preset_name = "dsv41-flash";
+  MhcParams params;
+  std::vector<int64_t> tokens;  // each >= 1
+  int reps = 200;               // >= 5
+  Projection projection = Projection::tf32;
+  bool sweep_tuning = false;  // also time the coefficient path at every split count / tile size
+  std::string commit;
+};
+
+// Prints a table on stdout and returns the JSON report. Throws mhc::Error on invalid options or
+// without a GPU.
+nlohmann::json bench_kernels(const KernelBenchOptions& options);
+
+}  // namespace mhc::bench

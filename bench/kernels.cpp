@@ -1,0 +1,342 @@
+// `mhc bench kernels`: CUDA-graph replays of each kernel family, of the whole site and of a
+// stack's steady state, timed with CUDA events, input sets rotated past L2 (mhc/cuda/timing.hpp);
+// achieved bandwidth against the bytes floor of the design doc ("Roofline") and against a
+// device-to-device copy measured here.
+#include "mhc/bench/kernels.hpp"
+
+#include <fmt/core.h>
+
+#include <algorithm>
+#include <ctime>
+#include <nlohmann/json.hpp>
+
+#include "mhc/core/error.hpp"
+#include "mhc/cuda/check.hpp"
+#include "mhc/cuda/cuda_backend.hpp"
+#include "mhc/cuda/device_plan.hpp"
+#include "mhc/cuda/device_site.hpp"
+#include "mhc/cuda/kernels.hpp"
+#include "mhc/cuda/timing.hpp"
+#include "mhc/schedule/stack_launches.hpp"
+#include "mhc/schedule/two_stream.hpp"
+
+namespace mhc::bench {
+namespace {
+
+using namespace mhc::cuda;
+
+constexpr double kAnchorCopyBandwidth = 4.27e12;  // bytes/s, anchors/README.md (H200)
+
+// Device-to-device copy bandwidth (bytes read + written per second), median of 20 copies of 1 GB.
+double measure_copy_bandwidth(cudaStream_t stream) {
+  const size_t bytes = size_t(1) << 30;
+  DeviceBuffer<char> a(bytes), b(bytes);
+  MHC_CUDA_CHECK(cudaMemsetAsync(a.get(), 1, bytes, stream));
+  cudaEvent_t start, stop;
+  MHC_CUDA_CHECK(cudaEventCreate(&start));
+  MHC_CUDA_CHECK(cudaEventCreate(&stop));
+  std::vector<double> seconds;
+  for (int i = 0; i < 23; ++i) {
+    MHC_CUDA_CHECK(cudaEventRecord(start, stream));
+    MHC_CUDA_CHECK(cudaMemcpyAsync(b.get(), a.get(), bytes, cudaMemcpyDeviceToDevice, stream));
+    MHC_CUDA_CHECK(cudaEventRecord(stop, stream));
+    MHC_CUDA_CHECK(cudaEventSynchronize(stop));
+    float ms = 0;
+    MHC_CUDA_CHECK(cudaEventElapsedTime(&ms, start, stop));
+    if (i >= 3) seconds.push_back(ms / 1e3);
+  }
+  cudaEventDestroy(start);
+  cudaEventDestroy(stop);
+  std::sort(seconds.begin(), seconds.end());
+  return 2.0 * double(bytes) / seconds[seconds.size() / 2];
+}
+
+struct Item {
+  std::string name;
+  double bytes;  // the floor's bytes for this item
+  EnqueueFn enqueue;
+  PrenormTuning tuning;
+  int per_graph = 1;  // the graph holds this many instances; times are per instance
+};
+
+// One model site's weights (random; the kernels' speed does not depend on their values).
+DeviceSiteWeights random_site_weights(const MhcParams& p) {
+  DeviceSiteWeights w;
+  w.hc_fn = DeviceBuffer<float>(size_t(p.nmix()) * p.k());
+  w.hc_base = DeviceBuffer<float>(p.nmix());
+  w.hc_scale = DeviceBuffer<float>(3);
+  w.norm_weight = DeviceBuffer<float>(p.hidden);
+  std::vector<float> host(w.hc_fn.size());
+  for (size_t i = 0; i < host.size(); ++i)
+    host[i] = float((i * 2654435761u) % 2001) * 1e-5f - 0.01f;
+  w.hc_fn.upload(host.data(), host.size());
+  host.assign(size_t(p.hidden), 1.f);
+  w.norm_weight.upload(host.data(), host.size());
+  host.assign(size_t(p.nmix()), 0.1f);
+  w.hc_base.upload(host.data(), host.size());
+  const float scale[3] = {1.f, 1.f, 2.f};
+  w.hc_scale.upload(scale, 3);
+  return w;
+}
+
+// What every item of one token count shares.
+struct Setup {
+  const MhcParams& p;
+  const DeviceSiteWeights& w;
+  SiteWorkspace& ws;
+  StackSchedule& schedule;  // made outside any capture: it creates a stream and events
+  Projection proj;
+  int64_t m;
+  PrenormTuning chosen;
+  double coef_bytes, site_bytes;
+};
+
+// A stack's steady state as the executor launches it: kSitesPerGraph middle sites of a longer
+// stack (every site but the first and the last, which have an extra input path or the final
+// norm), in `layout`, without a sublayer, through the executor's own launches and schedule. The
+// stack's buffers are one input set's: x/x_next, pre/pre_mix, post/post_alt and comb/comb_alt
+// alternate by site.
+constexpr int kSitesPerGraph = 8;
+
+EnqueueFn stack_steady_state(const Setup& c, StackLayout layout) {
+  return [&c, layout](DeviceSiteBuffers& b, cudaStream_t s) {
+    StackBuffers sb;
+    sb.x_in = b.x.get();
+    sb.x[0] = b.x.get();
+    sb.x[1] = b.x_next.get();
+    sb.pre_mix_in = b.pre_mix.get();
+    sb.pre[0] = b.pre.get();
+    sb.pre[1] = b.pre_mix.get();
+    sb.post[0] = b.post.get();
+    sb.post[1] = b.post_alt.get();
+    sb.comb[0] = b.comb.get();
+    sb.comb[1] = b.comb_alt.get();
+    sb.layer_input = b.layer_input.get();
+    sb.sublayer_out = b.sublayer_out.get();
+    sb.output = b.layer_input.get();  // only the last site writes it, and it is not launched
+    const std::vector<const DeviceSiteWeights*> weights(kSitesPerGraph + 2, &c.w);
+    const StackLaunches stack(c.p, weights, sb, c.ws, c.proj, nullptr);
+    std::vector<SiteLaunches> sites;
+    for (int i = 1; i <= kSitesPerGraph; ++i) sites.push_back(stack.site(layout, i, c.m, c.chosen));
+    c.schedule.enqueue(s, false, sites);
+  };
+}
+
+void add_site_items(const Setup& c, bool sweep, std::vector<Item>& items) {
+  const MhcParams& p = c.p;
+  const double md = double(c.m), K = double(p.k()), C = double(p.hidden);
+  const PrenormTuning chosen = c.chosen;
+  items.push_back({"empty kernel (graph floor)",
+                   0.0,
+                   [](DeviceSiteBuffers&, cudaStream_t s) { enqueue_empty_kernel(s); },
+                   {}});
+  items.push_back({"input_path",
+                   md * (2 * K + 2 * C),
+                   [&c](DeviceSiteBuffers& b, cudaStream_t s) {
+                     input_path(c.p, c.m, b.x.get(), b.pre_mix.get(), c.w.norm_weight.get(),
+                                b.layer_input.get(), s);
+                   },
+                   {}});
+  items.push_back({"coefficients (GEMM+stats)", c.coef_bytes,
+                   [&c](DeviceSiteBuffers& b, cudaStream_t s) {
+                     prenorm_coefficients(c.p, c.m, b.coefficients(c.w), c.proj, c.chosen, c.ws, s);
+                   },
+                   chosen});
+  items.push_back(
+      {"coef + input path (one launch)", c.coef_bytes + md * (2 * C),
+       [&c](DeviceSiteBuffers& b, cudaStream_t s) {
+         const InputPathBuffers input{b.pre_mix.get(), c.w.norm_weight.get(), b.layer_input.get()};
+         prenorm_coefficients(c.p, c.m, b.coefficients(c.w), c.proj, c.chosen, c.ws, s, &input);
+       },
+       chosen});
+  if (sweep) {
+    for (int rows : {16, 64, 128}) {
+      if (rows == 128 && !tma_prenorm_available()) continue;
+      for (int splits : {1, 2, 4, 8, 16, 32, 66, 132, max_prenorm_splits(p)}) {
+        if (splits > max_prenorm_splits(p)) continue;
+        const PrenormTuning t{splits, rows};
+        items.push_back({"  coefficients sweep", c.coef_bytes,
+                         [&c, t](DeviceSiteBuffers& b, cudaStream_t s) {
+                           prenorm_coefficients(c.p, c.m, b.coefficients(c.w), c.proj, t, c.ws, s);
+                         },
+                         t});
+      }
+    }
+  }
+  items.push_back({"post",
+                   md * (4 * K + 2 * C),
+                   [&c](DeviceSiteBuffers& b, cudaStream_t s) {
+                     post(c.p, c.m, b.x.get(), b.post.get(), b.comb.get(), b.sublayer_out.get(),
+                          b.x_next.get(), nullptr, s);
+                   },
+                   {}});
+  items.push_back({"post + next input path",
+                   md * (4 * K + 4 * C),
+                   [&c](DeviceSiteBuffers& b, cudaStream_t s) {
+                     NextInput next{b.pre.get(), c.w.norm_weight.get(), b.layer_input.get()};
+                     post(c.p, c.m, b.x.get(), b.post.get(), b.comb.get(), b.sublayer_out.get(),
+                          b.x_next.get(), &next, s);
+                   },
+                   {}});
+  items.push_back({"site (input, coef, post)", c.site_bytes,
+                   [&c](DeviceSiteBuffers& b, cudaStream_t s) {
+                     enqueue_site(c.p, c.m, c.w, b, c.proj, c.chosen, c.ws, s);
+                   },
+                   chosen});
+  // In a stack at larger sizes the input path of site s comes out of the post of site s-1:
+  // per site, the coefficient path plus the fused post.
+  items.push_back({"coef + post with next input", c.site_bytes,
+                   [&c](DeviceSiteBuffers& b, cudaStream_t s) {
+                     prenorm_coefficients(c.p, c.m, b.coefficients(c.w), c.proj, c.chosen, c.ws, s);
+                     NextInput next{b.pre.get(), c.w.norm_weight.get(), b.layer_input.get()};
+                     post(c.p, c.m, b.x.get(), b.post.get(), b.comb.get(), b.sublayer_out.get(),
+                          b.x_next.get(), &next, s);
+                   },
+                   chosen});
+}
+
+// The stack's steady state: in a stack at larger sizes the input path of site s comes out of the
+// post of site s-1 (fused_post); at decode sizes it rides in the coefficient launch (decode); and
+// with the fold each site's post rides in the next site's coefficient launch (folded_decode). A
+// real model captures all its sites in one graph, so the per-graph launch floor is paid once per
+// forward, not per site: kSitesPerGraph sites per graph, times per site.
+void add_stack_items(const Setup& c, std::vector<Item>& items) {
+  const bool decode = input_path_fuses(c.p, c.m, c.chosen);
+  items.push_back({"site in stack, 8 per graph (each)", c.site_bytes,
+                   stack_steady_state(c, decode ? StackLayout::decode : StackLayout::fused_post),
+                   c.chosen, kSitesPerGraph});
+  if (decode) {
+    items.push_back({"site in stack, post folded (each)", c.site_bytes,
+                     stack_steady_state(c, StackLayout::folded_decode), c.chosen, kSitesPerGraph});
+  }
+}
+
+struct Device {
+  cudaDeviceProp prop{};
+  int driver = 0, runtime = 0, sm_clock_khz = 0, mem_clock_khz = 0;
+};
+
+Device query_device() {
+  Device d;
+  int device = 0;
+  MHC_CUDA_CHECK(cudaGetDevice(&device));
+  MHC_CUDA_CHECK(cudaGetDeviceProperties(&d.prop, device));
+  MHC_CUDA_CHECK(cudaDriverGetVersion(&d.driver));
+  MHC_CUDA_CHECK(cudaRuntimeGetVersion(&d.runtime));
+  MHC_CUDA_CHECK(cudaDeviceGetAttribute(&d.sm_clock_khz, cudaDevAttrClockRate, device));
+  MHC_CUDA_CHECK(cudaDeviceGetAttribute(&d.mem_clock_khz, cudaDevAttrMemoryClockRate, device));
+  return d;
+}
+
+nlohmann::json time_item(const Item& item, const MhcParams& p, int64_t m, const Device& d, int reps,
+                         double copy_bw, cudaStream_t stream) {
+  TimedResult r = time_rotated_graphs(p, m, d.prop.l2CacheSize, reps, stream, item.enqueue);
+  r.median_us /= item.per_graph;
+  r.min_us /= item.per_graph;
+  const double gbps = item.bytes / (r.median_us * 1e-6) / 1e9;  // 0 for the empty kernel
+  const double floor_us = item.bytes / kAnchorCopyBandwidth * 1e6;
+  const std::string tuning = item.tuning.splits ? item.tuning.describe() : "";
+  fmt::print("{:<34} {:>6} {:>10.2f} {:>9.0f} {:>10.2f} {:>7.0f}%  {}\n", item.name, m, r.median_us,
+             gbps, floor_us, 100.0 * gbps * 1e9 / copy_bw, tuning);
+  return {{"kernel", item.name},
+          {"tokens", m},
+          {"median_us", r.median_us},
+          {"min_us", r.min_us},
+          {"bytes", item.bytes},
+          {"gb_per_s", gbps},
+          {"floor_us_at_4.27TBps", floor_us},
+          {"fraction_of_4.27TBps", floor_us / r.median_us},
+          {"fraction_of_measured_copy", gbps * 1e9 / copy_bw},
+          {"splits", item.tuning.splits},
+          {"rows_per_tile", item.tuning.rows_per_tile},
+          {"input_sets", r.sets},
+          {"instances_per_graph", item.per_graph},
+          {"reps", r.reps}};
+}
+
+std::string now_utc() {
+  const std::time_t t = std::time(nullptr);
+  char buf[32];
+  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", std::gmtime(&t));
+  return buf;
+}
+
+nlohmann::json report(const KernelBenchOptions& o, const Device& d, double copy_bw,
+                      nlohmann::json results) {
+  return {{"tool", "mhc bench kernels"},
+          {"date", now_utc()},
+          {"commit", o.commit},
+          {"gpu", d.prop.name},
+          {"compute_capability", fmt::format("{}.{}", d.prop.major, d.prop.minor)},
+          {"sm_count", d.prop.multiProcessorCount},
+          {"l2_bytes", d.prop.l2CacheSize},
+          {"driver_version", d.driver},
+          {"runtime_version", d.runtime},
+          {"sm_clock_khz_peak", d.sm_clock_khz},
+          {"memory_clock_khz_peak", d.mem_clock_khz},
+          {"measured_copy_bytes_per_s", copy_bw},
+          {"preset", o.preset_name},
+          {"params", describe(o.params)},
+          {"projection", std::string(to_string(o.projection))},
+          {"method",
+           "each item captured in a CUDA graph per input set, input sets rotated past L2, CUDA "
+           "events between consecutive replays, warm-up, median; stack items run the executor's "
+           "launches (mhc/schedule/stack_launches.hpp) for 8 middle sites of a stack"},
+          {"bytes_floor", "per token: site 6K+4C bytes + hc_fn once; GEMM 2K + hc_fn; see docs"},
+          {"results", std::move(results)}};
+}
+
+void check_options(const KernelBenchOptions& o) {
+  validate(o.params);
+  if (o.tokens.empty()) throw Error("mhc bench kernels: no token counts given");
+  for (int64_t m : o.tokens) {
+    if (m <= 0) throw Error(fmt::format("--tokens: {} is not a positive token count", m));
+  }
+  if (o.reps < 5) throw Error("--reps must be at least 5");
+  if (!device_present()) throw Error("mhc bench kernels needs a CUDA GPU; none is visible");
+}
+
+}  // namespace
+
+nlohmann::json bench_kernels(const KernelBenchOptions& o) {
+  check_options(o);
+  const MhcParams& p = o.params;
+  fmt::print("mhc bench kernels: {} ({}), projection {}, commit {}\n", o.preset_name, describe(p),
+             to_string(o.projection), o.commit.empty() ? "unknown" : o.commit);
+  const Device d = query_device();
+  cudaStream_t stream;
+  MHC_CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+  const double copy_bw = measure_copy_bandwidth(stream);
+  const int64_t max_tokens = *std::max_element(o.tokens.begin(), o.tokens.end());
+  SiteWorkspace ws(p, std::max<int64_t>(max_tokens, 16), max_prenorm_splits(p));
+  const DeviceSiteWeights w = random_site_weights(p);
+  StackSchedule schedule(kSitesPerGraph);
+  const double K = double(p.k()), C = double(p.hidden), weight_bytes = p.nmix() * K * 4;
+
+  nlohmann::json results = nlohmann::json::array();
+  fmt::print("{:<34} {:>6} {:>10} {:>9} {:>10} {:>8}  tuning\n", "kernel", "M", "us", "GB/s",
+             "floor us", "of copy");
+  for (int64_t m : o.tokens) {
+    const double md = double(m);
+    const Setup c{p,
+                  w,
+                  ws,
+                  schedule,
+                  o.projection,
+                  m,
+                  choose_prenorm_tuning(default_device_plan(), p, m),
+                  md * 2 * K + weight_bytes + md * (2 * p.n + p.n * p.n) * 4,
+                  md * (6 * K + 4 * C) + weight_bytes};
+    std::vector<Item> items;
+    add_site_items(c, o.sweep_tuning, items);
+    add_stack_items(c, items);
+    for (const Item& item : items) {
+      results.push_back(time_item(item, p, m, d, o.reps, copy_bw, stream));
+    }
+  }
+  cudaStreamDestroy(stream);
+  fmt::print("copy bandwidth measured here: {:.2f} TB/s (anchor: 4.27 TB/s)\n", copy_bw / 1e12);
+  return report(o, d, copy_bw, std::move(results));
+}
+
+}  // namespace mhc::bench

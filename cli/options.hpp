@@ -1,0 +1,73 @@
+// The building blocks every `mhc` subcommand takes its options from, so that they all behave
+// alike: a subcommand with examples in its help, integers checked by the parser against a range
+// (never silently replaced by a preset's value), choices checked against their list, and
+// `--json [FILE]`. A bad value is a usage error (exit 2) naming the option and what it accepts.
+#pragma once
+#include <fmt/core.h>
+
+#include <CLI/CLI.hpp>
+#include <charconv>
+#include <cstdint>
+#include <functional>
+#include <limits>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace mhc::cli {
+
+// A subcommand of `parent` whose help ends with the given example command lines.
+CLI::App* add_command(CLI::App& parent, const std::string& name, const std::string& description,
+                      const std::vector<std::string>& examples);
+
+// An integer in [lo, hi], written as a plain decimal ("1e9", "0x10", "5.0" and "" are refused).
+template <typename T>
+CLI::Validator integer_in(T lo, T hi = std::numeric_limits<T>::max()) {
+  const std::string range = hi == std::numeric_limits<T>::max() ? fmt::format(">= {}", lo)
+                                                                : fmt::format("in {}..{}", lo, hi);
+  auto check = [lo, hi, range](std::string& text) -> std::string {
+    T value{};
+    const char* end = text.data() + text.size();
+    const auto [ptr, ec] = std::from_chars(text.data(), end, value);
+    if (ec == std::errc() && ptr == end && value >= lo && value <= hi) return {};
+    return fmt::format("expected an integer {}, got '{}'", range, text);
+  };
+  return CLI::Validator(check, range, "integer_in");
+}
+
+// One of `choices`; the error lists them (and suggests the closest).
+CLI::Validator one_of(std::vector<std::string> choices);
+
+// The options several subcommands share, with their choices.
+CLI::Option* add_backend_option(CLI::App* cmd, std::string& backend);  // auto|cpu|cuda
+CLI::Option* add_mode_option(CLI::App* cmd, std::string& mode);        // eager|piecewise|full
+CLI::Option* add_preset_option(CLI::App* cmd, std::string& preset);    // the known presets
+CLI::Option* add_tokens_option(CLI::App* cmd, int64_t& tokens);        // >= 0
+CLI::Option* add_seed_option(CLI::App* cmd, uint64_t& seed);           // any 64-bit value
+CLI::Option* add_kernel_config_option(CLI::App* cmd, std::string& json);
+
+// `--json [FILE]`, the same in every subcommand: bare, the JSON report goes to stdout (and the
+// text report is left out, or goes to stderr); with FILE it is written there (safely: see
+// write_output_file) and the text report still goes to stdout.
+class JsonOutput {
+ public:
+  void add_to(CLI::App* cmd);
+  bool wanted() const { return option_ != nullptr && option_->count() > 0; }
+  bool to_stdout() const { return wanted() && path_.empty(); }
+  // Prints or writes `doc`; nothing when --json was not given.
+  void emit(const nlohmann::json& doc) const;
+  // For reports made by code that prints its text on stdout (the benchmarks): runs `report` with
+  // that text moved to stderr when the JSON takes stdout, then emits the JSON it returns.
+  void emit_from(const std::function<nlohmann::json()>& report) const;
+
+ private:
+  CLI::Option* option_ = nullptr;
+  std::string path_;
+};
+
+// Every file the CLI itself writes goes through here: a temporary created exclusively next to
+// `path`, written, flushed to disk and renamed onto it. Throws mhc::Error naming the path.
+void write_output_file(const std::string& path, std::string_view text);
+
+}  // namespace mhc::cli

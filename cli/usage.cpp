@@ -1,0 +1,138 @@
+#include "usage.hpp"
+
+#include <fmt/core.h>
+
+#include <algorithm>
+#include <cstdio>
+
+namespace mhc::cli {
+namespace {
+
+// Edit distance with adjacent transpositions (optimal string alignment): a swapped pair of letters
+// is one typo, as people make them.
+size_t edit_distance(std::string_view a, std::string_view b) {
+  std::vector<std::vector<size_t>> d(a.size() + 1, std::vector<size_t>(b.size() + 1));
+  for (size_t i = 0; i <= a.size(); ++i) d[i][0] = i;
+  for (size_t j = 0; j <= b.size(); ++j) d[0][j] = j;
+  for (size_t i = 1; i <= a.size(); ++i) {
+    for (size_t j = 1; j <= b.size(); ++j) {
+      const size_t cost = a[i - 1] == b[j - 1] ? 0 : 1;
+      d[i][j] = std::min({d[i - 1][j] + 1, d[i][j - 1] + 1, d[i - 1][j - 1] + cost});
+      if (i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1]) {
+        d[i][j] = std::min(d[i][j], d[i - 2][j - 2] + 1);
+      }
+    }
+  }
+  return d[a.size()][b.size()];
+}
+
+std::string_view without_dashes(std::string_view s) {
+  while (!s.empty() && s.front() == '-') s.remove_prefix(1);
+  return s;
+}
+
+// "mhc bench kernels" for the kernels subcommand.
+std::string command_path(const CLI::App& app) {
+  std::string path = app.get_name();
+  for (const CLI::App* p = app.get_parent(); p != nullptr; p = p->get_parent()) {
+    path = p->get_name() + " " + path;
+  }
+  return path;
+}
+
+// The deepest subcommand the parser entered: the one a usage error belongs to.
+const CLI::App& leaf(const CLI::App& app) {
+  const auto parsed = app.get_subcommands();
+  return parsed.empty() ? app : leaf(*parsed.back());
+}
+
+std::vector<std::string> subcommand_names(const CLI::App& app) {
+  std::vector<std::string> names;
+  for (const CLI::App* sub : app.get_subcommands([](const CLI::App*) { return true; })) {
+    names.push_back(sub->get_name());
+  }
+  return names;
+}
+
+std::vector<std::string> option_names(const CLI::App& app) {
+  std::vector<std::string> names;
+  for (const CLI::Option* opt : app.get_options()) {
+    for (const auto& l : opt->get_lnames()) names.push_back("--" + l);
+    for (const auto& s : opt->get_snames()) names.push_back("-" + s);
+  }
+  return names;
+}
+
+std::string join(const std::vector<std::string>& names) {
+  std::string out;
+  for (const auto& n : names) out += (out.empty() ? "" : ", ") + n;
+  return out;
+}
+
+bool looks_like_option(const std::string& arg) {
+  return arg.size() > 1 && arg[0] == '-' && !(arg[1] >= '0' && arg[1] <= '9');
+}
+
+// The message for what the parser could not place (CLI11 lists it in remaining()), or "" to keep
+// CLI11's own message.
+std::string explain_leftover(const CLI::App& cmd, const CLI::ParseError& e) {
+  const std::string where = command_path(cmd);
+  const std::vector<std::string> left = cmd.remaining();
+  const std::vector<std::string> commands = subcommand_names(cmd);
+  if (left.empty()) {
+    if (e.get_name() == "RequiredError" && !commands.empty() && cmd.get_subcommands().empty()) {
+      return fmt::format("'{}' needs a command: {}", where, join(commands));
+    }
+    return "";
+  }
+  const std::string& arg = left.front();
+  if (looks_like_option(arg)) {
+    const std::string name = arg.substr(0, arg.find('='));
+    return fmt::format("unknown option '{}' for '{}'{}", name, where,
+                       did_you_mean(name, option_names(cmd)));
+  }
+  if (!commands.empty()) {
+    return fmt::format("unknown command '{}' for '{}' (commands: {}){}", arg, where, join(commands),
+                       did_you_mean(arg, commands));
+  }
+  return fmt::format("unexpected argument '{}' for '{}'", arg, where);
+}
+
+}  // namespace
+
+std::string did_you_mean(std::string_view typed, const std::vector<std::string>& known) {
+  const std::string_view bare = without_dashes(typed);
+  if (bare.empty()) return "";
+  const std::string* best = nullptr;
+  size_t best_distance = 0;
+  for (const auto& name : known) {
+    const std::string_view candidate = without_dashes(name);
+    // A unique prefix counts as close: "dsv41" for "dsv41-flash".
+    const size_t distance = (bare.size() >= 2 && candidate.substr(0, bare.size()) == bare)
+                                ? 1
+                                : edit_distance(bare, candidate);
+    if (best == nullptr || distance < best_distance) {
+      best = &name;
+      best_distance = distance;
+    }
+  }
+  if (best == nullptr) return "";
+  // Close means at most one edit per three letters (and always one): typos, not other words.
+  const size_t limit = std::max<size_t>(1, std::max(bare.size(), without_dashes(*best).size()) / 3);
+  if (best_distance > limit) return "";
+  return fmt::format(" (did you mean '{}'?)", *best);
+}
+
+int report_parse_error(const CLI::App& app, const CLI::ParseError& e) {
+  if (e.get_exit_code() == static_cast<int>(CLI::ExitCodes::Success)) {
+    return app.exit(e);  // --help, --help-all, --version: printed on stdout
+  }
+  const CLI::App& cmd = leaf(app);
+  std::string message = explain_leftover(cmd, e);
+  if (message.empty()) message = e.what();
+  std::fflush(stdout);
+  fmt::print(stderr, "mhc: error: {}\nRun '{} --help' for usage.\n", message, command_path(cmd));
+  return kExitError;
+}
+
+}  // namespace mhc::cli
