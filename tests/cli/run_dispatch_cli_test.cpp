@@ -54,7 +54,7 @@ TEST(DispatchCli, HopperOptInOverlapsUpToTheMeasuredThreshold) {
   EXPECT_EQ(above.at("overlap"), false);
   EXPECT_EQ(above.at("reason_code"), "too_many_tokens");
   EXPECT_EQ(above.at("max_tokens"), 32);
-  EXPECT_EQ(decide("dispatch --arch 9.0").at("reason_code"), "sm90_not_opted_in");
+  EXPECT_EQ(decide("dispatch --arch 9.0 --images sm_90a").at("reason_code"), "sm90_not_opted_in");
   EXPECT_EQ(decide(opt_in + " --mode piecewise").at("reason_code"), "not_full_graph");
   EXPECT_EQ(decide(opt_in + " --tp 8").at("all_reduce"), "nccl");
 }
