@@ -15,13 +15,15 @@ if(NOT nlohmann_json_FOUND)
   target_include_directories(nlohmann_json::nlohmann_json INTERFACE "${MHC_DEPS_DIR}/include")
 endif()
 
-find_package(CLI11 QUIET)
-if(NOT CLI11_FOUND)
-  if(NOT EXISTS "${MHC_DEPS_DIR}/include/CLI/CLI.hpp")
-    message(FATAL_ERROR "CLI11 not found: run scripts/setup.sh (Debian: libcli11-dev)")
+if(MHC_CLI)  # only the command-line tool uses CLI11
+  find_package(CLI11 QUIET)
+  if(NOT CLI11_FOUND)
+    if(NOT EXISTS "${MHC_DEPS_DIR}/include/CLI/CLI.hpp")
+      message(FATAL_ERROR "CLI11 not found: run scripts/setup.sh (Debian: libcli11-dev)")
+    endif()
+    add_library(CLI11::CLI11 INTERFACE IMPORTED)
+    target_include_directories(CLI11::CLI11 INTERFACE "${MHC_DEPS_DIR}/include")
   endif()
-  add_library(CLI11::CLI11 INTERFACE IMPORTED)
-  target_include_directories(CLI11::CLI11 INTERFACE "${MHC_DEPS_DIR}/include")
 endif()
 
 # fmt is used header-only everywhere so the binaries carry no libfmt.so dependency.

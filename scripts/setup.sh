@@ -2,7 +2,8 @@
 # Installs what mhc needs to build and test on a Debian/Ubuntu machine (as root, or with sudo).
 # Idempotent: installs only what is missing. The CUDA toolkit is optional and never installed here.
 set -euo pipefail
-packages=(cmake ninja-build g++ libgtest-dev googletest nlohmann-json3-dev libcli11-dev libfmt-dev)
+packages=(cmake ninja-build g++ libgtest-dev googletest nlohmann-json3-dev libcli11-dev libfmt-dev
+  python3-venv python3-dev)  # the Python package (scripts/python-env.sh)
 # The fuzzers (fuzz/run.sh, run by CI) need clang and its libFuzzer/sanitizer runtimes.
 if [ "${MHC_SETUP_FUZZ:-0}" = 1 ]; then packages+=(clang-14 libclang-rt-14-dev); fi
 missing=()

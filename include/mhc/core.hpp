@@ -13,3 +13,4 @@
 #include "mhc/core/tactics.hpp"
 #include "mhc/core/tensor_parallel.hpp"
 #include "mhc/core/version.hpp"
+#include "mhc/core/workspace.hpp"

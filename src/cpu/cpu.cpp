@@ -83,17 +83,17 @@ void require(const void* ptr, const char* what, const char* name) {
 void coefficients_of_token(const MhcParams& p, const SiteWeightsView& w, const float* mixes,
                            float* pre, float* post, float* comb) {
   const int n = p.n;
-  const float eps_h = float(p.eps_h);
+  const float pre_eps = float(p.pre_eps());
   const float post_mult = float(p.post_mult);
   const float* base = w.hc_base;
   const float* scale = w.hc_scale;
   for (int j = 0; j < n; ++j) {
-    pre[j] = sigmoid(mixes[j] * scale[0] + base[j]) + eps_h;
+    pre[j] = sigmoid(mixes[j] * scale[0] + base[j]) + pre_eps;
     post[j] = post_mult * sigmoid(mixes[n + j] * scale[1] + base[n + j]);
   }
   float logits[64];  // n <= 8 (validate)
   for (int i = 0; i < n * n; ++i) logits[i] = mixes[2 * n + i] * scale[2] + base[2 * n + i];
-  sinkhorn(n, p.sinkhorn_iters, eps_h, logits, comb);
+  sinkhorn(n, p.sinkhorn_iters, float(p.sinkhorn_eps()), logits, comb);
 }
 
 // mixes[t][i] = hc_fn[i] . v[t] for `count` tokens, in tiles (see kChunk); bitwise detail::dot.
@@ -136,7 +136,7 @@ void coefficients_range(const MhcParams& p, int64_t begin, int64_t end, const Bf
       const float* vt = v.data() + t * K;
       float* mt = mixes.data() + t * nmix;
       // The norm is applied after the GEMM (design doc): mixes = (hc_fn . v) * r.
-      const float r = 1.0f / std::sqrt(detail::dot(vt, vt, K) / float(K) + float(p.eps_n));
+      const float r = 1.0f / std::sqrt(detail::dot(vt, vt, K) / float(K) + float(p.rms_eps()));
       for (int i = 0; i < nmix; ++i) mt[i] *= r;
       const int64_t m = first + t;
       coefficients_of_token(p, w, mt, pre + m * n, post + m * n, comb + m * n * n);
@@ -213,7 +213,8 @@ void detail::collapse_norm(const MhcParams& p, int64_t tokens, const Bf16* x, co
       }
       narrow(y.data(), C, y_stored.data());  // the model stores y as bf16 before the norm
       widen(y_stored.data(), C, y.data());
-      const float rs = 1.0f / std::sqrt(dot(y.data(), y.data(), C) / float(C) + float(p.eps_n));
+      const float rs =
+          1.0f / std::sqrt(dot(y.data(), y.data(), C) / float(C) + float(p.norm_eps()));
       for (int64_t c = 0; c < C; ++c) y[c] = y[c] * rs * norm_weight[c];
       narrow(y.data(), C, out_m);
     }
@@ -226,7 +227,6 @@ void input_path(const MhcParams& p, int64_t tokens, const Bf16* x, const float* 
   if (tokens == 0) return;
   require(x, "cpu::input_path", "x");
   require(pre_mix, "cpu::input_path", "pre_mix");
-  require(norm_weight, "cpu::input_path", "norm_weight");
   require(layer_input, "cpu::input_path", "layer_input");
   detail::collapse_norm(p, tokens, x, pre_mix, norm_weight, layer_input);
 }

@@ -8,6 +8,7 @@
 
 #include "internal.hpp"
 #include "mhc/core/error.hpp"
+#include "mhc/core/workspace.hpp"
 #include "sinkhorn.hpp"
 
 namespace mhc::ref {
@@ -36,7 +37,7 @@ void mixes_of_token(const MhcParams& p, const Bf16* x_m, const float* hc_fn, dou
     v[size_t(i)] = bf16_to_float(x_m[i]);
     sum_sq += v[size_t(i)] * v[size_t(i)];
   }
-  const double r = 1.0 / std::sqrt(sum_sq / double(K) + p.eps_n);
+  const double r = 1.0 / std::sqrt(sum_sq / double(K) + p.rms_eps());
   for (int i = 0; i < p.nmix(); ++i) {
     const float* row = hc_fn + i * K;
     double acc = 0;
@@ -69,7 +70,7 @@ std::vector<double> detail::collapse_norm(const MhcParams& p, int64_t tokens, co
       value = round_to_bf16(value);  // the model stores y as bf16 before the norm
       sum_sq += value * value;
     }
-    const double rs = 1.0 / std::sqrt(sum_sq / double(C) + p.eps_n);
+    const double rs = 1.0 / std::sqrt(sum_sq / double(C) + p.norm_eps());
     for (int64_t c = 0; c < C; ++c) out_m[c] = y[size_t(c)] * rs * double(norm_weight[c]);
   }
   return out;
@@ -81,9 +82,39 @@ std::vector<double> input_path(const MhcParams& p, int64_t tokens, const Bf16* x
   if (tokens == 0) return {};
   require(x, "ref::input_path");
   require(pre_mix, "ref::input_path");
-  require(norm_weight, "ref::input_path");
   const std::vector<double> pre_mix_d(pre_mix, pre_mix + tokens * p.n);
   return detail::collapse_norm(p, tokens, x, pre_mix_d.data(), norm_weight);
+}
+
+SplitPartials prenorm_gemm(int64_t tokens, int64_t nmix, int64_t k, int splits, const Bf16* x,
+                           const float* fn) {
+  check_prenorm_gemm_shape(tokens, nmix, k, splits);
+  SplitPartials result;
+  result.out.assign(size_t(splits * tokens * nmix), 0.0);
+  result.sqrsum.assign(size_t(splits * tokens), 0.0);
+  if (tokens > 0) {
+    require(x, "ref::prenorm_gemm");
+    require(fn, "ref::prenorm_gemm");
+  }
+  for (int s = 0; s < splits; ++s) {
+    const SplitRange range = prenorm_split_range(k, splits, s);
+    for (int64_t m = 0; m < tokens; ++m) {
+      const Bf16* x_m = x + m * k;
+      double sum_sq = 0;
+      for (int64_t e = range.begin; e < range.end; ++e) {
+        sum_sq += double(bf16_to_float(x_m[e])) * double(bf16_to_float(x_m[e]));
+      }
+      result.sqrsum[size_t(s * tokens + m)] = sum_sq;
+      for (int64_t i = 0; i < nmix; ++i) {
+        double acc = 0;
+        for (int64_t e = range.begin; e < range.end; ++e) {
+          acc += double(fn[i * k + e]) * double(bf16_to_float(x_m[e]));
+        }
+        result.out[size_t((s * tokens + m) * nmix + i)] = acc;
+      }
+    }
+  }
+  return result;
 }
 
 void coefficients(const MhcParams& p, int64_t tokens, const Bf16* x, const SiteWeightsView& w,
@@ -106,14 +137,15 @@ void coefficients(const MhcParams& p, int64_t tokens, const Bf16* x, const SiteW
     double* mixes = out.mixes.data() + m * nmix;
     mixes_of_token(p, x + m * p.k(), w.hc_fn, mixes);
     for (int j = 0; j < n; ++j) {
-      out.pre[size_t(m * n + j)] = sigmoid(mixes[j] * scale_pre + double(w.hc_base[j])) + p.eps_h;
+      out.pre[size_t(m * n + j)] =
+          sigmoid(mixes[j] * scale_pre + double(w.hc_base[j])) + p.pre_eps();
       out.post[size_t(m * n + j)] =
           p.post_mult * sigmoid(mixes[n + j] * scale_post + double(w.hc_base[n + j]));
     }
     for (int i = 0; i < n * n; ++i) {
       logits[size_t(i)] = mixes[2 * n + i] * scale_comb + double(w.hc_base[2 * n + i]);
     }
-    sinkhorn(n, p.sinkhorn_iters, p.eps_h, logits.data(), out.comb.data() + m * n * n);
+    sinkhorn(n, p.sinkhorn_iters, p.sinkhorn_eps(), logits.data(), out.comb.data() + m * n * n);
   }
 }
 

@@ -5,13 +5,16 @@
 #include <algorithm>
 
 #include "mhc/core/error.hpp"
+#include "mhc/core/workspace.hpp"
 #include "mhc/cuda/check.hpp"
 #include "mhc/cuda/input_path.cuh"
 #include "mhc/cuda/kernels.hpp"
 #include "mhc/cuda/post.cuh"
 #include "mhc/cuda/prenorm_mma.cuh"
+#include "mhc/cuda/prenorm_splits.cuh"
 #include "mhc/cuda/sm90_prenorm_tma.cuh"
 #include "mhc/cuda/standin.cuh"
+#include "mhc/cuda/widen.cuh"
 #include "prenorm_dispatch.hpp"
 
 namespace mhc::cuda {
@@ -20,6 +23,9 @@ namespace {
 constexpr int kChunkK = 32;    // K per warp step of the prenorm GEMM
 constexpr int kGemmWarps = 8;  // warps per prenorm CTA
 constexpr int kMaxRowsPerTile = kTmaRowsPerTile;
+// mhc::workspace_layout (core, no CUDA) sizes caller-owned workspaces with these.
+static_assert(kChunkK == kPrenormChunkK && kGemmWarps == kPrenormGemmWarps &&
+              kMaxRowsPerTile == kPrenormMaxTileRows);
 
 // fmt's compile-time format checks are consteval, which nvcc's front end rejects here; the
 // messages are formatted at run time instead.
@@ -78,7 +84,23 @@ SiteWorkspace::SiteWorkspace(const MhcParams& p, int64_t max_tokens, int max_spl
   MHC_CUDA_CHECK(cudaMemset(tile_counters_, 0, counters * sizeof(unsigned)));
 }
 
+SiteWorkspace::SiteWorkspace(const MhcParams& p, void* memory, int64_t bytes)
+    : owns_(false), hidden_(p.hidden), streams_(p.n) {
+  check_shape(p, 0, "SiteWorkspace");
+  const WorkspaceLayout layout = workspace_layout_for_bytes(p, bytes);
+  max_tokens_ = layout.max_tokens;
+  require_that(memory != nullptr, "SiteWorkspace: the workspace memory is null");
+  require_that(reinterpret_cast<uintptr_t>(memory) % 256 == 0,
+               "SiteWorkspace: the workspace memory must be 256-byte aligned");
+  auto* base = static_cast<char*>(memory);
+  partial_capacity_ = layout.partial_floats;
+  partials_ = reinterpret_cast<float*>(base + layout.partials_offset);
+  tile_counters_ = reinterpret_cast<unsigned*>(base + layout.counters_offset);
+  weight_scratch_ = reinterpret_cast<float*>(base + layout.weight_offset);
+}
+
 SiteWorkspace::~SiteWorkspace() {
+  if (!owns_) return;
   cudaFree(partials_);
   cudaFree(tile_counters_);
 }
@@ -180,8 +202,9 @@ void prenorm_coefficients(const MhcParams& p, int64_t tokens, const CoefficientB
   args.tile_counters = ws.tile_counters();
   args.coef.hc_base = b.hc_base;
   args.coef.hc_scale = b.hc_scale;
-  args.coef.eps_h = static_cast<float>(p.eps_h);
-  args.coef.eps_n = static_cast<float>(p.eps_n);
+  args.coef.pre_eps = static_cast<float>(p.pre_eps());
+  args.coef.sinkhorn_eps = static_cast<float>(p.sinkhorn_eps());
+  args.coef.rms_eps = static_cast<float>(p.rms_eps());
   args.coef.post_mult = static_cast<float>(p.post_mult);
   args.coef.sinkhorn_iters = p.sinkhorn_iters;
   args.coef.inv_k = static_cast<float>(1.0 / double(p.k()));
@@ -209,7 +232,7 @@ void prenorm_coefficients(const MhcParams& p, int64_t tokens, const CoefficientB
       args.input.norm_weight = input->norm_weight;
       args.input.layer_input = bits(input->layer_input);
       args.input.hidden = p.hidden;
-      args.input.eps_n = static_cast<float>(p.eps_n);
+      args.input.eps_n = static_cast<float>(p.norm_eps());
     } else {
       input_path(p, tokens, b.x, input->pre_mix, input->norm_weight, input->layer_input, stream);
     }
@@ -230,7 +253,7 @@ void input_path(const MhcParams& p, int64_t tokens, const Bf16* x, const float* 
   check_ptr(layer_input, "layer_input", what);
   require_that(pre_mix != nullptr, "{}: pre_mix is null", what);
   if (norm_weight != nullptr) check_ptr(norm_weight, "norm_weight", what);
-  const float eps_n = static_cast<float>(p.eps_n);
+  const float eps_n = static_cast<float>(p.norm_eps());
   const cudaError_t err = p.n == 2
                               ? launch_input_path<2>(bits(x), pre_mix, norm_weight, tokens,
                                                      p.hidden, eps_n, bits(layer_input), stream)
@@ -257,7 +280,7 @@ void post(const MhcParams& p, int64_t tokens, const Bf16* x, const float* post_c
   a.sublayer_out = bits(sublayer_out);
   a.x_next = bits(x_next);
   a.hidden = p.hidden;
-  a.eps_n = static_cast<float>(p.eps_n);
+  a.eps_n = static_cast<float>(p.norm_eps());
   if (next != nullptr) {
     require_that(next->pre_mix != nullptr, "{}: next pre_mix is null", what);
     check_ptr(next->layer_input, "next layer_input", what);
@@ -273,6 +296,35 @@ void post(const MhcParams& p, int64_t tokens, const Bf16* x, const float* post_c
     err = next ? launch_post<4, true>(a, tokens, stream) : launch_post<4, false>(a, tokens, stream);
   }
   check_launch(err, what);
+}
+
+void prenorm_gemm(int64_t tokens, int64_t nmix, int64_t k, int splits, const Bf16* x,
+                  const float* fn, float* out, float* sqrsum, cudaStream_t stream) {
+  constexpr const char* what = "prenorm_gemm";
+  check_prenorm_gemm_shape(tokens, nmix, k, splits);
+  require_that(splits <= 65535, "{}: num_splits={} must be at most 65535", what, splits);
+  require_that(ceil_div(tokens, 16) <= INT32_MAX, "{}: token count {} out of range", what, tokens);
+  if (tokens == 0) return;
+  check_ptr(x, "x", what);
+  check_ptr(fn, "fn", what);
+  require_that(out != nullptr && sqrsum != nullptr, "{}: out and sqrsum must not be null", what);
+  PrenormSplitsArgs a;
+  a.x = bits(x);
+  a.fn = fn;
+  a.out = out;
+  a.sqrsum = sqrsum;
+  a.tokens = tokens;
+  a.k = k;
+  a.splits = splits;
+  check_launch(launch_prenorm_splits(a, static_cast<int>(nmix), stream), what);
+}
+
+void widen_bf16(const Bf16* in, int64_t count, float* out, cudaStream_t stream) {
+  constexpr const char* what = "widen_bf16";
+  require_that(count >= 0, "{}: count {} is negative", what, count);
+  if (count == 0) return;
+  require_that(in != nullptr && out != nullptr, "{}: in and out must not be null", what);
+  check_launch(launch_widen_bf16(bits(in), count, out, stream), what);
 }
 
 void standin_sublayer(const MhcParams& p, int64_t tokens, const Bf16* layer_input,

@@ -1,6 +1,7 @@
 // Model shapes and constants (design doc, "Shapes and constants"), and the named presets.
 #pragma once
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -15,6 +16,17 @@ struct MhcParams {
   double eps_h = 1e-6;      // hc_eps
   double eps_n = 1e-20;     // RMS eps of the mHC norm and the sublayer norm
   double post_mult = 2.0;   // scale of the post sigmoid
+  // The four epsilons separately, as engines have them. Unset, each takes the shared value above
+  // (the presets' semantics: eps_h == pre_eps == sinkhorn_eps, eps_n == rms_eps == norm_eps).
+  std::optional<double> rms_eps_override;       // RMS of the flattened streams (the projection)
+  std::optional<double> pre_eps_override;       // added to the pre sigmoid
+  std::optional<double> sinkhorn_eps_override;  // the Sinkhorn's row/column sums and first pass
+  std::optional<double> norm_eps_override;      // the sublayer RMSNorm of layer_input
+
+  double rms_eps() const { return rms_eps_override.value_or(eps_n); }
+  double pre_eps() const { return pre_eps_override.value_or(eps_h); }
+  double sinkhorn_eps() const { return sinkhorn_eps_override.value_or(eps_h); }
+  double norm_eps() const { return norm_eps_override.value_or(eps_n); }
 
   int nmix() const { return n * (n + 2); }           // coefficients per token
   int64_t k() const { return int64_t(n) * hidden; }  // flattened stream width
@@ -25,7 +37,8 @@ struct MhcParams {
 void validate(const MhcParams& p);
 
 // A one-line description, e.g.
-// "C=5120 n=4 K=20480 NMIX=24 layers=40 T=20 eps_h=1e-06 eps_n=1e-20 post_mult=2".
+// "C=5120 n=4 K=20480 NMIX=24 layers=40 T=20 eps_h=1e-06 eps_n=1e-20 post_mult=2", followed by
+// the separate epsilons that are set (" rms_eps=1e-06 ...").
 std::string describe(const MhcParams& p);
 
 // Named presets: dsv41-flash (default), dsv4-flash, dsv4-pro. Throws mhc::Error listing the

@@ -11,12 +11,20 @@
 namespace mhc::cpu {
 
 // Step 1: layer_input[m] = bf16(rmsnorm(bf16(sum_j pre_mix[m][j] * x[m][j])) * norm_weight).
+// norm_weight may be null: no norm, the plain collapse bf16(sum_j pre_mix[m][j] * x[m][j]).
 void input_path(const MhcParams& p, int64_t tokens, const Bf16* x, const float* pre_mix,
                 const float* norm_weight, Bf16* layer_input);
 
 // Step 2: mixes (optional, may be null; [M, NMIX]), pre, post, comb.
 void coefficients(const MhcParams& p, int64_t tokens, const Bf16* x, const SiteWeightsView& w,
                   float* pre, float* post, float* comb, float* mixes = nullptr);
+
+// The raw split partials of the prenorm GEMM (DeepGEMM's tf32_hc_prenorm_gemm semantics, in fp32:
+// the CPU has no TF32): for split s, columns mhc::prenorm_split_range(k, splits, s),
+// out[s][m][i] = fn[i] . x[m] and sqrsum[s][m] = x[m] . x[m] over the split's columns.
+// x [M, K] bf16, fn [N, K], out [S, M, N], sqrsum [S, M]. Shapes: mhc::check_prenorm_gemm_shape.
+void prenorm_gemm(int64_t tokens, int64_t nmix, int64_t k, int splits, const Bf16* x,
+                  const float* fn, float* out, float* sqrsum);
 
 // The T-step Sinkhorn of one token: logits [n*n] (row j = source stream) -> comb [n*n].
 void sinkhorn(int n, int iters, float eps_h, const float* logits, float* comb);

@@ -20,6 +20,15 @@ struct SiteResult {
   std::vector<double> x_next;       // [M, n, C]
 };
 
+// The raw split partials of the prenorm GEMM (cpu::prenorm_gemm) in double.
+struct SplitPartials {
+  std::vector<double> out;     // [S, M, N]
+  std::vector<double> sqrsum;  // [S, M]
+};
+SplitPartials prenorm_gemm(int64_t tokens, int64_t nmix, int64_t k, int splits, const Bf16* x,
+                           const float* fn);
+
+// norm_weight may be null: the plain collapse (as cpu::input_path).
 std::vector<double> input_path(const MhcParams& p, int64_t tokens, const Bf16* x,
                                const float* pre_mix, const float* norm_weight);
 void coefficients(const MhcParams& p, int64_t tokens, const Bf16* x, const SiteWeightsView& w,

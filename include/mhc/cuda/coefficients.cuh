@@ -18,8 +18,9 @@ namespace mhc::cuda {
 struct CoefficientParams {
   const float* hc_base = nullptr;   // [NMIX]
   const float* hc_scale = nullptr;  // [3]
-  float eps_h = 1e-6f;
-  float eps_n = 1e-20f;
+  float pre_eps = 1e-6f;            // added to the pre sigmoid
+  float sinkhorn_eps = 1e-6f;       // the Sinkhorn's first pass and row/column sums
+  float rms_eps = 1e-20f;           // RMS of the flattened streams
   float post_mult = 2.f;
   int sinkhorn_iters = 20;
   float inv_k = 0.f;  // 1 / K
@@ -34,8 +35,8 @@ struct CoefficientOutputs {
 
 __device__ __forceinline__ float sigmoid(float v) { return 1.f / (1.f + expf(-v)); }
 
-// One MUFU.RCP (rcp.approx.ftz: ~1 ulp). The Sinkhorn sums it serves are >= eps_h and far from
-// the denormal range; __fdividef wrapped it in a range check that sat on the serial chain.
+// One MUFU.RCP (rcp.approx.ftz: ~1 ulp). The Sinkhorn sums it serves are >= sinkhorn_eps and far
+// from the denormal range; __fdividef wrapped it in a range check that sat on the serial chain.
 __device__ __forceinline__ float fast_reciprocal(float v) {
   float r;
   asm("rcp.approx.ftz.f32 %0, %1;" : "=f"(r) : "f"(v));
@@ -79,7 +80,7 @@ __device__ __forceinline__ void sinkhorn_iterations(float (&p)[n][n], const Coef
 #pragma unroll
     for (int k = 0; k < n; ++k) {
       const float total = tree_sum<n>([&](int j) { return p[j][k]; });
-      const float inv = fast_reciprocal(total + cp.eps_h);
+      const float inv = fast_reciprocal(total + cp.sinkhorn_eps);
 #pragma unroll
       for (int j = 0; j < n; ++j) p[j][k] *= inv;
     }
@@ -89,7 +90,7 @@ __device__ __forceinline__ void sinkhorn_iterations(float (&p)[n][n], const Coef
 #pragma unroll
     for (int j = 0; j < n; ++j) {
       const float total = tree_sum<n>([&](int k) { return p[j][k]; });
-      const float inv = fast_reciprocal(total + cp.eps_h);
+      const float inv = fast_reciprocal(total + cp.sinkhorn_eps);
 #pragma unroll
       for (int k = 0; k < n; ++k) p[j][k] *= inv;
     }
@@ -106,7 +107,7 @@ __device__ __forceinline__ void token_coefficients(const float* sums, int64_t to
   constexpr int n = kStreams;
   constexpr int kNmix = n * (n + 2);
   const float* hc_base = params;
-  const float r = 1.f / sqrtf(sums[kNmix] * cp.inv_k + cp.eps_n);
+  const float r = 1.f / sqrtf(sums[kNmix] * cp.inv_k + cp.rms_eps);
   const float scale_pre = params[kNmix], scale_post = params[kNmix + 1];
   const float scale_comb = params[kNmix + 2];
   float mixes[kNmix];
@@ -114,7 +115,7 @@ __device__ __forceinline__ void token_coefficients(const float* sums, int64_t to
   for (int i = 0; i < kNmix; ++i) mixes[i] = sums[i] * r;
 #pragma unroll
   for (int j = 0; j < n; ++j) {
-    out.pre[token * n + j] = sigmoid(mixes[j] * scale_pre + hc_base[j]) + cp.eps_h;
+    out.pre[token * n + j] = sigmoid(mixes[j] * scale_pre + hc_base[j]) + cp.pre_eps;
     out.post[token * n + j] = cp.post_mult * sigmoid(mixes[n + j] * scale_post + hc_base[n + j]);
   }
   if (out.mixes != nullptr) {
@@ -122,7 +123,7 @@ __device__ __forceinline__ void token_coefficients(const float* sums, int64_t to
     for (int i = 0; i < kNmix; ++i) out.mixes[token * kNmix + i] = mixes[i];
   }
 
-  // Row j of P: softmax over k of the logits (the first row normalisation), then + eps_h.
+  // Row j of P: softmax over k of the logits (the first row normalisation), then + sinkhorn_eps.
   float p[n][n];
 #pragma unroll
   for (int j = 0; j < n; ++j) {
@@ -140,7 +141,7 @@ __device__ __forceinline__ void token_coefficients(const float* sums, int64_t to
     }
     const float inv = fast_reciprocal(total);
 #pragma unroll
-    for (int k = 0; k < n; ++k) p[j][k] = p[j][k] * inv + cp.eps_h;
+    for (int k = 0; k < n; ++k) p[j][k] = p[j][k] * inv + cp.sinkhorn_eps;
   }
   sinkhorn_iterations<n>(p, cp);
 #pragma unroll
@@ -165,9 +166,9 @@ __device__ __forceinline__ void token_coefficients_by_rows(const float* sums, in
   constexpr int kNmix = n * (n + 2);
   const int row = int(threadIdx.x) % n;
   const float* hc_base = params;
-  const float r = 1.f / sqrtf(sums[kNmix] * cp.inv_k + cp.eps_n);
+  const float r = 1.f / sqrtf(sums[kNmix] * cp.inv_k + cp.rms_eps);
   if (active) {
-    out.pre[token * n + row] = sigmoid(sums[row] * r * params[kNmix] + hc_base[row]) + cp.eps_h;
+    out.pre[token * n + row] = sigmoid(sums[row] * r * params[kNmix] + hc_base[row]) + cp.pre_eps;
     out.post[token * n + row] =
         cp.post_mult * sigmoid(sums[n + row] * r * params[kNmix + 1] + hc_base[n + row]);
     if (out.mixes != nullptr) {
@@ -175,7 +176,7 @@ __device__ __forceinline__ void token_coefficients_by_rows(const float* sums, in
       for (int i = row; i < kNmix; i += n) out.mixes[token * kNmix + i] = sums[i] * r;
     }
   }
-  // Row `row` of P: softmax over k of the logits, then + eps_h (as token_coefficients).
+  // Row `row` of P: softmax over k of the logits, then + sinkhorn_eps (as token_coefficients).
   float p[n];
   float row_max = -INFINITY;
 #pragma unroll
@@ -191,7 +192,7 @@ __device__ __forceinline__ void token_coefficients_by_rows(const float* sums, in
   }
   const float inv_first = fast_reciprocal(total);
 #pragma unroll
-  for (int k = 0; k < n; ++k) p[k] = p[k] * inv_first + cp.eps_h;
+  for (int k = 0; k < n; ++k) p[k] = p[k] * inv_first + cp.sinkhorn_eps;
   auto column_pass = [&] {
     float column[n];
 #pragma unroll
@@ -202,11 +203,11 @@ __device__ __forceinline__ void token_coefficients_by_rows(const float* sums, in
       for (int k = 0; k < n; ++k) column[k] += __shfl_xor_sync(0xffffffffu, column[k], offset);
     }
 #pragma unroll
-    for (int k = 0; k < n; ++k) p[k] *= fast_reciprocal(column[k] + cp.eps_h);
+    for (int k = 0; k < n; ++k) p[k] *= fast_reciprocal(column[k] + cp.sinkhorn_eps);
   };
   column_pass();
   for (int it = 1; it < cp.sinkhorn_iters; ++it) {
-    const float inv = fast_reciprocal(tree_sum<n>([&](int k) { return p[k]; }) + cp.eps_h);
+    const float inv = fast_reciprocal(tree_sum<n>([&](int k) { return p[k]; }) + cp.sinkhorn_eps);
 #pragma unroll
     for (int k = 0; k < n; ++k) p[k] *= inv;
     column_pass();

@@ -23,6 +23,9 @@ namespace mhc::cuda {
 class SiteWorkspace {
  public:
   SiteWorkspace(const MhcParams& p, int64_t max_tokens, int max_splits);
+  // Over `bytes` bytes of caller-owned device memory (256-byte aligned, zero-filled once when
+  // made), laid out as mhc::workspace_layout_for_bytes says; not freed here.
+  SiteWorkspace(const MhcParams& p, void* memory, int64_t bytes);
   ~SiteWorkspace();
   SiteWorkspace(const SiteWorkspace&) = delete;
   SiteWorkspace& operator=(const SiteWorkspace&) = delete;
@@ -33,8 +36,12 @@ class SiteWorkspace {
   int64_t partial_capacity() const { return partial_capacity_; }  // floats
   float* partials() const { return partials_; }
   unsigned* tile_counters() const { return tile_counters_; }
+  // C floats of scratch for a widened bf16 norm weight; null for an owning workspace.
+  float* weight_scratch() const { return weight_scratch_; }
 
  private:
+  bool owns_ = true;
+  float* weight_scratch_ = nullptr;
   int hidden_ = 0, streams_ = 0;
   int64_t max_tokens_ = 0, partial_capacity_ = 0;
   float* partials_ = nullptr;
@@ -118,6 +125,15 @@ struct NextInput {
 // x_next must not alias x.
 void post(const MhcParams& p, int64_t tokens, const Bf16* x, const float* post, const float* comb,
           const Bf16* sublayer_out, Bf16* x_next, const NextInput* next, cudaStream_t stream);
+
+// The raw split partials of the prenorm GEMM (mhc/cuda/prenorm_splits.cuh; DeepGEMM's
+// tf32_hc_prenorm_gemm): x [M, K] bf16, fn [N, K], out [S, M, N], sqrsum [S, M]. Shapes as
+// mhc::check_prenorm_gemm_shape; at most 65535 splits.
+void prenorm_gemm(int64_t tokens, int64_t nmix, int64_t k, int splits, const Bf16* x,
+                  const float* fn, float* out, float* sqrsum, cudaStream_t stream);
+
+// out[i] = float(in[i]) for `count` values (exact): a bf16 weight for the fp32-weight kernels.
+void widen_bf16(const Bf16* in, int64_t count, float* out, cudaStream_t stream);
 
 // The stack's stand-in sublayer: F = bf16(gain * layer_input).
 void standin_sublayer(const MhcParams& p, int64_t tokens, const Bf16* layer_input,

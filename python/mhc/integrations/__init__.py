@@ -1,0 +1,1 @@
+"""Adapters that put the mhc ops into models written by others."""

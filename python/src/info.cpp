@@ -1,0 +1,84 @@
+// Queries that launch nothing: has_cuda, workspace_bytes, supports_overlap.
+#include <nanobind/nanobind.h>
+#include <nanobind/stl/string.h>
+#include <nanobind/stl/tuple.h>
+
+#include <string>
+#include <tuple>
+
+#if MHC_WITH_CUDA
+#include <cuda_runtime_api.h>
+#endif
+
+#include "arrays.hpp"
+#include "bindings.hpp"
+#include "mhc/core/dispatch.hpp"
+#include "mhc/core/error.hpp"
+#include "mhc/core/tensor_parallel.hpp"
+#include "mhc/core/workspace.hpp"
+
+namespace nb = nanobind;
+using namespace nb::literals;
+
+namespace mhc::python {
+
+namespace {
+
+#if MHC_WITH_CUDA
+constexpr bool kBuiltWithCuda = true;
+#else
+constexpr bool kBuiltWithCuda = false;
+#endif
+
+bool has_cuda() {
+#if MHC_WITH_CUDA
+  int count = 0;
+  return cudaGetDeviceCount(&count) == cudaSuccess && count > 0;
+#else
+  return false;
+#endif
+}
+
+int64_t workspace_bytes(int64_t hidden, int64_t n, int64_t max_tokens) {
+  const MhcParams p = make_params(hidden, n, {});
+  if (max_tokens < 0) fail("max_tokens: must be >= 0, got " + std::to_string(max_tokens));
+  return workspace_layout(p, max_tokens).bytes;
+}
+
+std::tuple<bool, std::string, std::string> supports_overlap(int arch_major, int arch_minor,
+                                                            int hidden, int n, int64_t tokens,
+                                                            const std::string& mode, int tp,
+                                                            const std::string& kernel_config) {
+  try {
+    DispatchInputs in;
+    in.capability = {arch_major, arch_minor};
+    in.prenorm_gemm_available = kBuiltWithCuda;
+    in.hidden = hidden;
+    in.n = n;
+    in.mode = parse_exec_mode(mode);
+    in.tokens = tokens;
+    const TensorParallel group(tp);
+    in.tp = &group;
+    in.config = KernelConfig::parse(kernel_config);
+    const DispatchDecision d = decide(in);
+    return {d.overlap, d.reason_code, d.reason};
+  } catch (const Error& e) {
+    fail(e.what());
+  }
+}
+
+}  // namespace
+
+void bind_info(nb::module_& m) {
+  m.def("has_cuda", &has_cuda,
+        "Whether the extension was built with the CUDA backend and a GPU is visible.");
+  m.def("workspace_bytes", &workspace_bytes, "hidden"_a, "n"_a, "max_tokens"_a,
+        "Bytes of the uint8 workspace coefficients needs for up to max_tokens tokens (zero-fill "
+        "it once; the kernels leave it ready for the next call on the same stream).");
+  m.def("supports_overlap", &supports_overlap, "arch_major"_a, "arch_minor"_a, "hidden"_a, "n"_a,
+        "tokens"_a, "mode"_a, "tp"_a, "kernel_config"_a = "",
+        "The C++ dispatch policy: (overlap, reason_code, explanation). mode: eager, piecewise or "
+        "full; kernel_config: JSON as `mhc run --kernel-config`.");
+}
+
+}  // namespace mhc::python

@@ -1,0 +1,362 @@
+// The kernels of mhc._C: prenorm_gemm, coefficients, input_path, post, post_pre. Each checks its
+// arrays (arrays.hpp), then runs the CPU backend (all arrays on the CPU, fp32) or the CUDA kernels
+// (all on one CUDA device, launched on `stream`). Thin: the work is the library's.
+#include <nanobind/nanobind.h>
+#include <nanobind/ndarray.h>
+#include <nanobind/stl/optional.h>
+#include <nanobind/stl/string.h>
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "arrays.hpp"
+#include "bindings.hpp"
+#include "mhc/core/config.hpp"
+#include "mhc/core/error.hpp"
+#include "mhc/core/workspace.hpp"
+#include "mhc/cpu/fp32_site.hpp"
+#if MHC_WITH_CUDA
+#include <cuda_runtime_api.h>
+
+#include "mhc/cuda/check.hpp"
+#include "mhc/cuda/kernels.hpp"
+#endif
+
+namespace nb = nanobind;
+using namespace nb::literals;
+
+namespace mhc::python {
+
+namespace {
+
+// Makes the arrays' device current for the launches of one call, and restores the caller's.
+class DeviceScope {
+ public:
+  explicit DeviceScope(const Device& device) {
+#if MHC_WITH_CUDA
+    MHC_CUDA_CHECK(cudaGetDevice(&previous_));
+    if (previous_ != device.id) MHC_CUDA_CHECK(cudaSetDevice(device.id));
+    changed_ = previous_ != device.id;
+#else
+    (void)device;
+    fail("the arrays are on a CUDA device, but mhc._C was built without the CUDA backend");
+#endif
+  }
+  ~DeviceScope() {
+#if MHC_WITH_CUDA
+    if (changed_) cudaSetDevice(previous_);
+#endif
+  }
+  DeviceScope(const DeviceScope&) = delete;
+  DeviceScope& operator=(const DeviceScope&) = delete;
+
+ private:
+  int previous_ = 0;
+  bool changed_ = false;
+};
+
+#if MHC_WITH_CUDA
+cudaStream_t to_stream(uintptr_t stream) { return reinterpret_cast<cudaStream_t>(stream); }
+
+// The CUDA kernels' shape limits, as ValueError before anything runs.
+void check_cuda_shape(const MhcParams& p) {
+  if (p.n != 2 && p.n != 4) {
+    fail("residual: the CUDA kernels support n = 2 or 4 streams, got " + std::to_string(p.n));
+  }
+  if (p.hidden % 64 != 0) {
+    fail("residual: the CUDA kernels need C (the last dimension) to be a multiple of 64, got " +
+         std::to_string(p.hidden));
+  }
+}
+#endif
+
+Projection parse_projection(const std::string& projection) {
+  if (projection == "tf32") return Projection::tf32;
+  if (projection == "fp32") return Projection::fp32;
+  fail("projection: expected \"tf32\" or \"fp32\", got \"" + projection + "\"");
+}
+
+// A fp32 copy of a bf16 norm weight for the CPU backend; f32 and None pass through.
+const float* cpu_norm_weight(const NormWeight& w, std::vector<float>& widened) {
+  if (!w.arg) return nullptr;
+  if (!w.is_bf16) return w.arg->f32();
+  const Bf16* bits = w.arg->bf16();
+  widened.resize(size_t(extent(*w.arg, 0)));
+  for (size_t i = 0; i < widened.size(); ++i) widened[i] = bf16_to_float(bits[i]);
+  return widened.data();
+}
+
+void prenorm_gemm(nb::handle x, nb::handle fn, nb::handle out, nb::handle sqrsum, int num_splits,
+                  uintptr_t stream) {
+  const Checked xa = check("x", x, DType::bf16, {-1, -1});
+  const int64_t M = extent(xa, 0), K = extent(xa, 1);
+  const Checked fa = check("fn", fn, DType::f32, {-1, K});
+  const int64_t N = extent(fa, 0);
+  if (num_splits < 1) fail("num_splits: must be >= 1, got " + std::to_string(num_splits));
+  const Checked oa = check("out", out, DType::f32, {num_splits, M, N});
+  const Checked sa = check("sqrsum", sqrsum, DType::f32, {num_splits, M});
+  try {
+    check_prenorm_gemm_shape(M, N, K, num_splits);
+  } catch (const Error& e) {
+    fail(e.what());
+  }
+  const Device device = same_device({&xa, &fa, &oa, &sa});
+  for (const Checked* input : {&xa, &fa}) {
+    require_disjoint(oa, *input);
+    require_disjoint(sa, *input);
+  }
+  require_disjoint(oa, sa);
+  if (M == 0) return;
+  if (!device.cuda) {
+    nb::gil_scoped_release release;
+    cpu::prenorm_gemm(M, N, K, num_splits, xa.bf16(), fa.f32(), oa.f32_out(), sa.f32_out());
+    return;
+  }
+  DeviceScope scope(device);
+#if MHC_WITH_CUDA
+  cuda::prenorm_gemm(M, N, K, num_splits, xa.bf16(), fa.f32(), oa.f32_out(), sa.f32_out(),
+                     to_stream(stream));
+#else
+  (void)stream;
+#endif
+}
+
+// The streams [T, n, C]: T, n, C.
+struct Streams {
+  Checked arg;
+  int64_t tokens, n, hidden;
+};
+Streams check_streams(const char* name, nb::handle array) {
+  Checked a = check(name, array, DType::bf16, {-1, -1, -1});
+  return {a, extent(a, 0), extent(a, 1), extent(a, 2)};
+}
+
+void coefficients(nb::handle residual, nb::handle fn, nb::handle hc_scale, nb::handle hc_base,
+                  nb::handle pre, nb::handle post, nb::handle comb, nb::handle workspace,
+                  double rms_eps, double pre_eps, double sinkhorn_eps, double post_mult,
+                  int sinkhorn_iters, const std::string& projection, uintptr_t stream) {
+  const Streams s = check_streams("residual", residual);
+  const int64_t T = s.tokens, n = s.n, nmix = n * (n + 2);
+  const MhcParams p = make_params(s.hidden, n, {rms_eps, pre_eps, sinkhorn_eps, std::nullopt},
+                                  post_mult, sinkhorn_iters);
+  const Projection proj = parse_projection(projection);
+  const Checked fa = check("fn", fn, DType::f32, {nmix, n * s.hidden});
+  const Checked scale = check("hc_scale", hc_scale, DType::f32, {3});
+  const Checked base = check("hc_base", hc_base, DType::f32, {nmix});
+  const Checked pa = check("pre", pre, DType::f32, {T, n});
+  const Checked qa = check("post", post, DType::f32, {T, n});
+  const Checked ca = check("comb", comb, DType::f32, {T, n, n});
+  const Checked ws = check("workspace", workspace, DType::u8, {-1});
+  const Device device = same_device({&s.arg, &fa, &scale, &base, &pa, &qa, &ca, &ws});
+  for (const Checked* output : {&pa, &qa, &ca}) {
+    for (const Checked* other : {&s.arg, &fa, &scale, &base, &ws})
+      require_disjoint(*output, *other);
+  }
+  require_disjoint(pa, qa);
+  require_disjoint(pa, ca);
+  require_disjoint(qa, ca);
+  if (T == 0) return;
+  const SiteWeightsView w{fa.f32(), base.f32(), scale.f32(), nullptr};
+  if (!device.cuda) {
+    nb::gil_scoped_release release;
+    cpu::coefficients(p, T, s.arg.bf16(), w, pa.f32_out(), qa.f32_out(), ca.f32_out());
+    return;
+  }
+  DeviceScope scope(device);
+#if MHC_WITH_CUDA
+  check_cuda_shape(p);
+  const WorkspaceLayout layout = workspace_layout_for_bytes(p, ws.bytes());
+  if (layout.max_tokens < T) {
+    fail("workspace: " + std::to_string(ws.bytes()) + " bytes serve " +
+         std::to_string(layout.max_tokens) + " tokens, the call has " + std::to_string(T) +
+         " (size it with workspace_bytes)");
+  }
+  cuda::SiteWorkspace site_ws(p, ws.data(), ws.bytes());
+  cuda::CoefficientBuffers b;
+  b.x = s.arg.bf16();
+  b.hc_fn = fa.f32();
+  b.hc_base = base.f32();
+  b.hc_scale = scale.f32();
+  b.pre = pa.f32_out();
+  b.post = qa.f32_out();
+  b.comb = ca.f32_out();
+  cuda::prenorm_coefficients(p, T, b, proj, cuda::PrenormTuning{}, site_ws, to_stream(stream));
+#else
+  (void)proj;
+  (void)stream;
+#endif
+}
+
+#if MHC_WITH_CUDA
+// The fp32 norm weight the kernels read: a bf16 one is widened into the workspace's scratch.
+const float* cuda_norm_weight(const NormWeight& w, const MhcParams& p, nb::handle workspace,
+                              cudaStream_t stream) {
+  if (!w.arg) return nullptr;
+  if (!w.is_bf16) return w.arg->f32();
+  if (workspace.is_none()) {
+    fail(std::string(w.arg->name) +
+         ": a bfloat16 norm weight on CUDA needs workspace= (scratch to widen it into), or pass "
+         "it as float32");
+  }
+  const Checked ws = check("workspace", workspace, DType::u8, {-1});
+  same_device({&*w.arg, &ws});
+  const WorkspaceLayout layout = workspace_layout_for_bytes(p, ws.bytes());
+  if (ws.bytes() < layout.weight_offset + layout.weight_floats * 4) {
+    fail("workspace: too small for the widened norm weight (size it with workspace_bytes)");
+  }
+  auto* scratch = reinterpret_cast<float*>(static_cast<char*>(ws.data()) + layout.weight_offset);
+  cuda::widen_bf16(w.arg->bf16(), p.hidden, scratch, stream);
+  return scratch;
+}
+#endif
+
+void input_path(nb::handle residual, nb::handle pre_mix, nb::handle norm_weight,
+                nb::handle layer_input, double norm_eps, uintptr_t stream, nb::handle workspace) {
+  const Streams s = check_streams("residual", residual);
+  const int64_t T = s.tokens, n = s.n;
+  const MhcParams p =
+      make_params(s.hidden, n, {std::nullopt, std::nullopt, std::nullopt, norm_eps});
+  const Checked pm = check("pre_mix", pre_mix, DType::f32, {T, n});
+  const NormWeight w = check_norm_weight("norm_weight", norm_weight, s.hidden);
+  const Checked out = check("layer_input", layer_input, DType::bf16, {T, s.hidden});
+  const Device device =
+      w.arg ? same_device({&s.arg, &pm, &out, &*w.arg}) : same_device({&s.arg, &pm, &out});
+  for (const Checked* input : {&s.arg, &pm}) require_disjoint(out, *input);
+  if (w.arg) require_disjoint(out, *w.arg);
+  if (T == 0) return;
+  if (!device.cuda) {
+    std::vector<float> widened;
+    const float* weight = cpu_norm_weight(w, widened);
+    nb::gil_scoped_release release;
+    cpu::input_path(p, T, s.arg.bf16(), pm.f32(), weight, out.bf16_out());
+    return;
+  }
+  DeviceScope scope(device);
+#if MHC_WITH_CUDA
+  check_cuda_shape(p);
+  const float* weight = cuda_norm_weight(w, p, workspace, to_stream(stream));
+  cuda::input_path(p, T, s.arg.bf16(), pm.f32(), weight, out.bf16_out(), to_stream(stream));
+#else
+  (void)stream;
+  (void)workspace;
+#endif
+}
+
+// What post and post_pre share: the checked arrays of this site's post.
+struct PostArgs {
+  Streams x;
+  Checked f, post, comb, x_next;
+  MhcParams params;
+};
+PostArgs check_post(nb::handle sublayer_out, nb::handle residual, nb::handle post, nb::handle comb,
+                    nb::handle residual_next, std::optional<double> norm_eps) {
+  const Streams s = check_streams("residual", residual);
+  const int64_t T = s.tokens, n = s.n;
+  PostArgs a{s,
+             check("sublayer_out", sublayer_out, DType::bf16, {T, s.hidden}),
+             check("post", post, DType::f32, {T, n}),
+             check("comb", comb, DType::f32, {T, n, n}),
+             check("residual_next", residual_next, DType::bf16, {T, n, s.hidden}),
+             make_params(s.hidden, n, {std::nullopt, std::nullopt, std::nullopt, norm_eps})};
+  for (const Checked* input : {&a.x.arg, &a.f, &a.post, &a.comb}) {
+    require_disjoint(a.x_next, *input);
+  }
+  return a;
+}
+
+void post(nb::handle sublayer_out, nb::handle residual, nb::handle post_coef, nb::handle comb,
+          nb::handle residual_next, uintptr_t stream) {
+  const PostArgs a = check_post(sublayer_out, residual, post_coef, comb, residual_next, {});
+  const Device device = same_device({&a.x.arg, &a.f, &a.post, &a.comb, &a.x_next});
+  const int64_t T = a.x.tokens;
+  if (T == 0) return;
+  if (!device.cuda) {
+    nb::gil_scoped_release release;
+    cpu::post(a.params, T, a.x.arg.bf16(), a.post.f32(), a.comb.f32(), a.f.bf16(),
+              a.x_next.bf16_out());
+    return;
+  }
+  DeviceScope scope(device);
+#if MHC_WITH_CUDA
+  check_cuda_shape(a.params);
+  cuda::post(a.params, T, a.x.arg.bf16(), a.post.f32(), a.comb.f32(), a.f.bf16(),
+             a.x_next.bf16_out(), nullptr, to_stream(stream));
+#else
+  (void)stream;
+#endif
+}
+
+void post_pre(nb::handle sublayer_out, nb::handle residual, nb::handle post_coef, nb::handle comb,
+              nb::handle next_pre_mix, nb::handle next_norm_weight, nb::handle residual_next,
+              nb::handle next_layer_input, double norm_eps, uintptr_t stream,
+              nb::handle workspace) {
+  const PostArgs a = check_post(sublayer_out, residual, post_coef, comb, residual_next, norm_eps);
+  const int64_t T = a.x.tokens;
+  const Checked pm = check("next_pre_mix", next_pre_mix, DType::f32, {T, a.x.n});
+  const NormWeight w = check_norm_weight("next_norm_weight", next_norm_weight, a.x.hidden);
+  const Checked out = check("next_layer_input", next_layer_input, DType::bf16, {T, a.x.hidden});
+  const Device device =
+      w.arg ? same_device({&a.x.arg, &a.f, &a.post, &a.comb, &a.x_next, &pm, &out, &*w.arg})
+            : same_device({&a.x.arg, &a.f, &a.post, &a.comb, &a.x_next, &pm, &out});
+  for (const Checked* other : {&a.x.arg, &a.f, &a.post, &a.comb, &a.x_next, &pm}) {
+    require_disjoint(out, *other);
+  }
+  require_disjoint(a.x_next, pm);
+  if (w.arg) {
+    require_disjoint(out, *w.arg);
+    require_disjoint(a.x_next, *w.arg);
+  }
+  if (T == 0) return;
+  if (!device.cuda) {
+    std::vector<float> widened;
+    const float* weight = cpu_norm_weight(w, widened);
+    nb::gil_scoped_release release;
+    cpu::post(a.params, T, a.x.arg.bf16(), a.post.f32(), a.comb.f32(), a.f.bf16(),
+              a.x_next.bf16_out());
+    cpu::input_path(a.params, T, a.x_next.bf16(), pm.f32(), weight, out.bf16_out());
+    return;
+  }
+  DeviceScope scope(device);
+#if MHC_WITH_CUDA
+  check_cuda_shape(a.params);
+  const cuda::NextInput next{pm.f32(), cuda_norm_weight(w, a.params, workspace, to_stream(stream)),
+                             out.bf16_out()};
+  cuda::post(a.params, T, a.x.arg.bf16(), a.post.f32(), a.comb.f32(), a.f.bf16(),
+             a.x_next.bf16_out(), &next, to_stream(stream));
+#else
+  (void)stream;
+  (void)workspace;
+#endif
+}
+
+}  // namespace
+
+void bind_ops(nb::module_& m) {
+  m.def("prenorm_gemm", &prenorm_gemm, "x"_a, "fn"_a, "out"_a, "sqrsum"_a, "num_splits"_a,
+        "stream"_a = 0,
+        "DeepGEMM tf32_hc_prenorm_gemm: out[s] = x_s @ fn_s^T, sqrsum[s] = sum of x_s^2 over split "
+        "s of K (K/64 blocks dealt out in order, the first K/64 % S splits one more). x [M,K] "
+        "bf16, fn [N,K] f32, out [S,M,N] f32, sqrsum [S,M] f32. TF32 on CUDA, fp32 on the CPU.");
+  m.def("coefficients", &coefficients, "residual"_a, "fn"_a, "hc_scale"_a, "hc_base"_a, "pre"_a,
+        "post"_a, "comb"_a, "workspace"_a, "rms_eps"_a, "pre_eps"_a, "sinkhorn_eps"_a,
+        "post_mult"_a, "sinkhorn_iters"_a, "projection"_a, "stream"_a = 0,
+        "The coefficient path: pre (next_pre_mix in V4.1) [T,n], post [T,n], comb [T,n,n] from "
+        "residual [T,n,C] bf16, fn [n(n+2), nC], hc_scale [3], hc_base [n(n+2)] (all f32).");
+  m.def("input_path", &input_path, "residual"_a, "pre_mix"_a, "norm_weight"_a.none(),
+        "layer_input"_a, "norm_eps"_a, "stream"_a = 0, nb::kw_only(), "workspace"_a = nb::none(),
+        "layer_input [T,C] = bf16(rmsnorm(bf16(sum_j pre_mix[:,j] residual[:,j])) * norm_weight); "
+        "norm_weight None: the plain collapse. A bf16 norm_weight on CUDA needs workspace=.");
+  m.def("post", &post, "sublayer_out"_a, "residual"_a, "post"_a, "comb"_a, "residual_next"_a,
+        "stream"_a = 0,
+        "residual_next[:,k] = bf16(post[:,k] sublayer_out + sum_j comb[:,j,k] residual[:,j]); "
+        "residual_next must not overlap residual.");
+  m.def("post_pre", &post_pre, "sublayer_out"_a, "residual"_a, "post"_a, "comb"_a, "next_pre_mix"_a,
+        "next_norm_weight"_a.none(), "residual_next"_a, "next_layer_input"_a, "norm_eps"_a,
+        "stream"_a = 0, nb::kw_only(), "workspace"_a = nb::none(),
+        "post, then the next site's input path on residual_next with next_pre_mix (one launch on "
+        "CUDA).");
+}
+
+}  // namespace mhc::python

@@ -1,0 +1,20 @@
+#!/usr/bin/env bash
+# Builds and installs the Python package (pip install . : scikit-build-core + nanobind, from PyPI)
+# into a virtual environment under build/, with what its tests need. Prints the environment's
+# python. The package is built CPU-only unless MHC_PYTHON_CUDA=1 (CI has 2 cores and no GPU:
+# the CUDA kernels would add their whole compile time again; docs/python.md).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+venv=${MHC_VENV:-build/venv-test}
+if [ ! -x "$venv/bin/python" ]; then
+  python3 -m venv "$venv" >&2
+fi
+py="$venv/bin/python"
+"$py" -m pip install -q --upgrade pip >&2
+"$py" -m pip install -q numpy pytest >&2
+# torch and transformers for the torch ops' tests (tests/python/requirements.txt says the cost).
+"$py" -m pip install -q -r tests/python/requirements.txt >&2
+cuda_flag=-Ccmake.define.MHC_CUDA=OFF
+if [ "${MHC_PYTHON_CUDA:-0}" = 1 ]; then cuda_flag=-Ccmake.define.MHC_CUDA=ON; fi
+"$py" -m pip install -q "$cuda_flag" . >&2
+echo "$py"

@@ -1,0 +1,49 @@
+// The raw prenorm GEMM's split layout (DeepGEMM's) and the caller-owned workspace layout.
+#include "mhc/core/workspace.hpp"
+
+#include <gtest/gtest.h>
+
+#include "mhc/core/error.hpp"
+
+namespace mhc {
+namespace {
+
+TEST(PrenormSplitRange, DealsBlocksInOrderFirstSplitsTakeTheRest) {
+  // 10 blocks of 64 over 3 splits: 4, 3, 3 blocks.
+  EXPECT_EQ(prenorm_split_range(640, 3, 0).begin, 0);
+  EXPECT_EQ(prenorm_split_range(640, 3, 0).end, 256);
+  EXPECT_EQ(prenorm_split_range(640, 3, 1).begin, 256);
+  EXPECT_EQ(prenorm_split_range(640, 3, 1).end, 448);
+  EXPECT_EQ(prenorm_split_range(640, 3, 2).end, 640);
+  // More splits than blocks: the last ones are empty.
+  EXPECT_EQ(prenorm_split_range(128, 4, 3).begin, prenorm_split_range(128, 4, 3).end);
+}
+
+TEST(PrenormSplitRange, ShapeChecks) {
+  EXPECT_NO_THROW(check_prenorm_gemm_shape(0, 24, 20480, 16));
+  EXPECT_THROW(check_prenorm_gemm_shape(-1, 24, 20480, 16), Error);
+  EXPECT_THROW(check_prenorm_gemm_shape(4, 40, 20480, 16), Error);
+  EXPECT_THROW(check_prenorm_gemm_shape(4, 24, 20480 + 32, 16), Error);
+  EXPECT_THROW(check_prenorm_gemm_shape(4, 24, 20480, 0), Error);
+}
+
+TEST(WorkspaceLayout, DependsOnTheSizeOnlyAndServesItsTokens) {
+  MhcParams p;  // C = 5120, n = 4
+  for (int64_t tokens : {0, 1, 16, 129, 4096}) {
+    const WorkspaceLayout w = workspace_layout(p, tokens);
+    EXPECT_GE(w.max_tokens, tokens);
+    const WorkspaceLayout back = workspace_layout_for_bytes(p, w.bytes);
+    EXPECT_EQ(back.max_tokens, w.max_tokens);
+    EXPECT_EQ(back.bytes, w.bytes);
+    // Where the counters are does not depend on the size: calls with any token count agree.
+    EXPECT_EQ(w.counters_offset, workspace_layout(p, 1).counters_offset);
+    EXPECT_GE(w.counters * 16, w.max_tokens);
+    EXPECT_EQ(w.partials_offset % 16, 0);
+    EXPECT_GE(w.partials_offset, w.counters_offset + w.counters * 4);
+  }
+  EXPECT_EQ(workspace_layout_for_bytes(p, 100).max_tokens, 0);
+  EXPECT_THROW(workspace_layout(p, -1), Error);
+}
+
+}  // namespace
+}  // namespace mhc

@@ -1,0 +1,30 @@
+# ctest -R install_find_package: installs the build (component "dev") to a fresh prefix, builds
+# tests/install against it with find_package(mhc), runs the consumer and checks what it prints.
+# Inputs (-D): MHC_BUILD_DIR, MHC_CONSUMER_DIR, MHC_WORK_DIR, MHC_GENERATOR, MHC_CXX,
+# MHC_EXPECTED (the line the consumer must print), MHC_CUDA_ROOT (may be empty).
+file(REMOVE_RECURSE "${MHC_WORK_DIR}")
+set(prefix "${MHC_WORK_DIR}/prefix")
+
+function(run_step what)
+  execute_process(COMMAND ${ARGN} RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
+  if(NOT rc EQUAL 0)
+    message(FATAL_ERROR "${what} failed (${rc}):\n${out}\n${err}")
+  endif()
+  set(step_output "${out}" PARENT_SCOPE)
+endfunction()
+
+run_step("install" "${CMAKE_COMMAND}" --install "${MHC_BUILD_DIR}" --prefix "${prefix}"
+         --component dev)
+set(cuda_arg "")
+if(MHC_CUDA_ROOT)
+  set(cuda_arg "-DCUDAToolkit_ROOT=${MHC_CUDA_ROOT}")
+endif()
+run_step("configure the consumer" "${CMAKE_COMMAND}" -S "${MHC_CONSUMER_DIR}"
+         -B "${MHC_WORK_DIR}/build" -G "${MHC_GENERATOR}" "-DCMAKE_CXX_COMPILER=${MHC_CXX}"
+         "-DCMAKE_PREFIX_PATH=${prefix}" ${cuda_arg})
+run_step("build the consumer" "${CMAKE_COMMAND}" --build "${MHC_WORK_DIR}/build")
+run_step("run the consumer" "${MHC_WORK_DIR}/build/consumer")
+if(NOT step_output MATCHES "^${MHC_EXPECTED} ")
+  message(FATAL_ERROR "the consumer printed '${step_output}', expected '${MHC_EXPECTED} ...'")
+endif()
+message(STATUS "consumer: ${step_output}")

@@ -1,0 +1,137 @@
+"""mhc._C on CUDA through torch tensors (bf16 for real): each function against the CPU backend
+on the same inputs (itself checked against float64 in test_c_cpu.py) at the TF32 tolerances, on
+a side stream, with outputs poisoned first. Skips without torch, a GPU or a CUDA build."""
+
+import pytest
+
+torch = pytest.importorskip("torch")
+from mhc import _C  # noqa: E402
+
+pytestmark = pytest.mark.skipif(
+    not (torch.cuda.is_available() and _C.has_cuda()), reason="needs a CUDA GPU and a CUDA build"
+)
+
+
+def rel(a, b):
+    a, b = a.double().cpu(), b.double().cpu()
+    assert torch.isfinite(a).all()
+    return ((a - b).norm() / b.norm()).item()
+
+
+def site(t=37, n=4, c=1024, seed=0):
+    g = torch.Generator().manual_seed(seed)
+    x = torch.randn(t, n, c, generator=g).bfloat16()
+    fn = torch.randn(n * (n + 2), n * c, generator=g) / (n * c) ** 0.5
+    scale = torch.tensor([0.8, 0.6, 1.3])
+    base = 0.1 * torch.randn(n * (n + 2), generator=g)
+    return x, fn, scale, base
+
+
+def test_prenorm_gemm_matches_cpu():
+    g = torch.Generator().manual_seed(1)
+    x = torch.randn(100, 20480, generator=g).bfloat16()
+    fn = torch.randn(24, 20480, generator=g)
+    for splits in (1, 7, 16):
+        out = torch.empty(splits, 100, 24)
+        sq = torch.empty(splits, 100)
+        _C.prenorm_gemm(x, fn, out, sq, splits, 0)
+        dout = torch.full((splits, 100, 24), float("nan"), device="cuda")
+        dsq = torch.full((splits, 100), float("nan"), device="cuda")
+        stream = torch.cuda.Stream()
+        with torch.cuda.stream(stream):
+            _C.prenorm_gemm(x.cuda(), fn.cuda(), dout, dsq, splits, stream.cuda_stream)
+        stream.synchronize()
+        assert rel(dout, out) < 2e-3
+        assert rel(dsq, sq) < 1e-5
+
+
+@pytest.mark.parametrize("eps", [(1e-20, 1e-6, 1e-6), (1e-3, 1e-2, 3e-2)])
+def test_coefficients_match_cpu(eps):
+    x, fn, scale, base = site()
+    t, n = x.shape[:2]
+    outs = [torch.empty(t, n), torch.empty(t, n), torch.empty(t, n, n)]
+    ws = torch.zeros(_C.workspace_bytes(x.shape[2], n, 64), dtype=torch.uint8)
+    _C.coefficients(x, fn, scale, base, *outs, ws, *eps, 2.0, 20, "fp32", 0)
+    douts = [torch.full_like(o, float("nan"), device="cuda") for o in outs]
+    dws = ws.cuda()
+    args = [a.cuda() for a in (x, fn, scale, base)]
+    for tokens in (t, 5, t):  # the same workspace for several token counts
+        _C.coefficients(args[0][:tokens], *args[1:], *[o[:tokens] for o in douts], dws, *eps, 2.0,
+                        20, "tf32", torch.cuda.current_stream().cuda_stream)
+    for got, want in zip(douts, outs):
+        assert rel(got, want) < 2e-3
+    with pytest.raises(ValueError, match="workspace"):
+        _C.coefficients(args[0], *args[1:], *douts, dws[:1024], *eps, 2.0, 20, "tf32", 0)
+
+
+@pytest.mark.parametrize("weight_dtype", [torch.float32, torch.bfloat16, None])
+def test_input_path_and_post_pre_match_cpu(weight_dtype):
+    x, _, _, _ = site(seed=2)
+    t, n, c = x.shape
+    g = torch.Generator().manual_seed(3)
+    pre_mix = torch.rand(t, n, generator=g) + 0.2
+    w = None if weight_dtype is None else (torch.rand(c, generator=g) + 0.5).to(weight_dtype)
+    f = torch.randn(t, c, generator=g).bfloat16()
+    post = 2 * torch.rand(t, n, generator=g)
+    comb = torch.rand(t, n, n, generator=g) / n
+    li = torch.empty(t, c, dtype=torch.bfloat16)
+    _C.input_path(x, pre_mix, w, li, 1e-5, 0)
+    xn, nli = torch.empty_like(x), torch.empty(t, c, dtype=torch.bfloat16)
+    _C.post_pre(f, x, post, comb, pre_mix, w, xn, nli, 1e-5, 0)
+
+    dev = lambda a: None if a is None else a.cuda()  # noqa: E731
+    ws = torch.zeros(_C.workspace_bytes(c, n, t), dtype=torch.uint8, device="cuda")
+    dli = torch.full((t, c), float("nan"), dtype=torch.bfloat16, device="cuda")
+    _C.input_path(dev(x), dev(pre_mix), dev(w), dli, 1e-5, 0, workspace=ws)
+    dxn = torch.full_like(dev(x), float("nan"))
+    dnli = torch.full((t, c), float("nan"), dtype=torch.bfloat16, device="cuda")
+    _C.post_pre(dev(f), dev(x), dev(post), dev(comb), dev(pre_mix), dev(w), dxn, dnli, 1e-5, 0,
+                workspace=ws)
+    dxp = torch.full_like(dxn, float("nan"))
+    _C.post(dev(f), dev(x), dev(post), dev(comb), dxp, 0)
+    torch.cuda.synchronize()
+    assert rel(dli, li) < 8e-3
+    assert rel(dxn, xn) < 8e-3
+    assert rel(dnli, nli) < 8e-3
+    assert torch.equal(dxp, dxn)  # post_pre's post is post's, bitwise
+    if weight_dtype is torch.bfloat16:
+        with pytest.raises(ValueError, match="workspace"):
+            _C.input_path(dev(x), dev(pre_mix), dev(w), dli, 1e-5, 0)
+
+
+def test_mixed_devices_are_refused():
+    x, fn, scale, base = site(t=2)
+    with pytest.raises(ValueError, match="device"):
+        _C.post(x[:, 0].contiguous().cuda(), x, torch.rand(2, 4), torch.rand(2, 4, 4),
+                torch.empty_like(x), 0)
+
+
+def test_calls_capture_in_a_cuda_graph():
+    """No synchronisation and no allocation inside a call: it captures and replays."""
+    x, fn, scale, base = (a.cuda() for a in site(t=8, seed=4))
+    t, n, c = x.shape
+    ws = torch.zeros(_C.workspace_bytes(c, n, t), dtype=torch.uint8, device="cuda")
+    pre, post = torch.empty(t, n, device="cuda"), torch.empty(t, n, device="cuda")
+    comb = torch.empty(t, n, n, device="cuda")
+    f = torch.randn(t, c, device="cuda").bfloat16()
+    x_next = torch.empty_like(x)
+    layer_input = torch.empty(t, c, dtype=torch.bfloat16, device="cuda")
+
+    def step():
+        s = torch.cuda.current_stream().cuda_stream
+        _C.coefficients(x, fn, scale, base, pre, post, comb, ws, 1e-20, 1e-6, 1e-6, 2.0, 20, "tf32", s)
+        _C.post_pre(f, x, post, comb, pre, None, x_next, layer_input, 1e-20, s)
+
+    step()
+    torch.cuda.synchronize()
+    eager = (pre.clone(), comb.clone(), x_next.clone(), layer_input.clone())
+    for out in (pre, comb, x_next, layer_input):
+        out.fill_(float("nan"))
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        step()
+    graph.replay()
+    graph.replay()
+    torch.cuda.synchronize()
+    for got, want in zip((pre, comb, x_next, layer_input), eager):
+        assert torch.equal(got, want)
