@@ -68,7 +68,7 @@ void register_export_example(CLI::App& app) {
                   "Write a small synthetic checkpoint in the DeepSeek-V4.1 layout (shards + "
                   "model.safetensors.index.json) for `mhc run --weights`",
                   {"mhc export-example /tmp/ckpt --layers 4 && mhc run --weights /tmp/ckpt"});
-  cmd->add_option("dir", a->dir, "Directory to write (created if needed)")->required();
+  cmd->add_option("dir", a->dir, "Directory to write: new or empty (see --force)")->required();
   cmd->add_option("--layers", a->opt.layers, "Decoder layers")
       ->check(integer_in(1))
       ->capture_default_str();
@@ -94,6 +94,8 @@ void register_export_example(CLI::App& app) {
   cmd->add_flag("--no-final-norm", a->no_final_norm, "Leave out the final norm.weight");
   cmd->add_flag("--no-config", a->no_config, "Leave out config.json");
   a->json.add_to(cmd);
+  cmd->add_flag("--force", a->opt.force,
+                "Write into a non-empty directory, replacing only the checkpoint files written");
   cmd->callback([a] { export_example(*a); });
 }
 

@@ -11,6 +11,7 @@
 #include "mhc/core/config.hpp"
 #include "mhc/core/error.hpp"
 #include "mhc/core/params.hpp"
+#include "mhc/io/safe_file.hpp"
 #include "mhc/io/safetensors.hpp"
 #include "options.hpp"
 
@@ -91,15 +92,22 @@ void run_site_command(const SiteArgs& a) {
   // Cheap checks first: a bad config or a missing GPU is reported before a large file is read.
   const KernelConfig config = KernelConfig::parse(a.kernel_config);
   const auto backend = make_backend(a.backend, config);
+  const std::vector<std::string> inputs{a.inputs};
+  io::check_output(a.out, inputs);  // a bad --out before the work, not after
   const st::SiteFileInputs in = st::read_site_inputs(a.inputs);
   SiteOutputs out(in.params, in.tokens);
   const auto start = std::chrono::steady_clock::now();
   backend->run_site(in.params, in.weights.view(), in.inputs(), out.view());
   const std::chrono::duration<double, std::milli> elapsed =
       std::chrono::steady_clock::now() - start;
+  try {
+    st::check_site_outputs_finite(in.params, out);
+  } catch (const Error& e) {
+    throw Error(fmt::format("{}: not written: {} (inputs {})", a.out, e.what(), a.inputs));
+  }
   st::site_outputs_writer(in.params, in.tokens, out,
                           output_metadata(in, *backend, config, a.inputs))
-      .write(a.out);
+      .write(a.out, inputs);
   if (!a.json.to_stdout()) print_summary(a, in, *backend, config, elapsed.count());
   a.json.emit(summary_json(a, in, *backend, config, elapsed.count()));
 }

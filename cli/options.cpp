@@ -1,17 +1,13 @@
 #include "options.hpp"
 
-#include <fcntl.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
-#include <cerrno>
 #include <cstdio>
 #include <cstdlib>
-#include <cstring>
-#include <filesystem>
 
 #include "mhc/core/error.hpp"
 #include "mhc/core/params.hpp"
+#include "mhc/io/safe_file.hpp"
 #include "usage.hpp"
 
 namespace mhc::cli {
@@ -141,30 +137,7 @@ void JsonOutput::emit_from(const std::function<nlohmann::json()>& report) const 
 }
 
 void write_output_file(const std::string& path, std::string_view text) {
-  namespace fs = std::filesystem;
-  if (path.empty()) throw Error("the output path is empty");
-  std::error_code ec;
-  if (fs::is_directory(path, ec)) throw Error(fmt::format("{}: is a directory", path));
-  const fs::path dir = fs::path(path).parent_path();
-  std::string temp = ((dir.empty() ? fs::path(".") : dir) / ".mhc-XXXXXX").string();
-  const int fd = ::mkstemp(temp.data());  // O_CREAT | O_EXCL: never an existing file or link
-  if (fd < 0) throw Error(fmt::format("{}: cannot create a file there: {}", path, strerror(errno)));
-  size_t done = 0;
-  while (done < text.size()) {
-    const ssize_t n = ::write(fd, text.data() + done, text.size() - done);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) break;
-    done += size_t(n);
-  }
-  const int err = done < text.size() ? errno : 0;
-  const mode_t mask = ::umask(0);  // mkstemp makes the file 0600; give it what fopen would
-  ::umask(mask);
-  const bool ok = err == 0 && ::fsync(fd) == 0 && ::fchmod(fd, 0666 & ~mask) == 0;
-  if (::close(fd) != 0 || !ok || std::rename(temp.c_str(), path.c_str()) != 0) {
-    const int e = errno;
-    ::unlink(temp.c_str());  // the temporary this call created, nothing else
-    throw Error(fmt::format("{}: cannot write: {}", path, strerror(err ? err : e)));
-  }
+  io::write_file(path, text);  // the one safe writer (include/mhc/io/safe_file.hpp)
 }
 
 }  // namespace mhc::cli

@@ -137,6 +137,72 @@ def index_corpus():
     w("bad-utf8.index.json", b'{"weight_map": {"\xc3\x28": "x"}}')
 
 
+def hostile_corpus(w_st, w_index, w_config, depth, tensors, digits):
+    """Deep nesting, many tensors and huge numbers: the classes of issue 15. Small sizes are
+    committed; fuzz/run.sh writes large ones (--large) into its build directory."""
+    deep = "[" * depth + "]" * depth
+    w_st("hostile-deep-shape.safetensors",
+         st_file('{"x":{"dtype":"U8","shape":' + deep + ',"data_offsets":[0,1]}}', b"\0"))
+    w_st("hostile-deep-metadata.safetensors", st_file('{"__metadata__":{"k":' + deep + '}}'))
+    many = {"t%d" % i: entry("U8", [1], i, i + 1) for i in range(tensors)}
+    w_st("hostile-many-tensors.safetensors", st_file(many, bytes(tensors)))
+    big = "9" * digits
+    w_st("hostile-huge-dim.safetensors",
+         st_file('{"x":{"dtype":"U8","shape":[' + big + '],"data_offsets":[0,1]}}', b"\0"))
+    w_st("hostile-offsets-2p64.safetensors", st_file(
+        '{"x":{"dtype":"U8","shape":[8],"data_offsets":[18446744073709551600,18446744073709551608]}}',
+        bytes(8)))
+    w_st("hostile-nul-name.safetensors",
+         st_file('{"a\\u0000b":{"dtype":"U8","shape":[1],"data_offsets":[0,1]}}', b"\0"))
+    w_index("hostile-deep.index.json", '{"weight_map":' + deep + "}")
+    w_index("hostile-many.index.json", json.dumps(
+        {"weight_map": {"layers.%d.hc_attn_fn" % i: "s.safetensors" for i in range(tensors)}}))
+    w_index("hostile-huge-number.index.json", '{"metadata":{"total_size":' + big + '},"weight_map":{}}')
+    w_index("hostile-deep-config.json", '{"hc_eps":' + deep + "}")
+    w_config("hostile-deep.json", '{"projection":' + deep + "}")
+    w_config("hostile-huge-number.json", '{"overlap_max_tokens":' + big + "}")
+    w_config("hostile-many-keys.json", json.dumps({"k%d" % i: i for i in range(tensors)}))
+
+
+def config_corpus():
+    """fuzz_config: the input is --kernel-config text and, spliced in, a site file's
+    __metadata__ value."""
+    w = lambda name, blob: write("config", name, blob)
+    w("valid-kernel-config.json", '{"enable_mhc_overlap": true, "overlap_max_tokens": 512, '
+                                  '"projection": "fp32"}')
+    w("valid-kernel-config-null.json", '{"enable_mhc_overlap": null, "overlap_max_tokens": null}')
+    w("valid-site-metadata.json", '{"eps_h": "1e-06", "eps_n": "1e-20", "sinkhorn_iters": "20", '
+                                  '"post_mult": "2", "format": "pt"}')
+    w("bad-site-iters-huge.json", '{"sinkhorn_iters": "2147483647"}')
+    w("bad-site-iters-zero.json", '{"sinkhorn_iters": "0"}')
+    w("bad-site-eps.json", '{"eps_h": "-1", "eps_n": "nan"}')
+    w("bad-site-key.json", '{"eps-h": "1e-6"}')
+    w("bad-kernel-config-type.json", '{"projection": 3, "enable_mhc_overlap": "yes"}')
+    w("bad-kernel-config-range.json", '{"overlap_max_tokens": 1e400}')
+    w("bad-kernel-config-dup.json", '{"projection": "tf32", "projection": "fp32"}')
+
+
+def large_corpus(out):
+    """Seeds too large to commit (fuzz/run.sh replays them): 200k-deep nesting, 100k tensors,
+    numbers of 100k digits."""
+    def writer(kind):
+        def w(name, blob):
+            path = os.path.join(out, kind, name)
+            os.makedirs(os.path.dirname(path), exist_ok=True)
+            with open(path, "wb") as f:
+                f.write(blob if isinstance(blob, bytes) else blob.encode())
+        return w
+    hostile_corpus(writer("safetensors"), writer("index"), writer("config"), 200_000, 100_000,
+                   100_000)
+
+
 if __name__ == "__main__":
+    import sys
+    if len(sys.argv) == 3 and sys.argv[1] == "--large":
+        large_corpus(sys.argv[2])
+        sys.exit(0)
     safetensors_corpus()
     index_corpus()
+    config_corpus()
+    hostile_corpus(lambda n, b: write("safetensors", n, b), lambda n, b: write("index", n, b),
+                   lambda n, b: write("config", n, b), 2_000, 300, 400)

@@ -4,7 +4,11 @@
 # modified. Exit status: 0 when no target crashed; otherwise 1, with the crashing input in
 # build-fuzz/artifacts/ (add it to fuzz/corpus/<target>/ as a regression once fixed).
 #
-#   fuzz/run.sh [seconds per target]     (default 30; CI runs 30 s x 2 targets)
+#   fuzz/run.sh [seconds per target]     (default 30; CI runs 30 s x 3 targets)
+#
+# First every target replays its seeds once (-runs=0): the committed corpus plus large seeds that
+# fuzz/make_corpus.py --large writes into the build directory (deep nesting, many tensors, huge
+# numbers: too big to commit, and beyond what mutation reaches in 30 s).
 #
 # The seed is fixed (MHC_FUZZ_SEED, default 1) so a CI run is reproducible; pass another seed, or
 # more seconds, to explore further by hand. MHC_FUZZ_ARGS adds libFuzzer flags (e.g.
@@ -19,11 +23,26 @@ cxx=${MHC_FUZZ_CXX:-clang++-14}
 MHC_SETUP_FUZZ=1 scripts/setup.sh || exit 1
 cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CXX_COMPILER="$cxx" \
   -DMHC_CUDA=OFF -DBUILD_TESTING=OFF -DMHC_FUZZ=ON >/dev/null || exit 1
-cmake --build "$build" -j "$(nproc)" --target fuzz_safetensors fuzz_index || exit 1
+targets="safetensors index config"
+cmake --build "$build" -j "$(nproc)" --target fuzz_safetensors fuzz_index fuzz_config || exit 1
+large="$build/seeds-large"
+rm -rf "$large" && python3 fuzz/make_corpus.py --large "$large" || exit 1
+# Inputs up to 8 MiB: the large seeds (a header of ~100k tensors is ~7 MB) must not be cut.
+max_len=8388608
 
 status=0
 mkdir -p "$build/artifacts"
-for target in safetensors index; do
+for target in $targets; do
+  echo "fuzz: replaying the seeds of $target"
+  if ! timeout -k 10 600 "$build/fuzz/fuzz_$target" -runs=0 -timeout=30 -rss_limit_mb=4096 \
+      -max_len=$max_len -artifact_prefix="$build/artifacts/$target-" \
+      "fuzz/corpus/$target" "$large/$target" >"$build/replay-$target.log" 2>&1; then
+    echo "fuzz: replay of $target FAILED; inputs in $build/artifacts/:"
+    tail -40 "$build/replay-$target.log"
+    status=1
+  fi
+done
+for target in $targets; do
   work="$build/corpus-$target"
   rm -rf "$work" && mkdir -p "$work"
   log="$build/fuzz-$target.log"
@@ -31,7 +50,7 @@ for target in safetensors index; do
   # -max_total_time bounds the fuzzing; timeout(1) is a hard stop should the process hang anyway
   # (-timeout is libFuzzer's per-input limit, reported as a crash).
   timeout -k 10 $((secs + 120)) "$build/fuzz/fuzz_$target" -max_total_time="$secs" -seed="$seed" \
-    -timeout=10 -rss_limit_mb=2048 -max_len=65536 -dict=fuzz/json.dict -print_final_stats=1 \
+    -timeout=10 -rss_limit_mb=2048 -max_len=1048576 -dict=fuzz/json.dict -print_final_stats=1 \
     -artifact_prefix="$build/artifacts/$target-" ${MHC_FUZZ_ARGS:-} "$work" "fuzz/corpus/$target" \
     >"$log" 2>&1
   rc=$?

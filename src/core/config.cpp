@@ -5,6 +5,7 @@
 #include <nlohmann/json.hpp>
 
 #include "mhc/core/error.hpp"
+#include "mhc/core/json_input.hpp"
 
 namespace mhc {
 
@@ -100,6 +101,14 @@ std::string without_prefix(std::string what) {
 
 // nlohmann keeps the last of duplicated keys silently; a config that says two things is an error.
 json parse_object(std::string_view text) {
+  // Bounded before parsing: values are dumped into messages recursively (mhc/core/json_input.hpp).
+  // Only a few flat keys exist, so 8 levels and 1000 members is ample. Syntax, range and
+  // duplicate errors are left to the parse below, which names the key.
+  using Kind = json_input::Problem::Kind;
+  if (auto p = json_input::check(text, {8, 1000, 256});
+      p && (p->kind == Kind::kDepth || p->kind == Kind::kMembers || p->kind == Kind::kKeyLength)) {
+    throw Error(fmt::format("kernel config has {}", p->what));
+  }
   std::vector<std::string> seen;
   auto reject_duplicates = [&seen](int depth, json::parse_event_t event, json& parsed) {
     if (depth == 1 && event == json::parse_event_t::key) {

@@ -21,7 +21,7 @@ ErrorStats compare_values(Value value, const double* ref, int64_t count) {
     // A non-finite output fails the comparison by itself; leaving it out of the sums keeps the
     // other numbers meaningful for the report.
     if (!std::isfinite(out)) {
-      ++stats.nonfinite;
+      if (stats.nonfinite++ == 0) stats.first_nonfinite = i;
       continue;
     }
     const double diff = std::abs(out - ref[i]);
@@ -40,8 +40,10 @@ ErrorStats compare_values(Value value, const double* ref, int64_t count) {
 }  // namespace
 
 std::string ErrorStats::describe() const {
-  return fmt::format("rel_norm={:.3e} max_abs_rel={:.3e} nonfinite={} count={}", rel_norm,
-                     max_abs_rel, nonfinite, count);
+  const std::string where =
+      nonfinite > 0 ? fmt::format(" (first at flat element {})", first_nonfinite) : "";
+  return fmt::format("rel_norm={:.3e} max_abs_rel={:.3e} nonfinite={}{} count={}", rel_norm,
+                     max_abs_rel, nonfinite, where, count);
 }
 
 ErrorStats compare(const float* out, const double* ref, int64_t count) {

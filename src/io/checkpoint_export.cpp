@@ -2,12 +2,12 @@
 // index, or one file), with decoy expert tensors that the loader must never read.
 #include <fmt/core.h>
 
-#include <cstdio>
 #include <filesystem>
 #include <nlohmann/json.hpp>
 
 #include "mhc/core/error.hpp"
 #include "mhc/io/checkpoint.hpp"
+#include "mhc/io/safe_file.hpp"
 #include "mhc/io/safetensors.hpp"
 
 namespace mhc::ckpt {
@@ -64,17 +64,6 @@ void add_layer(st::Writer& w, const ModelWeights& m, int layer, const ExportOpti
   rep.mhc_tensors += kSlots;
 }
 
-void write_text(const fs::path& path, const std::string& text) {
-  const std::string tmp = path.string() + ".tmp";
-  std::FILE* f = std::fopen(tmp.c_str(), "wb");
-  if (!f) throw Error(fmt::format("{}: cannot create", tmp));
-  const bool ok = std::fwrite(text.data(), 1, text.size(), f) == text.size();
-  if ((std::fclose(f) != 0) || !ok || std::rename(tmp.c_str(), path.string().c_str()) != 0) {
-    std::remove(tmp.c_str());
-    throw Error(fmt::format("{}: write failed", path.string()));
-  }
-}
-
 std::string config_text(const MhcParams& p) {
   nlohmann::ordered_json j;
   j["architectures"] = {"DeepseekV4ForCausalLM"};
@@ -87,19 +76,6 @@ std::string config_text(const MhcParams& p) {
   j["rms_norm_eps"] = p.eps_n;
   j["mhc_example"] = "synthetic weights written by `mhc export-example`";
   return j.dump(2) + "\n";
-}
-
-// Files of the other layout would make the directory ambiguous (an index wins over
-// model.safetensors), so they go.
-void remove_stale(const fs::path& dir, const ExportOptions& o) {
-  std::vector<std::string> stale;
-  if (o.single_file) {
-    stale = {kIndexName, kShardNames[0], kShardNames[1]};
-  } else {
-    stale = {kSingleName};
-  }
-  if (!o.config_json) stale.push_back("config.json");
-  for (const auto& s : stale) fs::remove(dir / s);
 }
 
 }  // namespace
@@ -115,16 +91,12 @@ MhcParams example_params(const ExportOptions& o) {
 
 namespace {
 
-ExportReport write_example(const std::string& dir, const ExportOptions& o) {
+// Writes every file of the checkpoint into `root` (a fresh directory of ours). Returns the report;
+// rep.files lists the files in the order they must be moved into place (see place_files).
+ExportReport write_files(const fs::path& root, const ExportOptions& o) {
   const MhcParams p = example_params(o);
   const ModelWeights m = synthetic_model(p, o.seed);
   ExportReport rep;
-  const fs::path root(dir);
-  std::error_code ec;
-  fs::create_directories(root, ec);
-  if (ec) throw Error(fmt::format("{}: cannot create the directory: {}", dir, ec.message()));
-  remove_stale(root, o);
-
   // Layers [0, split) go to the first shard, the rest and the final norm to the second.
   const int shards = o.single_file ? 1 : 2;
   const int split = o.single_file ? p.layers : (p.layers + 1) / 2;
@@ -134,9 +106,15 @@ ExportReport write_example(const std::string& dir, const ExportOptions& o) {
   add_decoy(w[size_t(shards - 1)], decoy_name(o.naming, p.layers - 1, false), p.hidden, rep);
   if (o.final_norm) add_norm(w.back(), final_norm_name(o.naming), m.final_norm, o.norm_bf16);
 
+  if (o.config_json) {
+    io::write_file((root / "config.json").string(), config_text(p));
+    rep.files.push_back("config.json");
+  }
   nlohmann::json map = nlohmann::json::object();
   uint64_t data_bytes = 0;
-  for (int s = 0; s < shards; ++s) {
+  // The second shard first: alone it lacks layer 0, so no partial move (place_files) leaves a
+  // directory the loader accepts.
+  for (int s = shards - 1; s >= 0; --s) {
     const std::string name = o.single_file ? kSingleName : kShardNames[s];
     w[size_t(s)].set_metadata("format", "pt");
     w[size_t(s)].write((root / name).string());
@@ -147,16 +125,89 @@ ExportReport write_example(const std::string& dir, const ExportOptions& o) {
     }
     rep.files.push_back(name);
   }
-  if (!o.single_file) {
+  if (!o.single_file) {  // the index last: it is what makes the shards a checkpoint
     nlohmann::json index = {{"metadata", {{"total_size", data_bytes}}}, {"weight_map", map}};
-    write_text(root / kIndexName, index.dump(2) + "\n");
+    io::write_file((root / kIndexName).string(), index.dump(2) + "\n");
     rep.files.push_back(kIndexName);
   }
-  if (o.config_json) {
-    write_text(root / "config.json", config_text(p));
-    rep.files.push_back("config.json");
-  }
   for (const auto& f : rep.files) rep.total_bytes += fs::file_size(root / f);
+  return rep;
+}
+
+// A new directory of ours next to `target` (same file system, so it can be renamed into place).
+fs::path make_temp_dir(const fs::path& parent, const std::string& stem) {
+  for (int attempt = 0; attempt < 64; ++attempt) {
+    const fs::path p =
+        parent / fmt::format(".{}.mhc-export-{}", stem.substr(0, 64), io::random_suffix());
+    std::error_code ec;
+    if (fs::create_directory(p, ec)) return p;
+    if (ec)
+      throw Error(
+          fmt::format("{}: cannot create a temporary directory: {}", p.string(), ec.message()));
+  }
+  throw Error(fmt::format("{}: cannot create a temporary directory", parent.string()));
+}
+
+// Removes a temporary directory of ours on every path out.
+struct TempDir {
+  fs::path path;
+  ~TempDir() {
+    std::error_code ec;
+    if (!path.empty()) fs::remove_all(path, ec);
+  }
+};
+
+// --force into an existing directory: the old checkpoint files of our names go first (the index
+// first of all), then the new files move in, in rep.files order, the index (or the single file)
+// last. Files of other names stay. At every step in between the directory is refused by the
+// loader (no index and no shard set it can read), never a mix of old and new shards.
+void place_files(const fs::path& dir, const fs::path& tmp, const ExportReport& rep) {
+  const std::string names[] = {kIndexName, kSingleName, kShardNames[0], kShardNames[1],
+                               "config.json"};
+  for (const auto& n : names) fs::remove(dir / n);
+  for (const auto& f : rep.files) fs::rename(tmp / f, dir / f);
+}
+
+size_t entries_of(const fs::path& dir, std::string& example) {
+  size_t n = 0;
+  for (const auto& e : fs::directory_iterator(dir)) {
+    if (n++ == 0) example = e.path().filename().string();
+  }
+  return n;
+}
+
+ExportReport write_example(const std::string& dir, const ExportOptions& o) {
+  if (dir.empty()) throw Error("export-example: the directory name is empty");
+  fs::path target = fs::path(dir).lexically_normal();
+  // "DIR/" names DIR: its parent is where the temporary goes.
+  if (target.filename().empty() && target.has_relative_path()) target = target.parent_path();
+  std::error_code ec;
+  const fs::file_status st = fs::status(target, ec);
+  if (ec && ec != std::errc::no_such_file_or_directory) {
+    throw Error(fmt::format("{}: cannot examine: {}", dir, ec.message()));
+  }
+  if (!fs::exists(st)) {
+    // A new directory: built beside it and renamed into place whole.
+    fs::path parent = fs::absolute(target).parent_path();
+    fs::create_directories(parent);
+    TempDir tmp{make_temp_dir(parent, fs::absolute(target).filename().string())};
+    ExportReport rep = write_files(tmp.path, o);
+    fs::rename(tmp.path, target);
+    tmp.path.clear();
+    return rep;
+  }
+  if (!fs::is_directory(st)) throw Error(fmt::format("{}: exists and is not a directory", dir));
+  std::string example;
+  if (const size_t n = entries_of(target, example); n > 0 && !o.force) {
+    throw Error(fmt::format(
+        "{}: the directory is not empty ({} entries, e.g. '{}'); export-example writes a new or "
+        "empty directory, or with --force replaces only the checkpoint files it writes "
+        "(model*.safetensors, {}, config.json)",
+        dir, n, example, kIndexName));
+  }
+  TempDir tmp{make_temp_dir(target, "checkpoint")};
+  ExportReport rep = write_files(tmp.path, o);
+  place_files(target, tmp.path, rep);
   return rep;
 }
 

@@ -9,15 +9,18 @@
 #include <set>
 
 #include "checkpoint_internal.hpp"
-#include "json_duplicates.hpp"
 #include "mhc/core/error.hpp"
+#include "mhc/core/json_input.hpp"
 #include "mhc/io/checkpoint.hpp"
+#include "mhc/io/limits.hpp"
 
 namespace mhc::ckpt {
 
 namespace {
 
 using json = nlohmann::json;
+using json_input::brief;
+using json_input::printable;
 
 // Per-layer suffixes in Slot order. Official: DeepSeek's inference code and published checkpoints.
 // HF: transformers' DeepseekV4DecoderLayer (attn_hc / ffn_hc are DeepseekV4HyperConnection
@@ -51,25 +54,10 @@ std::optional<int> parse_layer_number(std::string_view s) {
   throw Error(fmt::format("{}: {}", source, what));
 }
 
-// A short rendering of a JSON value for error messages.
-std::string brief(const json& v) {
-  std::string s = v.dump(-1, ' ', false, json::error_handler_t::replace);
-  return s.size() > 40 ? s.substr(0, 37) + "..." : s;
-}
-
-// Parses JSON text, rejecting duplicate keys (nlohmann would silently keep the last one, and a
-// tensor mapped to two shards is ambiguous). Every nlohmann exception becomes an mhc::Error.
-json parse_strict(std::string_view text, std::string_view source) {
-  io::DuplicateKeyFinder keys;
-  json j;
-  try {
-    j = json::parse(text.begin(), text.end(), keys.callback());
-  } catch (const json::exception& e) {
-    fail(source, fmt::format("not valid JSON: {}", e.what()));
-  }
-  if (!keys.first_duplicate().empty()) {
-    fail(source, fmt::format("duplicate key '{}'", keys.first_duplicate()));
-  }
+// Parses JSON text after json_input's checks (depth, duplicate keys: nlohmann would silently keep
+// the last one, and a tensor mapped to two shards is ambiguous; sizes). Throws mhc::Error.
+json parse_strict(std::string_view text, std::string_view source, const json_input::Limits& lim) {
+  json j = json_input::parse(text, source, lim);
   if (!j.is_object()) fail(source, fmt::format("is {}, not a JSON object", brief(j)));
   return j;
 }
@@ -78,10 +66,9 @@ json parse_strict(std::string_view text, std::string_view source) {
 void check_shard_name(std::string_view source, const std::string& tensor,
                       const std::string& shard) {
   auto bad = [&](std::string_view why) {
-    // Rendered as JSON so that control characters (a NUL) stay visible in the message.
+    // Escaped so that control characters (a NUL) stay visible in the message.
     fail(source,
-         fmt::format("weight_map['{}'] = {}: {}", tensor,
-                     json(shard).dump(-1, ' ', false, json::error_handler_t::replace), why));
+         fmt::format("weight_map['{}'] = '{}': {}", printable(tensor), printable(shard), why));
   };
   if (shard.empty()) bad("empty shard file name");
   if (shard.find('\0') != std::string::npos) bad("shard file name contains a NUL byte");
@@ -172,7 +159,7 @@ std::optional<LayerTensor> match_layer_tensor(Naming naming, std::string_view na
 }
 
 Index parse_index(std::string_view json_text, std::string_view source) {
-  const json j = parse_strict(json_text, source);
+  const json j = parse_strict(json_text, source, io::kIndexJson);
   Index out;
   if (auto meta = j.find("metadata"); meta != j.end()) parse_index_metadata(*meta, source, out);
   auto map = j.find("weight_map");
@@ -181,8 +168,8 @@ Index parse_index(std::string_view json_text, std::string_view source) {
   for (const auto& [tensor, shard] : map->items()) {
     if (tensor.empty()) fail(source, "weight_map has an empty tensor name");
     if (!shard.is_string()) {
-      fail(source,
-           fmt::format("weight_map['{}'] is {}, expected a shard file name", tensor, brief(shard)));
+      fail(source, fmt::format("weight_map['{}'] is {}, expected a shard file name",
+                               printable(tensor), brief(shard)));
     }
     check_shard_name(source, tensor, shard.get<std::string>());
     out.weight_map.emplace(tensor, shard.get<std::string>());
@@ -191,12 +178,11 @@ Index parse_index(std::string_view json_text, std::string_view source) {
 }
 
 ConfigValues parse_config(std::string_view json_text, std::string_view source) {
-  const json j = parse_strict(json_text, source);
+  const json j = parse_strict(json_text, source, io::kConfigJson);
   ConfigValues c;
   c.hc_eps = config_eps(j, "hc_eps", source);
   c.rms_norm_eps = config_eps(j, "rms_norm_eps", source);
-  // More Sinkhorn iterations than this is a corrupt file, not a model (V4.1 uses 20).
-  c.hc_sinkhorn_iters = config_int(j, "hc_sinkhorn_iters", source, 1, 1000);
+  c.hc_sinkhorn_iters = config_int(j, "hc_sinkhorn_iters", source, 1, io::kMaxSinkhornIters);
   c.hidden_size = config_int(j, "hidden_size", source, 1, INT_MAX);
   c.hc_mult = config_int(j, "hc_mult", source, 1, INT_MAX);
   c.num_hidden_layers = config_int(j, "num_hidden_layers", source, 1, INT_MAX);

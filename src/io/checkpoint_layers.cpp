@@ -8,6 +8,7 @@
 
 #include "checkpoint_internal.hpp"
 #include "mhc/core/error.hpp"
+#include "mhc/core/json_input.hpp"
 
 namespace mhc::ckpt {
 
@@ -61,7 +62,7 @@ Naming pick_naming(const Source& s, const Scan& official, const Scan& hf) {
     std::string some;
     int shown = 0;
     for (auto it = s.weight_map.begin(); it != s.weight_map.end() && shown < 4; ++it, ++shown) {
-      some += (shown ? ", '" : "'") + it->first + "'";
+      some += (shown ? ", '" : "'") + json_input::printable(it->first) + "'";
     }
     throw Error(fmt::format(
         "{}: no mHC tensors: nothing named like '{}' (official) or '{}' (transformers); {} "

@@ -4,12 +4,12 @@
 
 #include <algorithm>
 #include <filesystem>
-#include <fstream>
-#include <sstream>
 
 #include "checkpoint_internal.hpp"
 #include "mhc/core/error.hpp"
 #include "mhc/io/checkpoint.hpp"
+#include "mhc/io/limits.hpp"
+#include "mhc/io/safe_file.hpp"
 #include "mhc/io/safetensors.hpp"
 
 namespace mhc::ckpt {
@@ -19,22 +19,8 @@ namespace fs = std::filesystem;
 namespace {
 
 constexpr std::string_view kIndexName = "model.safetensors.index.json";
-// A real index is ~10 MB (every expert tensor is listed); much larger is not an index.
-constexpr uintmax_t kMaxJsonBytes = 256u << 20;
-
 std::string read_text(const fs::path& p, std::string_view what) {
-  std::error_code ec;
-  const uintmax_t size = fs::file_size(p, ec);
-  if (ec) throw Error(fmt::format("{}: cannot read the {}: {}", p.string(), what, ec.message()));
-  if (size > kMaxJsonBytes) {
-    throw Error(fmt::format("{}: {} bytes is too large for a {} (limit {})", p.string(), size, what,
-                            kMaxJsonBytes));
-  }
-  std::ifstream in(p, std::ios::binary);
-  std::ostringstream ss;
-  ss << in.rdbuf();
-  if (!in.good() && !in.eof()) throw Error(fmt::format("{}: cannot read the {}", p.string(), what));
-  return ss.str();
+  return io::read_regular_file(p.string(), io::kMaxJsonFileBytes, what);
 }
 
 // The .safetensors files directly in `dir`, sorted.
@@ -75,12 +61,13 @@ void check_shards_exist(const Source& s, LoadReport& r) {
   for (const auto& [shard, tensor] : example) {
     const fs::path p = s.dir / shard;
     std::error_code ec;
-    const uintmax_t size = fs::file_size(p, ec);
-    if (ec) {
-      throw Error(fmt::format("{}: shard '{}' (holding e.g. '{}') is missing: {}: {}", s.where(),
-                              shard, tensor, p.string(), ec.message()));
+    const fs::file_status st = fs::status(p, ec);
+    if (ec || !fs::is_regular_file(st)) {
+      throw Error(fmt::format("{}: shard '{}' (holding e.g. '{}') is {}: {}: {}", s.where(), shard,
+                              tensor, ec ? "missing" : "not a regular file", p.string(),
+                              ec ? ec.message() : "refused"));
     }
-    r.total_file_bytes += size;
+    r.total_file_bytes += fs::file_size(p);
   }
   r.shards_listed = int(example.size());
   r.tensors_listed = int(s.weight_map.size());
@@ -91,11 +78,18 @@ Source locate(const std::string& path, LoadReport& r) {
   const fs::path p(path);
   std::error_code ec;
   const fs::file_status st = fs::status(p, ec);
-  if (ec || !fs::exists(st)) {
+  if (ec == std::errc::too_many_symbolic_link_levels) {
+    throw Error(fmt::format("{}: a symlink loop (too many levels of symbolic links)", path));
+  }
+  if (ec && ec != std::errc::no_such_file_or_directory) {
+    throw Error(fmt::format("{}: cannot examine the checkpoint: {}", path, ec.message()));
+  }
+  if (!fs::exists(st)) {
     throw Error(fmt::format("{}: no such checkpoint directory or file", path));
   }
   if (fs::is_directory(st)) {
-    if (fs::exists(p / kIndexName)) {
+    std::error_code index_ec;
+    if (fs::exists(fs::symlink_status(p / kIndexName, index_ec))) {
       use_index(s, p / kIndexName, r);
     } else {
       const auto files = safetensors_in(p);
@@ -127,7 +121,8 @@ Source locate(const std::string& path, LoadReport& r) {
 // Applies config.json (next to the weights) when present; checks its shapes against ours.
 void apply_config(const Source& s, const Shapes& shapes, MhcParams& p, LoadReport& r) {
   const fs::path path = s.dir / "config.json";
-  if (!fs::exists(path)) return;
+  std::error_code ec;
+  if (!fs::exists(fs::symlink_status(path, ec))) return;
   const std::string text = read_text(path, "config.json");
   r.metadata_bytes_read += text.size();
   r.config_json = path.string();

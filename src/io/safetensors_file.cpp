@@ -3,7 +3,6 @@
 #include <fcntl.h>
 #include <fmt/core.h>
 #include <sys/mman.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -12,6 +11,8 @@
 #include <cstring>
 
 #include "mhc/core/error.hpp"
+#include "mhc/core/json_input.hpp"
+#include "mhc/io/safe_file.hpp"
 #include "mhc/io/safetensors.hpp"
 
 namespace mhc::st {
@@ -47,16 +48,11 @@ struct Fd {
 };
 
 std::unique_ptr<File::Storage> map_file(const std::string& path) {
-  Fd fd{::open(path.c_str(), O_RDONLY | O_CLOEXEC)};
-  if (fd.fd < 0) throw Error(fmt::format("{}: cannot open: {}", path, std::strerror(errno)));
-  struct stat sb {};
-  if (::fstat(fd.fd, &sb) != 0) {
-    throw Error(fmt::format("{}: cannot stat: {}", path, std::strerror(errno)));
-  }
-  if (!S_ISREG(sb.st_mode)) throw Error(fmt::format("{}: not a regular file", path));
+  uint64_t size = 0;
+  Fd fd{io::open_regular_file(path, size)};  // a FIFO or a directory is refused, never waited on
   auto m = std::make_unique<Mapping>();
-  if (sb.st_size == 0) return m;  // mmap refuses length 0; the header check reports the size
-  m->length = static_cast<size_t>(sb.st_size);
+  if (size == 0) return m;  // mmap refuses length 0; the header check reports the size
+  m->length = static_cast<size_t>(size);
   void* addr = ::mmap(nullptr, m->length, PROT_READ, MAP_PRIVATE, fd.fd, 0);
   if (addr == MAP_FAILED) {
     throw Error(fmt::format("{}: cannot map {} bytes: {}", path, m->length, std::strerror(errno)));
@@ -96,11 +92,11 @@ const TensorInfo& File::get(std::string_view name) const {
   if (const TensorInfo* t = find(name)) return *t;
   std::string present;
   for (size_t i = 0; i < header_.tensors.size() && i < 12; ++i) {
-    present += (i ? ", " : "") + header_.tensors[i].name;
+    present += (i ? ", " : "") + json_input::printable(header_.tensors[i].name);
   }
   if (header_.tensors.size() > 12) present += ", ...";
-  throw Error(fmt::format("{}: no tensor named '{}' (the file has: {})", source_, name,
-                          present.empty() ? "no tensors" : present));
+  throw Error(fmt::format("{}: no tensor named '{}' (the file has: {})", source_,
+                          json_input::printable(name), present.empty() ? "no tensors" : present));
 }
 
 std::span<const std::byte> File::bytes(const TensorInfo& t) const {

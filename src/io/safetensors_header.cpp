@@ -6,10 +6,10 @@
 #include <cstring>
 #include <limits>
 #include <nlohmann/json.hpp>
-#include <set>
 
-#include "json_duplicates.hpp"
 #include "mhc/core/error.hpp"
+#include "mhc/core/json_input.hpp"
+#include "mhc/io/limits.hpp"
 #include "mhc/io/safetensors.hpp"
 
 namespace mhc::st {
@@ -18,17 +18,12 @@ namespace {
 
 using json = nlohmann::json;
 
-// The reference implementation's limit; a larger header is far more likely a corrupt length.
-constexpr uint64_t kMaxHeaderBytes = 100'000'000;
+using io::kMaxHeaderBytes;
+using json_input::brief;
+using json_input::printable;
 
 [[noreturn]] void fail(std::string_view source, const std::string& what) {
   throw Error(fmt::format("{}: {}", source, what));
-}
-
-// A short rendering of a JSON value for error messages.
-std::string brief(const json& v) {
-  std::string s = v.dump(-1, ' ', false, json::error_handler_t::replace);
-  return s.size() > 40 ? s.substr(0, 37) + "..." : s;
 }
 
 uint64_t load_u64_le(const std::byte* p) {
@@ -37,27 +32,26 @@ uint64_t load_u64_le(const std::byte* p) {
   return v;
 }
 
-// Parses the header text, rejecting duplicate keys (nlohmann would silently keep the last one).
+// Parses the header text after the checks of json_input (depth, duplicate keys, sizes), so that
+// nothing below recurses over untrusted nesting.
 json parse_json(const char* text, uint64_t size, std::string_view source) {
-  io::DuplicateKeyFinder keys;
-  json j;
-  try {
-    j = json::parse(text, text + size, keys.callback());
-  } catch (const json::parse_error& e) {
-    std::string what = e.what();
-    auto pos = what.find("syntax error");
-    if (pos == std::string::npos) pos = what.find("invalid");
-    uint64_t header_byte = e.byte > 0 ? e.byte - 1 : 0;
-    fail(source, fmt::format("header is not valid JSON at file offset {} (header byte {}): {}",
-                             8 + header_byte, header_byte,
-                             pos == std::string::npos ? what : what.substr(pos)));
-  } catch (const json::exception& e) {  // e.g. out_of_range 406 for a number like 1e400
-    fail(source, fmt::format("header is not acceptable JSON: {}", e.what()));
+  const std::string_view view(text, size);
+  if (auto p = json_input::check(view, io::kHeaderJson)) {
+    using Kind = json_input::Problem::Kind;
+    if (p->kind == Kind::kSyntax) {
+      const uint64_t header_byte = p->byte.value_or(1) > 0 ? p->byte.value_or(1) - 1 : 0;
+      fail(source, fmt::format("header is not valid JSON at file offset {} (header byte {}): {}",
+                               8 + header_byte, header_byte, p->what));
+    }
+    if (p->kind == Kind::kRange)
+      fail(source, fmt::format("header is not acceptable JSON: {}", p->what));
+    if (p->kind == Kind::kMembers) {
+      fail(source,
+           fmt::format("header has {} (the limit is {} tensors)", p->what, io::kMaxTensors));
+    }
+    fail(source, fmt::format("header has {}", p->what));
   }
-  if (!keys.first_duplicate().empty()) {
-    fail(source, fmt::format("header has a duplicate key '{}'", keys.first_duplicate()));
-  }
-  return j;
+  return json::parse(view.begin(), view.end());
 }
 
 // "an integer", "a string", ... for messages such as "shape is a string, not an array".
@@ -69,12 +63,14 @@ std::string type_name(const json& v) {
   return (t == "object" || t == "array" ? "an " : "a ") + t;
 }
 
-// A non-negative integer that fits in int64.
-std::optional<int64_t> as_count(const json& v) {
-  if (!v.is_number_unsigned()) return std::nullopt;
-  uint64_t u = v.get<uint64_t>();
-  if (u > uint64_t(std::numeric_limits<int64_t>::max())) return std::nullopt;
-  return int64_t(u);
+// What is wrong with a value that should be a non-negative integer of at most `max`, or "" when
+// nothing is: negative, too large and not an integer are three different mistakes.
+std::string count_problem(const json& v, uint64_t max, std::string_view max_name) {
+  if (v.is_number_unsigned()) {
+    return v.get<uint64_t>() <= max ? "" : fmt::format("larger than {}", max_name);
+  }
+  if (v.is_number_integer()) return "negative";
+  return type_name(v);
 }
 
 class EntryParser {
@@ -86,7 +82,8 @@ class EntryParser {
     if (!entry.is_object()) fail_entry(fmt::format("entry is {}, not an object", type_name(entry)));
     for (const auto& [key, _] : entry.items()) {
       if (key != "dtype" && key != "shape" && key != "data_offsets") {
-        fail_entry(fmt::format("unknown field '{}' (expected dtype, shape, data_offsets)", key));
+        fail_entry(fmt::format("unknown field '{}' (expected dtype, shape, data_offsets)",
+                               printable(key)));
       }
     }
     TensorInfo t;
@@ -100,7 +97,7 @@ class EntryParser {
 
  private:
   [[noreturn]] void fail_entry(const std::string& what) const {
-    fail(source_, fmt::format("tensor '{}': {}", name_, what));
+    fail(source_, fmt::format("tensor '{}': {}", printable(name_), what));
   }
 
   const json& field(const json& entry, const char* key) const {
@@ -124,12 +121,13 @@ class EntryParser {
     if (!v.is_array()) fail_entry(fmt::format("shape is {}, not an array", type_name(v)));
     Shape shape;
     for (size_t i = 0; i < v.size(); ++i) {
-      auto d = as_count(v[i]);
-      if (!d) {
+      const std::string problem =
+          count_problem(v[i], uint64_t(std::numeric_limits<int64_t>::max()), "2^63-1");
+      if (!problem.empty()) {
         fail_entry(fmt::format("shape dim {} is {} ({}), expected a non-negative integer", i,
-                               brief(v[i]), type_name(v[i])));
+                               brief(v[i]), problem));
       }
-      shape.push_back(*d);
+      shape.push_back(v[i].get<int64_t>());
     }
     return shape;
   }
@@ -139,9 +137,11 @@ class EntryParser {
       fail_entry(fmt::format("data_offsets is {}, expected [begin, end]", brief(v)));
     }
     for (int i = 0; i < 2; ++i) {
-      if (!as_count(v[i])) {
-        fail_entry(
-            fmt::format("data_offsets[{}] is {}, expected a non-negative integer", i, brief(v[i])));
+      const std::string problem =
+          count_problem(v[i], std::numeric_limits<uint64_t>::max(), "2^64-1");
+      if (!problem.empty()) {
+        fail_entry(fmt::format("data_offsets[{}] is {} ({}), expected a non-negative integer", i,
+                               brief(v[i]), problem));
       }
     }
     t.begin = v[0].get<uint64_t>();
@@ -150,11 +150,16 @@ class EntryParser {
       fail_entry(fmt::format("data_offsets [{}, {}]: begin is after end", t.begin, t.end));
     }
     if (t.end > header_.data_size) {
+      // data_start + end may not fit in 64 bits (an offset near 2^64): say so rather than wrap.
+      uint64_t at = 0;
+      const std::string where = __builtin_add_overflow(header_.data_start, t.end, &at)
+                                    ? fmt::format("{} + {}, past 2^64", header_.data_start, t.end)
+                                    : fmt::format("{}", at);
       fail_entry(fmt::format(
           "data_offsets [{}, {}] end at file offset {}, beyond the end of the file ({} bytes; the "
           "data section is {} bytes from offset {})",
-          t.begin, t.end, header_.data_start + t.end, header_.data_start + header_.data_size,
-          header_.data_size, header_.data_start));
+          t.begin, t.end, where, header_.data_start + header_.data_size, header_.data_size,
+          header_.data_start));
     }
   }
 
@@ -192,8 +197,8 @@ void parse_metadata(const json& v, std::string_view source, Header& h) {
   }
   for (const auto& [key, value] : v.items()) {
     if (!value.is_string()) {
-      fail(source, fmt::format("__metadata__ value of '{}' is {} ({}), not a string", key,
-                               type_name(value), brief(value)));
+      fail(source, fmt::format("__metadata__ value of '{}' is {} ({}), not a string",
+                               printable(key), type_name(value), brief(value)));
     }
     h.metadata[key] = value.get<std::string>();
   }
@@ -212,7 +217,8 @@ void check_overlaps(const std::vector<TensorInfo>& tensors, std::string_view sou
   for (const TensorInfo* t : order) {
     if (reach && t->begin < reach->end) {
       fail(source, fmt::format("tensors '{}' (data bytes [{}, {})) and '{}' ([{}, {})) overlap",
-                               reach->name, reach->begin, reach->end, t->name, t->begin, t->end));
+                               printable(reach->name), reach->begin, reach->end, printable(t->name),
+                               t->begin, t->end));
     }
     if (!reach || t->end > reach->end) reach = t;
   }

@@ -10,13 +10,14 @@
 #include <nlohmann/json.hpp>
 
 #include "mhc/core/error.hpp"
+#include "mhc/io/safe_file.hpp"
 #include "mhc/io/safetensors.hpp"
 
 namespace mhc::st {
 
 namespace {
 
-using ordered_json = nlohmann::ordered_json;
+using json = nlohmann::json;
 
 uint64_t checked_numel(const std::string& name, const Shape& shape) {
   uint64_t count = 1;
@@ -45,8 +46,7 @@ void Writer::add(std::string name, Dtype dtype, Shape shape, std::span<const std
   if (name.empty() || name == "__metadata__") {
     throw Error(fmt::format("safetensors writer: '{}' is not a valid tensor name", name));
   }
-  auto same = [&](const Entry& e) { return e.name == name; };
-  if (std::any_of(entries_.begin(), entries_.end(), same)) {
+  if (names_.count(name)) {
     throw Error(fmt::format("safetensors writer: tensor '{}' added twice", name));
   }
   const uint64_t count = checked_numel(name, shape);
@@ -57,6 +57,7 @@ void Writer::add(std::string name, Dtype dtype, Shape shape, std::span<const std
         "bytes",
         name, format_shape(shape), to_string(dtype), count, size, bytes.size()));
   }
+  names_.insert(name);
   entries_.push_back({std::move(name), dtype, std::move(shape), {bytes.begin(), bytes.end()}});
 }
 
@@ -72,6 +73,7 @@ bool Writer::remove(std::string_view name) {
   auto it = std::find_if(entries_.begin(), entries_.end(),
                          [&](const Entry& e) { return e.name == name; });
   if (it == entries_.end()) return false;
+  names_.erase(it->name);
   entries_.erase(it);
   return true;
 }
@@ -85,29 +87,34 @@ void Writer::erase_metadata(std::string_view key) {
   if (it != metadata_.end()) metadata_.erase(it);
 }
 
+// The header text is built directly (nlohmann's ordered_json finds a key by a linear search, which
+// made a header of many tensors quadratic); a name that is not valid UTF-8 is refused.
 std::string Writer::header_json() const {
-  ordered_json header = ordered_json::object();
+  auto quoted = [](const std::string& s) {
+    try {
+      return json(s).dump();
+    } catch (const json::type_error& e) {
+      throw Error(fmt::format(
+          "safetensors writer: a tensor name or metadata string is not valid UTF-8 ({})",
+          e.what()));
+    }
+  };
+  std::string text = "{";
   if (!metadata_.empty()) {
-    ordered_json meta = ordered_json::object();
-    for (const auto& [k, v] : metadata_) meta[k] = v;
-    header["__metadata__"] = std::move(meta);
+    text += "\"__metadata__\":{";
+    for (const auto& [k, v] : metadata_) {
+      text += (text.back() == '{' ? "" : ",") + quoted(k) + ":" + quoted(v);
+    }
+    text += "}";
   }
   uint64_t offset = 0;
   for (const Entry& e : entries_) {
-    header[e.name] = {{"dtype", to_string(e.dtype)},
-                      {"shape", e.shape},
-                      {"data_offsets", {offset, offset + e.data.size()}}};
+    text += fmt::format("{}{}:{{\"dtype\":\"{}\",\"shape\":{},\"data_offsets\":[{},{}]}}",
+                        text.size() > 1 ? "," : "", quoted(e.name), to_string(e.dtype),
+                        json(e.shape).dump(), offset, offset + e.data.size());
     offset += e.data.size();
   }
-  std::string text;
-  try {
-    text = header.dump();
-  } catch (const nlohmann::json::type_error& e) {
-    throw Error(
-        fmt::format("safetensors writer: a tensor name or metadata string is not valid "
-                    "UTF-8 ({})",
-                    e.what()));
-  }
+  text += "}";
   text.append((8 - (8 + text.size()) % 8) % 8, ' ');
   return text;
 }
@@ -128,29 +135,14 @@ std::vector<std::byte> Writer::serialize() const {
   return out;
 }
 
-void Writer::write(const std::string& path) const {
+void Writer::write(const std::string& path, const std::vector<std::string>& inputs) const {
   const std::string header = header_json();
-  const std::string tmp = path + ".tmp";
-  std::FILE* f = std::fopen(tmp.c_str(), "wb");
-  if (!f) throw Error(fmt::format("{}: cannot create: {}", tmp, std::strerror(errno)));
+  io::OutputFile out(path, inputs);
   const auto len = u64_le(header.size());
-  bool ok = std::fwrite(len.data(), 1, 8, f) == 8 &&
-            std::fwrite(header.data(), 1, header.size(), f) == header.size();
-  for (const Entry& e : entries_) {
-    ok = ok && (e.data.empty() || std::fwrite(e.data.data(), 1, e.data.size(), f) == e.data.size());
-  }
-  const int write_errno = errno;
-  ok = (std::fclose(f) == 0) && ok;
-  if (!ok) {
-    std::remove(tmp.c_str());
-    throw Error(fmt::format("{}: write failed: {}", tmp, std::strerror(write_errno)));
-  }
-  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
-    const int rename_errno = errno;
-    std::remove(tmp.c_str());
-    throw Error(
-        fmt::format("{}: cannot rename {} onto it: {}", path, tmp, std::strerror(rename_errno)));
-  }
+  out.write(len.data(), len.size());
+  out.write(header);
+  for (const Entry& e : entries_) out.write(e.data.data(), e.data.size());
+  out.commit();
 }
 
 }  // namespace mhc::st

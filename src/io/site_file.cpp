@@ -8,6 +8,8 @@
 #include <cmath>
 
 #include "mhc/core/error.hpp"
+#include "mhc/core/json_input.hpp"
+#include "mhc/io/limits.hpp"
 #include "mhc/io/safetensors.hpp"
 
 namespace mhc::st {
@@ -28,31 +30,35 @@ void check_tensor_names(const File& f) {
     if (std::find(std::begin(kInputTensors), std::end(kInputTensors), t.name) ==
         std::end(kInputTensors)) {
       throw Error(fmt::format("{}: unexpected tensor '{}' in a site-input file (expected: {})",
-                              f.path(), t.name, joined(kInputTensors)));
+                              f.path(), json_input::printable(t.name), joined(kInputTensors)));
     }
   }
 }
 
 [[noreturn]] void bad_metadata(const File& f, std::string_view key, std::string_view value,
                                std::string_view expected) {
-  throw Error(
-      fmt::format("{}: metadata '{}' is \"{}\", expected {}", f.path(), key, value, expected));
+  throw Error(fmt::format("{}: metadata '{}' is \"{}\", expected {}", f.path(),
+                          json_input::printable(key), json_input::printable(value), expected));
 }
 
-double parse_double(const File& f, std::string_view key, const std::string& s) {
+// A finite number >= `lo` (the eps values are >= 0; post_mult may be any finite number).
+double parse_double(const File& f, std::string_view key, const std::string& s, double lo) {
   double v = 0;
   auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
-  if (s.empty() || ec != std::errc() || end != s.data() + s.size() || !std::isfinite(v)) {
-    bad_metadata(f, key, s, "a finite decimal number such as 1e-06");
+  if (s.empty() || ec != std::errc() || end != s.data() + s.size() || !std::isfinite(v) || v < lo) {
+    bad_metadata(f, key, s,
+                 lo == 0 ? "a finite decimal number >= 0 such as 1e-06"
+                         : "a finite decimal number such as 2");
   }
   return v;
 }
 
-int parse_int(const File& f, std::string_view key, const std::string& s) {
+// An integer in [lo, hi], checked here so that a bad value is blamed on the metadata, not on x.
+int parse_int(const File& f, std::string_view key, const std::string& s, int lo, int hi) {
   int v = 0;
   auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
-  if (s.empty() || ec != std::errc() || end != s.data() + s.size()) {
-    bad_metadata(f, key, s, "an integer such as 20");
+  if (s.empty() || ec != std::errc() || end != s.data() + s.size() || v < lo || v > hi) {
+    bad_metadata(f, key, s, fmt::format("an integer in [{}, {}] such as 20", lo, hi));
   }
   return v;
 }
@@ -61,16 +67,16 @@ MhcParams params_from_metadata(const File& f) {
   MhcParams p = preset(kDefaultPreset);
   for (const auto& [key, value] : f.metadata()) {
     if (key == "eps_h") {
-      p.eps_h = parse_double(f, key, value);
+      p.eps_h = parse_double(f, key, value, 0);
     } else if (key == "eps_n") {
-      p.eps_n = parse_double(f, key, value);
+      p.eps_n = parse_double(f, key, value, 0);
     } else if (key == "post_mult") {
-      p.post_mult = parse_double(f, key, value);
+      p.post_mult = parse_double(f, key, value, -HUGE_VAL);
     } else if (key == "sinkhorn_iters") {
-      p.sinkhorn_iters = parse_int(f, key, value);
+      p.sinkhorn_iters = parse_int(f, key, value, 1, io::kMaxSinkhornIters);
     } else if (key != "format") {  // "format" is what torch's writer adds
-      throw Error(fmt::format("{}: unknown metadata key '{}' (known: {}, format)", f.path(), key,
-                              joined(kSiteParamKeys)));
+      throw Error(fmt::format("{}: unknown metadata key '{}' (known: {}, format)", f.path(),
+                              json_input::printable(key), joined(kSiteParamKeys)));
     }
   }
   return p;
@@ -116,7 +122,10 @@ void take_shape_from_x(const File& f, SiteFileInputs& s) {
 }  // namespace
 
 SiteFileInputs read_site_inputs(const std::string& path) {
-  const File f = File::open(path);
+  return read_site_inputs(File::open(path));
+}
+
+SiteFileInputs read_site_inputs(const File& f) {
   check_tensor_names(f);
   SiteFileInputs s;
   s.params = params_from_metadata(f);
@@ -186,6 +195,52 @@ SiteOutputs read_site_outputs(const File& f, const MhcParams& p, int64_t tokens)
   out.comb = f.read_f32("comb", {m, n, n});
   out.x_next = f.read_bf16("x_next", {m, n, c});
   return out;
+}
+
+namespace {
+
+// The first non-finite element of `v` as "holds nan at token 3, stream 1 (flat element 13)", with
+// `dims` the labels and sizes of the dims after the token; empty when all are finite.
+template <class T, class ToFloat>
+std::string first_nonfinite(const std::vector<T>& v, ToFloat to_float,
+                            std::initializer_list<std::pair<const char*, int64_t>> dims) {
+  for (size_t i = 0; i < v.size(); ++i) {
+    const float x = to_float(v[i]);
+    if (std::isfinite(x)) continue;
+    int64_t rest = int64_t(i), inner = 1;
+    for (const auto& d : dims) inner *= d.second;
+    std::string where = fmt::format("token {}", rest / inner);
+    rest %= inner;
+    for (const auto& d : dims) {
+      inner /= d.second;
+      where += fmt::format(", {} {}", d.first, rest / inner);
+      rest %= inner;
+    }
+    return fmt::format("holds {} at {} (flat element {})", x, where, i);
+  }
+  return "";
+}
+
+}  // namespace
+
+void check_site_outputs_finite(const MhcParams& p, const SiteOutputs& out) {
+  const auto f32 = [](float x) { return x; };
+  const int64_t n = p.n, c = p.hidden;
+  const std::pair<const char*, std::string> found[] = {
+      {"layer_input", first_nonfinite(out.layer_input, bf16_to_float, {{"channel", c}})},
+      {"pre", first_nonfinite(out.pre, f32, {{"stream", n}})},
+      {"post", first_nonfinite(out.post, f32, {{"stream", n}})},
+      {"comb", first_nonfinite(out.comb, f32, {{"row", n}, {"column", n}})},
+      {"x_next", first_nonfinite(out.x_next, bf16_to_float, {{"stream", n}, {"channel", c}})},
+  };
+  for (const auto& [name, what] : found) {
+    if (!what.empty()) {
+      throw Error(
+          fmt::format("output '{}' {}, computed from finite inputs (an overflow in the "
+                      "site; check the weights' scale)",
+                      name, what));
+    }
+  }
 }
 
 }  // namespace mhc::st

@@ -2,10 +2,10 @@
 
 #include <fmt/core.h>
 
-#include <fstream>
 #include <nlohmann/json.hpp>
 
 #include "mhc/cuda/check.hpp"
+#include "mhc/io/safe_file.hpp"
 
 namespace mhc::cuda {
 
@@ -77,10 +77,8 @@ void TraceRecorder::write(const std::string& path) const {
                         {"args", {{"site", site}, {"layer", site / 2}}}});
     }
   }
-  std::ofstream out(path);
-  if (!out) throw Error(fmt::format("cannot write the trace to '{}'", path));
-  out << nlohmann::json{{"traceEvents", events}, {"displayTimeUnit", "ns"}}.dump() << "\n";
-  if (!out) throw Error(fmt::format("error while writing the trace to '{}'", path));
+  io::write_file(path,
+                 nlohmann::json{{"traceEvents", events}, {"displayTimeUnit", "ns"}}.dump() + "\n");
 }
 
 }  // namespace mhc::cuda

@@ -185,7 +185,7 @@ TEST_F(SiteCliErrors, BadMetadata) {
   expect_error(w, {"metadata 'eps_n'", "\"1e-20f\""});
   w.set_metadata("eps_n", "1e-20");
   w.set_metadata("sinkhorn_iters", "-3");
-  expect_error(w, {"sinkhorn_iters=-3"});
+  expect_error(w, {"metadata 'sinkhorn_iters'", "\"-3\"", "[1, 1000]"});
 }
 
 TEST_F(SiteCliErrors, MissingFile) {

@@ -37,6 +37,8 @@ TEST(Compare, NonFiniteOutputsFailWhateverTheTolerance) {
     const std::vector<float> out{1, bad, 3, 4};
     const ErrorStats e = compare(out.data(), ref.data(), 4);
     EXPECT_EQ(e.nonfinite, 1);
+    EXPECT_EQ(e.first_nonfinite, 1);
+    EXPECT_NE(e.describe().find("first at flat element 1"), std::string::npos);
     EXPECT_FALSE(e.passes(1e30));
     EXPECT_EQ(e.max_abs_rel, 0);  // the finite elements are exact
   }

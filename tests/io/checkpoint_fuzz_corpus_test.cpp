@@ -6,6 +6,7 @@
 #include <filesystem>
 
 #include "checkpoint_test_util.hpp"
+#include "mhc/core/config.hpp"
 
 namespace mhc::ckpt {
 namespace {
@@ -57,6 +58,21 @@ TEST(CheckpointFuzzCorpus, IndexAndConfigInputsParseOrFailCleanly) {
     }
   }
   EXPECT_GE(accepted, 4);
+}
+
+// fuzz_config's seeds as --kernel-config text (the site-metadata half is fuzzer-only).
+TEST(CheckpointFuzzCorpus, KernelConfigInputsParseOrFailCleanly) {
+  int accepted = 0, rejected = 0;
+  for (const auto& p : inputs("config")) {
+    try {
+      KernelConfig::parse(testing::slurp(p));
+      ++accepted;
+    } catch (const Error&) {
+      ++rejected;
+    }
+  }
+  EXPECT_GE(accepted, 2);  // the valid-kernel-config* seeds
+  EXPECT_GE(rejected, 4);  // the bad-kernel-config* and hostile-* seeds
 }
 
 }  // namespace

@@ -92,7 +92,13 @@ TEST_F(SiteFile, BadMetadataNamesTheKey) {
                                                      {"eps_n", " 1e-6"},
                                                      {"sinkhorn_iters", "20.5"},
                                                      {"sinkhorn_iters", "99999999999"},
-                                                     {"post_mult", "inf"}};
+                                                     {"post_mult", "inf"},
+                                                     // Hangs at 2^31 iterations; capped as in
+                                                     // config.json.
+                                                     {"sinkhorn_iters", "2147483647"},
+                                                     {"sinkhorn_iters", "1001"},
+                                                     {"sinkhorn_iters", "0"},
+                                                     {"eps_h", "-1"}};
   for (const auto& [key, value] : bad) {
     Writer w = writer();
     w.set_metadata(key, value);
@@ -102,7 +108,12 @@ TEST_F(SiteFile, BadMetadataNamesTheKey) {
   }
   Writer w = writer();
   w.set_metadata("sinkhorn_iters", "0");
-  EXPECT_TRUE(mentions(read_error(w, "zero_iters"), {"sinkhorn_iters=0"}));
+  // Blamed on the metadata, not on x's shape (validate() used to report it as "tensor 'x'").
+  const std::string zero = read_error(w, "zero_iters");
+  EXPECT_TRUE(mentions(zero, {"metadata 'sinkhorn_iters'", "[1, 1000]"}));
+  EXPECT_EQ(zero.find("tensor 'x'"), std::string::npos) << zero;
+  w.set_metadata("sinkhorn_iters", "1000");
+  EXPECT_EQ(read_error(w, "max_iters"), "no error");
   w.set_metadata("sinkhorn_iters", "20");
   w.set_metadata("eps-h", "1e-6");
   EXPECT_TRUE(mentions(read_error(w, "typo_key"), {"unknown metadata key 'eps-h'", "eps_h"}));

@@ -7,6 +7,7 @@
 #include <filesystem>
 #include <initializer_list>
 #include <random>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -62,6 +63,15 @@ inline std::string temp_path(const std::string& name) {
       std::filesystem::path(::testing::TempDir()) / ("mhc_io_tests_" + std::to_string(::getpid()));
   std::filesystem::create_directories(dir);
   return (dir / name).string();
+}
+
+// The names in a directory (to check that nothing was added or removed).
+inline std::set<std::string> listing(const std::filesystem::path& dir) {
+  std::set<std::string> out;
+  for (const auto& e : std::filesystem::directory_iterator(dir)) {
+    out.insert(e.path().filename().string());
+  }
+  return out;
 }
 
 }  // namespace mhc::st::testing

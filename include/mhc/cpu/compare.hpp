@@ -12,9 +12,10 @@
 namespace mhc {
 
 struct ErrorStats {
-  double rel_norm = 0;     // ||out - ref||_2 / ||ref||_2 (0 when both are empty)
-  double max_abs_rel = 0;  // max |out - ref| / max |ref|
-  int64_t nonfinite = 0;   // NaN or Inf elements in out
+  double rel_norm = 0;           // ||out - ref||_2 / ||ref||_2 (0 when both are empty)
+  double max_abs_rel = 0;        // max |out - ref| / max |ref|
+  int64_t nonfinite = 0;         // NaN or Inf elements in out
+  int64_t first_nonfinite = -1;  // flat index of the first of them, -1 when none
   int64_t count = 0;
   bool passes(double tol) const { return nonfinite == 0 && rel_norm <= tol && max_abs_rel <= tol; }
   std::string describe() const;

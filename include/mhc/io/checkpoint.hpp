@@ -121,6 +121,7 @@ struct ExportOptions {
   bool norm_bf16 = false;    // sublayer and final norms stored as BF16
   bool final_norm = true;    // write norm.weight
   bool config_json = true;   // write config.json with the V4.1 values
+  bool force = false;        // write into a non-empty directory (see export_example)
 };
 
 struct ExportReport {
@@ -131,7 +132,11 @@ struct ExportReport {
 };
 
 // Writes a small synthetic checkpoint (synthetic_model(p, seed)'s weights, named as a real one)
-// into `dir` (created if needed; existing files of the same names are replaced).
+// into `dir`. Everything is built in a fresh temporary directory first. A new `dir` is that
+// directory renamed into place; an existing one must be empty unless opt.force, which replaces
+// only the files of the names export writes (an old index first, the new index last), leaving
+// every other file alone. A failure leaves no temporary behind and no directory the loader would
+// accept as a mix of old and new files.
 ExportReport export_example(const std::string& dir, const ExportOptions& opt);
 
 // The params export_example writes (V4.1 defaults with the chosen C, n and layers).

@@ -14,6 +14,7 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <unordered_set>
 #include <vector>
 
 #include "mhc/core/bf16.hpp"
@@ -129,8 +130,9 @@ class Writer {
   void erase_metadata(std::string_view key);
 
   std::vector<std::byte> serialize() const;
-  // Writes PATH.tmp then renames it onto PATH, so a failed write leaves no partial file.
-  void write(const std::string& path) const;
+  // Writes through io::OutputFile (include/mhc/io/safe_file.hpp): a fresh temporary renamed onto
+  // `path`, refusing a directory, an empty path and any of `inputs` as the target.
+  void write(const std::string& path, const std::vector<std::string>& inputs = {}) const;
 
  private:
   struct Entry {
@@ -139,8 +141,9 @@ class Writer {
     Shape shape;
     std::vector<std::byte> data;
   };
-  std::string header_json() const;  // padded so that the data section starts 8-byte aligned
-  std::vector<Entry> entries_;      // insertion order
+  std::string header_json() const;         // padded so that the data section starts 8-byte aligned
+  std::vector<Entry> entries_;             // insertion order
+  std::unordered_set<std::string> names_;  // of entries_, for a constant-time duplicate check
   std::map<std::string, std::string> metadata_;
 };
 
@@ -163,7 +166,10 @@ struct SiteFileInputs {
 // Reads and checks a site-input file: every tensor present with its dtype and a shape consistent
 // with x's [M, n, C], finite values, no unknown tensors, strictly parsed metadata, then
 // mhc::validate(params).
+// Metadata values are range-checked on their own (sinkhorn_iters in [1, io::kMaxSinkhornIters],
+// eps >= 0, all finite), so a bad value is blamed on its key.
 SiteFileInputs read_site_inputs(const std::string& path);
+SiteFileInputs read_site_inputs(const File& f);  // the same on an opened file (the fuzzer's)
 
 // A writer holding a site-input file (params as metadata); callers may edit it before write().
 Writer site_inputs_writer(const MhcParams& p, const SiteWeightsView& w, const SiteInputsView& in,
@@ -173,5 +179,10 @@ Writer site_inputs_writer(const MhcParams& p, const SiteWeightsView& w, const Si
 Writer site_outputs_writer(const MhcParams& p, int64_t tokens, const SiteOutputs& out,
                            const std::map<std::string, std::string>& metadata);
 SiteOutputs read_site_outputs(const File& f, const MhcParams& p, int64_t tokens);
+
+// Throws mhc::Error when an output holds a NaN or an infinity (finite inputs were checked on
+// reading, so this is the computation's fault, e.g. an overflow): names the output, the value and
+// its position, e.g. "output 'comb' holds nan at token 3, row 1, column 2 (flat element 57)".
+void check_site_outputs_finite(const MhcParams& p, const SiteOutputs& out);
 
 }  // namespace mhc::st

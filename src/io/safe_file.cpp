@@ -1,0 +1,204 @@
+// Safe output (exclusive temporary + fsync + rename) and non-blocking input of regular files.
+#include "mhc/io/safe_file.hpp"
+
+#include <fcntl.h>
+#include <fmt/core.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+#include <random>
+
+#include "mhc/core/error.hpp"
+
+namespace mhc::io {
+
+namespace {
+
+namespace fs = std::filesystem;
+
+std::string kind_of(mode_t mode) {
+  if (S_ISDIR(mode)) return "a directory";
+  if (S_ISFIFO(mode)) return "a FIFO";
+  if (S_ISCHR(mode) || S_ISBLK(mode)) return "a device";
+  if (S_ISSOCK(mode)) return "a socket";
+  return "not a regular file";
+}
+
+std::string errno_text(int err) {
+  if (err == ELOOP) return "a symlink loop (too many levels of symbolic links)";
+  return std::strerror(err);
+}
+
+std::string dir_of(const std::string& path) {
+  const fs::path parent = fs::path(path).parent_path();
+  return parent.empty() ? "." : parent.string();
+}
+
+// Writes all of [data, data + size) to fd, retrying short writes and EINTR.
+bool write_all(int fd, const char* data, size_t size) {
+  while (size > 0) {
+    const ssize_t n = ::write(fd, data, size);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return false;
+    data += n;
+    size -= size_t(n);
+  }
+  return true;
+}
+
+}  // namespace
+
+std::string random_suffix() {
+  std::random_device rd;
+  const uint64_t v = (uint64_t(rd()) << 32) ^ rd();
+  return fmt::format("{:016x}", v);
+}
+
+void check_output(const std::string& path, const std::vector<std::string>& inputs) {
+  if (path.empty()) throw Error("the output path is empty");
+  struct stat out {};
+  if (::stat(path.c_str(), &out) != 0) {
+    const int err = errno;
+    struct stat link {};
+    // A missing file is fine; a dangling or looping symlink is replaced, not followed.
+    if (err == ENOENT || (::lstat(path.c_str(), &link) == 0 && S_ISLNK(link.st_mode))) return;
+    throw Error(fmt::format("{}: cannot write the output: {}", path, errno_text(err)));
+  }
+  if (!S_ISREG(out.st_mode)) {
+    throw Error(fmt::format("{}: the output is {}; give a file name", path, kind_of(out.st_mode)));
+  }
+  for (const std::string& in : inputs) {
+    struct stat s {};
+    if (::stat(in.c_str(), &s) == 0 && s.st_dev == out.st_dev && s.st_ino == out.st_ino) {
+      throw Error(
+          fmt::format("{}: the output is the same file as the input {}; writing it would "
+                      "destroy the input",
+                      path, in));
+    }
+  }
+}
+
+OutputFile::OutputFile(std::string path, const std::vector<std::string>& inputs)
+    : path_(std::move(path)) {
+  check_output(path_, inputs);
+  const std::string dir = dir_of(path_);
+  // The target's name (cut short, so the temporary's name stays under NAME_MAX) helps a person
+  // who finds a temporary left behind by a crash.
+  const std::string stem = fs::path(path_).filename().string().substr(0, 64);
+  for (int attempt = 0; attempt < 64; ++attempt) {
+    std::string temp =
+        (fs::path(dir) / fmt::format(".{}.mhc-{}.tmp", stem, random_suffix())).string();
+    fd_ = ::open(temp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0666);
+    if (fd_ >= 0) {
+      temp_ = std::move(temp);
+      return;
+    }
+    if (errno != EEXIST) break;
+  }
+  throw Error(
+      fmt::format("{}: cannot create a temporary file in {}: {}", path_, dir, errno_text(errno)));
+}
+
+OutputFile::~OutputFile() { discard(); }
+
+void OutputFile::discard() noexcept {
+  if (fd_ >= 0) ::close(fd_);
+  fd_ = -1;
+  if (!temp_.empty()) ::unlink(temp_.c_str());  // ours: created with O_EXCL
+  temp_.clear();
+}
+
+void OutputFile::write(const void* data, size_t size) {
+  if (fd_ < 0) throw Error(fmt::format("{}: write after commit", path_));
+  if (!write_all(fd_, static_cast<const char*>(data), size)) {
+    const int err = errno;
+    discard();
+    throw Error(fmt::format("{}: write failed: {}", path_, errno_text(err)));
+  }
+}
+
+void OutputFile::write(std::string_view text) { write(text.data(), text.size()); }
+
+void OutputFile::commit() {
+  if (fd_ < 0) throw Error(fmt::format("{}: commit without a temporary", path_));
+  const bool synced = ::fsync(fd_) == 0;
+  const int sync_err = errno;
+  const bool closed = ::close(fd_) == 0;
+  const int close_err = errno;
+  fd_ = -1;
+  if (!synced || !closed) {
+    discard();
+    throw Error(
+        fmt::format("{}: write failed: {}", path_, errno_text(synced ? close_err : sync_err)));
+  }
+  if (::rename(temp_.c_str(), path_.c_str()) != 0) {
+    const int err = errno;
+    discard();
+    throw Error(
+        fmt::format("{}: cannot move the finished file into place: {}", path_, errno_text(err)));
+  }
+  temp_.clear();
+  // The rename itself is durable only once the directory is; best effort (some file systems
+  // refuse fsync on a directory).
+  const int dir = ::open(dir_of(path_).c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (dir >= 0) {
+    ::fsync(dir);
+    ::close(dir);
+  }
+}
+
+void write_file(const std::string& path, std::string_view text,
+                const std::vector<std::string>& inputs) {
+  OutputFile out(path, inputs);
+  out.write(text);
+  out.commit();
+}
+
+int open_regular_file(const std::string& path, uint64_t& size) {
+  if (path.empty()) throw Error("an input path is empty");
+  const int fd = ::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+  if (fd < 0) throw Error(fmt::format("{}: cannot open: {}", path, errno_text(errno)));
+  struct stat sb {};
+  if (::fstat(fd, &sb) != 0) {
+    const int err = errno;
+    ::close(fd);
+    throw Error(fmt::format("{}: cannot stat: {}", path, errno_text(err)));
+  }
+  if (!S_ISREG(sb.st_mode)) {
+    ::close(fd);
+    throw Error(fmt::format("{}: not a regular file ({})", path, kind_of(sb.st_mode)));
+  }
+  size = uint64_t(sb.st_size);
+  return fd;
+}
+
+std::string read_regular_file(const std::string& path, uint64_t max_bytes, std::string_view what) {
+  uint64_t size = 0;
+  const int fd = open_regular_file(path, size);
+  if (size > max_bytes) {
+    ::close(fd);
+    throw Error(
+        fmt::format("{}: {} bytes is too large for a {} (limit {})", path, size, what, max_bytes));
+  }
+  std::string text(size_t(size), '\0');
+  size_t got = 0;
+  int err = 0;
+  while (got < text.size()) {
+    const ssize_t n = ::read(fd, text.data() + got, text.size() - got);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) err = errno;
+    if (n <= 0) break;
+    got += size_t(n);
+  }
+  ::close(fd);
+  if (got != text.size()) {
+    throw Error(fmt::format("{}: cannot read the {}: {}", path, what,
+                            err ? errno_text(err) : "the file shrank while it was read"));
+  }
+  return text;
+}
+
+}  // namespace mhc::io
