@@ -2,11 +2,13 @@
 
 #include <fmt/core.h>
 
+#include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <sstream>
 
 #include "mhc/core/error.hpp"
+#include "mhc/core/json_input.hpp"
 
 namespace mhc {
 namespace {
@@ -52,13 +54,13 @@ class Reader {
   const std::string& source_;
 };
 
+// Bounded before parsing, as every untrusted JSON (mhc/core/json_input.hpp): a tactics file is
+// a few rounds of rows, nested 5 deep.
 json parse_json(std::string_view text, const std::string& source) {
-  try {
-    return json::parse(text);
-  } catch (const json::parse_error& e) {
-    throw Error(fmt::format("tactics {}: not valid JSON (at byte {})", source, e.byte));
-  }
+  return json_input::parse(text, "tactics " + source, json_input::Limits{});
 }
+
+constexpr std::streamoff kMaxFileBytes = std::streamoff{16} << 20;
 
 }  // namespace
 
@@ -92,8 +94,19 @@ Tactics Tactics::parse(std::string_view json_text, const std::string& source) {
 }
 
 Tactics Tactics::load(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
+  // A regular file only: a FIFO or a device named in a kernel config would block or never end.
+  std::error_code ec;
+  if (!std::filesystem::is_regular_file(path, ec)) {
+    throw Error(fmt::format("tactics {}: not a regular file{}", path,
+                            ec ? " (" + ec.message() + ")" : std::string()));
+  }
+  std::ifstream in(path, std::ios::binary | std::ios::ate);
   if (!in) throw Error(fmt::format("tactics {}: cannot open the file", path));
+  if (in.tellg() > kMaxFileBytes) {
+    throw Error(
+        fmt::format("tactics {}: larger than {} bytes; not a tactics file", path, kMaxFileBytes));
+  }
+  in.seekg(0);
   std::ostringstream text;
   text << in.rdbuf();
   if (in.bad()) throw Error(fmt::format("tactics {}: read error", path));

@@ -76,6 +76,9 @@ TEST(Tactics, LoadedThroughTheKernelConfig) {
   EXPECT_NE(c.hash(), KernelConfig{}.hash());
   std::filesystem::remove(path);
   EXPECT_THROW(KernelConfig::parse(nlohmann::json{{"tactics", path}}.dump()), Error);
+  // Not a regular file: refused before anything is read (a FIFO or device would block).
+  EXPECT_THROW(KernelConfig::parse(R"({"tactics": "/dev/zero"})"), Error);
+  EXPECT_THROW(KernelConfig::parse(nlohmann::json{{"tactics", temp_path("")}}.dump()), Error);
 }
 
 TEST(Tactics, ConfigSwitchesKeepOldHashesAndRoundTrip) {
