@@ -13,6 +13,7 @@
 #include "mhc/core/error.hpp"
 #include "mhc/cuda/check.hpp"
 #include "mhc/cuda/cuda_backend.hpp"
+#include "mhc/cuda/device_plan.hpp"
 #include "mhc/cuda/device_site.hpp"
 #include "mhc/cuda/kernels.hpp"
 #include "mhc/cuda/timing.hpp"
@@ -301,8 +302,8 @@ void check_options(const KernelBenchOptions& o) {
 nlohmann::json bench_kernels(const KernelBenchOptions& o) {
   check_options(o);
   const MhcParams& p = o.params;
-  fmt::print("mhc bench kernels: {} ({}), projection {}{}, commit {}\n", o.preset_name,
-             describe(p), to_string(o.projection), o.batch_invariant ? ", batch-invariant" : "",
+  fmt::print("mhc bench kernels: {} ({}), projection {}{}, commit {}\n", o.preset_name, describe(p),
+             to_string(o.projection), o.batch_invariant ? ", batch-invariant" : "",
              o.commit.empty() ? "unknown" : o.commit);
   const Device d = query_device();
   cudaStream_t stream;
@@ -325,9 +326,9 @@ nlohmann::json bench_kernels(const KernelBenchOptions& o) {
                   schedule,
                   o.projection,
                   m,
-                  o.batch_invariant ? batch_invariant_tuning(p, m, d.prop.multiProcessorCount,
-                                                             tma_prenorm_available())
-                                    : choose_prenorm_tuning(p, m, d.prop.multiProcessorCount),
+                  o.batch_invariant ? batch_invariant_tuning(p, m, default_device_plan().sm_count,
+                                                             default_device_plan().tma128_available)
+                                    : choose_prenorm_tuning(default_device_plan(), p, m),
                   md * 2 * K + weight_bytes + md * (2 * p.n + p.n * p.n) * 4,
                   md * (6 * K + 4 * C) + weight_bytes};
     std::vector<Item> items;

@@ -167,8 +167,10 @@ nlohmann::json report(const OverlapOptions& o, const MhcParams& p, const Standin
   return doc;
 }
 
-nlohmann::json run_one_gpu(const OverlapOptions& o, const MhcParams& p, const ModelWeights& w,
-                           int64_t max_tokens) {
+// `rounds` passes over o.tokens on one GPU, in alternating order; rows in o.tokens' order.
+std::vector<std::vector<nlohmann::json>> rounds_one_gpu(const OverlapOptions& o, const MhcParams& p,
+                                                        const ModelWeights& w, int64_t max_tokens,
+                                                        int rounds) {
   DecoderStandin standin(p, max_tokens, {o.attention_width, o.ffn_width});
   SublayerFn sublayer = [&standin](int s, int64_t m, const Bf16* in, Bf16* out, cudaStream_t st) {
     standin(s, m, in, out, st);
@@ -178,10 +180,25 @@ nlohmann::json run_one_gpu(const OverlapOptions& o, const MhcParams& p, const Mo
   Arms arms(w, opt, sublayer);
   cudaStream_t st;
   MHC_CUDA_CHECK(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking));
-  const auto rows =
-      measure_all(o, p, arms, st, [](cudaStream_t s) { MHC_CUDA_CHECK(cudaStreamSynchronize(s)); });
+  const WaitFn wait = [](cudaStream_t s) { MHC_CUDA_CHECK(cudaStreamSynchronize(s)); };
+  std::vector<std::vector<nlohmann::json>> out;
+  OverlapOptions pass = o;
+  for (int r = 0; r < rounds; ++r) {
+    pass.tokens = o.tokens;
+    if (r % 2 == 1) std::reverse(pass.tokens.begin(), pass.tokens.end());
+    std::vector<nlohmann::json> rows = measure_all(pass, p, arms, st, wait);
+    if (r % 2 == 1) std::reverse(rows.begin(), rows.end());
+    out.push_back(std::move(rows));
+  }
   cudaStreamDestroy(st);
-  return report(o, p, standin.widths(), rows, bench_metadata());
+  return out;
+}
+
+nlohmann::json run_one_gpu(const OverlapOptions& o, const MhcParams& p, const ModelWeights& w,
+                           int64_t max_tokens) {
+  const auto rounds = rounds_one_gpu(o, p, w, max_tokens, 1);
+  return report(o, p, StandinWidths::for_params(p, {o.attention_width, o.ffn_width}), rounds.at(0),
+                bench_metadata());
 }
 
 #if MHC_WITH_NCCL
@@ -231,18 +248,31 @@ ModelWeights bench_model(const OverlapOptions& o, MhcParams& p) {
   return std::move(loaded.weights);
 }
 
+int64_t largest(const std::vector<int64_t>& tokens) {
+  int64_t max_tokens = 1;
+  for (int64_t t : tokens) {
+    if (t < 1) throw Error(fmt::format("--tokens: {} is not a positive token count", t));
+    max_tokens = std::max(max_tokens, t);
+  }
+  return max_tokens;
+}
+
 }  // namespace
+
+std::vector<std::vector<nlohmann::json>> overlap_rounds(const OverlapOptions& o,
+                                                        const ModelWeights& w, int rounds) {
+  if (!cuda::device_present())
+    throw Error("the overlap measurement needs a CUDA GPU; none is visible");
+  if (rounds < 1) throw Error(fmt::format("rounds={} must be >= 1", rounds));
+  return rounds_one_gpu(o, w.params, w, largest(o.tokens), rounds);
+}
 
 nlohmann::json bench_overlap(const OverlapOptions& o) {
   if (!cuda::device_present()) throw Error("mhc bench overlap needs a CUDA GPU; none is visible");
   MhcParams p = preset(o.preset_name);
   if (o.layers > 0) p.layers = o.layers;
   validate(p);
-  int64_t max_tokens = 1;
-  for (int64_t t : o.tokens) {
-    if (t < 1) throw Error(fmt::format("--tokens: {} is not a positive token count", t));
-    max_tokens = std::max(max_tokens, t);
-  }
+  const int64_t max_tokens = largest(o.tokens);
   if (o.tp < 0) throw Error(fmt::format("--tp {}: expected a TP size >= 1", o.tp));
   const ModelWeights w = bench_model(o, p);
   if (o.tp == 0) return run_one_gpu(o, p, w, max_tokens);

@@ -14,4 +14,9 @@ nlohmann::json bench_overlap(const OverlapOptions&) {
   throw Error("mhc bench overlap needs the CUDA backend; this build has none");
 }
 
+std::vector<std::vector<nlohmann::json>> overlap_rounds(const OverlapOptions&, const ModelWeights&,
+                                                        int) {
+  throw Error("the overlap measurement needs the CUDA backend; this build has none");
+}
+
 }  // namespace mhc::bench

@@ -22,10 +22,7 @@ void add_bench_overlap(CLI::App& bench) {
   add_preset_option(cmd, o->preset_name);
   cmd->add_option("--layers", o->layers, "Decoder layers (default: the preset's)")
       ->check(integer_in(1));
-  cmd->add_option("--tokens", o->tokens, "Token counts")
-      ->delimiter(',')
-      ->check(integer_in<int64_t>(1))
-      ->capture_default_str();
+  add_token_counts_option(cmd, o->tokens);
   cmd->add_option("--reps", o->reps, "Timed replays per arm and size")
       ->check(integer_in(1))
       ->capture_default_str();

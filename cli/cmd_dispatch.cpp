@@ -11,6 +11,7 @@
 #include "mhc/core/config.hpp"
 #include "mhc/core/dispatch.hpp"
 #include "mhc/core/error.hpp"
+#include "mhc/core/kernel_plan.hpp"
 #include "options.hpp"
 
 namespace mhc::cli {
@@ -36,6 +37,7 @@ struct DispatchArgs {
   int tp = 1;
   bool fused_available = false;
   JsonOutput json;
+  std::string images = "built";  // the binary's own, or a list such as sm_90a,sm_80,compute_80
 };
 
 constexpr const char* kNoFusedKernel =
@@ -64,6 +66,11 @@ nlohmann::json inputs_json(const DispatchArgs& a, const DispatchInputs& in) {
           {"fused_allreduce_available", a.fused_available}};
 }
 
+std::string images_text(const DispatchInputs& in) {
+  const std::string names = image_names(*in.images, ",");
+  return names.empty() ? "none (no CUDA backend in this binary; --images simulates one)" : names;
+}
+
 void print_text(const DispatchArgs& a, const DispatchInputs& in, const DispatchDecision& d) {
   auto line = [](std::string_view label, const std::string& value) {
     fmt::print("{:<13}{}\n", label, value);
@@ -73,8 +80,8 @@ void print_text(const DispatchArgs& a, const DispatchInputs& in, const DispatchD
   line("decision", d.overlap ? "overlap (coefficient path on the side stream)"
                              : "no overlap (native schedule)");
   line("reason", d.overlap ? "-" : fmt::format("{}: {}", d.reason_code, d.reason));
-  line("threshold", fmt::format("0 < M <= {} ({})", d.max_tokens,
-                                in.config.overlap_max_tokens ? "kernel config" : "arch default"));
+  line("threshold", fmt::format("0 < M <= {} ({})", d.max_tokens, d.max_tokens_source));
+  line("images", images_text(in));
   line("all-reduce", std::string(to_string(d.all_reduce)));
   line("config", in.config.describe());
   line("config hash", hash_text(in.config.hash()));
@@ -87,6 +94,8 @@ nlohmann::json report_json(const DispatchArgs& a, const DispatchInputs& in,
   out["config"] = nlohmann::json::parse(in.config.to_json());
   out["config_hash"] = hash_text(in.config.hash());
   out["inputs"] = inputs_json(a, in);
+  out["threshold_source"] = d.max_tokens_source;
+  out["images"] = images_text(in);
   if (d.all_reduce == AllReduce::fused) out["note"] = kNoFusedKernel;
   return out;
 }
@@ -101,6 +110,7 @@ void run_dispatch(const DispatchArgs& a) {
   in.mode = parse_exec_mode(a.mode);
   in.ubatching = a.ubatching;
   in.prenorm_gemm_available = !a.no_prenorm_gemm;
+  in.images = a.images == "built" ? built_images() : parse_images(a.images);
   CliTensorParallel tp;
   tp.world = a.tp;
   tp.fused = a.fused_available;
@@ -136,6 +146,10 @@ void register_dispatch(CLI::App& app) {
       ->capture_default_str();
   cmd->add_flag("--fused-allreduce-available", args->fused_available,
                 "The TP group offers the SM100 fused all-reduce");
+  cmd->add_option("--images", args->images,
+                  "Kernel images of a simulated binary, e.g. sm_90a,sm_80,sm_100f,compute_80 "
+                  "(default: this binary's)")
+      ->capture_default_str();
   args->json.add_to(cmd);
   cmd->callback([args] { run_dispatch(*args); });
 }

@@ -7,6 +7,7 @@
 
 #include "commands.hpp"
 #include "memory.hpp"
+#include "mhc/bench/overlap.hpp"
 #include "mhc/core/backend.hpp"
 #include "mhc/core/config.hpp"
 #include "mhc/core/dispatch.hpp"
@@ -18,6 +19,7 @@
 #include "options.hpp"
 #include "run_report.hpp"
 #if MHC_WITH_CUDA
+#include "mhc/cuda/device_plan.hpp"
 #include "mhc/schedule/stack_run.hpp"
 #endif
 #if MHC_WITH_NCCL
@@ -163,6 +165,7 @@ void run(const RunOptions& o, bool preset_given) {
 #if MHC_WITH_CUDA
     cuda::StackRunOptions run_opt{mode, o.sync_check == "error", o.trace_path};
     cuda::StackRunResult r = cuda::run_stack(weights, o.tokens, x0.data(), cfg, run_opt);
+    report.plan(cuda::device_plan(cfg));
     report.dispatch(r.decision, true);
     report.gpu_forward(o.mode, r.overlapped, r.graph_replayed, r.sync_checked, o.trace_path);
     trace = std::move(r.trace);
@@ -176,6 +179,12 @@ void run(const RunOptions& o, bool preset_given) {
 
   const int reps = o.timing_reps > 0 ? o.timing_reps : (backend->name() == "cpu" ? 5 : 200);
   report.timing(backend->time_site(weights, o.tokens, reps), p, o.tokens);
+  if (on_gpu && o.tokens > 0) {
+    bench::OverlapOptions sweep;
+    sweep.tokens = {o.tokens};
+    sweep.reps = o.timing_reps > 0 ? o.timing_reps : 40;
+    report.schedules(bench::overlap_rounds(sweep, weights, 1).at(0).at(0));
+  }
   report.finish();
   if (!report.all_passed()) throw Error("validation failed (see the FAIL lines above)");
 }

@@ -15,9 +15,12 @@ void register_dispatch(CLI::App& app);        // cmd_dispatch.cpp
 void register_bench(CLI::App& app);           // cmd_bench.cpp
 void add_bench_overlap(CLI::App& bench);      // bench_overlap.cpp: `mhc bench overlap`
 void register_export_example(CLI::App& app);  // cmd_export_example.cpp
+void register_plan(CLI::App& app);            // cmd_plan.cpp
+void register_tune(CLI::App& app);            // cmd_tune.cpp
 
 using RegisterFn = void (*)(CLI::App&);
-inline constexpr RegisterFn kCommands[] = {register_run, register_site, register_dispatch,
-                                           register_bench, register_export_example};
+inline constexpr RegisterFn kCommands[] = {register_run,           register_site, register_dispatch,
+                                           register_plan,          register_tune, register_bench,
+                                           register_export_example};
 
 }  // namespace mhc::cli

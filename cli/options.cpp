@@ -57,6 +57,13 @@ CLI::Option* add_tokens_option(CLI::App* cmd, int64_t& tokens) {
       ->capture_default_str();
 }
 
+CLI::Option* add_token_counts_option(CLI::App* cmd, std::vector<int64_t>& tokens) {
+  return cmd->add_option("--tokens", tokens, "Token counts")
+      ->delimiter(',')
+      ->check(integer_in<int64_t>(1))
+      ->capture_default_str();
+}
+
 CLI::Option* add_seed_option(CLI::App* cmd, uint64_t& seed) {
   return cmd->add_option("--seed", seed, "Seed of the synthetic weights and inputs")
       ->check(integer_in<uint64_t>(0))

@@ -44,7 +44,8 @@ CLI::Option* add_backend_option(CLI::App* cmd, std::string& backend);  // auto|c
 CLI::Option* add_mode_option(CLI::App* cmd, std::string& mode);        // eager|piecewise|full
 CLI::Option* add_preset_option(CLI::App* cmd, std::string& preset);    // the known presets
 CLI::Option* add_tokens_option(CLI::App* cmd, int64_t& tokens);        // >= 0
-CLI::Option* add_seed_option(CLI::App* cmd, uint64_t& seed);           // any 64-bit value
+CLI::Option* add_token_counts_option(CLI::App* cmd, std::vector<int64_t>& tokens);  // 1,2,4: >= 1
+CLI::Option* add_seed_option(CLI::App* cmd, uint64_t& seed);  // any 64-bit value
 CLI::Option* add_kernel_config_option(CLI::App* cmd, std::string& json);
 
 // `--json [FILE]`, the same in every subcommand: bare, the JSON report goes to stdout (and the

@@ -91,6 +91,7 @@ void RunReport::header(const std::string& preset_name, const MhcParams& p, int64
 void RunReport::dispatch(const DispatchDecision& d, bool on_gpu) {
   doc_["dispatch"] = nlohmann::json::parse(d.to_json());
   doc_["dispatch"]["applies"] = on_gpu;
+  doc_["dispatch"]["max_tokens_source"] = d.max_tokens_source;
   if (!text_) return;
   if (!on_gpu) {
     fmt::print("dispatch: overlap no (the CPU backend runs on one stream; policy says: {})\n",
@@ -98,6 +99,27 @@ void RunReport::dispatch(const DispatchDecision& d, bool on_gpu) {
     return;
   }
   fmt::print("dispatch: {}\n", d.describe());
+  fmt::print("threshold from: {}\n", d.max_tokens_source);
+}
+
+void RunReport::plan(const KernelPlan& plan) {
+  doc_["kernel_plan"] = nlohmann::json::parse(plan.to_json());
+  if (!text_) return;
+  fmt::print("kernel plan: {}\n", plan.summary());
+  fmt::print(
+      "plan switches: prenorm_kernel, prenorm_splits, fused_input, folded_post, tactics "
+      "(kernel config; `mhc plan` explains); in force: {}\n",
+      plan.overrides_text());
+}
+
+void RunReport::schedules(const nlohmann::json& row) {
+  doc_["schedules"] = row;
+  if (!text_) return;
+  fmt::print(
+      "schedules: native {:.2f} us/layer, overlap {:.2f} us/layer, gain {:+.2f}% (stand-in "
+      "decoder, FULL graphs, {} interleaved replays each, median)\n",
+      row.at("native_us_per_layer").get<double>(), row.at("overlap_us_per_layer").get<double>(),
+      row.at("gain_percent").get<double>(), row.at("reps").get<int>());
 }
 
 void RunReport::gpu_forward(const std::string& mode, bool overlapped, bool graph_replayed,

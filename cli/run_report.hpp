@@ -9,6 +9,7 @@
 
 #include "mhc/core/backend.hpp"
 #include "mhc/core/dispatch.hpp"
+#include "mhc/core/kernel_plan.hpp"
 #include "mhc/core/params.hpp"
 #include "mhc/cpu/compare.hpp"
 #include "mhc/cpu/model.hpp"
@@ -30,6 +31,10 @@ class RunReport {
   void header(const std::string& preset_name, const MhcParams& p, int64_t tokens, uint64_t seed,
               const Backend& backend, const KernelConfig& cfg);
   void dispatch(const DispatchDecision& d, bool on_gpu);
+  // The kernel plan in force (kernel_plan.hpp) and the switches that change it.
+  void plan(const KernelPlan& plan);
+  // Native and overlap schedules side by side at this size (a row of the overlap measurement).
+  void schedules(const nlohmann::json& row);
   void gpu_forward(const std::string& mode, bool overlapped, bool graph_replayed, bool sync_checked,
                    const std::string& trace_path);
   void site_check(const SiteCheck& c, const Tolerances& tol);

@@ -14,7 +14,8 @@ namespace {
 using json = nlohmann::json;
 
 constexpr const char* kKnownKeys =
-    "batch_invariant, enable_mhc_overlap, overlap_max_tokens, projection";
+    "batch_invariant, enable_mhc_overlap, overlap_max_tokens, projection, prenorm_kernel, "
+    "prenorm_splits, fused_input, folded_post, tactics";
 constexpr uint64_t kMaxOverlapTokens = uint64_t{1} << 20;
 
 // The offending value as it appeared, shortened so a huge value cannot flood the message.
@@ -29,10 +30,41 @@ std::string shown(const json& value) {
       fmt::format("kernel config key '{}' must be {}, got {}", key, expected, shown(value)));
 }
 
-std::optional<bool> parse_enable(const json& value) {
+std::optional<bool> parse_switch(std::string_view key, const json& value) {
   if (value.is_null()) return std::nullopt;
-  if (!value.is_boolean()) wrong_type("enable_mhc_overlap", "true, false or null", value);
+  if (!value.is_boolean()) wrong_type(key, "true, false or null", value);
   return value.get<bool>();
+}
+
+std::optional<std::string> parse_prenorm_kernel(const json& value) {
+  constexpr std::string_view key = "prenorm_kernel";
+  constexpr const char* expected = R"("mma16", "mma64", "tma128", "auto" or null)";
+  if (value.is_null()) return std::nullopt;
+  if (!value.is_string()) wrong_type(key, expected, value);
+  const auto& text = value.get_ref<const std::string&>();
+  if (text == "auto") return std::nullopt;
+  if (text == "mma16" || text == "mma64" || text == "tma128") return text;
+  throw Error(
+      fmt::format("kernel config key '{}' must be {}, got {}", key, expected, value.dump()));
+}
+
+std::optional<int> parse_splits(const json& value) {
+  constexpr std::string_view key = "prenorm_splits";
+  if (value.is_null()) return std::nullopt;
+  if (!value.is_number_integer()) wrong_type(key, "an integer in 1..1024 or null", value);
+  const bool huge = value.is_number_unsigned() && value.get<uint64_t>() > 1024;
+  if (huge || value.get<int64_t>() < 1 || value.get<int64_t>() > 1024) {
+    throw Error(
+        fmt::format("kernel config key '{}' must be in 1..1024, got {}", key, value.dump()));
+  }
+  return value.get<int>();
+}
+
+std::optional<Tactics> parse_tactics(const json& value) {
+  if (value.is_null()) return std::nullopt;
+  if (value.is_string()) return Tactics::load(value.get<std::string>());
+  if (value.is_object()) return Tactics::parse(value.dump(), "inline");
+  wrong_type("tactics", "a file name, a tactics object or null", value);
 }
 
 std::optional<int> parse_max_tokens(const json& value) {
@@ -132,13 +164,23 @@ KernelConfig KernelConfig::parse(std::string_view json_text) {
   }
   for (const auto& [key, value] : root.items()) {
     if (key == "enable_mhc_overlap") {
-      config.enable_mhc_overlap = parse_enable(value);
+      config.enable_mhc_overlap = parse_switch(key, value);
     } else if (key == "overlap_max_tokens") {
       config.overlap_max_tokens = parse_max_tokens(value);
     } else if (key == "batch_invariant") {
       config.batch_invariant = parse_batch_invariant(value);
     } else if (key == "projection") {
       config.projection = parse_projection(value);
+    } else if (key == "prenorm_kernel") {
+      config.prenorm_kernel = parse_prenorm_kernel(value);
+    } else if (key == "prenorm_splits") {
+      config.prenorm_splits = parse_splits(value);
+    } else if (key == "fused_input") {
+      config.fused_input = parse_switch(key, value);
+    } else if (key == "folded_post") {
+      config.folded_post = parse_switch(key, value);
+    } else if (key == "tactics") {
+      config.tactics = parse_tactics(value);
     } else {
       throw Error(fmt::format("unknown kernel config key '{}' (known keys: {})", key, kKnownKeys));
     }
@@ -146,16 +188,35 @@ KernelConfig KernelConfig::parse(std::string_view json_text) {
   return config;
 }
 
+namespace {
+
+std::string bool_text(bool b) { return b ? "true" : "false"; }
+
+// The plan switches and tactics, sorted among the first three keys; only those set.
+std::string optional_fields(const KernelConfig& c) {
+  std::string out;
+  if (c.folded_post) out += fmt::format(R"("folded_post":{},)", bool_text(*c.folded_post));
+  if (c.fused_input) out += fmt::format(R"("fused_input":{},)", bool_text(*c.fused_input));
+  return out;
+}
+
+}  // namespace
+
 // Written by hand rather than by a JSON library: hash() is pinned to these exact bytes, so their
 // format must not depend on a library version. Keys in sorted order.
 std::string KernelConfig::to_json() const {
   const std::string enable =
-      enable_mhc_overlap ? (*enable_mhc_overlap ? "true" : "false") : std::string("null");
+      enable_mhc_overlap ? bool_text(*enable_mhc_overlap) : std::string("null");
   const std::string max_tokens =
       overlap_max_tokens ? std::to_string(*overlap_max_tokens) : std::string("null");
-  return fmt::format(R"({{{}"enable_mhc_overlap":{},"overlap_max_tokens":{},"projection":"{}"}})",
-                     batch_invariant ? R"("batch_invariant":true,)" : "", enable, max_tokens,
-                     to_string(projection));
+  std::string tail;
+  if (prenorm_kernel) tail += fmt::format(R"(,"prenorm_kernel":"{}")", *prenorm_kernel);
+  if (prenorm_splits) tail += fmt::format(R"(,"prenorm_splits":{})", *prenorm_splits);
+  tail += fmt::format(R"(,"projection":"{}")", to_string(projection));
+  if (tactics) tail += fmt::format(R"(,"tactics":{})", tactics->to_json());
+  return fmt::format(R"({{{}"enable_mhc_overlap":{},{}"overlap_max_tokens":{}{}}})",
+                     batch_invariant ? R"("batch_invariant":true,)" : "", enable,
+                     optional_fields(*this), max_tokens, tail);
 }
 
 uint64_t KernelConfig::hash() const {
@@ -169,12 +230,18 @@ uint64_t KernelConfig::hash() const {
 
 std::string KernelConfig::describe() const {
   const std::string enable =
-      enable_mhc_overlap ? (*enable_mhc_overlap ? "true" : "false") : std::string("unset");
+      enable_mhc_overlap ? bool_text(*enable_mhc_overlap) : std::string("unset");
   const std::string max_tokens =
       overlap_max_tokens ? std::to_string(*overlap_max_tokens) : std::string("default");
-  return fmt::format("enable_mhc_overlap={} overlap_max_tokens={} projection={}{}", enable,
-                     max_tokens, to_string(projection),
-                     batch_invariant ? " batch_invariant=on" : "");
+  std::string text = fmt::format("enable_mhc_overlap={} overlap_max_tokens={} projection={}",
+                                 enable, max_tokens, to_string(projection));
+  if (prenorm_kernel) text += " prenorm_kernel=" + *prenorm_kernel;
+  if (prenorm_splits) text += fmt::format(" prenorm_splits={}", *prenorm_splits);
+  if (fused_input) text += " fused_input=" + bool_text(*fused_input);
+  if (folded_post) text += " folded_post=" + bool_text(*folded_post);
+  if (tactics) text += " tactics=" + tactics->source;
+  if (batch_invariant) text += " batch_invariant=on";
+  return text;
 }
 
 }  // namespace mhc

@@ -7,6 +7,7 @@
 #include <optional>
 
 #include "mhc/core/error.hpp"
+#include "mhc/core/kernel_plan.hpp"
 
 namespace mhc {
 
@@ -31,34 +32,46 @@ void check_inputs(const DispatchInputs& in) {
   }
 }
 
-std::optional<Failure> config_or_arch_failure(const DispatchInputs& in) {
+std::string images_text(const KernelPlan& plan) {
+  const std::string names = image_names(plan.built);
+  return names.empty() ? "none" : names;
+}
+
+// The architecture's rule as the kernel plan states it for this binary (plan_sm*.cpp).
+std::optional<Failure> config_or_arch_failure(const DispatchInputs& in, const KernelPlan& plan) {
   const auto& enable = in.config.enable_mhc_overlap;
   const ComputeCapability cc = in.capability;
   if (enable.has_value() && !*enable) {
     return Failure{"disabled_by_config",
                    "overlap is disabled by the kernel config (enable_mhc_overlap=false)."};
   }
-  if (cc.is_sm100_family()) return std::nullopt;
-  if (!cc.is_sm90()) {
+  if (plan.rules.overlap == OverlapAvailability::never) {
     return Failure{"arch_unsupported",
                    fmt::format("compute capability {} is neither SM90 nor the SM100 family (10.0, "
                                "10.3); overlap never runs there.",
                                cc_text(cc))};
   }
-  if (!enable.has_value()) {
+  // No kernel image at all: static_failure says so.
+  if (plan.overlap != OverlapAvailability::opt_in || enable.has_value()) return std::nullopt;
+  if (cc.is_sm90()) {
     return Failure{"sm90_not_opted_in",
                    "overlap on SM90 (compute capability 9.0) is opt-in and the kernel config does "
                    "not set enable_mhc_overlap=true."};
   }
-  return std::nullopt;
+  return Failure{"sm100_code_missing",
+                 fmt::format("this binary holds no SM100 code (images: {}), so compute capability "
+                             "{} JIT-compiles the portable kernels, a path measured nowhere; the "
+                             "overlap there is opt-in (enable_mhc_overlap=true).",
+                             images_text(plan), cc_text(cc))};
 }
 
-std::optional<Failure> static_failure(const DispatchInputs& in) {
-  if (!in.prenorm_gemm_available) {
+std::optional<Failure> static_failure(const DispatchInputs& in, const KernelPlan& plan) {
+  if (!in.prenorm_gemm_available || !plan.has_kernels()) {
     return Failure{
         "no_prenorm_gemm",
-        fmt::format("the prenorm GEMM kernel is not available for compute capability {}.",
-                    cc_text(in.capability))};
+        fmt::format("the prenorm GEMM kernel is not available for compute capability {} (images "
+                    "in this binary: {}).",
+                    cc_text(in.capability), images_text(plan))};
   }
   if (in.hidden % 64 != 0) {
     return Failure{"hidden_not_multiple_of_64",
@@ -161,21 +174,22 @@ ComputeCapability parse_capability(std::string_view s) {
 }
 
 int default_overlap_max_tokens(ComputeCapability cc) {
-  // Hopper: the largest size up to which the overlap won at every hidden size measured with
-  // `mhc bench overlap` (docs/overlap.md; the record in docs/decisions.md, "Hopper overlap
-  // threshold"). Elsewhere upstream's 16, derived from GB200.
-  if (cc.is_sm90()) return kSm90OverlapMaxTokens;
-  return 16;
+  return rules_for(cc, std::nullopt).overlap_max_tokens;
 }
 
 DispatchDecision decide(const DispatchInputs& in) {
   check_inputs(in);
+  const std::vector<KernelImage>& images = in.images ? *in.images : built_images();
+  const std::optional<KernelImage> image =
+      in.loaded_image ? in.loaded_image : image_for(in.capability, images);
+  const KernelPlan plan = make_plan(in.capability, 1, image, false, images, in.config);
   DispatchDecision d;
-  d.max_tokens = in.config.overlap_max_tokens.value_or(default_overlap_max_tokens(in.capability));
+  d.max_tokens = plan.overlap_max_tokens;
+  d.max_tokens_source = plan.overlap_max_tokens_source;
   // Independent of overlap: the sublayer's all-reduce exists whether or not overlap runs.
   d.all_reduce = choose_all_reduce(in.capability, in.tp);
-  auto failure = config_or_arch_failure(in);
-  if (!failure) failure = static_failure(in);
+  auto failure = config_or_arch_failure(in, plan);
+  if (!failure) failure = static_failure(in, plan);
   if (!failure) failure = runtime_failure(in, d.max_tokens);
   d.overlap = !failure.has_value();
   if (failure) {

@@ -9,6 +9,7 @@
 #include "mhc/core/error.hpp"
 #include "mhc/cuda/check.hpp"
 #include "mhc/cuda/cuda_backend.hpp"
+#include "mhc/cuda/device_plan.hpp"
 #include "mhc/cuda/device_site.hpp"
 #include "mhc/cuda/kernels.hpp"
 #include "mhc/cuda/timing.hpp"
@@ -20,15 +21,6 @@ namespace {
 template <typename... Args>
 std::string msg(std::string_view format, const Args&... args) {
   return fmt::vformat(format, fmt::make_format_args(args...));
-}
-
-// Which of the compiled kernel images the runtime loads on this device.
-std::string kernel_path(const cudaDeviceProp& prop) {
-  if (prop.major == 9 && prop.minor == 0) {
-    return msg("sm_90a kernels, TMA-fed prenorm GEMM from {} tokens", kTmaPrenormMinTokens);
-  }
-  if (prop.major == 8) return "sm_80 kernels";
-  return "compute_80 PTX kernels (JIT-compiled by the driver)";
 }
 
 // A cheap identity of a model's weights: shapes plus samples of every array, so that the upload
@@ -75,6 +67,7 @@ class CudaBackend final : public Backend {
               "(mma.sync TF32)",
               prop_.name, prop_.major, prop_.minor));
     }
+    plan_ = device_plan(config_);
     MHC_CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
   }
   ~CudaBackend() override { cudaStreamDestroy(stream_); }
@@ -82,7 +75,7 @@ class CudaBackend final : public Backend {
   std::string name() const override { return "cuda"; }
   std::string description() const override {
     return msg("{} (sm_{}{}, {} SMs), {}, projection {}{}", prop_.name, prop_.major, prop_.minor,
-               prop_.multiProcessorCount, kernel_path(prop_), to_string(config_.projection),
+               prop_.multiProcessorCount, plan_.summary(), to_string(config_.projection),
                config_.batch_invariant ? ", batch-invariant" : "");
   }
   std::optional<ComputeCapability> capability() const override {
@@ -100,9 +93,8 @@ class CudaBackend final : public Backend {
     b.pre_mix.upload(in.pre_mix, size_t(m * p.n));
     b.sublayer_out.upload(in.sublayer_out, size_t(m * p.hidden));
     SiteWorkspace& ws = workspace(p, m);
-    PrenormTuning tuning;  // chosen by prenorm_coefficients
-    tuning.batch_invariant = config_.batch_invariant;
-    enqueue_site(p, m, dw, b, config_.projection, tuning, ws, stream_);
+    enqueue_site(p, m, dw, b, config_.projection, prenorm_tuning_for(plan_, config_, p, m), ws,
+                 stream_);
     MHC_CUDA_CHECK(cudaStreamSynchronize(stream_));
     b.layer_input.download(out.layer_input, size_t(m * p.hidden));
     b.pre.download(out.pre, size_t(m * p.n));
@@ -134,7 +126,7 @@ class CudaBackend final : public Backend {
     }
     const DeviceModel& model = upload(w);
     SiteWorkspace& ws = workspace(p, tokens);
-    const PrenormTuning tuning = prenorm_tuning_for(config_, p, tokens, prop_.multiProcessorCount);
+    const PrenormTuning tuning = prenorm_tuning_for(plan_, config_, p, tokens);
     const TimedResult r = time_rotated_graphs(
         p, tokens, prop_.l2CacheSize, reps, stream_, [&](DeviceSiteBuffers& b, cudaStream_t s) {
           enqueue_site(p, tokens, model.site, b, config_.projection, tuning, ws, s);
@@ -169,6 +161,7 @@ class CudaBackend final : public Backend {
 
   KernelConfig config_;
   cudaDeviceProp prop_{};
+  KernelPlan plan_;
   cudaStream_t stream_ = nullptr;
   std::unique_ptr<SiteWorkspace> workspace_;
   std::unique_ptr<DeviceModel> model_;

@@ -116,25 +116,13 @@ int max_prenorm_splits(const MhcParams& p) {
 
 bool tma_prenorm_available() { return bulk_copies_enabled(); }
 
-PrenormTuning choose_prenorm_tuning(const MhcParams& p, int64_t tokens, int sm_count, bool tma) {
-  // Measured on an H200 (docs/kernels.md): 16-token tiles win up to a few hundred tokens (more
-  // CTAs, less register pressure), 64-token tiles above (hc_fn re-read from L2 once per tile),
-  // and the TMA kernel's 128-token tiles from kTmaPrenormMinTokens where it exists.
-  // Splits fill the multiprocessors once; at decode sizes they are capped because the last CTA
-  // reads every split's partials, which costs more than it saves beyond a few dozen.
-  constexpr int kDecodeMaxSplits = 40;
+PrenormTuning choose_prenorm_tuning(const KernelPlan& plan, const MhcParams& p, int64_t tokens) {
+  const PrenormChoice c = plan.prenorm_choice(tokens, max_prenorm_splits(p));
   PrenormTuning t;
-  t.rows_per_tile = tma && tokens >= kTmaPrenormMinTokens ? kTmaRowsPerTile
-                    : tokens <= 256                       ? 16
-                                                          : 64;
-  const int64_t tiles = std::max<int64_t>(1, ceil_div(tokens, t.rows_per_tile));
-  const int64_t cap = std::min<int64_t>(max_prenorm_splits(p), kDecodeMaxSplits);
-  t.splits = static_cast<int>(std::clamp<int64_t>(sm_count / tiles, 1, cap));
+  t.rows_per_tile = rows_per_tile(c.kernel);
+  t.splits = c.splits;
+  t.fused_input_max_tokens = plan.fused_input_max_tokens;
   return t;
-}
-
-PrenormTuning choose_prenorm_tuning(const MhcParams& p, int64_t tokens, int sm_count) {
-  return choose_prenorm_tuning(p, tokens, sm_count, tma_prenorm_available());
 }
 
 namespace {
@@ -177,15 +165,18 @@ PrenormTuning batch_invariant_tuning(const MhcParams& p, int64_t tokens, int sm_
   return t;
 }
 
-PrenormTuning prenorm_tuning_for(const KernelConfig& config, const MhcParams& p, int64_t tokens,
-                                 int sm_count) {
+PrenormTuning prenorm_tuning_for(const KernelPlan& plan, const KernelConfig& config,
+                                 const MhcParams& p, int64_t tokens) {
   return config.batch_invariant
-             ? batch_invariant_tuning(p, tokens, sm_count, tma_prenorm_available())
-             : choose_prenorm_tuning(p, tokens, sm_count, tma_prenorm_available());
+             ? batch_invariant_tuning(p, tokens, plan.sm_count, plan.tma128_available)
+             : choose_prenorm_tuning(plan, p, tokens);
 }
 
 bool input_path_fuses(const MhcParams& p, int64_t tokens, const PrenormTuning& tuning) {
-  return !tuning.batch_invariant && tuning.rows_per_tile == 16 && tokens <= kFusedInputMaxTokens &&
+  const int64_t limit = tuning.fused_input_max_tokens >= 0
+                            ? tuning.fused_input_max_tokens
+                            : default_device_plan().fused_input_max_tokens;
+  return !tuning.batch_invariant && tuning.rows_per_tile == 16 && tokens <= limit &&
          p.hidden <= kFusedInputMaxHidden;
 }
 
@@ -249,13 +240,14 @@ void prenorm_coefficients(const MhcParams& p, int64_t tokens, const CoefficientB
   const bool tma = tma_prenorm_available();
   const PrenormTuning chosen = tuning.batch_invariant
                                    ? batch_invariant_tuning(p, tokens, current_sm_count(), tma)
-                                   : choose_prenorm_tuning(p, tokens, current_sm_count(), tma);
+                                   : choose_prenorm_tuning(default_device_plan(), p, tokens);
   if (tuning.rows_per_tile == 0) tuning.rows_per_tile = chosen.rows_per_tile;
   if (tuning.splits == 0) tuning.splits = chosen.splits;
-  require_that(tuning.rows_per_tile == 16 || tuning.rows_per_tile == 64 ||
-                   (tuning.rows_per_tile == kTmaRowsPerTile && tma),
-               "{}: rows_per_tile={} must be 16 or 64{}", what, tuning.rows_per_tile,
-               tma ? " or 128" : " (128, the TMA kernel, needs compute capability 9.x)");
+  require_that(
+      tuning.rows_per_tile == 16 || tuning.rows_per_tile == 64 ||
+          (tuning.rows_per_tile == kTmaRowsPerTile && tma),
+      "{}: rows_per_tile={} must be 16 or 64{}", what, tuning.rows_per_tile,
+      tma ? " or 128" : " (128, the TMA kernel, needs an image with the sm_90 instructions)");
   require_that(tuning.splits >= 1 && tuning.splits <= max_prenorm_splits(p),
                "{}: splits={} must be in 1..{} for K={}", what, tuning.splits,
                max_prenorm_splits(p), p.k());

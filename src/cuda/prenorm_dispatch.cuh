@@ -7,6 +7,17 @@
 namespace mhc::cuda {
 
 template <int kStreams>
+cudaError_t prenorm_attributes(int rows_per_tile, cudaFuncAttributes* out) {
+  if (rows_per_tile == kTmaRowsPerTile) {
+    return cudaFuncGetAttributes(out, sm90_prenorm_tma_kernel<kStreams, false>);
+  }
+  if (rows_per_tile == 16) {
+    return cudaFuncGetAttributes(out, prenorm_coefficients_kernel<kStreams, 1, false>);
+  }
+  return cudaFuncGetAttributes(out, prenorm_coefficients_kernel<kStreams, 4, false>);
+}
+
+template <int kStreams>
 cudaError_t dispatch_prenorm(const PrenormArgs& args, bool compensated, int rows_per_tile,
                              cudaStream_t stream) {
   if (args.previous.x != nullptr) {  // the previous site's post folded in: 16-row tiles only

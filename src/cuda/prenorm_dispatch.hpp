@@ -10,6 +10,11 @@ struct PrenormArgs;
 // Launches the instantiation for kStreams, the projection and the tile size: 16 or 64 rows
 // (register-fed kernel) or 128 (TMA kernel, sm_90); with args.previous set, the 16-row
 // instantiation that folds in the previous site's post.
+// What the runtime reports for the TF32 instantiation of that tile size (16, 64, 128) in the
+// image it loaded on the current device (binaryVersion, ptxVersion, registers, local memory).
+template <int kStreams>
+cudaError_t prenorm_attributes(int rows_per_tile, cudaFuncAttributes* out);
+
 template <int kStreams>
 cudaError_t dispatch_prenorm(const PrenormArgs& args, bool compensated, int rows_per_tile,
                              cudaStream_t stream);

@@ -6,6 +6,7 @@
 
 #include "mhc/cuda/check.hpp"
 #include "mhc/cuda/device_buffer.hpp"
+#include "mhc/cuda/device_plan.hpp"
 #include "mhc/cuda/device_site.hpp"
 #include "mhc/cuda/kernels.hpp"
 #include "mhc/schedule/stack_launches.hpp"
@@ -17,8 +18,7 @@ struct StackExecutor::Impl {
   KernelConfig config;
   StackOptions options;
   SublayerFn sublayer;
-  ComputeCapability capability;
-  int sm_count = 0;
+  KernelPlan plan;
 
   std::vector<DeviceSiteWeights> sites;
   std::vector<DeviceBuffer<float>> gains;
@@ -71,12 +71,7 @@ StackExecutor::Impl::Impl(const ModelWeights& w, const KernelConfig& cfg, const 
     throw Error(fmt::format("StackExecutor: {} site weights for {} layers (need {})",
                             w.sites.size(), p.layers, p.sites()));
   }
-  int device = 0;
-  cudaDeviceProp prop{};
-  MHC_CUDA_CHECK(cudaGetDevice(&device));
-  MHC_CUDA_CHECK(cudaGetDeviceProperties(&prop, device));
-  capability = {prop.major, prop.minor};
-  sm_count = prop.multiProcessorCount;
+  plan = device_plan(config);
 
   for (int s = 0; s < p.sites(); ++s) {
     sites.emplace_back(p, w.sites[size_t(s)].view());
@@ -141,15 +136,15 @@ StackBuffers StackExecutor::Impl::stack_buffers() const {
 
 StackLayout StackExecutor::Impl::layout(int64_t tokens, bool overlap) const {
   if (overlap || !options.native_decode_schedule) return StackLayout::fused_post;
-  if (!input_path_fuses(p, tokens, prenorm_tuning_for(config, p, tokens, sm_count))) {
+  if (!input_path_fuses(p, tokens, prenorm_tuning_for(plan, config, p, tokens))) {
     return StackLayout::fused_post;
   }
-  const bool fold = options.fold_previous_post && tokens <= kFoldedDecodeMaxTokens;
+  const bool fold = options.fold_previous_post && tokens <= plan.folded_post_max_tokens;
   return fold ? StackLayout::folded_decode : StackLayout::decode;
 }
 
 StackExecutor::Impl::LaunchList StackExecutor::Impl::launches(int64_t tokens, bool overlap) {
-  const PrenormTuning tuning = prenorm_tuning_for(config, p, tokens, sm_count);
+  const PrenormTuning tuning = prenorm_tuning_for(plan, config, p, tokens);
   LaunchList list;
   list.layout = layout(tokens, overlap);
   list.sites.reserve(size_t(p.sites()));
@@ -168,8 +163,10 @@ const StackExecutor::Impl::LaunchList& StackExecutor::Impl::cached_launches(int6
 
 DispatchDecision StackExecutor::Impl::decide(int64_t tokens, ExecMode mode) const {
   DispatchInputs in;
-  in.capability = capability;
-  in.prenorm_gemm_available = true;  // compiled for every GPU this backend accepts (sm_80+)
+  in.capability = plan.capability;
+  in.images = plan.built;
+  in.loaded_image = plan.image;
+  in.prenorm_gemm_available = plan.has_kernels();
   in.hidden = p.hidden;
   in.n = p.n;
   in.ubatching = options.ubatching;
@@ -288,6 +285,7 @@ const Bf16* StackExecutor::layer_trace(int layer) const {
 }
 const Bf16* StackExecutor::layer_input() const { return impl_->layer_input.get(); }
 const MhcParams& StackExecutor::params() const { return impl_->p; }
+const KernelPlan& StackExecutor::plan() const { return impl_->plan; }
 int64_t StackExecutor::overlapped_sites() const { return impl_->overlapped_sites; }
 int64_t StackExecutor::native_sites() const { return impl_->native_sites; }
 int64_t StackExecutor::folded_sites() const { return impl_->folded_sites; }

@@ -58,18 +58,20 @@ TEST(RunCli, BadInputsAreClearErrors) {
 }
 
 TEST(DispatchCli, HopperOptInOverlapsUpToTheMeasuredThreshold) {
-  const std::string opt_in = "dispatch --arch 9.0 --kernel-config '{\"enable_mhc_overlap\": true}'";
+  const std::string opt_in =
+      "dispatch --arch 9.0 --images sm_90a,sm_80,compute_80 --kernel-config "
+      "'{\"enable_mhc_overlap\": true}'";
   auto decide = [](const std::string& args) {
     const RunResult r = run_mhc(args + " --json");
     EXPECT_EQ(r.status, 0) << r.err;
     return nlohmann::json::parse(r.out);
   };
-  EXPECT_EQ(decide(opt_in + " --tokens 128").at("overlap"), true);
-  const auto above = decide(opt_in + " --tokens 129");
+  EXPECT_EQ(decide(opt_in + " --tokens 32").at("overlap"), true);
+  const auto above = decide(opt_in + " --tokens 33");
   EXPECT_EQ(above.at("overlap"), false);
   EXPECT_EQ(above.at("reason_code"), "too_many_tokens");
-  EXPECT_EQ(above.at("max_tokens"), 128);
-  EXPECT_EQ(decide("dispatch --arch 9.0").at("reason_code"), "sm90_not_opted_in");
+  EXPECT_EQ(above.at("max_tokens"), 32);
+  EXPECT_EQ(decide("dispatch --arch 9.0 --images sm_90a").at("reason_code"), "sm90_not_opted_in");
   EXPECT_EQ(decide(opt_in + " --mode piecewise").at("reason_code"), "not_full_graph");
   EXPECT_EQ(decide(opt_in + " --tp 8").at("all_reduce"), "nccl");
 }

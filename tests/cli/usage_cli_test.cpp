@@ -13,7 +13,7 @@ namespace {
 
 TEST(UsageCli, EveryParseErrorExits2WithThePrefix) {
   expect_errors({
-      {"", "'mhc' needs a command: run, site, dispatch, bench, export-example"},
+      {"", "'mhc' needs a command: run, site, dispatch, plan, tune, bench, export-example"},
       {"bench", "'mhc bench' needs a command: kernels, overlap"},
       {"dispatch", "--arch is required"},
       {"run --tokens", "--tokens"},

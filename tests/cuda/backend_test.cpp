@@ -130,7 +130,8 @@ TEST(CudaBackend, StackTracksTheReference) {
   check_stack(p, 3, 2300, Projection::fp32, kTf32Tolerances.coefficients, 1e-2);
   check_stack(test::small_params(2, 4096, 3), 17, 2400, Projection::tf32,
               kTf32Tolerances.coefficients, 1e-2);
-  // Above kFusedInputMaxTokens the stack runs its other schedule (post + next input path).
+  // Above the plan's fused_input_max_tokens the stack runs its other schedule (post + next input
+  // path).
   check_stack(test::small_params(4, 1024, 2), 137, 2450, Projection::tf32,
               kTf32Tolerances.coefficients, 1e-2);
 }

@@ -87,15 +87,15 @@ void expect_same_bits(const Snapshot& got, const Snapshot& want, const std::stri
 
 class FoldedDecodeTest : public WithStream<::testing::TestWithParam<FoldCase>> {};
 
-// Up to kFoldedDecodeMaxTokens the folded executor folds, above it both run the decode layout;
-// either way the bits must be those of the unfolded decode layout.
+// Up to the plan's folded_post_max_tokens the folded executor folds, above it both run the decode
+// layout; either way the bits must be those of the unfolded decode layout.
 TEST_P(FoldedDecodeTest, BitwiseEqualsUnfoldedDecodeEagerAndInGraphs) {
   const FoldCase c = GetParam();
   const MhcParams p = small_stack(c.hidden, c.n, 3);
   const ModelWeights w = synthetic_model(p, 21);
   auto folded = decode_executor(w, c.tokens, true, c.trace);
   auto plain = decode_executor(w, c.tokens, false, c.trace);
-  const bool folds = c.tokens <= kFoldedDecodeMaxTokens;
+  const bool folds = c.tokens <= folded->plan().folded_post_max_tokens;
   const StackLayout want = folds ? StackLayout::folded_decode : StackLayout::decode;
   ASSERT_STREQ(to_string(folded->layout(c.tokens, false)), to_string(want));
   ASSERT_STREQ(to_string(plain->layout(c.tokens, false)), "decode");
@@ -159,7 +159,7 @@ TEST_F(FoldedDecodeStack, MatchesFloat64ReferenceInFullGraphs) {
         ex->prepare_full_graph(tokens, stream_);
         ASSERT_FALSE(ex->forward(tokens, ExecMode::full, stream_).overlapped);
         MHC_CUDA_CHECK(cudaStreamSynchronize(stream_));
-        EXPECT_EQ(ex->folded_sites(), tokens <= kFoldedDecodeMaxTokens ? p.sites() : 0);
+        EXPECT_EQ(ex->folded_sites(), tokens <= ex->plan().folded_post_max_tokens ? p.sites() : 0);
         expect_within_stack_bounds(*ex, w, tokens, x0);
       }
     }

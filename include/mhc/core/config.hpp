@@ -6,6 +6,8 @@
 #include <string>
 #include <string_view>
 
+#include "mhc/core/tactics.hpp"
+
 namespace mhc {
 
 enum class Projection { tf32, fp32 };
@@ -21,12 +23,23 @@ struct KernelConfig {
   // outputs are bitwise those it gets alone (docs/batch_invariance.md). Costs some speed.
   bool batch_invariant = false;
 
+  // Kernel-plan switches (mhc/core/kernel_plan.hpp), for debugging in production the way the
+  // engines' environment switches are; unset: the plan decides. Written to to_json() only when
+  // set, so the hashes of configs without them are unchanged.
+  std::optional<std::string> prenorm_kernel;  // "mma16", "mma64" or "tma128" at every size
+  std::optional<int> prenorm_splits;          // K splits at every size
+  std::optional<bool> fused_input;            // false: never; true: wherever 16-row tiles run
+  std::optional<bool> folded_post;            // false: never; true: wherever the input fuses
+  // Measured by `mhc tune`: "tactics": "FILE" (loaded and validated at parse) or the object.
+  std::optional<Tactics> tactics;
+
   // Throws mhc::Error naming the unknown key, the key with the wrong type or value, or the byte
   // position of broken JSON. "" and "{}" give the defaults.
   static KernelConfig parse(std::string_view json_text);
 
-  // Canonical JSON with every field (null where unset), keys sorted; batch_invariant only when
-  // true, so that every config recorded before the key existed keeps its bytes and hash.
+  // Canonical JSON, keys sorted: the first three fields always (null where unset), the plan
+  // switches and the tactics (as an object) where set, batch_invariant only when true, so that
+  // every config recorded before those keys existed keeps its bytes and hash.
   std::string to_json() const;
   // Stable across runs, machines and builds: FNV-1a 64 over to_json(). Covers every field, since
   // each changes either the numbers (projection) or the captured graph (overlap, threshold).

@@ -5,8 +5,11 @@
 // failed as a stable code plus a sentence; the token threshold in force; and the all-reduce.
 #pragma once
 #include <cstdint>
+#include <optional>
 #include <string>
+#include <vector>
 
+#include "mhc/core/capability.hpp"
 #include "mhc/core/config.hpp"
 
 namespace mhc {
@@ -16,14 +19,6 @@ enum class AllReduce { none, nccl, fused };
 std::string_view to_string(ExecMode m);
 std::string_view to_string(AllReduce a);
 ExecMode parse_exec_mode(std::string_view s);  // throws mhc::Error
-
-struct ComputeCapability {
-  int major = 9;
-  int minor = 0;
-  bool is_sm90() const { return major == 9 && minor == 0; }
-  bool is_sm100_family() const { return major == 10 && (minor == 0 || minor == 3); }
-};
-ComputeCapability parse_capability(std::string_view s);  // "9.0", "10.3"; throws mhc::Error
 
 // Tensor-parallel state as the policy sees it. An interface so that the policy's promise
 // ("the fused all-reduce question is settled from the architecture before any TP state is
@@ -37,6 +32,11 @@ class TensorParallelInfo {
 
 struct DispatchInputs {
   ComputeCapability capability;
+  // The decision reads the kernel plan (kernel_plan.hpp) made from these: the binary's images
+  // (unset: this binary's own, built_images()) and the one the GPU loads (unset: the one the
+  // driver would pick). A path the binary lacks is never promised.
+  std::optional<std::vector<KernelImage>> images;
+  std::optional<KernelImage> loaded_image;
   bool prenorm_gemm_available = true;
   int hidden = 5120;
   int n = 4;
@@ -52,14 +52,16 @@ struct DispatchDecision {
   std::string reason_code;  // stable identifier of the first failed condition; "" when overlapping
   std::string reason;       // one sentence for people; "" when overlapping
   int max_tokens = 0;       // the threshold in force
+  std::string max_tokens_source;  // where it came from (config, tactics file, built-in default)
   AllReduce all_reduce = AllReduce::none;
   std::string describe() const;
   std::string to_json() const;  // {"overlap","reason_code","reason","max_tokens","all_reduce"}
 };
 
 // The architecture's default token threshold: 16 upstream (GB200-derived) for SM100 and the
-// rest; on SM90 the value measured on an H200 (docs/overlap.md). The config overrides both.
-inline constexpr int kSm90OverlapMaxTokens = 128;
+// rest; on SM90 the value measured on an H200 (docs/tuning.md, plan_sm90.cpp). Tactics from
+// `mhc tune` replace it, the config's overlap_max_tokens replaces both.
+inline constexpr int kSm90OverlapMaxTokens = 32;
 int default_overlap_max_tokens(ComputeCapability cc);
 
 // Throws mhc::Error on impossible inputs (C < 1, n < 1, M < 0, negative threshold, TP size < 1).

@@ -9,6 +9,7 @@
 #include <utility>
 
 #include "mhc/core/error.hpp"
+#include "mhc/cuda/device_plan.hpp"
 
 namespace mhc::cuda {
 
@@ -196,22 +197,12 @@ __device__ __forceinline__ void allow_dependents() {
 #endif
 }
 
-// PDL only where this build's kernels contain the waits: the sm_90a image, i.e. compute
-// capability 9.x. (A newer GPU runs the compute_80 PTX, which has no griddepcontrol.)
-inline bool pdl_enabled() {
-  static const bool enabled = [] {
-    int device = 0, major = 0;
-    if (cudaGetDevice(&device) != cudaSuccess) return false;
-    if (cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device) != cudaSuccess) {
-      return false;
-    }
-    return major == 9;
-  }();
-  return enabled;
-}
+// PDL where the kernel plan says so: the loaded image has the waits (sm_90 instructions: a
+// compute_80 PTX image has no griddepcontrol) and the architecture's heuristics want it.
+inline bool pdl_enabled() { return default_device_plan().pdl; }
 
-// Bulk copies and mbarriers exist in this build's sm_90a image only.
-inline bool bulk_copies_enabled() { return pdl_enabled(); }
+// Bulk copies and mbarriers exist in images with the sm_90 instructions only.
+inline bool bulk_copies_enabled() { return default_device_plan().tma128_available; }
 
 template <typename... KernelArgs, typename... Args>
 cudaError_t launch_kernel(void (*kernel)(KernelArgs...), dim3 grid, dim3 block, size_t smem_bytes,

@@ -13,6 +13,7 @@
 
 #include "mhc/core/bf16.hpp"
 #include "mhc/core/config.hpp"
+#include "mhc/core/kernel_plan.hpp"
 #include "mhc/core/params.hpp"
 
 namespace mhc::cuda {
@@ -48,28 +49,23 @@ class SiteWorkspace {
 };
 
 // Tuning of the prenorm GEMM: K splits and tokens per CTA: 16 or 64 (register-fed kernel, any
-// GPU) or 128 (TMA kernel, sm_90 only). 0 means "choose". batch_invariant: the fixed reduction
-// order of KernelConfig::batch_invariant (docs/batch_invariance.md); there splits must be a power
-// of two dividing batch_invariant_leaves(p), and equal to it for the register-fed kernel.
+// GPU) or 128 (TMA kernel, images with the sm_90 instructions). 0 means "choose" (the device's
+// kernel plan); fused_input_max_tokens < 0 means the device plan's. The input path never fuses
+// in batch-invariant mode: the fused CTAs cut the row's sum of squares differently.
 struct PrenormTuning {
   int splits = 0;
   int rows_per_tile = 0;
+  int64_t fused_input_max_tokens = -1;
+  // The fixed reduction order of KernelConfig::batch_invariant (docs/batch_invariance.md): splits
+  // must then be a power of two dividing batch_invariant_leaves(p), and equal to it for the
+  // register-fed kernel.
   bool batch_invariant = false;
   std::string describe() const;
 };
-// Whether this device runs the bulk-copy (TMA) prenorm kernel: compute capability 9.x.
+// Whether the current device runs the bulk-copy (TMA) prenorm kernel (its kernel plan's answer).
 bool tma_prenorm_available();
-// From this many tokens the heuristic takes the TMA kernel where it is available: the smallest
-// size at which it beat the best register-fed tiling in the sweep (docs/decisions.md, "TMA
-// kernel threshold").
-inline constexpr int64_t kTmaPrenormMinTokens = 1536;
-// The heuristic (tuned with `mhc bench kernels --sweep`, docs/kernels.md): 16-token tiles up to 256
-// tokens, then 64, or 128-token TMA tiles from kTmaPrenormMinTokens when `bulk`
-// (tma_prenorm_available()); splits so that tiles x splits fills the multiprocessors once, capped
-// at decode sizes.
-PrenormTuning choose_prenorm_tuning(const MhcParams& p, int64_t tokens, int sm_count, bool bulk);
-// The same for the current device (bulk = tma_prenorm_available()).
-PrenormTuning choose_prenorm_tuning(const MhcParams& p, int64_t tokens, int sm_count);
+// The kernel plan's tuning for this shape and token count (mhc/core/kernel_plan.hpp).
+PrenormTuning choose_prenorm_tuning(const KernelPlan& plan, const MhcParams& p, int64_t tokens);
 // Largest split count the kernel accepts for this shape (one chunk per warp).
 int max_prenorm_splits(const MhcParams& p);
 // Batch-invariant mode: the number of K leaves (a power of two, from K alone) whose pairwise tree
@@ -78,10 +74,10 @@ int max_prenorm_splits(const MhcParams& p);
 // multiprocessors once; else the register-fed kernel with one leaf per split.
 int batch_invariant_leaves(const MhcParams& p);
 PrenormTuning batch_invariant_tuning(const MhcParams& p, int64_t tokens, int sm_count, bool bulk);
-// The tuning a config asks for on the current device: choose_prenorm_tuning, or
-// batch_invariant_tuning when config.batch_invariant.
-PrenormTuning prenorm_tuning_for(const KernelConfig& config, const MhcParams& p, int64_t tokens,
-                                 int sm_count);
+// The tuning a config asks for under a plan: choose_prenorm_tuning, or batch_invariant_tuning
+// (with the plan's multiprocessors and TMA kernel) when config.batch_invariant.
+PrenormTuning prenorm_tuning_for(const KernelPlan& plan, const KernelConfig& config,
+                                 const MhcParams& p, int64_t tokens);
 
 struct CoefficientBuffers {         // device pointers
   const Bf16* x = nullptr;          // [M, n, C]
@@ -100,9 +96,6 @@ struct InputPathBuffers {
   const float* norm_weight = nullptr;  // null: plain collapse
   Bf16* layer_input = nullptr;
 };
-// Up to this many tokens an InputPathBuffers request runs inside the coefficient launch (never in
-// batch-invariant mode: the fused CTAs cut the row's sum of squares differently from input_path).
-inline constexpr int64_t kFusedInputMaxTokens = 64;
 // Whether prenorm_coefficients with this (resolved) tuning runs the input path in its own launch.
 bool input_path_fuses(const MhcParams& p, int64_t tokens, const PrenormTuning& tuning);
 
@@ -119,8 +112,8 @@ struct PreviousPost {
 // Step 2 in one launch: prenorm GEMM + sum of squares, split-K, fused stats. Refuses a workspace
 // made for another C or n. `tuning` fields left 0 are chosen by choose_prenorm_tuning. With
 // `input`, also step 1 on the same x: inside the same launch (extra CTAs beside the GEMM's) with
-// 16-token tiles up to kFusedInputMaxTokens tokens, where a launch costs more than the work, else
-// as a separate input_path launch just before.
+// 16-token tiles up to the plan's fused_input_max_tokens, where a launch costs more than the work,
+// else as a separate input_path launch just before.
 //
 // With `previous` (needs `input`), the previous site's post runs first, inside the same launch
 // where the input path fuses (the GEMM CTAs form their slices of x on the fly, the input-path

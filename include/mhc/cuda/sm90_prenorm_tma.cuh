@@ -284,7 +284,9 @@ template <int kStreams, bool kCompensated>
 __global__ void __launch_bounds__(TmaShape<kStreams>::kThreads, 1)
     sm90_prenorm_tma_kernel(const PrenormArgs args, const __grid_constant__ CUtensorMap x_map,
                             const __grid_constant__ CUtensorMap w_map) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+// The body exists in the sm_90a image only (KernelImage::has_wgmma; the plan offers the kernel
+// nowhere else): elsewhere it was never measured, and its mma.sync form spills (decisions.md).
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
   using S = TmaShape<kStreams>;
   extern __shared__ unsigned char smem_raw[];
   __shared__ uint64_t full[S::kStages], empty[S::kStages];

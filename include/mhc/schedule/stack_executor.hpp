@@ -14,8 +14,8 @@
 // The layouts (StackLayout, whose launches are mhc/schedule/stack_launches.hpp's): the post of
 // site s forms site s+1's layer_input (or the output), so only site 0 runs a separate input path;
 // or, native at decode sizes, the input path rides in the coefficient launch and the post is
-// plain; or, up to kFoldedDecodeMaxTokens, also site s's post rides in site s+1's coefficient
-// launch, so that a site is one launch besides its sublayer.
+// plain; or, up to the kernel plan's folded_post_max_tokens, also site s's post rides in site s+1's
+// coefficient launch, so that a site is one launch besides its sublayer.
 //
 // Host side: the executor allocates nothing in a forward once its token count and mode have been
 // seen (or prepared). The policy's decision is cached per (tokens, mode) and the launch lists per
@@ -34,6 +34,7 @@
 #include "mhc/core/bf16.hpp"
 #include "mhc/core/config.hpp"
 #include "mhc/core/dispatch.hpp"
+#include "mhc/core/kernel_plan.hpp"
 #include "mhc/cpu/model.hpp"
 #include "mhc/schedule/stack_launches.hpp"
 #include "mhc/schedule/two_stream.hpp"
@@ -56,11 +57,11 @@ struct StackOptions {
   // schedule's, so native and overlap are then equal within tolerance, not bitwise; the overlap
   // benchmark turns it on so that the overlap is measured against the best native schedule.
   bool native_decode_schedule = false;
-  // With native_decode_schedule, up to kFoldedDecodeMaxTokens: fold each site's post into the
-  // next site's coefficient launch (StackLayout::folded_decode; the same bits as decode). Off by
-  // default: behind a sublayer like a real one (no PDL, weights streamed through L2) it is
-  // slower, since the unfolded layout's post hides the coefficient launch's start and hc_fn
-  // loads, which nothing can hide after such a kernel (docs/decisions.md, "Folded decode
+  // With native_decode_schedule, up to the kernel plan's folded_post_max_tokens: fold each site's
+  // post into the next site's coefficient launch (StackLayout::folded_decode; the same bits as
+  // decode). Off by default: behind a sublayer like a real one (no PDL, weights streamed through
+  // L2) it is slower, since the unfolded layout's post hides the coefficient launch's start and
+  // hc_fn loads, which nothing can hide after such a kernel (docs/decisions.md, "Folded decode
   // layout").
   bool fold_previous_post = false;
 };
@@ -113,6 +114,9 @@ class StackExecutor {
   const Bf16* layer_input() const;  // [max_tokens, C]: the last site's sublayer input
   const Bf16* layer_trace(int layer) const;  // [max_tokens, n, C]; needs trace_layers
   const MhcParams& params() const;
+  // The kernel plan every launch of this executor follows (the device's, with the config's
+  // switches and tactics): tile sizes, splits, fused input, folded post, the overlap threshold.
+  const KernelPlan& plan() const;
   // Sites run with each schedule since construction (proves which path forwards took).
   int64_t overlapped_sites() const;
   int64_t native_sites() const;

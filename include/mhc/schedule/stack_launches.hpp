@@ -26,12 +26,6 @@
 
 namespace mhc::cuda {
 
-// Up to this many tokens the native decode layout may fold the previous site's post into the
-// coefficient launch (PreviousPost, mhc/cuda/kernels.hpp): the fold saves a launch per site at
-// decode sizes and nothing by 64 tokens, where the unfolded decode layout stays
-// (docs/decisions.md, "Folded decode layout").
-inline constexpr int64_t kFoldedDecodeMaxTokens = 16;
-
 // How a forward's sites are launched (docs/overlap.md).
 enum class StackLayout {
   fused_post,     // every post also forms the next layer_input (the overlap schedule's layout)

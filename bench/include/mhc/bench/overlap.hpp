@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "mhc/core/params.hpp"
+#include "mhc/cpu/model.hpp"
 
 namespace mhc::bench {
 
@@ -27,5 +28,12 @@ struct OverlapOptions {
 // Prints the table and the crossover on stdout and returns the JSON report. Throws mhc::Error on
 // invalid options, without a GPU, or when a rank fails.
 nlohmann::json bench_overlap(const OverlapOptions& options);
+
+// The one-GPU measurement of bench_overlap for `mhc tune` and `mhc run`: `rounds` passes over
+// options.tokens (in alternating order, so that a slow drift of clocks or heat favours neither
+// end) on the model `w`, every pass's rows (as in bench_overlap's "rows", in options.tokens'
+// order). Prints nothing. Throws mhc::Error without a GPU.
+std::vector<std::vector<nlohmann::json>> overlap_rounds(const OverlapOptions& options,
+                                                        const ModelWeights& w, int rounds);
 
 }  // namespace mhc::bench

@@ -1,0 +1,104 @@
+// The kernel plan: for one device (or a simulated one), which kernel images of this binary it
+// loads and, from that and one heuristics table per architecture (src/core/plan_sm*.cpp), every
+// tuning decision: the prenorm kernel per token range, the split counts, PDL, the fused input
+// path, the folded post, and whether and up to which batch the overlap may run. The dispatch
+// policy, the executor, the benchmarks and `mhc plan` all read it; nothing else decides.
+//
+// Policy code, no CUDA: the plan of a real device is built by mhc::cuda::device_plan from the
+// image the runtime reports loading (src/cuda/device_plan.cu); a simulated one (`mhc plan --arch
+// 10.0`, the tests) from the image the driver would pick from the build's list.
+#pragma once
+#include <cstdint>
+#include <limits>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "mhc/core/config.hpp"
+#include "mhc/core/dispatch.hpp"
+
+namespace mhc {
+
+enum class PrenormKernel { mma16, mma64, tma128 };  // register-fed 16/64-row tiles, sm90 TMA
+std::string_view to_string(PrenormKernel k);
+int rows_per_tile(PrenormKernel k);
+PrenormKernel parse_prenorm_kernel(std::string_view s);  // throws mhc::Error
+
+enum class OverlapAvailability { automatic, opt_in, never };
+std::string_view to_string(OverlapAvailability a);
+
+inline constexpr int64_t kNoTokenLimit = std::numeric_limits<int64_t>::max();
+
+// One architecture's measured heuristics (src/core/plan_sm90.cpp, plan_sm80.cpp, plan_sm100.cpp).
+struct ArchRules {
+  std::string name;      // "sm90"
+  std::string measured;  // where the numbers below come from
+  int64_t mma64_from_tokens = 257;
+  std::optional<int64_t> tma128_from_tokens;  // unset: the TMA kernel is never picked by itself
+  int decode_max_splits = 40;
+  int64_t fused_input_max_tokens = 64;
+  int64_t folded_post_max_tokens = 16;
+  bool pdl = true;  // where the image has griddepcontrol
+  OverlapAvailability overlap = OverlapAvailability::never;
+  int overlap_max_tokens = 16;
+};
+ArchRules sm80_rules();
+ArchRules sm90_rules();
+ArchRules sm100_rules();
+// The rules for cc and the image it loads: SM100 rules only with SM100 code in the binary.
+ArchRules rules_for(ComputeCapability cc, const std::optional<KernelImage>& image);
+
+struct PrenormRange {
+  int64_t min_tokens = 1, max_tokens = kNoTokenLimit;  // inclusive
+  PrenormKernel kernel = PrenormKernel::mma16;
+};
+
+struct PrenormChoice {
+  PrenormKernel kernel = PrenormKernel::mma16;
+  int splits = 1;
+};
+
+struct KernelPlan {
+  ComputeCapability capability;
+  int sm_count = 0;
+  std::vector<KernelImage> built;
+  std::optional<KernelImage> image;  // the one this GPU loads; none: no CUDA path at all
+  bool image_queried = false;        // reported by the runtime (else predicted from `built`)
+  ArchRules rules;
+  std::vector<PrenormRange> prenorm;  // covers 1..kNoTokenLimit in order
+  std::optional<int> forced_splits;
+  bool tma128_available = false;  // the TMA kernel's body is in the loaded image
+  bool pdl = false;
+  int64_t fused_input_max_tokens = 0;  // 0: never fused
+  int64_t folded_post_max_tokens = 0;  // 0: never folded
+  OverlapAvailability overlap = OverlapAvailability::never;
+  int overlap_max_tokens = 0;
+  std::string overlap_max_tokens_source;
+  std::vector<std::string> overrides;  // the kernel-config keys that changed the plan
+
+  bool has_kernels() const { return image.has_value(); }
+  bool compiled_ahead_of_time() const { return image && !image->ptx; }
+  PrenormKernel prenorm_kernel(int64_t tokens) const;
+  // The kernel and split count for `tokens`; max_splits is the shape's limit (one K chunk of
+  // 32 per warp of 8: K / 256). Splits fill the multiprocessors once, capped at decode sizes
+  // because the last CTA reads every split's partials.
+  PrenormChoice prenorm_choice(int64_t tokens, int max_splits) const;
+  bool fuses_input(int64_t tokens, PrenormKernel kernel) const;
+  std::string describe() const;  // the multi-line text of `mhc plan`
+  // One line: "sm_90a SASS (runtime), prenorm mma16 M<=256 mma64 M<=1535 tma128, pdl".
+  std::string summary() const;
+  std::string overrides_text() const;  // "prenorm_splits=8 fused_input=false", or "none"
+  std::string to_json() const;
+};
+
+// Throws mhc::Error when the config forces a path this image lacks (the TMA kernel without the
+// sm_90 instructions), or loads tactics measured on another architecture.
+KernelPlan make_plan(ComputeCapability cc, int sm_count, std::optional<KernelImage> image,
+                     bool image_queried, const std::vector<KernelImage>& built,
+                     const KernelConfig& config);
+// A simulated device: the image the driver would pick from `built`.
+KernelPlan simulated_plan(ComputeCapability cc, int sm_count, const std::vector<KernelImage>& built,
+                          const KernelConfig& config);
+
+}  // namespace mhc

@@ -1,0 +1,35 @@
+// Tactics: what `mhc tune` measured on one GPU for one model shape (the largest batch up to which
+// the overlap won at every measured size, with the runs behind it), loaded with
+// --kernel-config '{"tactics": "FILE"}' and applied by the kernel plan (kernel_plan.hpp) in place
+// of the architecture's built-in default. docs/tuning.md. Policy code: no CUDA.
+#pragma once
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+#include "mhc/core/capability.hpp"
+
+namespace mhc {
+
+inline constexpr std::string_view kTacticsFormat = "mhc-tactics-1";
+
+struct Tactics {
+  std::string source;  // the file it was read from ("inline" when given as a JSON object)
+  std::string gpu;     // device name
+  ComputeCapability capability;
+  int sm_count = 0;
+  std::string commit, date;  // of the binary that measured, and when (UTC)
+  int hidden = 0, n = 0, layers = 0;
+  int overlap_max_tokens = 0;  // the chosen threshold (0: the overlap never won)
+  std::string method;          // how the threshold was chosen
+
+  // Canonical JSON (keys sorted, no measurement rows): what the config hash covers.
+  std::string to_json() const;
+  std::string describe() const;  // "tactics FILE: overlap up to 32 tokens (NVIDIA H200, 9.0, ...)"
+  // Parses and validates the text of a tactics file; errors name `source`.
+  static Tactics parse(std::string_view json_text, const std::string& source);
+  // Reads and parses a file; throws mhc::Error naming the path on any failure.
+  static Tactics load(const std::string& path);
+};
+
+}  // namespace mhc

@@ -1,0 +1,135 @@
+#!/usr/bin/env python3
+"""Regenerates the result tables of README.md and docs/*.md from the committed JSON.
+
+A table lives between two markers that name its kind and its source files:
+
+    <!-- table:tune bench/results/FILE.json -->
+    ...generated, never edited by hand...
+    <!-- /table -->
+
+Kinds:
+  tune          one `mhc tune` tactics file: per size, native and overlap time per layer (median of
+                the rounds' medians), the gain's median and range over the rounds, won or not
+  overlap       one `mhc bench overlap` JSON: per size, native and overlap per layer, gain, saved
+  log           a committed log, verbatim in a code block; an optional second argument is a
+                regular expression (no spaces: use \s) that selects the lines to show
+
+Every table ends with the line saying where its numbers come from (GPU, driver, commit, date).
+With --check nothing is written; the exit status is 1 when a table is stale.
+Standard library only (a docs generator; the project itself is C++).
+"""
+import argparse
+import json
+import pathlib
+import re
+import statistics
+import sys
+
+ROOT = pathlib.Path(__file__).resolve().parent.parent
+DOCS = ["README.md", *sorted(str(p.relative_to(ROOT)) for p in (ROOT / "docs").glob("*.md"))]
+MARKER = re.compile(r"(<!-- table:(\S+) ([^>]*?) -->\n)(.*?)(<!-- /table -->)", re.S)
+
+
+def load(path):
+    with open(ROOT / path) as f:
+        return json.load(f)
+
+
+def provenance(doc):
+    driver = doc.get("driver") or doc.get("cuda_driver_api", "unknown")
+    arch = doc.get("arch") or doc.get("compute_capability", "?")
+    return (f"{doc.get('gpu', 'unknown GPU')} (compute capability {arch}, driver "
+            f"{driver}), commit {doc.get('commit', 'unknown')}, {doc.get('date', 'undated')}")
+
+
+def median_of(rounds, i, key):
+    return statistics.median(r[i][key] for r in rounds)
+
+
+def table_tune(paths):
+    (path,) = paths
+    doc = load(path)
+    rounds = doc["rounds"]
+    shape = doc["shape"]
+    lines = [
+        f"C={shape['hidden']} n={shape['n']} layers={shape['layers']}, {len(rounds)} rounds; "
+        f"threshold **{doc['overlap_max_tokens']} tokens**",
+        "",
+        "| tokens | native µs/layer | overlap µs/layer | gain % (median) | gain % (min .. max) | won |",
+        "|---:|---:|---:|---:|---:|:---:|",
+    ]
+    for i, size in enumerate(doc["sizes"]):
+        lines.append(
+            f"| {size['tokens']} | {median_of(rounds, i, 'native_us_per_layer'):.2f} "
+            f"| {median_of(rounds, i, 'overlap_us_per_layer'):.2f} "
+            f"| {size['gain_percent_median']:+.2f} "
+            f"| {size['gain_percent_min']:+.2f} .. {size['gain_percent_max']:+.2f} "
+            f"| {'yes' if size['won'] else 'no'} |")
+    lines += ["", f"Measured with `mhc tune` on {provenance(doc)}; source `{path}`."]
+    return lines
+
+
+def table_overlap(paths):
+    (path,) = paths
+    doc = load(path)
+    params = doc["params"]
+    lines = [
+        f"{doc.get('preset', '?')}: C={params['hidden']} n={params['n']} layers={params['layers']}",
+        "",
+        "| tokens | native µs/layer | overlap µs/layer | gain % | saved µs/layer | saved µs/layer/token |",
+        "|---:|---:|---:|---:|---:|---:|",
+    ]
+    for row in doc["rows"]:
+        lines.append(
+            f"| {row['tokens']} | {row['native_us_per_layer']:.1f} | {row['overlap_us_per_layer']:.1f} "
+            f"| {row['gain_percent']:.1f} | {row['saved_us_per_layer']:.1f} "
+            f"| {row['saved_us_per_layer_per_token']:.2f} |")
+    lines += ["", f"`mhc bench overlap` on {provenance(doc)}; source `{path}`."]
+    return lines
+
+
+def table_log(args):
+    path, *pattern = args
+    text = (ROOT / path).read_text().splitlines()
+    if pattern:
+        text = [line for line in text if re.search(pattern[0], line)]
+    return ["```", *text, "```", "", f"Source: `{path}`."]
+
+
+KINDS = {"tune": table_tune, "overlap": table_overlap, "log": table_log}
+
+
+def render(text):
+    def replace(m):
+        kind, paths = m.group(2), m.group(3).split()
+        if kind not in KINDS:
+            raise SystemExit(f"unknown table kind '{kind}' (known: {', '.join(KINDS)})")
+        body = "\n".join(KINDS[kind](paths)) + "\n"
+        return m.group(1) + body + m.group(5)
+
+    return MARKER.sub(replace, text)
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--check", action="store_true", help="fail if a table is stale")
+    args = parser.parse_args()
+    stale = []
+    for name in DOCS:
+        path = ROOT / name
+        text = path.read_text()
+        new = render(text)
+        if new != text:
+            stale.append(name)
+            if not args.check:
+                path.write_text(new)
+    if args.check and stale:
+        print("stale tables (run scripts/gen-tables.py):", ", ".join(stale), file=sys.stderr)
+        return 1
+    for name in stale:
+        print("updated", name)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

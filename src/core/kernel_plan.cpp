@@ -1,0 +1,256 @@
+#include "mhc/core/kernel_plan.hpp"
+
+#include <fmt/core.h>
+
+#include <algorithm>
+#include <charconv>
+
+#include "mhc/core/error.hpp"
+
+namespace mhc {
+namespace {
+
+int capability_number(ComputeCapability cc) { return cc.major * 10 + cc.minor; }
+
+KernelImage parse_image(std::string_view entry) {
+  KernelImage image;
+  std::string_view rest;
+  if (entry.rfind("sm_", 0) == 0) {
+    rest = entry.substr(3);
+  } else if (entry.rfind("compute_", 0) == 0) {
+    image.ptx = true;
+    rest = entry.substr(8);
+  } else {
+    throw Error(fmt::format("kernel image '{}': expected sm_<arch> or compute_<arch>", entry));
+  }
+  if (!rest.empty() && (rest.back() == 'a' || rest.back() == 'f')) {
+    image.variant = rest.back();
+    rest.remove_suffix(1);
+  }
+  const auto [end, ec] = std::from_chars(rest.data(), rest.data() + rest.size(), image.arch);
+  if (rest.empty() || ec != std::errc() || end != rest.data() + rest.size() || image.arch < 10 ||
+      image.arch > 999) {
+    throw Error(
+        fmt::format("kernel image '{}': expected sm_<arch> or compute_<arch>, e.g. sm_90a", entry));
+  }
+  return image;
+}
+
+// Whether SASS `image` runs on a GPU of capability cc (binary compatibility holds within a major
+// version, upwards in minor; an 'a' image runs only on its exact capability).
+bool sass_runs_on(const KernelImage& image, ComputeCapability cc) {
+  const int gpu = capability_number(cc);
+  if (image.arch / 10 != cc.major || image.arch > gpu) return false;
+  return image.variant != 'a' || image.arch == gpu;
+}
+
+std::vector<PrenormRange> auto_ranges(const ArchRules& r, bool tma) {
+  std::vector<PrenormRange> ranges;
+  const bool use_tma = tma && r.tma128_from_tokens.has_value();
+  const int64_t mma_end = use_tma ? *r.tma128_from_tokens - 1 : kNoTokenLimit;
+  auto add = [&](int64_t lo, int64_t hi, PrenormKernel k) {
+    if (lo <= hi) ranges.push_back({lo, hi, k});
+  };
+  add(1, std::min(r.mma64_from_tokens - 1, mma_end), PrenormKernel::mma16);
+  add(r.mma64_from_tokens, mma_end, PrenormKernel::mma64);
+  if (use_tma) add(*r.tma128_from_tokens, kNoTokenLimit, PrenormKernel::tma128);
+  return ranges;
+}
+
+// The overlap threshold: the kernel config's, else the tactics' (same architecture only), else
+// the architecture's built-in default.
+void apply_threshold(KernelPlan& plan, const KernelConfig& config) {
+  if (config.tactics) {
+    const Tactics& t = *config.tactics;
+    if (!(t.capability == plan.capability)) {
+      throw Error(
+          fmt::format("tactics {} were measured on compute capability {}.{} ({}); this GPU "
+                      "is {}.{}: run `mhc tune` on it",
+                      t.source, t.capability.major, t.capability.minor, t.gpu,
+                      plan.capability.major, plan.capability.minor));
+    }
+  }
+  if (config.overlap_max_tokens) {
+    plan.overlap_max_tokens = *config.overlap_max_tokens;
+    plan.overlap_max_tokens_source = "kernel config (overlap_max_tokens)";
+  } else if (config.tactics) {
+    plan.overlap_max_tokens = config.tactics->overlap_max_tokens;
+    plan.overlap_max_tokens_source = config.tactics->describe();
+  } else {
+    plan.overlap_max_tokens = plan.rules.overlap_max_tokens;
+    plan.overlap_max_tokens_source =
+        fmt::format("built-in default of {} ({})", plan.rules.name, plan.rules.measured);
+  }
+}
+
+void apply_switches(KernelPlan& plan, const KernelConfig& config) {
+  if (config.prenorm_kernel) {
+    const PrenormKernel k = parse_prenorm_kernel(*config.prenorm_kernel);
+    if (k == PrenormKernel::tma128 && !plan.tma128_available) {
+      throw Error(fmt::format(
+          "kernel config prenorm_kernel=tma128: the TMA kernel is not in the image this GPU "
+          "loads ({}); it needs the sm_90 instructions (an sm_90a or newer image)",
+          plan.image ? plan.image->name() : "none"));
+    }
+    plan.prenorm = {{1, kNoTokenLimit, k}};
+    plan.overrides.push_back("prenorm_kernel=" + *config.prenorm_kernel);
+  }
+  if (config.prenorm_splits) {
+    plan.forced_splits = *config.prenorm_splits;
+    plan.overrides.push_back(fmt::format("prenorm_splits={}", *config.prenorm_splits));
+  }
+  if (config.fused_input) {
+    plan.fused_input_max_tokens = *config.fused_input ? kNoTokenLimit : 0;
+    plan.overrides.push_back(fmt::format("fused_input={}", *config.fused_input));
+  }
+  if (config.folded_post) {
+    plan.folded_post_max_tokens = *config.folded_post ? kNoTokenLimit : 0;
+    plan.overrides.push_back(fmt::format("folded_post={}", *config.folded_post));
+  }
+}
+
+}  // namespace
+
+std::string KernelImage::name() const {
+  const std::string v = variant ? std::string(1, variant) : std::string();
+  return fmt::format("{}_{}{}", ptx ? "compute" : "sm", arch, v);
+}
+
+std::vector<KernelImage> parse_images(std::string_view list) {
+  std::vector<KernelImage> images;
+  while (!list.empty()) {
+    const size_t comma = list.find(',');
+    const std::string_view entry = list.substr(0, comma);
+    if (!entry.empty()) images.push_back(parse_image(entry));
+    if (comma == std::string_view::npos) break;
+    list.remove_prefix(comma + 1);
+  }
+  return images;
+}
+
+std::string image_names(const std::vector<KernelImage>& images, std::string_view separator) {
+  std::string out;
+  for (const KernelImage& im : images) {
+    if (!out.empty()) out += separator;
+    out += im.name();
+  }
+  return out;
+}
+
+std::optional<KernelImage> image_for(ComputeCapability cc, const std::vector<KernelImage>& images) {
+  std::optional<KernelImage> best;
+  for (const KernelImage& image : images) {  // the newest SASS that runs here
+    if (!image.ptx && sass_runs_on(image, cc) && (!best || image.arch > best->arch)) best = image;
+  }
+  if (best) return best;
+  for (const KernelImage& image : images) {  // else the newest PTX the driver can JIT here
+    if (image.ptx && image.arch <= capability_number(cc) && (!best || image.arch > best->arch)) {
+      best = image;
+    }
+  }
+  return best;
+}
+
+std::string_view to_string(PrenormKernel k) {
+  switch (k) {
+    case PrenormKernel::mma16:
+      return "mma16";
+    case PrenormKernel::mma64:
+      return "mma64";
+    case PrenormKernel::tma128:
+      return "tma128";
+  }
+  return "?";
+}
+
+int rows_per_tile(PrenormKernel k) {
+  return k == PrenormKernel::mma16 ? 16 : k == PrenormKernel::mma64 ? 64 : 128;
+}
+
+PrenormKernel parse_prenorm_kernel(std::string_view s) {
+  for (PrenormKernel k : {PrenormKernel::mma16, PrenormKernel::mma64, PrenormKernel::tma128}) {
+    if (s == to_string(k)) return k;
+  }
+  throw Error(fmt::format("unknown prenorm kernel '{}' (known: mma16, mma64, tma128)", s));
+}
+
+std::string_view to_string(OverlapAvailability a) {
+  switch (a) {
+    case OverlapAvailability::automatic:
+      return "automatic";
+    case OverlapAvailability::opt_in:
+      return "opt-in";
+    case OverlapAvailability::never:
+      return "never";
+  }
+  return "?";
+}
+
+ArchRules rules_for(ComputeCapability cc, const std::optional<KernelImage>& image) {
+  if (cc.is_sm90()) return sm90_rules();
+  if (cc.is_sm100_family()) {
+    if (image && !image->ptx && image->arch / 10 == 10) return sm100_rules();
+    // Only PTX for this GPU: the driver JIT-compiles the portable kernels at load, a path
+    // measured nowhere, so the overlap is not switched on by itself.
+    ArchRules r = sm100_rules();
+    r.name = "sm100-jit";
+    r.measured = "no SM100 code in this binary: the portable kernels JIT-compiled, unmeasured";
+    r.overlap = OverlapAvailability::opt_in;
+    return r;
+  }
+  return sm80_rules();
+}
+
+KernelPlan make_plan(ComputeCapability cc, int sm_count, std::optional<KernelImage> image,
+                     bool image_queried, const std::vector<KernelImage>& built,
+                     const KernelConfig& config) {
+  if (sm_count < 1) throw Error(fmt::format("kernel plan: sm_count={} must be >= 1", sm_count));
+  KernelPlan plan;
+  plan.capability = cc;
+  plan.sm_count = sm_count;
+  plan.built = built;
+  plan.image = image;
+  plan.image_queried = image_queried;
+  plan.rules = rules_for(cc, image);
+  plan.tma128_available = image && image->has_wgmma();  // its body is in sm_90a only
+  plan.pdl = plan.rules.pdl && image && image->has_sm90_instructions();
+  plan.prenorm = auto_ranges(plan.rules, plan.tma128_available);
+  plan.fused_input_max_tokens = plan.rules.fused_input_max_tokens;
+  plan.folded_post_max_tokens = plan.rules.folded_post_max_tokens;
+  plan.overlap = image ? plan.rules.overlap : OverlapAvailability::never;
+  apply_threshold(plan, config);
+  apply_switches(plan, config);
+  return plan;
+}
+
+KernelPlan simulated_plan(ComputeCapability cc, int sm_count, const std::vector<KernelImage>& built,
+                          const KernelConfig& config) {
+  return make_plan(cc, sm_count, image_for(cc, built), false, built, config);
+}
+
+PrenormKernel KernelPlan::prenorm_kernel(int64_t tokens) const {
+  for (const PrenormRange& r : prenorm) {
+    if (tokens <= r.max_tokens) return r.kernel;
+  }
+  return prenorm.empty() ? PrenormKernel::mma16 : prenorm.back().kernel;
+}
+
+PrenormChoice KernelPlan::prenorm_choice(int64_t tokens, int max_splits) const {
+  PrenormChoice c;
+  c.kernel = prenorm_kernel(tokens);
+  const int cap = std::max(1, std::min(max_splits, rules.decode_max_splits));
+  if (forced_splits) {
+    c.splits = std::clamp(*forced_splits, 1, std::max(1, max_splits));
+    return c;
+  }
+  const int64_t rows = rows_per_tile(c.kernel);
+  const int64_t tiles = std::max<int64_t>(1, (tokens + rows - 1) / rows);
+  c.splits = static_cast<int>(std::clamp<int64_t>(sm_count / tiles, 1, cap));
+  return c;
+}
+
+bool KernelPlan::fuses_input(int64_t tokens, PrenormKernel kernel) const {
+  return kernel == PrenormKernel::mma16 && tokens <= fused_input_max_tokens;
+}
+
+}  // namespace mhc

@@ -1,0 +1,172 @@
+// The kernel plan as text (`mhc plan`, `mhc run`) and as JSON.
+#include <fmt/core.h>
+
+#include <nlohmann/json.hpp>
+
+#include "mhc/core/kernel_plan.hpp"
+
+namespace mhc {
+namespace {
+
+std::string range_text(int64_t lo, int64_t hi) {
+  if (hi == kNoTokenLimit) return fmt::format("M >= {}", lo);
+  if (hi <= 0) return "never";
+  return lo == hi ? fmt::format("M = {}", lo) : fmt::format("{} <= M <= {}", lo, hi);
+}
+
+std::string limit_text(int64_t max_tokens) {
+  if (max_tokens == kNoTokenLimit) return "at every size (forced)";
+  if (max_tokens <= 0) return "never";
+  return fmt::format("up to {} tokens", max_tokens);
+}
+
+std::string kernel_title(PrenormKernel k) {
+  switch (k) {
+    case PrenormKernel::mma16:
+      return "prenorm_mma, 16-row tiles (register-fed mma.sync)";
+    case PrenormKernel::mma64:
+      return "prenorm_mma, 64-row tiles (register-fed mma.sync)";
+    case PrenormKernel::tma128:
+      return "sm90_prenorm_tma, 128-row tiles (TMA-fed)";
+  }
+  return "?";
+}
+
+// Where the plan sends each prenorm kernel, or why it never does.
+std::string reach(const KernelPlan& plan, PrenormKernel k) {
+  if (!plan.has_kernels()) return "absent (no image of this binary loads on this GPU)";
+  if (k == PrenormKernel::tma128 && !plan.tma128_available) {
+    return "absent (needs the sm_90 instructions; this image has none)";
+  }
+  std::string out;
+  for (const PrenormRange& r : plan.prenorm) {
+    if (r.kernel != k) continue;
+    if (!out.empty()) out += ", ";
+    out += range_text(r.min_tokens, r.max_tokens);
+  }
+  if (!out.empty()) return out;
+  return fmt::format("in the image, only when forced (prenorm_kernel={})", to_string(k));
+}
+
+std::string image_text(const KernelPlan& plan) {
+  if (!plan.image) return "none: no CUDA code of this binary runs on this GPU";
+  const KernelImage& im = *plan.image;
+  return fmt::format(
+      "{} ({}{}; {})", im.name(),
+      im.ptx ? "PTX, JIT-compiled by the driver at load" : "SASS, compiled ahead of time",
+      im.has_wgmma() ? ", wgmma" : "",
+      plan.image_queried ? "reported by the runtime" : "predicted from the build");
+}
+
+std::string built_text(const std::vector<KernelImage>& built) {
+  if (built.empty()) return "none (built without CUDA)";
+  return image_names(built);
+}
+
+std::string splits_text(const KernelPlan& plan) {
+  if (plan.forced_splits)
+    return fmt::format("{} (forced, at most the shape's K / 256)", *plan.forced_splits);
+  return fmt::format("tiles x splits fill the {} SMs once; at most {} and at most K / 256",
+                     plan.sm_count, plan.rules.decode_max_splits);
+}
+
+std::string overlap_text(const KernelPlan& plan) {
+  switch (plan.overlap) {
+    case OverlapAvailability::automatic:
+      return fmt::format("automatic, 0 < M <= {}", plan.overlap_max_tokens);
+    case OverlapAvailability::opt_in:
+      return fmt::format("opt-in (enable_mhc_overlap=true), 0 < M <= {}", plan.overlap_max_tokens);
+    case OverlapAvailability::never:
+      return "never on this GPU";
+  }
+  return "?";
+}
+
+}  // namespace
+
+std::string KernelPlan::describe() const {
+  std::string out;
+  auto line = [&out](std::string_view label, const std::string& value) {
+    out += fmt::format("{:<17}{}\n", label, value);
+  };
+  line("gpu", fmt::format("compute capability {}.{}, {} SMs", capability.major, capability.minor,
+                          sm_count));
+  line("images built", built_text(built));
+  line("image loaded", image_text(*this));
+  line("heuristics", fmt::format("{} ({})", rules.name, rules.measured));
+  for (PrenormKernel k : {PrenormKernel::mma16, PrenormKernel::mma64, PrenormKernel::tma128}) {
+    line(fmt::format("prenorm {}", to_string(k)),
+         fmt::format("{}: {}", kernel_title(k), reach(*this, k)));
+  }
+  line("prenorm splits", splits_text(*this));
+  line("fused input", "input path inside the 16-row coefficient launch, " +
+                          limit_text(has_kernels() ? fused_input_max_tokens : 0));
+  line("folded post", "previous post folded into the coefficient launch, " +
+                          limit_text(has_kernels() ? folded_post_max_tokens : 0));
+  line("pdl", pdl ? "yes (griddepcontrol in the image)" : "no");
+  line("overlap", overlap_text(*this));
+  line("threshold from", overlap_max_tokens_source);
+  line("overrides", overrides_text());
+  line("switches",
+       "kernel config prenorm_kernel (mma16|mma64|tma128), prenorm_splits, "
+       "fused_input, folded_post, enable_mhc_overlap, overlap_max_tokens, tactics");
+  return out;
+}
+
+std::string KernelPlan::overrides_text() const {
+  std::string out;
+  for (const auto& o : overrides) {
+    if (!out.empty()) out += " ";
+    out += o;
+  }
+  return out.empty() ? "none" : out;
+}
+
+std::string KernelPlan::summary() const {
+  if (!image) return "no kernel image of this binary loads here";
+  std::string ranges;
+  for (const PrenormRange& r : prenorm) {
+    ranges += fmt::format(" {}", to_string(r.kernel));
+    if (r.max_tokens != kNoTokenLimit) ranges += fmt::format(" M<={}", r.max_tokens);
+  }
+  return fmt::format("{} {}, prenorm{}{}", image->name(), image->ptx ? "PTX (JIT)" : "SASS", ranges,
+                     pdl ? ", pdl" : "");
+}
+
+std::string KernelPlan::to_json() const {
+  nlohmann::json ranges = nlohmann::json::array();
+  for (const PrenormRange& r : prenorm) {
+    ranges.push_back(
+        {{"kernel", std::string(to_string(r.kernel))},
+         {"min_tokens", r.min_tokens},
+         {"max_tokens",
+          r.max_tokens == kNoTokenLimit ? nlohmann::json(nullptr) : nlohmann::json(r.max_tokens)}});
+  }
+  nlohmann::json built_names = nlohmann::json::array();
+  for (const KernelImage& im : built) built_names.push_back(im.name());
+  auto limit = [](int64_t v) {
+    return v == kNoTokenLimit ? nlohmann::json("all") : nlohmann::json(v);
+  };
+  const nlohmann::json j = {
+      {"capability", fmt::format("{}.{}", capability.major, capability.minor)},
+      {"sm_count", sm_count},
+      {"images_built", built_names},
+      {"image_loaded", image ? nlohmann::json(image->name()) : nlohmann::json(nullptr)},
+      {"compiled_ahead_of_time", compiled_ahead_of_time()},
+      {"image_queried", image_queried},
+      {"heuristics", rules.name},
+      {"prenorm", ranges},
+      {"forced_splits", forced_splits ? nlohmann::json(*forced_splits) : nlohmann::json(nullptr)},
+      {"decode_max_splits", rules.decode_max_splits},
+      {"tma128_available", tma128_available},
+      {"pdl", pdl},
+      {"fused_input_max_tokens", limit(fused_input_max_tokens)},
+      {"folded_post_max_tokens", limit(folded_post_max_tokens)},
+      {"overlap", std::string(mhc::to_string(overlap))},
+      {"overlap_max_tokens", overlap_max_tokens},
+      {"overlap_max_tokens_source", overlap_max_tokens_source},
+      {"overrides", overrides}};
+  return j.dump();
+}
+
+}  // namespace mhc

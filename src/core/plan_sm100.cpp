@@ -1,0 +1,20 @@
+// Blackwell (the SM100 family: 10.0, 10.3) heuristics of the kernel plan. Nothing was measured
+// on Blackwell: the register-fed kernels with the H200's cut-offs, the TMA kernel (mma.sync
+// consumers there, no wgmma) only when forced, and upstream's automatic overlap up to 16 tokens
+// (derived from GB200). Used only where the binary holds SM100 code (rules_for).
+#include "mhc/core/kernel_plan.hpp"
+
+namespace mhc {
+
+ArchRules sm100_rules() {
+  ArchRules r = sm90_rules();
+  r.name = "sm100";
+  r.measured = "not measured on Blackwell: the H200's register-kernel cut-offs; overlap: upstream";
+  r.tma128_from_tokens.reset();
+  r.pdl = true;
+  r.overlap = OverlapAvailability::automatic;
+  r.overlap_max_tokens = 16;
+  return r;
+}
+
+}  // namespace mhc

@@ -1,0 +1,29 @@
+// Hopper (compute capability 9.0) heuristics of the kernel plan, each measured on an H200.
+#include "mhc/core/kernel_plan.hpp"
+
+namespace mhc {
+
+ArchRules sm90_rules() {
+  ArchRules r;
+  r.name = "sm90";
+  r.measured = "measured on an H200: docs/kernels.md, docs/tuning.md";
+  // 16-token tiles win up to 256 tokens (more CTAs, less register pressure), 64-token tiles
+  // above (hc_fn re-read from L2 once per tile); the TMA kernel from the smallest size at which
+  // it beat the best register-fed tiling in the sweep (docs/kernels.md; docs/decisions.md, "TMA
+  // kernel threshold").
+  r.mma64_from_tokens = 257;
+  r.tma128_from_tokens = 1536;
+  r.decode_max_splits = 40;
+  r.fused_input_max_tokens = 64;
+  // The fold saves a launch per site at decode sizes and nothing by 64 tokens (docs/decisions.md,
+  // "Folded decode layout"); the executor folds only when asked (fold_previous_post).
+  r.folded_post_max_tokens = 16;
+  r.pdl = true;
+  r.overlap = OverlapAvailability::opt_in;
+  // The smallest threshold `mhc tune` measured over the three hidden sizes, so that no measured
+  // size loses (docs/tuning.md; docs/decisions.md, "Hopper overlap threshold").
+  r.overlap_max_tokens = kSm90OverlapMaxTokens;
+  return r;
+}
+
+}  // namespace mhc

@@ -1,0 +1,136 @@
+#include "mhc/core/tactics.hpp"
+
+#include <fmt/core.h>
+
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "mhc/core/error.hpp"
+#include "mhc/core/json_input.hpp"
+
+namespace mhc {
+namespace {
+
+using json = nlohmann::json;
+
+constexpr int64_t kMaxThreshold = int64_t{1} << 20;  // the kernel config's own limit
+
+class Reader {
+ public:
+  Reader(const json& root, const std::string& source) : root_(root), source_(source) {}
+
+  [[noreturn]] void fail(const std::string& what) const {
+    throw Error(fmt::format("tactics {}: {}", source_, what));
+  }
+  const json& field(const json& obj, const char* key, const char* where) const {
+    if (!obj.is_object() || !obj.contains(key)) fail(fmt::format("{} has no '{}'", where, key));
+    return obj.at(key);
+  }
+  std::string text(const json& obj, const char* key, const char* where, bool required) const {
+    if (!required && (!obj.contains(key) || obj.at(key).is_null())) return "";
+    const json& v = field(obj, key, where);
+    if (!v.is_string()) fail(fmt::format("'{}' must be a string, got {}", key, v.type_name()));
+    return v.get<std::string>();
+  }
+  int64_t integer(const json& obj, const char* key, const char* where, int64_t lo,
+                  int64_t hi) const {
+    const json& v = field(obj, key, where);
+    if (!v.is_number_integer()) {
+      fail(fmt::format("'{}' must be an integer, got {} {}", key, v.type_name(), v.dump()));
+    }
+    const int64_t value =
+        v.is_number_unsigned() && v.get<uint64_t>() > uint64_t(hi) ? hi + 1 : v.get<int64_t>();
+    if (value < lo || value > hi) {
+      fail(fmt::format("'{}' = {} is out of range {}..{}", key, v.dump(), lo, hi));
+    }
+    return value;
+  }
+  const json& root() const { return root_; }
+
+ private:
+  const json& root_;
+  const std::string& source_;
+};
+
+// Bounded before parsing, as every untrusted JSON (mhc/core/json_input.hpp): a tactics file is
+// a few rounds of rows, nested 5 deep.
+json parse_json(std::string_view text, const std::string& source) {
+  return json_input::parse(text, "tactics " + source, json_input::Limits{});
+}
+
+constexpr std::streamoff kMaxFileBytes = std::streamoff{16} << 20;
+
+}  // namespace
+
+Tactics Tactics::parse(std::string_view json_text, const std::string& source) {
+  const json root = parse_json(json_text, source);
+  const Reader r(root, source);
+  if (!root.is_object()) r.fail(fmt::format("must be a JSON object, got {}", root.type_name()));
+  const std::string format = r.text(root, "format", "the file", true);
+  if (format != kTacticsFormat) {
+    r.fail(fmt::format("format '{}' is not '{}' (written by `mhc tune`)", format, kTacticsFormat));
+  }
+  Tactics t;
+  t.source = source;
+  t.gpu = r.text(root, "gpu", "the file", true);
+  try {
+    t.capability = parse_capability(r.text(root, "arch", "the file", true));
+  } catch (const Error& e) {
+    r.fail(e.what());
+  }
+  t.sm_count = static_cast<int>(r.integer(root, "sm_count", "the file", 1, 100000));
+  t.commit = r.text(root, "commit", "the file", false);
+  t.date = r.text(root, "date", "the file", false);
+  t.method = r.text(root, "method", "the file", false);
+  const json& shape = r.field(root, "shape", "the file");
+  t.hidden = static_cast<int>(r.integer(shape, "hidden", "shape", 1, 1 << 20));
+  t.n = static_cast<int>(r.integer(shape, "n", "shape", 1, 64));
+  t.layers = static_cast<int>(r.integer(shape, "layers", "shape", 1, 100000));
+  t.overlap_max_tokens =
+      static_cast<int>(r.integer(root, "overlap_max_tokens", "the file", 0, kMaxThreshold));
+  return t;
+}
+
+Tactics Tactics::load(const std::string& path) {
+  // A regular file only: a FIFO or a device named in a kernel config would block or never end.
+  std::error_code ec;
+  if (!std::filesystem::is_regular_file(path, ec)) {
+    throw Error(fmt::format("tactics {}: not a regular file{}", path,
+                            ec ? " (" + ec.message() + ")" : std::string()));
+  }
+  std::ifstream in(path, std::ios::binary | std::ios::ate);
+  if (!in) throw Error(fmt::format("tactics {}: cannot open the file", path));
+  if (in.tellg() > kMaxFileBytes) {
+    throw Error(
+        fmt::format("tactics {}: larger than {} bytes; not a tactics file", path, kMaxFileBytes));
+  }
+  in.seekg(0);
+  std::ostringstream text;
+  text << in.rdbuf();
+  if (in.bad()) throw Error(fmt::format("tactics {}: read error", path));
+  return parse(text.str(), path);
+}
+
+std::string Tactics::to_json() const {
+  const json j = {{"arch", fmt::format("{}.{}", capability.major, capability.minor)},
+                  {"commit", commit},
+                  {"date", date},
+                  {"format", kTacticsFormat},
+                  {"gpu", gpu},
+                  {"method", method},
+                  {"overlap_max_tokens", overlap_max_tokens},
+                  {"shape", {{"hidden", hidden}, {"layers", layers}, {"n", n}}},
+                  {"sm_count", sm_count}};
+  return j.dump();
+}
+
+std::string Tactics::describe() const {
+  return fmt::format(
+      "tactics {}: overlap up to {} tokens ({}, {}.{}, C={} n={} L={}, commit {}, {})", source,
+      overlap_max_tokens, gpu, capability.major, capability.minor, hidden, n, layers,
+      commit.empty() ? "unknown" : commit, date.empty() ? "undated" : date);
+}
+
+}  // namespace mhc

@@ -1,0 +1,217 @@
+// The kernel plan on simulated devices: which image a GPU loads from a binary's images, the
+// prenorm kernel per token range and the splits, the switches, the tactics, and the dispatch
+// policy's promise that it never says yes to a path the binary lacks.
+#include <gtest/gtest.h>
+
+#include <string>
+
+#include "mhc/core/dispatch.hpp"
+#include "mhc/core/error.hpp"
+#include "mhc/core/kernel_plan.hpp"
+
+namespace mhc {
+namespace {
+
+constexpr int kH200Sms = 132;
+const char* const kWithSm100 = "sm_90a,sm_80,sm_100f,compute_80";
+const char* const kWithoutSm100 = "sm_90a,sm_80,compute_80";
+
+KernelPlan plan(const char* arch, const char* images, const char* config = "") {
+  return simulated_plan(parse_capability(arch), kH200Sms, parse_images(images),
+                        KernelConfig::parse(config));
+}
+
+bool contains(const std::string& text, const std::string& part) {
+  return text.find(part) != std::string::npos;
+}
+
+TEST(KernelImages, ParseAndName) {
+  const auto images = parse_images(kWithSm100);
+  ASSERT_EQ(images.size(), 4u);
+  EXPECT_EQ(images[0].name(), "sm_90a");
+  EXPECT_EQ(images[2].name(), "sm_100f");
+  EXPECT_TRUE(images[3].ptx);
+  EXPECT_EQ(images[3].name(), "compute_80");
+  EXPECT_TRUE(parse_images("").empty());
+  for (const char* bad : {"sm90a", "sm_", "compute_x", "sm_90b", "sm_9", "gfx90a"}) {
+    EXPECT_THROW(parse_images(bad), Error) << bad;
+  }
+}
+
+TEST(KernelImages, TheDriversChoice) {
+  const auto with = parse_images(kWithSm100), without = parse_images(kWithoutSm100);
+  auto pick = [](const char* arch, const std::vector<KernelImage>& images) {
+    const auto im = image_for(parse_capability(arch), images);
+    return im ? im->name() : std::string("none");
+  };
+  EXPECT_EQ(pick("9.0", with), "sm_90a");
+  EXPECT_EQ(pick("8.0", with), "sm_80");
+  EXPECT_EQ(pick("8.9", with), "sm_80");  // plain SASS runs up the minor versions
+  EXPECT_EQ(pick("10.0", with), "sm_100f");
+  EXPECT_EQ(pick("10.3", with), "sm_100f");  // the family image
+  EXPECT_EQ(pick("10.0", without), "compute_80");
+  EXPECT_EQ(pick("12.0", with), "compute_80");
+  EXPECT_EQ(pick("10.3", parse_images("sm_100a,compute_80")), "compute_80");  // 'a': 10.0 only
+  EXPECT_EQ(pick("9.0", parse_images("sm_80")), "none");  // SASS never crosses a major version
+  EXPECT_EQ(pick("7.5", with), "none");
+}
+
+TEST(KernelPlanRanges, HopperUsesAllThreeKernels) {
+  const KernelPlan p = plan("9.0", kWithSm100);
+  EXPECT_TRUE(p.compiled_ahead_of_time());
+  EXPECT_TRUE(p.pdl);
+  EXPECT_TRUE(p.tma128_available);
+  for (int64_t m : {1, 16, 255, 256, 257, 1024, 1535, 1536, 2048, 100000}) {
+    const PrenormKernel want = m >= 1536  ? PrenormKernel::tma128
+                               : m <= 256 ? PrenormKernel::mma16
+                                          : PrenormKernel::mma64;
+    EXPECT_EQ(p.prenorm_kernel(m), want) << "M=" << m;
+  }
+}
+
+TEST(KernelPlanRanges, WithoutSm90InstructionsNoTmaAndNoPdl) {
+  for (const char* arch : {"8.0", "10.0", "12.0"}) {
+    const KernelPlan p = plan(arch, kWithoutSm100);
+    EXPECT_FALSE(p.pdl) << arch;
+    EXPECT_FALSE(p.tma128_available) << arch;
+    EXPECT_EQ(p.prenorm_kernel(100000), PrenormKernel::mma64) << arch;
+  }
+  EXPECT_FALSE(plan("10.0", kWithoutSm100).compiled_ahead_of_time());
+}
+
+TEST(KernelPlanRanges, Sm100CodeHasPdlButNoTmaKernel) {
+  const KernelPlan p = plan("10.0", kWithSm100);
+  EXPECT_TRUE(p.compiled_ahead_of_time());
+  EXPECT_TRUE(p.pdl);
+  EXPECT_FALSE(p.tma128_available);  // its body is compiled into the sm_90a image only
+  EXPECT_EQ(p.prenorm_kernel(100000), PrenormKernel::mma64);
+  EXPECT_THROW(plan("10.0", kWithSm100, R"({"prenorm_kernel": "tma128"})"), Error);
+}
+
+TEST(KernelPlanSplits, FillTheGpuOnceAndStayInRange) {
+  const KernelPlan p = plan("9.0", kWithSm100);
+  for (int max_splits : {16, 20, 28, 80}) {
+    for (int64_t m : {1, 3, 17, 64, 137, 1024, 2049, 4096, 8192}) {
+      const PrenormChoice c = p.prenorm_choice(m, max_splits);
+      const int64_t rows = rows_per_tile(c.kernel);
+      EXPECT_GE(c.splits, 1);
+      EXPECT_LE(c.splits, max_splits);
+      EXPECT_LE(c.splits, 40) << "decode sizes are capped (the last CTA reads every split)";
+      if (c.splits > 1) {
+        EXPECT_LE((m + rows - 1) / rows * c.splits, kH200Sms) << "M=" << m;
+      }
+    }
+  }
+  // The measured optimum of the TMA kernel at C=5120 n=4 (K / 256 = 80): 128 CTAs.
+  EXPECT_EQ(p.prenorm_choice(4096, 80).splits, 4);
+  EXPECT_EQ(p.prenorm_choice(8192, 80).splits, 2);
+}
+
+TEST(KernelPlanSwitches, ForceAndDisableEachPath) {
+  const KernelPlan forced =
+      plan("9.0", kWithSm100,
+           R"({"prenorm_kernel": "mma64", "prenorm_splits": 7, "fused_input": false,
+               "folded_post": false})");
+  for (int64_t m : {1, 300, 5000}) {
+    EXPECT_EQ(forced.prenorm_kernel(m), PrenormKernel::mma64);
+    EXPECT_EQ(forced.prenorm_choice(m, 80).splits, 7);
+  }
+  EXPECT_EQ(forced.prenorm_choice(1, 4).splits, 4) << "at most the shape's limit";
+  EXPECT_FALSE(forced.fuses_input(1, PrenormKernel::mma16));
+  EXPECT_EQ(forced.folded_post_max_tokens, 0);
+  EXPECT_EQ(forced.overrides.size(), 4u);
+  EXPECT_TRUE(contains(forced.describe(), "prenorm_kernel=mma64"));
+
+  const KernelPlan plain = plan("9.0", kWithSm100);
+  EXPECT_TRUE(plain.fuses_input(64, PrenormKernel::mma16));
+  EXPECT_FALSE(plain.fuses_input(65, PrenormKernel::mma16));
+  EXPECT_TRUE(
+      plan("9.0", kWithSm100, R"({"fused_input": true})").fuses_input(200, PrenormKernel::mma16));
+  EXPECT_TRUE(plain.overrides.empty());
+}
+
+TEST(KernelPlanSwitches, ForcingAPathTheImageLacksIsAnError) {
+  try {
+    plan("10.0", kWithoutSm100, R"({"prenorm_kernel": "tma128"})");
+    FAIL() << "no error";
+  } catch (const Error& e) {
+    EXPECT_TRUE(contains(e.what(), "compute_80")) << e.what();
+  }
+  EXPECT_THROW(KernelConfig::parse(R"({"prenorm_kernel": "tma256"})"), Error);
+  EXPECT_THROW(KernelConfig::parse(R"({"prenorm_splits": 0})"), Error);
+  EXPECT_THROW(KernelConfig::parse(R"({"fused_input": 1})"), Error);
+}
+
+TEST(KernelPlanOverlap, Sm100AutomaticOnlyWithSm100Code) {
+  EXPECT_EQ(plan("10.0", kWithSm100).overlap, OverlapAvailability::automatic);
+  EXPECT_EQ(plan("10.3", kWithSm100).overlap, OverlapAvailability::automatic);
+  EXPECT_EQ(plan("10.0", kWithoutSm100).overlap, OverlapAvailability::opt_in);
+  EXPECT_EQ(plan("9.0", kWithSm100).overlap, OverlapAvailability::opt_in);
+  EXPECT_EQ(plan("8.0", kWithSm100).overlap, OverlapAvailability::never);
+  EXPECT_EQ(plan("9.0", "sm_80").overlap, OverlapAvailability::never) << "no image loads";
+}
+
+DispatchInputs dispatch_inputs(const char* arch, const char* images) {
+  DispatchInputs in;
+  in.capability = parse_capability(arch);
+  in.images = parse_images(images);
+  return in;
+}
+
+TEST(KernelPlanOverlap, DispatchNeverPromisesAPathTheBinaryLacks) {
+  EXPECT_TRUE(decide(dispatch_inputs("10.0", kWithSm100)).overlap);
+  const DispatchDecision d = decide(dispatch_inputs("10.0", kWithoutSm100));
+  EXPECT_FALSE(d.overlap);
+  EXPECT_EQ(d.reason_code, "sm100_code_missing");
+  EXPECT_TRUE(contains(d.reason, "sm_90a, sm_80, compute_80")) << d.reason;
+  DispatchInputs opted = dispatch_inputs("10.0", kWithoutSm100);
+  opted.config.enable_mhc_overlap = true;
+  EXPECT_TRUE(decide(opted).overlap);
+  // No image loads: that is the reason, opted in or not.
+  EXPECT_EQ(decide(dispatch_inputs("9.0", "sm_100f")).reason_code, "no_prenorm_gemm");
+  DispatchInputs none = dispatch_inputs("9.0", "sm_100f");
+  none.config.enable_mhc_overlap = true;
+  EXPECT_EQ(decide(none).reason_code, "no_prenorm_gemm");
+}
+
+Tactics tactics(const char* arch, int max_tokens) {
+  Tactics t;
+  t.source = "test.json";
+  t.gpu = "GPU";
+  t.capability = parse_capability(arch);
+  t.sm_count = kH200Sms;
+  t.hidden = 4096;
+  t.n = 4;
+  t.layers = 43;
+  t.overlap_max_tokens = max_tokens;
+  return t;
+}
+
+TEST(KernelPlanTactics, ReplaceTheDefaultAndYieldToTheConfig) {
+  KernelConfig c;
+  c.tactics = tactics("9.0", 24);
+  const auto images = parse_images(kWithSm100);
+  KernelPlan p = simulated_plan(parse_capability("9.0"), kH200Sms, images, c);
+  EXPECT_EQ(p.overlap_max_tokens, 24);
+  EXPECT_TRUE(contains(p.overlap_max_tokens_source, "test.json")) << p.overlap_max_tokens_source;
+  c.overlap_max_tokens = 8;
+  p = simulated_plan(parse_capability("9.0"), kH200Sms, images, c);
+  EXPECT_EQ(p.overlap_max_tokens, 8);
+  EXPECT_TRUE(contains(p.overlap_max_tokens_source, "kernel config"));
+  c.tactics = tactics("10.0", 24);
+  EXPECT_THROW(simulated_plan(parse_capability("9.0"), kH200Sms, images, c), Error);
+}
+
+TEST(KernelPlanText, NamesEveryVariantAndWhereItCameFrom) {
+  const std::string text = plan("10.0", kWithoutSm100).describe();
+  for (const char* part : {"compute_80 (PTX, JIT", "mma16", "mma64", "tma128", "absent",
+                           "sm100-jit", "predicted from the build", "opt-in"}) {
+    EXPECT_TRUE(contains(text, part)) << part << "\n" << text;
+  }
+  const std::string hopper = plan("9.0", kWithSm100).describe();
+  EXPECT_TRUE(contains(hopper, "M >= 1536")) << hopper;
+  EXPECT_TRUE(contains(hopper, "SASS, compiled ahead of time, wgmma")) << hopper;
+}
+
+}  // namespace
+}  // namespace mhc

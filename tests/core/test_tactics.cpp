@@ -1,0 +1,96 @@
+// Tactics files (`mhc tune`): loading through the kernel config, validation.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <string>
+
+#include "mhc/core/config.hpp"
+#include "mhc/core/error.hpp"
+#include "mhc/core/tactics.hpp"
+
+namespace mhc {
+namespace {
+
+const char* const kValid = R"({"format": "mhc-tactics-1", "gpu": "NVIDIA H200", "arch": "9.0",
+  "sm_count": 132, "commit": "abc", "date": "2026-12-01", "method": "m",
+  "shape": {"hidden": 4096, "n": 4, "layers": 43}, "overlap_max_tokens": 32, "runs": []})";
+
+std::string error_of(const std::string& text) {
+  try {
+    Tactics::parse(text, "t.json");
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "";
+}
+
+std::string temp_path(const char* name) {
+  return (std::filesystem::temp_directory_path() / name).string();
+}
+
+TEST(Tactics, ParsesTheFileMhcTuneWrites) {
+  const Tactics t = Tactics::parse(kValid, "t.json");
+  EXPECT_EQ(t.overlap_max_tokens, 32);
+  EXPECT_EQ(t.capability, (ComputeCapability{9, 0}));
+  EXPECT_EQ(t.hidden, 4096);
+  EXPECT_EQ(t.layers, 43);
+  EXPECT_NE(t.describe().find("t.json"), std::string::npos);
+  EXPECT_EQ(Tactics::parse(t.to_json(), "again").to_json(), t.to_json());
+}
+
+TEST(Tactics, RejectsWithAClearMessage) {
+  nlohmann::json base = nlohmann::json::parse(kValid);
+  struct Bad {
+    const char* key;
+    nlohmann::json value;
+    const char* says;
+  };
+  for (const Bad& b :
+       {Bad{"format", "mhc-tactics-0", "format"}, Bad{"overlap_max_tokens", -1, "out of range"},
+        Bad{"overlap_max_tokens", 1.5, "integer"}, Bad{"arch", "nine", "compute capability"},
+        Bad{"sm_count", "132", "integer"}}) {
+    nlohmann::json j = base;
+    j[b.key] = b.value;
+    const std::string msg = error_of(j.dump());
+    EXPECT_NE(msg.find(b.says), std::string::npos) << b.key << ": " << msg;
+    EXPECT_NE(msg.find("t.json"), std::string::npos) << msg;
+  }
+  nlohmann::json no_shape = base;
+  no_shape.erase("shape");
+  EXPECT_NE(error_of(no_shape.dump()).find("'shape'"), std::string::npos);
+  EXPECT_NE(error_of("{").find("not valid JSON"), std::string::npos);
+  EXPECT_NE(error_of("[]").find("object"), std::string::npos);
+}
+
+TEST(Tactics, LoadedThroughTheKernelConfig) {
+  const std::string path = temp_path("mhc_tactics_test.json");
+  std::ofstream(path) << kValid;
+  const KernelConfig c = KernelConfig::parse(nlohmann::json{{"tactics", path}}.dump());
+  ASSERT_TRUE(c.tactics.has_value());
+  EXPECT_EQ(c.tactics->source, path);
+  EXPECT_EQ(c.tactics->overlap_max_tokens, 32);
+  // The canonical config carries the tactics inline: it parses back and hashes the same.
+  EXPECT_EQ(KernelConfig::parse(c.to_json()).to_json(), c.to_json());
+  EXPECT_NE(c.hash(), KernelConfig{}.hash());
+  std::filesystem::remove(path);
+  EXPECT_THROW(KernelConfig::parse(nlohmann::json{{"tactics", path}}.dump()), Error);
+  // Not a regular file: refused before anything is read (a FIFO or device would block).
+  EXPECT_THROW(KernelConfig::parse(R"({"tactics": "/dev/zero"})"), Error);
+  EXPECT_THROW(KernelConfig::parse(nlohmann::json{{"tactics", temp_path("")}}.dump()), Error);
+}
+
+TEST(Tactics, ConfigSwitchesKeepOldHashesAndRoundTrip) {
+  EXPECT_EQ(KernelConfig::parse(R"({"prenorm_kernel": "auto"})").hash(), KernelConfig{}.hash());
+  const KernelConfig c = KernelConfig::parse(
+      R"({"prenorm_kernel": "mma64", "prenorm_splits": 3, "fused_input": false,
+          "folded_post": true})");
+  EXPECT_EQ(KernelConfig::parse(c.to_json()).to_json(), c.to_json());
+  EXPECT_EQ(c.to_json(), R"({"enable_mhc_overlap":null,"folded_post":true,"fused_input":false,)"
+                         R"("overlap_max_tokens":null,"prenorm_kernel":"mma64","prenorm_splits":3,)"
+                         R"("projection":"tf32"})");
+}
+
+}  // namespace
+}  // namespace mhc
