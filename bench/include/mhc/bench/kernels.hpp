@@ -20,7 +20,7 @@ struct KernelBenchOptions {
   int reps = 200;               // >= 5
   Projection projection = Projection::tf32;
   bool batch_invariant = false;  // time the kernels in KernelConfig::batch_invariant's mode
-  bool sweep_tuning = false;  // also time the coefficient path at every split count / tile size
+  bool sweep_tuning = false;     // also time the coefficient path at every split count / tile size
   std::string commit;
 };
 
