@@ -107,9 +107,52 @@ void apply_switches(KernelPlan& plan, const KernelConfig& config) {
     plan.folded_post_max_tokens = *config.folded_post ? kNoTokenLimit : 0;
     plan.overrides.push_back(fmt::format("folded_post={}", *config.folded_post));
   }
+  if (config.pdl) {
+    const bool waits = plan.image && plan.image->has_sm90_instructions();
+    if (*config.pdl && !waits) {
+      throw Error(fmt::format(
+          "kernel config pdl=true: the image this GPU loads ({}) has no griddepcontrol; PDL "
+          "needs the sm_90 instructions (an sm_90a or newer image)",
+          plan.image ? plan.image->name() : "none"));
+    }
+    plan.pdl = *config.pdl;
+    plan.overrides.push_back(fmt::format("pdl={}", *config.pdl));
+  }
+}
+
+// Batch-invariant mode overrides the size-dependent choices; the switches that would break the
+// fixed order are refused rather than silently ignored.
+void apply_batch_invariance(KernelPlan& plan, const KernelConfig& config) {
+  auto refuse = [](std::string_view key) {
+    throw Error(fmt::format(
+        "kernel config {} cannot be combined with batch_invariant: batch-invariant mode fixes "
+        "the prenorm kernel and splits and never fuses the input or folds the post",
+        key));
+  };
+  if (config.prenorm_kernel) refuse("prenorm_kernel");
+  if (config.prenorm_splits) refuse("prenorm_splits");
+  if (config.fused_input.value_or(false)) refuse("fused_input=true");
+  if (config.folded_post.value_or(false)) refuse("folded_post=true");
+  plan.batch_invariant = true;
+  plan.prenorm.clear();
+  if (plan.tma128_available) {
+    plan.prenorm.push_back({1, kNoTokenLimit, PrenormKernel::tma128});
+  } else {
+    plan.prenorm.push_back({1, kBatchInvariantMma16MaxTokens, PrenormKernel::mma16});
+    plan.prenorm.push_back(
+        {kBatchInvariantMma16MaxTokens + 1, kNoTokenLimit, PrenormKernel::mma64});
+  }
+  plan.fused_input_max_tokens = 0;
+  plan.folded_post_max_tokens = 0;
+  plan.overrides.push_back("batch_invariant=true");
 }
 
 }  // namespace
+
+PrenormKernel batch_invariant_kernel(int64_t tokens, bool tma128_available) {
+  if (tma128_available) return PrenormKernel::tma128;
+  return tokens <= kBatchInvariantMma16MaxTokens ? PrenormKernel::mma16 : PrenormKernel::mma64;
+}
 
 std::string KernelImage::name() const {
   const std::string v = variant ? std::string(1, variant) : std::string();
@@ -220,6 +263,7 @@ KernelPlan make_plan(ComputeCapability cc, int sm_count, std::optional<KernelIma
   plan.overlap = image ? plan.rules.overlap : OverlapAvailability::never;
   apply_threshold(plan, config);
   apply_switches(plan, config);
+  if (config.batch_invariant) apply_batch_invariance(plan, config);
   return plan;
 }
 

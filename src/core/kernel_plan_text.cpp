@@ -64,6 +64,10 @@ std::string built_text(const std::vector<KernelImage>& built) {
 }
 
 std::string splits_text(const KernelPlan& plan) {
+  if (plan.batch_invariant) {
+    return "a power of two dividing the shape's K leaves (one leaf per split on the 16/64-row "
+           "tiles; on the TMA kernel as many as fill the SMs once)";
+  }
   if (plan.forced_splits)
     return fmt::format("{} (forced, at most the shape's K / 256)", *plan.forced_splits);
   return fmt::format("tiles x splits fill the {} SMs once; at most {} and at most K / 256",
@@ -99,6 +103,10 @@ std::string KernelPlan::describe() const {
          fmt::format("{}: {}", kernel_title(k), reach(*this, k)));
   }
   line("prenorm splits", splits_text(*this));
+  line("batch invariant",
+       batch_invariant ? "yes: one kernel per size whatever the batch, splits from the K leaves, "
+                         "nothing fused or folded"
+                       : "no (kernel config batch_invariant=true)");
   line("fused input", "input path inside the 16-row coefficient launch, " +
                           limit_text(has_kernels() ? fused_input_max_tokens : 0));
   line("folded post", "previous post folded into the coefficient launch, " +
@@ -109,7 +117,8 @@ std::string KernelPlan::describe() const {
   line("overrides", overrides_text());
   line("switches",
        "kernel config prenorm_kernel (mma16|mma64|tma128), prenorm_splits, "
-       "fused_input, folded_post, enable_mhc_overlap, overlap_max_tokens, tactics");
+       "fused_input, folded_post, pdl, batch_invariant, enable_mhc_overlap, overlap_max_tokens, "
+       "tactics");
   return out;
 }
 
@@ -129,8 +138,8 @@ std::string KernelPlan::summary() const {
     ranges += fmt::format(" {}", to_string(r.kernel));
     if (r.max_tokens != kNoTokenLimit) ranges += fmt::format(" M<={}", r.max_tokens);
   }
-  return fmt::format("{} {}, prenorm{}{}", image->name(), image->ptx ? "PTX (JIT)" : "SASS", ranges,
-                     pdl ? ", pdl" : "");
+  return fmt::format("{} {}, prenorm{}{}{}", image->name(), image->ptx ? "PTX (JIT)" : "SASS",
+                     ranges, pdl ? ", pdl" : "", batch_invariant ? ", batch-invariant" : "");
 }
 
 std::string KernelPlan::to_json() const {
@@ -156,6 +165,7 @@ std::string KernelPlan::to_json() const {
       {"image_queried", image_queried},
       {"heuristics", rules.name},
       {"prenorm", ranges},
+      {"batch_invariant", batch_invariant},
       {"forced_splits", forced_splits ? nlohmann::json(*forced_splits) : nlohmann::json(nullptr)},
       {"decode_max_splits", rules.decode_max_splits},
       {"tma128_available", tma128_available},

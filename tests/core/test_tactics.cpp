@@ -90,6 +90,15 @@ TEST(Tactics, ConfigSwitchesKeepOldHashesAndRoundTrip) {
   EXPECT_EQ(c.to_json(), R"({"enable_mhc_overlap":null,"folded_post":true,"fused_input":false,)"
                          R"("overlap_max_tokens":null,"prenorm_kernel":"mma64","prenorm_splits":3,)"
                          R"("projection":"tf32"})");
+  const KernelConfig pdl = KernelConfig::parse(R"({"pdl": false})");
+  EXPECT_EQ(pdl.to_json(), R"({"enable_mhc_overlap":null,"overlap_max_tokens":null,"pdl":false,)"
+                           R"("projection":"tf32"})");
+  EXPECT_EQ(KernelConfig::parse(pdl.to_json()).to_json(), pdl.to_json());
+  EXPECT_NE(pdl.hash(), KernelConfig{}.hash());
+  EXPECT_EQ(KernelConfig::parse(R"({"pdl": null})").hash(), KernelConfig{}.hash());
+  EXPECT_TRUE(pdl.describe().find(" pdl=false") != std::string::npos) << pdl.describe();
+  EXPECT_THROW(KernelConfig::parse(R"({"pdl": 1})"), Error);
+  EXPECT_THROW(KernelConfig::parse(R"({"pdl": "on"})"), Error);
 }
 
 }  // namespace

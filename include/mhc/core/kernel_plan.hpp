@@ -54,6 +54,12 @@ struct PrenormRange {
   PrenormKernel kernel = PrenormKernel::mma16;
 };
 
+// Batch-invariant mode (KernelConfig::batch_invariant): one kernel per token count whatever the
+// batch around it, since the kernels cut K differently: the TMA kernel at every size where the
+// image has it, else the 16-row tiles up to this size and the 64-row tiles above.
+inline constexpr int64_t kBatchInvariantMma16MaxTokens = 256;
+PrenormKernel batch_invariant_kernel(int64_t tokens, bool tma128_available);
+
 struct PrenormChoice {
   PrenormKernel kernel = PrenormKernel::mma16;
   int splits = 1;
@@ -67,6 +73,10 @@ struct KernelPlan {
   bool image_queried = false;        // reported by the runtime (else predicted from `built`)
   ArchRules rules;
   std::vector<PrenormRange> prenorm;  // covers 1..kNoTokenLimit in order
+  // Every reduction in one fixed order (docs/batch_invariance.md): `prenorm` then follows
+  // batch_invariant_kernel, the splits follow the K leaves (mhc::cuda::batch_invariant_tuning),
+  // and nothing fuses or folds (those launches cut a row's sums differently).
+  bool batch_invariant = false;
   std::optional<int> forced_splits;
   bool tma128_available = false;  // the TMA kernel's body is in the loaded image
   bool pdl = false;
