@@ -83,6 +83,26 @@ void apply_threshold(KernelPlan& plan, const KernelConfig& config) {
   }
 }
 
+// The tactics' measured prenorm ranges (their architecture was checked by apply_threshold).
+void apply_prenorm_tactics(KernelPlan& plan, const KernelConfig& config) {
+  if (!config.tactics || config.tactics->prenorm.empty()) return;
+  std::vector<PrenormRange> ranges;
+  int64_t lo = 1;
+  for (const PrenormTactic& t : config.tactics->prenorm) {
+    const PrenormKernel k = parse_prenorm_kernel(t.kernel);
+    if (k == PrenormKernel::tma128 && !plan.tma128_available) {
+      throw Error(fmt::format(
+          "{} picks tma128 up to {} tokens, but the image this GPU loads ({}) "
+          "has no TMA kernel: run `mhc tune` with this binary",
+          config.tactics->source, t.max_tokens, plan.image ? plan.image->name() : "none"));
+    }
+    ranges.push_back({lo, t.max_tokens, k, t.splits});
+    if (t.max_tokens != kNoTokenLimit) lo = t.max_tokens + 1;
+  }
+  plan.prenorm = std::move(ranges);
+  plan.prenorm_source = config.tactics->describe();
+}
+
 void apply_switches(KernelPlan& plan, const KernelConfig& config) {
   if (config.prenorm_kernel) {
     const PrenormKernel k = parse_prenorm_kernel(*config.prenorm_kernel);
@@ -93,6 +113,7 @@ void apply_switches(KernelPlan& plan, const KernelConfig& config) {
           plan.image ? plan.image->name() : "none"));
     }
     plan.prenorm = {{1, kNoTokenLimit, k}};
+    plan.prenorm_source = "kernel config (prenorm_kernel)";
     plan.overrides.push_back("prenorm_kernel=" + *config.prenorm_kernel);
   }
   if (config.prenorm_splits) {
@@ -135,6 +156,7 @@ void apply_batch_invariance(KernelPlan& plan, const KernelConfig& config) {
   if (config.folded_post.value_or(false)) refuse("folded_post=true");
   plan.batch_invariant = true;
   plan.prenorm.clear();
+  plan.prenorm_source = "batch-invariant mode (batch_invariant_kernel)";
   if (plan.tma128_available) {
     plan.prenorm.push_back({1, kNoTokenLimit, PrenormKernel::tma128});
   } else {
@@ -258,10 +280,12 @@ KernelPlan make_plan(ComputeCapability cc, int sm_count, std::optional<KernelIma
   plan.tma128_available = image && image->has_wgmma();  // its body is in sm_90a only
   plan.pdl = plan.rules.pdl && image && image->has_sm90_instructions();
   plan.prenorm = auto_ranges(plan.rules, plan.tma128_available);
+  plan.prenorm_source = fmt::format("built-in rules of {}", plan.rules.name);
   plan.fused_input_max_tokens = plan.rules.fused_input_max_tokens;
   plan.folded_post_max_tokens = plan.rules.folded_post_max_tokens;
   plan.overlap = image ? plan.rules.overlap : OverlapAvailability::never;
   apply_threshold(plan, config);
+  apply_prenorm_tactics(plan, config);
   apply_switches(plan, config);
   if (config.batch_invariant) apply_batch_invariance(plan, config);
   return plan;
@@ -273,18 +297,23 @@ KernelPlan simulated_plan(ComputeCapability cc, int sm_count, const std::vector<
 }
 
 PrenormKernel KernelPlan::prenorm_kernel(int64_t tokens) const {
+  return prenorm.empty() ? PrenormKernel::mma16 : prenorm_range(tokens).kernel;
+}
+
+const PrenormRange& KernelPlan::prenorm_range(int64_t tokens) const {
   for (const PrenormRange& r : prenorm) {
-    if (tokens <= r.max_tokens) return r.kernel;
+    if (tokens <= r.max_tokens) return r;
   }
-  return prenorm.empty() ? PrenormKernel::mma16 : prenorm.back().kernel;
+  return prenorm.back();
 }
 
 PrenormChoice KernelPlan::prenorm_choice(int64_t tokens, int max_splits) const {
   PrenormChoice c;
-  c.kernel = prenorm_kernel(tokens);
+  const PrenormRange& range = prenorm_range(tokens);
+  c.kernel = range.kernel;
   const int cap = std::max(1, std::min(max_splits, rules.decode_max_splits));
-  if (forced_splits) {
-    c.splits = std::clamp(*forced_splits, 1, std::max(1, max_splits));
+  if (forced_splits || range.splits > 0) {
+    c.splits = std::clamp(forced_splits.value_or(range.splits), 1, std::max(1, max_splits));
     return c;
   }
   const int64_t rows = rows_per_tile(c.kernel);

@@ -63,7 +63,22 @@ std::string built_text(const std::vector<KernelImage>& built) {
   return image_names(built);
 }
 
+// The measured split counts of the tactics' ranges, e.g. "measured: 8 (M <= 16), 4 (M >= 17)".
+std::string measured_splits(const KernelPlan& plan) {
+  std::string out;
+  for (const PrenormRange& r : plan.prenorm) {
+    if (r.splits <= 0) continue;
+    out += fmt::format("{}{} ({})", out.empty() ? "measured: " : ", ", r.splits,
+                       range_text(r.min_tokens, r.max_tokens));
+  }
+  return out;
+}
+
 std::string splits_text(const KernelPlan& plan) {
+  if (const std::string measured = measured_splits(plan);
+      !measured.empty() && !plan.forced_splits) {
+    return measured + " (at most the shape's K / 256)";
+  }
   if (plan.batch_invariant) {
     return "a power of two dividing the shape's K leaves (one leaf per split on the 16/64-row "
            "tiles; on the TMA kernel as many as fill the SMs once)";
@@ -102,6 +117,7 @@ std::string KernelPlan::describe() const {
     line(fmt::format("prenorm {}", to_string(k)),
          fmt::format("{}: {}", kernel_title(k), reach(*this, k)));
   }
+  line("prenorm from", prenorm_source);
   line("prenorm splits", splits_text(*this));
   line("batch invariant",
        batch_invariant ? "yes: one kernel per size whatever the batch, splits from the K leaves, "
@@ -147,6 +163,7 @@ std::string KernelPlan::to_json() const {
   for (const PrenormRange& r : prenorm) {
     ranges.push_back(
         {{"kernel", std::string(to_string(r.kernel))},
+         {"splits", r.splits > 0 ? nlohmann::json(r.splits) : nlohmann::json(nullptr)},
          {"min_tokens", r.min_tokens},
          {"max_tokens",
           r.max_tokens == kNoTokenLimit ? nlohmann::json(nullptr) : nlohmann::json(r.max_tokens)}});
@@ -165,6 +182,7 @@ std::string KernelPlan::to_json() const {
       {"image_queried", image_queried},
       {"heuristics", rules.name},
       {"prenorm", ranges},
+      {"prenorm_source", prenorm_source},
       {"batch_invariant", batch_invariant},
       {"forced_splits", forced_splits ? nlohmann::json(*forced_splits) : nlohmann::json(nullptr)},
       {"decode_max_splits", rules.decode_max_splits},

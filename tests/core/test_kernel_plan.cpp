@@ -278,5 +278,47 @@ TEST(KernelPlanSwitches, PdlOnAndOff) {
   EXPECT_FALSE(plan("8.0", kWithoutSm100, R"({"pdl": false})").pdl);
 }
 
+// Measured prenorm ranges from `mhc tune` replace the built-in rules (kernel and splits per
+// range), yield to the switches, and are refused where the image lacks the kernel.
+TEST(KernelPlanTactics, MeasuredPrenormRanges) {
+  const std::string tactics =
+      R"({"tactics": {"format": "mhc-tactics-1", "gpu": "g", "arch": "9.0", "sm_count": 132,
+          "shape": {"hidden": 4096, "n": 4, "layers": 43}, "overlap_max_tokens": 32,
+          "prenorm": [{"max_tokens": 8, "kernel": "mma16", "splits": 24},
+                      {"max_tokens": 512, "kernel": "mma64", "splits": 6},
+                      {"max_tokens": null, "kernel": "tma128", "splits": 2}]}})";
+  const KernelPlan p = plan("9.0", kWithSm100, tactics.c_str());
+  ASSERT_EQ(p.prenorm.size(), 3u);
+  EXPECT_EQ(p.prenorm_kernel(8), PrenormKernel::mma16);
+  EXPECT_EQ(p.prenorm_kernel(9), PrenormKernel::mma64);
+  EXPECT_EQ(p.prenorm_kernel(513), PrenormKernel::tma128);
+  EXPECT_EQ(p.prenorm[1].min_tokens, 9);
+  EXPECT_EQ(p.prenorm_choice(1, 160).splits, 24);
+  EXPECT_EQ(p.prenorm_choice(1, 16).splits, 16) << "at most the shape's limit";
+  EXPECT_EQ(p.prenorm_choice(300, 160).splits, 6);
+  EXPECT_EQ(p.prenorm_choice(100000, 160).splits, 2);
+  EXPECT_TRUE(contains(p.prenorm_source, "tactics inline")) << p.prenorm_source;
+  EXPECT_TRUE(contains(p.describe(), "measured: 24 (1 <= M <= 8)")) << p.describe();
+  EXPECT_TRUE(contains(p.to_json(), R"("splits":24)"));
+  // A switch still wins; batch-invariant mode fixes its own ranges.
+  std::string forced = tactics;
+  forced.insert(1, R"("prenorm_splits": 3, )");
+  EXPECT_EQ(plan("9.0", kWithSm100, forced.c_str()).prenorm_choice(1, 160).splits, 3);
+  std::string bi = tactics;
+  bi.insert(1, R"("batch_invariant": true, )");
+  EXPECT_EQ(plan("9.0", kWithSm100, bi.c_str()).prenorm.size(), 1u);
+  // Tactics measured on Hopper cannot load where the TMA kernel is absent (nor on another arch).
+  std::string no_tma = tactics;
+  no_tma.replace(no_tma.find(R"("arch": "9.0")"), 13, R"("arch": "10.0")");
+  try {
+    plan("10.0", kWithSm100, no_tma.c_str());
+    ADD_FAILURE() << "no error";
+  } catch (const Error& e) {
+    EXPECT_TRUE(contains(e.what(), "no TMA kernel")) << e.what();
+  }
+  EXPECT_THROW(plan("8.0", kWithSm100, tactics.c_str()), Error);
+  EXPECT_TRUE(contains(plan("9.0", kWithSm100).prenorm_source, "built-in rules of sm90"));
+}
+
 }  // namespace
 }  // namespace mhc

@@ -101,5 +101,38 @@ TEST(Tactics, ConfigSwitchesKeepOldHashesAndRoundTrip) {
   EXPECT_THROW(KernelConfig::parse(R"({"pdl": "on"})"), Error);
 }
 
+// The measured prenorm ranges: ascending, the last open-ended, known kernels, splits in range;
+// written to the canonical JSON only when present (older tactics keep their hashes).
+TEST(Tactics, PrenormRangesAreValidated) {
+  EXPECT_EQ(Tactics::parse(kValid, "t").to_json().find("prenorm"), std::string::npos);
+  auto with = [](const char* ranges) {
+    nlohmann::json j = nlohmann::json::parse(kValid);
+    j["prenorm"] = nlohmann::json::parse(ranges);
+    return j.dump();
+  };
+  const Tactics t = Tactics::parse(with(R"([{"max_tokens": 16, "kernel": "mma16", "splits": 8},
+               {"max_tokens": null, "kernel": "mma64", "splits": 2}])"),
+                                   "t");
+  ASSERT_EQ(t.prenorm.size(), 2u);
+  EXPECT_EQ(t.prenorm[0].max_tokens, 16);
+  EXPECT_EQ(t.prenorm[1].kernel, "mma64");
+  EXPECT_EQ(Tactics::parse(t.to_json(), "again").to_json(), t.to_json());
+  for (const char* bad :
+       {R"([])", R"({"a": 1})", R"([{"max_tokens": 16, "kernel": "mma16", "splits": 8}])",
+        R"([{"max_tokens": null, "kernel": "mma16", "splits": 8},
+            {"max_tokens": null, "kernel": "mma16", "splits": 8}])",
+        R"([{"max_tokens": 16, "kernel": "mma16", "splits": 8},
+            {"max_tokens": 16, "kernel": "mma16", "splits": 8},
+            {"max_tokens": null, "kernel": "mma16", "splits": 8}])",
+        R"([{"max_tokens": null, "kernel": "mma32", "splits": 8}])",
+        R"([{"max_tokens": null, "kernel": "mma16", "splits": 0}])",
+        R"([{"max_tokens": 0, "kernel": "mma16", "splits": 1},
+            {"max_tokens": null, "kernel": "mma16", "splits": 1}])",
+        R"([{"kernel": "mma16", "splits": 1}])"}) {
+    EXPECT_NE(error_of(with(bad)).find("prenorm"), std::string::npos)
+        << bad << ": " << error_of(with(bad));
+  }
+}
+
 }  // namespace
 }  // namespace mhc
