@@ -5,6 +5,7 @@
 #include <filesystem>
 #include <fstream>
 #include <limits>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <sstream>
 
@@ -170,6 +171,28 @@ std::string Tactics::to_json() const {
     j["prenorm"] = ranges;
   }
   return j.dump();
+}
+
+std::vector<PrenormTactic> fastest_prenorm(const std::vector<PrenormTiming>& timings) {
+  std::map<int64_t, const PrenormTiming*> best;  // by size, ascending
+  for (const PrenormTiming& t : timings) {
+    if (!(t.median_us > 0)) {
+      throw Error(fmt::format("prenorm timing of {} at M={} is not positive", t.kernel, t.tokens));
+    }
+    const PrenormTiming*& b = best[t.tokens];
+    if (!b || t.median_us < b->median_us) b = &t;
+  }
+  if (best.empty()) throw Error("no prenorm timings to choose from");
+  std::vector<PrenormTactic> out;
+  for (const auto& [tokens, t] : best) {
+    if (!out.empty() && out.back().kernel == t->kernel && out.back().splits == t->splits) {
+      out.back().max_tokens = tokens;
+    } else {
+      out.push_back({tokens, t->kernel, t->splits});
+    }
+  }
+  out.back().max_tokens = kOpenEnded;
+  return out;
 }
 
 std::string Tactics::describe() const {

@@ -1,10 +1,12 @@
 // Tactics files (`mhc tune`): loading through the kernel config, validation.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <string>
+#include <vector>
 
 #include "mhc/core/config.hpp"
 #include "mhc/core/error.hpp"
@@ -134,6 +136,28 @@ TEST(Tactics, PrenormRangesAreValidated) {
                 e.find("out of range") != std::string::npos)
         << bad << ": " << e;
   }
+}
+
+// `mhc tune`'s choice: the fastest per size, equal neighbours merged, the last range open-ended.
+TEST(Tactics, FastestPrenormPerSize) {
+  const std::vector<PrenormTiming> timings = {
+      {1, "mma16", 32, 5.0},  {1, "mma16", 8, 6.0},    {1, "mma64", 32, 7.0},
+      {16, "mma16", 32, 5.5}, {16, "mma16", 16, 5.6},  {256, "mma64", 8, 9.0},
+      {256, "mma16", 8, 9.5}, {4096, "tma128", 2, 30}, {4096, "mma64", 2, 35},
+  };
+  const std::vector<PrenormTactic> got = fastest_prenorm(timings);
+  ASSERT_EQ(got.size(), 3u);
+  EXPECT_EQ(got[0].max_tokens, 16);
+  EXPECT_EQ(got[0].kernel, "mma16");
+  EXPECT_EQ(got[0].splits, 32);
+  EXPECT_EQ(got[1].max_tokens, 256);
+  EXPECT_EQ(got[1].kernel, "mma64");
+  EXPECT_EQ(got[1].splits, 8);
+  EXPECT_EQ(got[2].kernel, "tma128");
+  EXPECT_GT(got[2].max_tokens, int64_t{1} << 40) << "open-ended";
+  EXPECT_THROW(fastest_prenorm({}), Error);
+  EXPECT_THROW(fastest_prenorm({{1, "mma16", 1, 0.0}}), Error);
+  EXPECT_THROW(fastest_prenorm({{1, "mma16", 1, std::nan("")}}), Error);
 }
 
 }  // namespace

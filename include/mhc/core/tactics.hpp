@@ -22,6 +22,18 @@ struct PrenormTactic {
   int splits = 1;
 };
 
+// One timing of the prenorm coefficient launch (`mhc tune`, from `mhc bench kernels --sweep`).
+struct PrenormTiming {
+  int64_t tokens = 0;
+  std::string kernel;  // "mma16", "mma64" or "tma128"
+  int splits = 1;
+  double median_us = 0;
+};
+// Per measured size the fastest (kernel, splits); neighbouring sizes with the same winner are one
+// range, which reaches up to its last measured size (the last range: every larger size). A size
+// between two measured ones thus takes the smaller one's winner. Throws mhc::Error when empty.
+std::vector<PrenormTactic> fastest_prenorm(const std::vector<PrenormTiming>& timings);
+
 struct Tactics {
   std::string source;  // the file it was read from ("inline" when given as a JSON object)
   std::string gpu;     // device name
