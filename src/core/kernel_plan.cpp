@@ -297,19 +297,19 @@ KernelPlan simulated_plan(ComputeCapability cc, int sm_count, const std::vector<
 }
 
 PrenormKernel KernelPlan::prenorm_kernel(int64_t tokens) const {
-  return prenorm.empty() ? PrenormKernel::mma16 : prenorm_range(tokens).kernel;
+  return prenorm_range(tokens).kernel;
 }
 
-const PrenormRange& KernelPlan::prenorm_range(int64_t tokens) const {
+PrenormRange KernelPlan::prenorm_range(int64_t tokens) const {
   for (const PrenormRange& r : prenorm) {
     if (tokens <= r.max_tokens) return r;
   }
-  return prenorm.back();
+  return prenorm.empty() ? PrenormRange{} : prenorm.back();
 }
 
 PrenormChoice KernelPlan::prenorm_choice(int64_t tokens, int max_splits) const {
   PrenormChoice c;
-  const PrenormRange& range = prenorm_range(tokens);
+  const PrenormRange range = prenorm_range(tokens);
   c.kernel = range.kernel;
   const int cap = std::max(1, std::min(max_splits, rules.decode_max_splits));
   if (forced_splits || range.splits > 0) {

@@ -45,6 +45,7 @@ std::string reach(const KernelPlan& plan, PrenormKernel k) {
     out += range_text(r.min_tokens, r.max_tokens);
   }
   if (!out.empty()) return out;
+  if (plan.batch_invariant) return "in the image, unused in batch-invariant mode";
   return fmt::format("in the image, only when forced (prenorm_kernel={})", to_string(k));
 }
 

@@ -92,7 +92,7 @@ struct KernelPlan {
   bool has_kernels() const { return image.has_value(); }
   bool compiled_ahead_of_time() const { return image && !image->ptx; }
   PrenormKernel prenorm_kernel(int64_t tokens) const;
-  const PrenormRange& prenorm_range(int64_t tokens) const;  // `prenorm` must not be empty
+  PrenormRange prenorm_range(int64_t tokens) const;  // mma16 at the rule's splits if empty
   // The kernel and split count for `tokens`; max_splits is the shape's limit (one K chunk of
   // 32 per warp of 8: K / 256). Splits fill the multiprocessors once, capped at decode sizes
   // because the last CTA reads every split's partials.
