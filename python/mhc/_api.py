@@ -19,49 +19,53 @@ def hc_prenorm_gemm(x, fn, out, sqrsum, num_splits=1):
 
 def pre(residual, fn, hc_scale, hc_base, norm_weight, pre_mix, rms_eps, pre_eps, sinkhorn_eps,
         post_mult, sinkhorn_iters, norm_eps, *, out: Optional[Sequence[torch.Tensor]] = None,
-        workspace=None, projection="tf32"):
-    """One site's pre: (layer_input, post, comb, next_pre_mix). pre_mix None: the V4 form."""
+        workspace=None, projection="tf32", batch_invariant=False):
+    """One site's pre: (layer_input, post, comb, next_pre_mix). pre_mix None: the V4 form.
+    batch_invariant: a token's outputs do not depend on T (docs/batch_invariance.md)."""
     args = (residual, fn, hc_scale, hc_base, norm_weight, pre_mix, rms_eps, pre_eps, sinkhorn_eps,
             post_mult, sinkhorn_iters, norm_eps)
-    return _four_outputs(_mhc.pre, _mhc.pre_out, args, out, workspace, projection)
+    opts = dict(workspace=workspace, projection=projection, batch_invariant=batch_invariant)
+    return _four_outputs(_mhc.pre, _mhc.pre_out, args, out, opts)
 
 
-def _four_outputs(op, op_out, args, out, workspace, projection):
-    """op(*args) returning (layer_input, post, comb, next_pre_mix), or op_out writing `out`."""
+def _four_outputs(op, op_out, args, out, opts):
+    """op(*args) returning (layer_input, post, comb, next_pre_mix), or op_out writing `out`;
+    `opts` are the ops' keyword options (workspace, projection, batch_invariant)."""
     if out is None:
-        return op(*args, workspace=workspace, projection=projection)
+        return op(*args, **opts)
     layer_input, post_mix, comb, next_pre_mix = out
     op_out(*args, layer_input=layer_input, post=post_mix, comb=comb, next_pre_mix=next_pre_mix,
-           workspace=workspace, projection=projection)
+           **opts)
     return tuple(out)
 
 
 def coefficients(residual, fn, hc_scale, hc_base, rms_eps, pre_eps, sinkhorn_eps, post_mult,
                  sinkhorn_iters, *, out=None, stream: Optional[torch.cuda.Stream] = None,
-                 workspace=None, projection="tf32"):
+                 workspace=None, projection="tf32", batch_invariant=False):
     """The coefficient path alone: (post, comb, next_pre_mix). With `stream`, launched on that
     side stream after the current stream's queued work; join(stream, ...) before reading them."""
     args = (residual, fn, hc_scale, hc_base, rms_eps, pre_eps, sinkhorn_eps, post_mult,
             sinkhorn_iters)
     side = 0 if stream is None else stream.cuda_stream
+    opts = dict(side_stream=side, workspace=workspace, projection=projection,
+                batch_invariant=batch_invariant)
     if out is None:
-        return _mhc.coefficients(*args, side_stream=side, workspace=workspace,
-                                 projection=projection)
+        return _mhc.coefficients(*args, **opts)
     post_mix, comb, next_pre_mix = out
-    _mhc.coefficients_out(*args, post=post_mix, comb=comb, next_pre_mix=next_pre_mix,
-                          side_stream=side, workspace=workspace, projection=projection)
+    _mhc.coefficients_out(*args, post=post_mix, comb=comb, next_pre_mix=next_pre_mix, **opts)
     return tuple(out)
 
 
 def pre_overlap(residual, fn, hc_scale, hc_base, norm_weight, pre_mix, rms_eps, pre_eps,
                 sinkhorn_eps, post_mult, sinkhorn_iters, norm_eps, *, stream: torch.cuda.Stream,
-                out=None, workspace=None, projection="tf32"):
+                out=None, workspace=None, projection="tf32", batch_invariant=False):
     """V4.1 pre with the overlap: layer_input on the current stream, (post, comb, next_pre_mix)
     on `stream` (the caller's side stream). Call join(stream, post, comb, next_pre_mix) before
     post, and keep every argument alive until then."""
     args = (residual, fn, hc_scale, hc_base, norm_weight, pre_mix, rms_eps, pre_eps, sinkhorn_eps,
             post_mult, sinkhorn_iters, norm_eps, stream.cuda_stream)
-    return _four_outputs(_mhc.pre_overlap, _mhc.pre_overlap_out, args, out, workspace, projection)
+    opts = dict(workspace=workspace, projection=projection, batch_invariant=batch_invariant)
+    return _four_outputs(_mhc.pre_overlap, _mhc.pre_overlap_out, args, out, opts)
 
 
 def join(stream: torch.cuda.Stream, post_mix, comb, next_pre_mix):

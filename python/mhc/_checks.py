@@ -79,7 +79,8 @@ def weights(op, fn, hc_scale, hc_base, n, c, device):
     tensor(op, "hc_base", hc_base, F32, (nmix,), device, "[n(n+2)]")
 
 
-def scalars(op, rms_eps, pre_eps, sinkhorn_eps, post_mult, sinkhorn_iters, projection):
+def scalars(op, rms_eps, pre_eps, sinkhorn_eps, post_mult, sinkhorn_iters, projection,
+            batch_invariant=False):
     for name, value in (("rms_eps", rms_eps), ("pre_eps", pre_eps), ("sinkhorn_eps", sinkhorn_eps)):
         if not value >= 0.0:
             raise ValueError(f"mhc.{op}: {name} must be a finite number >= 0, got {value}")
@@ -89,6 +90,9 @@ def scalars(op, rms_eps, pre_eps, sinkhorn_eps, post_mult, sinkhorn_iters, proje
         raise ValueError(f"mhc.{op}: sinkhorn_iters must be >= 1, got {sinkhorn_iters}")
     if projection not in ("tf32", "fp32"):
         raise ValueError(f"mhc.{op}: projection must be 'tf32' or 'fp32', got {projection!r}")
+    if not isinstance(batch_invariant, bool):
+        raise TypeError(f"mhc.{op}: batch_invariant must be a bool, got "
+                        f"{type(batch_invariant).__name__}")
 
 
 def norm_eps(op, value):

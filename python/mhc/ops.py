@@ -18,7 +18,7 @@ LIB = torch.library.Library("mhc", "DEF")  # noqa: the op namespace lives as lon
 
 _COEF = ("Tensor residual, Tensor fn, Tensor hc_scale, Tensor hc_base")
 _EPS = ("float rms_eps, float pre_eps, float sinkhorn_eps, float post_mult, int sinkhorn_iters")
-_OPT = "Tensor? workspace=None, str projection='tf32'"
+_OPT = "Tensor? workspace=None, str projection='tf32', bool batch_invariant=False"
 _PRE = f"{_COEF}, Tensor? norm_weight, Tensor? pre_mix, {_EPS}, float norm_eps"
 _OVL = f"{_COEF}, Tensor? norm_weight, Tensor pre_mix, {_EPS}, float norm_eps, int side_stream"
 _PRE_OUT = "Tensor(a!) layer_input, Tensor(b!) post, Tensor(c!) comb, Tensor(d!) next_pre_mix"
@@ -79,13 +79,14 @@ def _workspace(workspace, residual, slot):
 
 
 def _check_pre(op, residual, fn, hc_scale, hc_base, norm_weight, pre_mix, rms_eps, pre_eps,
-               sinkhorn_eps, post_mult, sinkhorn_iters, norm_eps, projection):
+               sinkhorn_eps, post_mult, sinkhorn_iters, norm_eps, projection, batch_invariant):
     t, n, c = check.streams(op, residual)
     dev = residual.device
     check.weights(op, fn, hc_scale, hc_base, n, c, dev)
     check.optional(op, "norm_weight", norm_weight, check.NORM_WEIGHT, (c,), dev, "[C]")
     check.optional(op, "pre_mix", pre_mix, check.F32, (t, n), dev, "[T, n]")
-    check.scalars(op, rms_eps, pre_eps, sinkhorn_eps, post_mult, sinkhorn_iters, projection)
+    check.scalars(op, rms_eps, pre_eps, sinkhorn_eps, post_mult, sinkhorn_iters, projection,
+                  batch_invariant)
     check.norm_eps(op, norm_eps)
     return t, n, c
 
@@ -98,10 +99,11 @@ def _check_pre_out(op, residual, layer_input, post, comb, next_pre_mix):
 
 
 def _check_coefficients(op, residual, fn, hc_scale, hc_base, rms_eps, pre_eps, sinkhorn_eps,
-                        post_mult, sinkhorn_iters, projection):
+                        post_mult, sinkhorn_iters, projection, batch_invariant):
     t, n, c = check.streams(op, residual)
     check.weights(op, fn, hc_scale, hc_base, n, c, residual.device)
-    check.scalars(op, rms_eps, pre_eps, sinkhorn_eps, post_mult, sinkhorn_iters, projection)
+    check.scalars(op, rms_eps, pre_eps, sinkhorn_eps, post_mult, sinkhorn_iters, projection,
+                  batch_invariant)
     return t, n, c
 
 
@@ -139,10 +141,10 @@ def _check_gemm(x, fn, out, sqrsum, num_splits):
 
 def pre_out_impl(residual, fn, hc_scale, hc_base, norm_weight, pre_mix, rms_eps, pre_eps,
                  sinkhorn_eps, post_mult, sinkhorn_iters, norm_eps, *, layer_input, post, comb,
-                 next_pre_mix, workspace=None, projection="tf32"):
+                 next_pre_mix, workspace=None, projection="tf32", batch_invariant=False):
     op = "pre"
     _check_pre(op, residual, fn, hc_scale, hc_base, norm_weight, pre_mix, rms_eps, pre_eps,
-               sinkhorn_eps, post_mult, sinkhorn_iters, norm_eps, projection)
+               sinkhorn_eps, post_mult, sinkhorn_iters, norm_eps, projection, batch_invariant)
     _check_pre_out(op, residual, layer_input, post, comb, next_pre_mix)
     if pre_mix is not None:
         check.no_alias(op, "next_pre_mix", next_pre_mix, "pre_mix", pre_mix)
@@ -152,13 +154,13 @@ def pre_out_impl(residual, fn, hc_scale, hc_base, norm_weight, pre_mix, rms_eps,
         coef = (residual, fn, hc_scale, hc_base, next_pre_mix, post, comb, ws, rms_eps, pre_eps,
                 sinkhorn_eps, post_mult, sinkhorn_iters, projection, stream)
         if pre_mix is None:  # V4: this site's own pre collapses the streams
-            _C.coefficients(*coef)
+            _C.coefficients(*coef, batch_invariant=batch_invariant)
             _C.input_path(residual, next_pre_mix, norm_weight, layer_input, norm_eps, stream,
                           workspace=ws)
         else:  # V4.1: the carried pre_mix; the sublayer need not wait for the coefficients
             _C.input_path(residual, pre_mix, norm_weight, layer_input, norm_eps, stream,
                           workspace=ws)
-            _C.coefficients(*coef)
+            _C.coefficients(*coef, batch_invariant=batch_invariant)
 
 
 def _new_pre_outputs(residual):
@@ -170,13 +172,13 @@ def _new_pre_outputs(residual):
 
 def pre_impl(residual, fn, hc_scale, hc_base, norm_weight, pre_mix, rms_eps, pre_eps,
              sinkhorn_eps, post_mult, sinkhorn_iters, norm_eps, *, workspace=None,
-             projection="tf32"):
+             projection="tf32", batch_invariant=False):
     check.streams("pre", residual)
     out = _new_pre_outputs(residual)
     pre_out_impl(residual, fn, hc_scale, hc_base, norm_weight, pre_mix, rms_eps, pre_eps,
                  sinkhorn_eps, post_mult, sinkhorn_iters, norm_eps, layer_input=out[0],
                  post=out[1], comb=out[2], next_pre_mix=out[3], workspace=workspace,
-                 projection=projection)
+                 projection=projection, batch_invariant=batch_invariant)
     return out
 
 
@@ -190,40 +192,44 @@ def _side_stream_enter(residual, side_stream):
 
 def coefficients_out_impl(residual, fn, hc_scale, hc_base, rms_eps, pre_eps, sinkhorn_eps,
                           post_mult, sinkhorn_iters, *, post, comb, next_pre_mix, side_stream=0,
-                          workspace=None, projection="tf32"):
+                          workspace=None, projection="tf32", batch_invariant=False):
     op = "coefficients"
     t, n, c = _check_coefficients(op, residual, fn, hc_scale, hc_base, rms_eps, pre_eps,
-                                  sinkhorn_eps, post_mult, sinkhorn_iters, projection)
+                                  sinkhorn_eps, post_mult, sinkhorn_iters, projection,
+                                  batch_invariant)
     check.coefficient_outputs(op, post, comb, next_pre_mix, t, n, residual.device)
     on_side = side_stream != 0 and residual.is_cuda
     ws = _workspace(workspace, residual, side_stream if on_side else MAIN)
     with _on_device(residual):
         stream = _side_stream_enter(residual, side_stream) if on_side else _stream(residual)
         _C.coefficients(residual, fn, hc_scale, hc_base, next_pre_mix, post, comb, ws, rms_eps,
-                        pre_eps, sinkhorn_eps, post_mult, sinkhorn_iters, projection, stream)
+                        pre_eps, sinkhorn_eps, post_mult, sinkhorn_iters, projection, stream,
+                        batch_invariant=batch_invariant)
 
 
 def coefficients_impl(residual, fn, hc_scale, hc_base, rms_eps, pre_eps, sinkhorn_eps, post_mult,
-                      sinkhorn_iters, *, side_stream=0, workspace=None, projection="tf32"):
+                      sinkhorn_iters, *, side_stream=0, workspace=None, projection="tf32",
+                      batch_invariant=False):
     check.streams("coefficients", residual)
     _, post, comb, next_pre_mix = _new_pre_outputs(residual)
     coefficients_out_impl(residual, fn, hc_scale, hc_base, rms_eps, pre_eps, sinkhorn_eps,
                           post_mult, sinkhorn_iters, post=post, comb=comb,
                           next_pre_mix=next_pre_mix, side_stream=side_stream,
-                          workspace=workspace, projection=projection)
+                          workspace=workspace, projection=projection,
+                          batch_invariant=batch_invariant)
     return post, comb, next_pre_mix
 
 
 def pre_overlap_out_impl(residual, fn, hc_scale, hc_base, norm_weight, pre_mix, rms_eps, pre_eps,
                          sinkhorn_eps, post_mult, sinkhorn_iters, norm_eps, side_stream, *,
                          layer_input, post, comb, next_pre_mix, workspace=None,
-                         projection="tf32"):
+                         projection="tf32", batch_invariant=False):
     op = "pre_overlap"
     if pre_mix is None:
         raise ValueError("mhc.pre_overlap: pre_mix is required (the V4.1 delayed form); the V4 "
                          "form cannot overlap, its input path needs this site's coefficients")
     _check_pre(op, residual, fn, hc_scale, hc_base, norm_weight, pre_mix, rms_eps, pre_eps,
-               sinkhorn_eps, post_mult, sinkhorn_iters, norm_eps, projection)
+               sinkhorn_eps, post_mult, sinkhorn_iters, norm_eps, projection, batch_invariant)
     _check_pre_out(op, residual, layer_input, post, comb, next_pre_mix)
     check.no_alias(op, "next_pre_mix", next_pre_mix, "pre_mix", pre_mix)
     # The side stream forks after the input path is queued, so the sublayer's launch, queued
@@ -237,18 +243,20 @@ def pre_overlap_out_impl(residual, fn, hc_scale, hc_base, norm_weight, pre_mix, 
     coefficients_out_impl(residual, fn, hc_scale, hc_base, rms_eps, pre_eps, sinkhorn_eps,
                           post_mult, sinkhorn_iters, post=post, comb=comb,
                           next_pre_mix=next_pre_mix, side_stream=side_stream,
-                          workspace=workspace, projection=projection)
+                          workspace=workspace, projection=projection,
+                          batch_invariant=batch_invariant)
 
 
 def pre_overlap_impl(residual, fn, hc_scale, hc_base, norm_weight, pre_mix, rms_eps, pre_eps,
                      sinkhorn_eps, post_mult, sinkhorn_iters, norm_eps, side_stream, *,
-                     workspace=None, projection="tf32"):
+                     workspace=None, projection="tf32", batch_invariant=False):
     check.streams("pre_overlap", residual)
     out = _new_pre_outputs(residual)
     pre_overlap_out_impl(residual, fn, hc_scale, hc_base, norm_weight, pre_mix, rms_eps, pre_eps,
                          sinkhorn_eps, post_mult, sinkhorn_iters, norm_eps, side_stream,
                          layer_input=out[0], post=out[1], comb=out[2], next_pre_mix=out[3],
-                         workspace=workspace, projection=projection)
+                         workspace=workspace, projection=projection,
+                         batch_invariant=batch_invariant)
     return out
 
 
@@ -315,49 +323,53 @@ def hc_prenorm_gemm_impl(x, fn, out, sqrsum, num_splits):
 
 def _fake_pre(residual, fn, hc_scale, hc_base, norm_weight, pre_mix, rms_eps, pre_eps,
               sinkhorn_eps, post_mult, sinkhorn_iters, norm_eps, *, workspace=None,
-              projection="tf32"):
+              projection="tf32", batch_invariant=False):
     _check_pre("pre", residual, fn, hc_scale, hc_base, norm_weight, pre_mix, rms_eps, pre_eps,
-               sinkhorn_eps, post_mult, sinkhorn_iters, norm_eps, projection)
+               sinkhorn_eps, post_mult, sinkhorn_iters, norm_eps, projection, batch_invariant)
     return _new_pre_outputs(residual)
 
 
 def _fake_pre_out(residual, fn, hc_scale, hc_base, norm_weight, pre_mix, rms_eps, pre_eps,
                   sinkhorn_eps, post_mult, sinkhorn_iters, norm_eps, *, layer_input, post, comb,
-                  next_pre_mix, workspace=None, projection="tf32"):
+                  next_pre_mix, workspace=None, projection="tf32", batch_invariant=False):
     _check_pre("pre", residual, fn, hc_scale, hc_base, norm_weight, pre_mix, rms_eps, pre_eps,
-               sinkhorn_eps, post_mult, sinkhorn_iters, norm_eps, projection)
+               sinkhorn_eps, post_mult, sinkhorn_iters, norm_eps, projection, batch_invariant)
     _check_pre_out("pre", residual, layer_input, post, comb, next_pre_mix)
 
 
 def _fake_coefficients(residual, fn, hc_scale, hc_base, rms_eps, pre_eps, sinkhorn_eps, post_mult,
-                       sinkhorn_iters, *, side_stream=0, workspace=None, projection="tf32"):
+                       sinkhorn_iters, *, side_stream=0, workspace=None, projection="tf32",
+                       batch_invariant=False):
     _check_coefficients("coefficients", residual, fn, hc_scale, hc_base, rms_eps, pre_eps,
-                        sinkhorn_eps, post_mult, sinkhorn_iters, projection)
+                        sinkhorn_eps, post_mult, sinkhorn_iters, projection, batch_invariant)
     return _new_pre_outputs(residual)[1:]
 
 
 def _fake_coefficients_out(residual, fn, hc_scale, hc_base, rms_eps, pre_eps, sinkhorn_eps,
                            post_mult, sinkhorn_iters, *, post, comb, next_pre_mix, side_stream=0,
-                           workspace=None, projection="tf32"):
+                           workspace=None, projection="tf32", batch_invariant=False):
     t, n, _ = _check_coefficients("coefficients", residual, fn, hc_scale, hc_base, rms_eps,
-                                  pre_eps, sinkhorn_eps, post_mult, sinkhorn_iters, projection)
+                                  pre_eps, sinkhorn_eps, post_mult, sinkhorn_iters, projection,
+                                  batch_invariant)
     check.coefficient_outputs("coefficients", post, comb, next_pre_mix, t, n, residual.device)
 
 
 def _fake_pre_overlap(residual, fn, hc_scale, hc_base, norm_weight, pre_mix, rms_eps, pre_eps,
                       sinkhorn_eps, post_mult, sinkhorn_iters, norm_eps, side_stream, *,
-                      workspace=None, projection="tf32"):
+                      workspace=None, projection="tf32", batch_invariant=False):
     _check_pre("pre_overlap", residual, fn, hc_scale, hc_base, norm_weight, pre_mix, rms_eps,
-               pre_eps, sinkhorn_eps, post_mult, sinkhorn_iters, norm_eps, projection)
+               pre_eps, sinkhorn_eps, post_mult, sinkhorn_iters, norm_eps, projection,
+               batch_invariant)
     return _new_pre_outputs(residual)
 
 
 def _fake_pre_overlap_out(residual, fn, hc_scale, hc_base, norm_weight, pre_mix, rms_eps, pre_eps,
                           sinkhorn_eps, post_mult, sinkhorn_iters, norm_eps, side_stream, *,
                           layer_input, post, comb, next_pre_mix, workspace=None,
-                          projection="tf32"):
+                          projection="tf32", batch_invariant=False):
     _check_pre("pre_overlap", residual, fn, hc_scale, hc_base, norm_weight, pre_mix, rms_eps,
-               pre_eps, sinkhorn_eps, post_mult, sinkhorn_iters, norm_eps, projection)
+               pre_eps, sinkhorn_eps, post_mult, sinkhorn_iters, norm_eps, projection,
+               batch_invariant)
     _check_pre_out("pre_overlap", residual, layer_input, post, comb, next_pre_mix)
 
 

@@ -70,6 +70,9 @@ std::tuple<bool, std::string, std::string> supports_overlap(int arch_major, int 
 }  // namespace
 
 void bind_info(nb::module_& m) {
+  m.def(
+      "built_with_cuda", [] { return kBuiltWithCuda; },
+      "Whether the extension holds the CUDA kernels (whatever GPU this machine has).");
   m.def("has_cuda", &has_cuda,
         "Whether the extension was built with the CUDA backend and a GPU is visible.");
   m.def("workspace_bytes", &workspace_bytes, "hidden"_a, "n"_a, "max_tokens"_a,

@@ -136,7 +136,8 @@ Streams check_streams(const char* name, nb::handle array) {
 void coefficients(nb::handle residual, nb::handle fn, nb::handle hc_scale, nb::handle hc_base,
                   nb::handle pre, nb::handle post, nb::handle comb, nb::handle workspace,
                   double rms_eps, double pre_eps, double sinkhorn_eps, double post_mult,
-                  int sinkhorn_iters, const std::string& projection, uintptr_t stream) {
+                  int sinkhorn_iters, const std::string& projection, uintptr_t stream,
+                  bool batch_invariant) {
   const Streams s = check_streams("residual", residual);
   const int64_t T = s.tokens, n = s.n, nmix = n * (n + 2);
   const MhcParams p = make_params(s.hidden, n, {rms_eps, pre_eps, sinkhorn_eps, std::nullopt},
@@ -173,6 +174,14 @@ void coefficients(nb::handle residual, nb::handle fn, nb::handle hc_scale, nb::h
          std::to_string(layout.max_tokens) + " tokens, the call has " + std::to_string(T) +
          " (size it with workspace_bytes)");
   }
+  // The batch-invariant tree stores up to one partial block per leaf; workspace_bytes sizes for
+  // the default mode's most splits, never fewer (docs/batch_invariance.md), so this cannot fail
+  // on a workspace from workspace_bytes.
+  if (batch_invariant && cuda::batch_invariant_leaves(p) > layout.max_splits) {
+    fail("workspace: batch_invariant needs room for " +
+         std::to_string(cuda::batch_invariant_leaves(p)) +
+         " split partials per token, the workspace has " + std::to_string(layout.max_splits));
+  }
   cuda::SiteWorkspace site_ws(p, ws.data(), ws.bytes());
   cuda::CoefficientBuffers b;
   b.x = s.arg.bf16();
@@ -182,10 +191,13 @@ void coefficients(nb::handle residual, nb::handle fn, nb::handle hc_scale, nb::h
   b.pre = pa.f32_out();
   b.post = qa.f32_out();
   b.comb = ca.f32_out();
-  cuda::prenorm_coefficients(p, T, b, proj, cuda::PrenormTuning{}, site_ws, to_stream(stream));
+  cuda::PrenormTuning tuning;
+  tuning.batch_invariant = batch_invariant;
+  cuda::prenorm_coefficients(p, T, b, proj, tuning, site_ws, to_stream(stream));
 #else
   (void)proj;
   (void)stream;
+  (void)batch_invariant;
 #endif
 }
 
@@ -341,9 +353,11 @@ void bind_ops(nb::module_& m) {
         "bf16, fn [N,K] f32, out [S,M,N] f32, sqrsum [S,M] f32. TF32 on CUDA, fp32 on the CPU.");
   m.def("coefficients", &coefficients, "residual"_a, "fn"_a, "hc_scale"_a, "hc_base"_a, "pre"_a,
         "post"_a, "comb"_a, "workspace"_a, "rms_eps"_a, "pre_eps"_a, "sinkhorn_eps"_a,
-        "post_mult"_a, "sinkhorn_iters"_a, "projection"_a, "stream"_a = 0,
+        "post_mult"_a, "sinkhorn_iters"_a, "projection"_a, "stream"_a = 0, nb::kw_only(),
+        "batch_invariant"_a = false,
         "The coefficient path: pre (next_pre_mix in V4.1) [T,n], post [T,n], comb [T,n,n] from "
-        "residual [T,n,C] bf16, fn [n(n+2), nC], hc_scale [3], hc_base [n(n+2)] (all f32).");
+        "residual [T,n,C] bf16, fn [n(n+2), nC], hc_scale [3], hc_base [n(n+2)] (all f32). "
+        "batch_invariant: a token's bits do not depend on T (CUDA; the CPU backend always is).");
   m.def("input_path", &input_path, "residual"_a, "pre_mix"_a, "norm_weight"_a.none(),
         "layer_input"_a, "norm_eps"_a, "stream"_a = 0, nb::kw_only(), "workspace"_a = nb::none(),
         "layer_input [T,C] = bf16(rmsnorm(bf16(sum_j pre_mix[:,j] residual[:,j])) * norm_weight); "

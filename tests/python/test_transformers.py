@@ -24,12 +24,14 @@ def _logits(model, ids):
 
 
 @pytest.mark.parametrize("device", DEVICES)
-def test_patched_logits_within_bf16_noise(mhc, device):
+@pytest.mark.parametrize("batch_invariant", [False, True])
+def test_patched_logits_within_bf16_noise(mhc, device, batch_invariant):
     model = small_model(device)
     reference = twin(model, torch.float32)
     ids = torch.randint(0, 512, (2, 16), generator=torch.Generator().manual_seed(1)).to(device)
     unpatched, fp32 = _logits(model, ids), _logits(reference, ids)
-    assert mhc_hf.patch(model) == 4
+    assert mhc_hf.patch(model, batch_invariant=batch_invariant) == 4
+    assert model.model.layers[0]._mhc_options["batch_invariant"] is batch_invariant
     patched = _logits(model, ids)
     noise = rel_err(unpatched, fp32)[0]
     assert 0 < noise < 0.1, f"the bf16 model is {noise:.3e} from its float32 twin"

@@ -30,13 +30,13 @@ def _hc_weights(hc):
     return tuple(p.detach().float().contiguous() for p in (hc.fn, hc.scale, hc.base))
 
 
-def _site(layer, hc, norm, weights, residual, sublayer, projection):
+def _site(layer, hc, norm, weights, residual, sublayer, options):
     fn, scale, base = weights
     batch, seq, n, hidden = residual.shape
     flat = residual.reshape(batch * seq, n, hidden)
     layer_input, post, comb, _ = mhc.pre(
         flat, fn, scale, base, norm.weight.detach(), None, hc.input_norm.eps, hc.hc_eps,
-        hc.hc_eps, 2.0, hc.hc_sinkhorn_iters, norm.variance_epsilon, projection=projection)
+        hc.hc_eps, 2.0, hc.hc_sinkhorn_iters, norm.variance_epsilon, **options)
     out = sublayer(layer_input.view(batch, seq, hidden))
     out = out.reshape(batch * seq, hidden)
     if out.dtype != torch.bfloat16:
@@ -53,17 +53,19 @@ def _patched_forward(self, hidden_states, input_ids=None, **kwargs):
         return self.mlp(x, input_ids=input_ids)
 
     attn_w, ffn_w = self._mhc_weights
-    proj = self._mhc_projection
+    opts = self._mhc_options
     hidden_states = _site(self, self.attn_hc, self.input_layernorm, attn_w, hidden_states,
-                          attention, proj)
-    return _site(self, self.ffn_hc, self.post_attention_layernorm, ffn_w, hidden_states, mlp, proj)
+                          attention, opts)
+    return _site(self, self.ffn_hc, self.post_attention_layernorm, ffn_w, hidden_states, mlp, opts)
 
 
-def patch(model, projection="tf32"):
+def patch(model, projection="tf32", batch_invariant=False):
     """Runs every DeepSeek-V4 decoder layer's hyper-connections on the mhc ops, in place.
 
     `projection` is the precision of the coefficient projection on CUDA: "tf32" (the kernels'
     default, as DeepGEMM's) or "fp32" (what HF computes: its F.linear runs in fp32).
+    `batch_invariant=True` makes a token's outputs bitwise independent of the batch it is in
+    (docs/batch_invariance.md), at some cost in speed.
 
     Returns the number of layers patched. Call again after loading new weights (the fp32 copies
     of the hyper-connection parameters are taken here); `unpatch` restores HF's forward.
@@ -78,7 +80,7 @@ def patch(model, projection="tf32"):
         module.__class__ = _patched_class(original)
         setattr(module, _PATCHED, original)
         module._mhc_weights = (_hc_weights(module.attn_hc), _hc_weights(module.ffn_hc))
-        module._mhc_projection = projection
+        module._mhc_options = dict(projection=projection, batch_invariant=batch_invariant)
         count += 1
     if count == 0:
         raise ValueError("mhc patch: no DeepseekV4DecoderLayer in this model")
@@ -90,7 +92,7 @@ def unpatch(model):
         original = getattr(module, _PATCHED, None)
         if original is not None:
             module.__class__ = original
-            del module._mhc_weights, module._mhc_projection
+            del module._mhc_weights, module._mhc_options
             delattr(module, _PATCHED)
 
 
