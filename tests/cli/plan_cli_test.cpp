@@ -79,6 +79,11 @@ TEST(TuneCli, RefusesBadOptionsBeforeMeasuring) {
   const RunResult bad = run_mhc("tune --out /tmp/x.json --rounds 0");
   EXPECT_EQ(bad.status, 2);
   EXPECT_NE(bad.err.find("--rounds"), std::string::npos) << bad.err;
+  for (const char* prenorm : {"--prenorm-tokens 0,4", "--prenorm-tokens -1", "--prenorm-reps 2"}) {
+    const RunResult r = run_mhc(std::string("tune --out /tmp/x.json ") + prenorm);
+    EXPECT_EQ(r.status, 2) << prenorm;
+    EXPECT_NE(r.err.find("--prenorm"), std::string::npos) << prenorm << ": " << r.err;
+  }
 }
 
 TEST(DispatchCli, NoAutomaticOverlapOnBlackwellWithoutItsCode) {
