@@ -9,8 +9,10 @@
 
 #include "commands.hpp"
 #include "mhc/bench/common.hpp"
+#include "mhc/bench/kernels.hpp"
 #include "mhc/bench/overlap.hpp"
 #include "mhc/core/error.hpp"
+#include "mhc/core/kernel_plan.hpp"
 #include "mhc/core/params.hpp"
 #include "mhc/core/tactics.hpp"
 #include "mhc/cpu/model.hpp"
@@ -29,6 +31,10 @@ struct TuneOptions {
   std::vector<int64_t> tokens{1, 2, 4, 8, 12, 16, 24, 32, 48, 64, 96, 128, 192, 256};
   int rounds = 5;
   int reps = 40;
+  // The prenorm crossovers: sizes at which `mhc bench kernels --sweep` times every kernel and
+  // split count; empty (--prenorm-tokens 0): keep the plan's built-in ranges.
+  std::vector<int64_t> prenorm_tokens{1, 4, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096, 8192};
+  int prenorm_reps = 100;
   std::string out_path;
 };
 
@@ -58,6 +64,12 @@ nlohmann::json per_size(const std::vector<std::vector<nlohmann::json>>& rounds, 
           {"bitwise_equal", bitwise}};
 }
 
+constexpr const char* kPrenormMethod =
+    "per size of prenorm_tokens, the prenorm coefficient launch of `mhc bench kernels --sweep` "
+    "at every kernel (mma16, mma64, tma128 where the image has it) and split count, the median of "
+    "CUDA-graph replays; the fastest wins the size, equal neighbours merge into one range, a "
+    "range reaches up to its last measured size and the last one to every larger size";
+
 // The largest size up to which every measured size was won (0: the first one was lost).
 int64_t threshold(const nlohmann::json& sizes) {
   int64_t up_to = 0;
@@ -77,8 +89,14 @@ MhcParams shape(const TuneOptions& o) {
 
 // Sorted and without repeats (the options' checks did the ranges).
 void check(TuneOptions& o) {
-  std::sort(o.tokens.begin(), o.tokens.end());
-  o.tokens.erase(std::unique(o.tokens.begin(), o.tokens.end()), o.tokens.end());
+  for (auto* list : {&o.tokens, &o.prenorm_tokens}) {
+    std::sort(list->begin(), list->end());
+    list->erase(std::unique(list->begin(), list->end()), list->end());
+  }
+  if (o.prenorm_tokens == std::vector<int64_t>{0}) o.prenorm_tokens.clear();
+  if (!o.prenorm_tokens.empty() && o.prenorm_tokens.front() == 0) {
+    throw Error("--prenorm-tokens: 0 (skip) cannot be combined with sizes");
+  }
 }
 
 void print_sizes(const nlohmann::json& sizes) {
@@ -89,6 +107,47 @@ void print_sizes(const nlohmann::json& sizes) {
                s.at("gain_percent_median").get<double>(), s.at("gain_percent_min").get<double>(),
                s.at("gain_percent_max").get<double>(), s.at("won").get<bool>() ? "yes" : "no");
   }
+}
+
+// The fastest prenorm kernel and split count per size, from the sweep rows of `mhc bench
+// kernels` (the same launches, each timed as the median of CUDA-graph replays).
+nlohmann::json tune_prenorm(const TuneOptions& o, const MhcParams& p, nlohmann::json& doc) {
+  bench::KernelBenchOptions k;
+  k.preset_name = o.preset_name;
+  k.params = p;
+  k.tokens = o.prenorm_tokens;
+  k.reps = o.prenorm_reps;
+  k.sweep_tuning = true;
+  k.commit = doc.value("commit", "");
+  const nlohmann::json report = bench::bench_kernels(k);
+  std::vector<PrenormTiming> timings;
+  nlohmann::json rows = nlohmann::json::array();
+  for (const auto& r : report.at("results")) {
+    if (r.at("kernel") != "  coefficients sweep") continue;
+    const int rows_per_tile = r.at("rows_per_tile").get<int>();
+    const std::string kernel = rows_per_tile == 16   ? "mma16"
+                               : rows_per_tile == 64 ? "mma64"
+                                                     : "tma128";
+    timings.push_back({r.at("tokens").get<int64_t>(), kernel, r.at("splits").get<int>(),
+                       r.at("median_us").get<double>()});
+    rows.push_back({{"tokens", timings.back().tokens},
+                    {"kernel", kernel},
+                    {"splits", timings.back().splits},
+                    {"median_us", timings.back().median_us}});
+  }
+  doc["prenorm_timings"] = rows;
+  nlohmann::json ranges = nlohmann::json::array();
+  for (const PrenormTactic& t : fastest_prenorm(timings)) {
+    ranges.push_back({{"max_tokens", t.max_tokens == kNoTokenLimit ? nlohmann::json(nullptr)
+                                                                   : nlohmann::json(t.max_tokens)},
+                      {"kernel", t.kernel},
+                      {"splits", t.splits}});
+    fmt::print(
+        "prenorm up to {}: {} splits={}\n",
+        t.max_tokens == kNoTokenLimit ? std::string("any size") : std::to_string(t.max_tokens),
+        t.kernel, t.splits);
+  }
+  return ranges;
 }
 
 void run_tune(TuneOptions o) {
@@ -116,6 +175,10 @@ void run_tune(TuneOptions o) {
   for (size_t i = 0; i < o.tokens.size(); ++i) doc["sizes"].push_back(per_size(rounds, i));
   doc["overlap_max_tokens"] = threshold(doc["sizes"]);
   print_sizes(doc["sizes"]);
+  if (!o.prenorm_tokens.empty()) {
+    doc["prenorm_method"] = kPrenormMethod;
+    doc["prenorm"] = tune_prenorm(o, p, doc);
+  }
   Tactics::parse(doc.dump(), o.out_path);  // what is written must load
   write_output_file(o.out_path, doc.dump(1) + "\n");
   fmt::print(
@@ -127,6 +190,7 @@ void run_tune(TuneOptions o) {
   (void)print_sizes;
   (void)per_size;
   (void)threshold;
+  (void)tune_prenorm;
   throw Error("mhc tune needs the CUDA backend; this build has none");
 #endif
 }
@@ -149,6 +213,14 @@ void register_tune(CLI::App& app) {
       ->capture_default_str();
   cmd->add_option("--reps", o->reps, "Timed replays per schedule, size and round")
       ->check(integer_in(2))
+      ->capture_default_str();
+  cmd->add_option("--prenorm-tokens", o->prenorm_tokens,
+                  "Sizes at which to time every prenorm kernel and split count (0: skip)")
+      ->delimiter(',')
+      ->check(integer_in<int64_t>(0))
+      ->capture_default_str();
+  cmd->add_option("--prenorm-reps", o->prenorm_reps, "Timed replays per prenorm variant")
+      ->check(integer_in(5))
       ->capture_default_str();
   cmd->add_option("--out", o->out_path, "The tactics file to write (safely: temp file + rename)")
       ->required();

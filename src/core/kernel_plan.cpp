@@ -83,6 +83,26 @@ void apply_threshold(KernelPlan& plan, const KernelConfig& config) {
   }
 }
 
+// The tactics' measured prenorm ranges (their architecture was checked by apply_threshold).
+void apply_prenorm_tactics(KernelPlan& plan, const KernelConfig& config) {
+  if (!config.tactics || config.tactics->prenorm.empty()) return;
+  std::vector<PrenormRange> ranges;
+  int64_t lo = 1;
+  for (const PrenormTactic& t : config.tactics->prenorm) {
+    const PrenormKernel k = parse_prenorm_kernel(t.kernel);
+    if (k == PrenormKernel::tma128 && !plan.tma128_available) {
+      throw Error(fmt::format(
+          "{} picks tma128 up to {} tokens, but the image this GPU loads ({}) "
+          "has no TMA kernel: run `mhc tune` with this binary",
+          config.tactics->source, t.max_tokens, plan.image ? plan.image->name() : "none"));
+    }
+    ranges.push_back({lo, t.max_tokens, k, t.splits});
+    if (t.max_tokens != kNoTokenLimit) lo = t.max_tokens + 1;
+  }
+  plan.prenorm = std::move(ranges);
+  plan.prenorm_source = config.tactics->describe();
+}
+
 void apply_switches(KernelPlan& plan, const KernelConfig& config) {
   if (config.prenorm_kernel) {
     const PrenormKernel k = parse_prenorm_kernel(*config.prenorm_kernel);
@@ -93,6 +113,7 @@ void apply_switches(KernelPlan& plan, const KernelConfig& config) {
           plan.image ? plan.image->name() : "none"));
     }
     plan.prenorm = {{1, kNoTokenLimit, k}};
+    plan.prenorm_source = "kernel config (prenorm_kernel)";
     plan.overrides.push_back("prenorm_kernel=" + *config.prenorm_kernel);
   }
   if (config.prenorm_splits) {
@@ -107,9 +128,53 @@ void apply_switches(KernelPlan& plan, const KernelConfig& config) {
     plan.folded_post_max_tokens = *config.folded_post ? kNoTokenLimit : 0;
     plan.overrides.push_back(fmt::format("folded_post={}", *config.folded_post));
   }
+  if (config.pdl) {
+    const bool waits = plan.image && plan.image->has_sm90_instructions();
+    if (*config.pdl && !waits) {
+      throw Error(fmt::format(
+          "kernel config pdl=true: the image this GPU loads ({}) has no griddepcontrol; PDL "
+          "needs the sm_90 instructions (an sm_90a or newer image)",
+          plan.image ? plan.image->name() : "none"));
+    }
+    plan.pdl = *config.pdl;
+    plan.overrides.push_back(fmt::format("pdl={}", *config.pdl));
+  }
+}
+
+// Batch-invariant mode overrides the size-dependent choices; the switches that would break the
+// fixed order are refused rather than silently ignored.
+void apply_batch_invariance(KernelPlan& plan, const KernelConfig& config) {
+  auto refuse = [](std::string_view key) {
+    throw Error(fmt::format(
+        "kernel config {} cannot be combined with batch_invariant: batch-invariant mode fixes "
+        "the prenorm kernel and splits and never fuses the input or folds the post",
+        key));
+  };
+  if (config.prenorm_kernel) refuse("prenorm_kernel");
+  if (config.prenorm_splits) refuse("prenorm_splits");
+  if (config.fused_input.value_or(false)) refuse("fused_input=true");
+  if (config.folded_post.value_or(false)) refuse("folded_post=true");
+  plan.batch_invariant = true;
+  plan.prenorm.clear();
+  plan.prenorm_source = "batch-invariant mode (batch_invariant_kernel)";
+  if (plan.tma128_available) {
+    plan.prenorm.push_back({1, kNoTokenLimit, PrenormKernel::tma128});
+  } else {
+    plan.prenorm.push_back({1, kBatchInvariantMma16MaxTokens, PrenormKernel::mma16});
+    plan.prenorm.push_back(
+        {kBatchInvariantMma16MaxTokens + 1, kNoTokenLimit, PrenormKernel::mma64});
+  }
+  plan.fused_input_max_tokens = 0;
+  plan.folded_post_max_tokens = 0;
+  plan.overrides.push_back("batch_invariant=true");
 }
 
 }  // namespace
+
+PrenormKernel batch_invariant_kernel(int64_t tokens, bool tma128_available) {
+  if (tma128_available) return PrenormKernel::tma128;
+  return tokens <= kBatchInvariantMma16MaxTokens ? PrenormKernel::mma16 : PrenormKernel::mma64;
+}
 
 std::string KernelImage::name() const {
   const std::string v = variant ? std::string(1, variant) : std::string();
@@ -215,11 +280,14 @@ KernelPlan make_plan(ComputeCapability cc, int sm_count, std::optional<KernelIma
   plan.tma128_available = image && image->has_wgmma();  // its body is in sm_90a only
   plan.pdl = plan.rules.pdl && image && image->has_sm90_instructions();
   plan.prenorm = auto_ranges(plan.rules, plan.tma128_available);
+  plan.prenorm_source = fmt::format("built-in rules of {}", plan.rules.name);
   plan.fused_input_max_tokens = plan.rules.fused_input_max_tokens;
   plan.folded_post_max_tokens = plan.rules.folded_post_max_tokens;
   plan.overlap = image ? plan.rules.overlap : OverlapAvailability::never;
   apply_threshold(plan, config);
+  apply_prenorm_tactics(plan, config);
   apply_switches(plan, config);
+  if (config.batch_invariant) apply_batch_invariance(plan, config);
   return plan;
 }
 
@@ -229,18 +297,23 @@ KernelPlan simulated_plan(ComputeCapability cc, int sm_count, const std::vector<
 }
 
 PrenormKernel KernelPlan::prenorm_kernel(int64_t tokens) const {
+  return prenorm_range(tokens).kernel;
+}
+
+PrenormRange KernelPlan::prenorm_range(int64_t tokens) const {
   for (const PrenormRange& r : prenorm) {
-    if (tokens <= r.max_tokens) return r.kernel;
+    if (tokens <= r.max_tokens) return r;
   }
-  return prenorm.empty() ? PrenormKernel::mma16 : prenorm.back().kernel;
+  return prenorm.empty() ? PrenormRange{} : prenorm.back();
 }
 
 PrenormChoice KernelPlan::prenorm_choice(int64_t tokens, int max_splits) const {
   PrenormChoice c;
-  c.kernel = prenorm_kernel(tokens);
+  const PrenormRange range = prenorm_range(tokens);
+  c.kernel = range.kernel;
   const int cap = std::max(1, std::min(max_splits, rules.decode_max_splits));
-  if (forced_splits) {
-    c.splits = std::clamp(*forced_splits, 1, std::max(1, max_splits));
+  if (forced_splits || range.splits > 0) {
+    c.splits = std::clamp(forced_splits.value_or(range.splits), 1, std::max(1, max_splits));
     return c;
   }
   const int64_t rows = rows_per_tile(c.kernel);

@@ -45,6 +45,7 @@ std::string reach(const KernelPlan& plan, PrenormKernel k) {
     out += range_text(r.min_tokens, r.max_tokens);
   }
   if (!out.empty()) return out;
+  if (plan.batch_invariant) return "in the image, unused in batch-invariant mode";
   return fmt::format("in the image, only when forced (prenorm_kernel={})", to_string(k));
 }
 
@@ -63,7 +64,26 @@ std::string built_text(const std::vector<KernelImage>& built) {
   return image_names(built);
 }
 
+// The measured split counts of the tactics' ranges, e.g. "measured: 8 (M <= 16), 4 (M >= 17)".
+std::string measured_splits(const KernelPlan& plan) {
+  std::string out;
+  for (const PrenormRange& r : plan.prenorm) {
+    if (r.splits <= 0) continue;
+    out += fmt::format("{}{} ({})", out.empty() ? "measured: " : ", ", r.splits,
+                       range_text(r.min_tokens, r.max_tokens));
+  }
+  return out;
+}
+
 std::string splits_text(const KernelPlan& plan) {
+  if (const std::string measured = measured_splits(plan);
+      !measured.empty() && !plan.forced_splits) {
+    return measured + " (at most the shape's K / 256)";
+  }
+  if (plan.batch_invariant) {
+    return "a power of two dividing the shape's K leaves (one leaf per split on the 16/64-row "
+           "tiles; on the TMA kernel as many as fill the SMs once)";
+  }
   if (plan.forced_splits)
     return fmt::format("{} (forced, at most the shape's K / 256)", *plan.forced_splits);
   return fmt::format("tiles x splits fill the {} SMs once; at most {} and at most K / 256",
@@ -98,7 +118,12 @@ std::string KernelPlan::describe() const {
     line(fmt::format("prenorm {}", to_string(k)),
          fmt::format("{}: {}", kernel_title(k), reach(*this, k)));
   }
+  line("prenorm from", prenorm_source);
   line("prenorm splits", splits_text(*this));
+  line("batch invariant",
+       batch_invariant ? "yes: one kernel per size whatever the batch, splits from the K leaves, "
+                         "nothing fused or folded"
+                       : "no (kernel config batch_invariant=true)");
   line("fused input", "input path inside the 16-row coefficient launch, " +
                           limit_text(has_kernels() ? fused_input_max_tokens : 0));
   line("folded post", "previous post folded into the coefficient launch, " +
@@ -109,7 +134,8 @@ std::string KernelPlan::describe() const {
   line("overrides", overrides_text());
   line("switches",
        "kernel config prenorm_kernel (mma16|mma64|tma128), prenorm_splits, "
-       "fused_input, folded_post, enable_mhc_overlap, overlap_max_tokens, tactics");
+       "fused_input, folded_post, pdl, batch_invariant, enable_mhc_overlap, overlap_max_tokens, "
+       "tactics");
   return out;
 }
 
@@ -129,8 +155,8 @@ std::string KernelPlan::summary() const {
     ranges += fmt::format(" {}", to_string(r.kernel));
     if (r.max_tokens != kNoTokenLimit) ranges += fmt::format(" M<={}", r.max_tokens);
   }
-  return fmt::format("{} {}, prenorm{}{}", image->name(), image->ptx ? "PTX (JIT)" : "SASS", ranges,
-                     pdl ? ", pdl" : "");
+  return fmt::format("{} {}, prenorm{}{}{}", image->name(), image->ptx ? "PTX (JIT)" : "SASS",
+                     ranges, pdl ? ", pdl" : "", batch_invariant ? ", batch-invariant" : "");
 }
 
 std::string KernelPlan::to_json() const {
@@ -138,6 +164,7 @@ std::string KernelPlan::to_json() const {
   for (const PrenormRange& r : prenorm) {
     ranges.push_back(
         {{"kernel", std::string(to_string(r.kernel))},
+         {"splits", r.splits > 0 ? nlohmann::json(r.splits) : nlohmann::json(nullptr)},
          {"min_tokens", r.min_tokens},
          {"max_tokens",
           r.max_tokens == kNoTokenLimit ? nlohmann::json(nullptr) : nlohmann::json(r.max_tokens)}});
@@ -156,6 +183,8 @@ std::string KernelPlan::to_json() const {
       {"image_queried", image_queried},
       {"heuristics", rules.name},
       {"prenorm", ranges},
+      {"prenorm_source", prenorm_source},
+      {"batch_invariant", batch_invariant},
       {"forced_splits", forced_splits ? nlohmann::json(*forced_splits) : nlohmann::json(nullptr)},
       {"decode_max_splits", rules.decode_max_splits},
       {"tma128_available", tma128_available},

@@ -4,6 +4,8 @@
 
 #include <filesystem>
 #include <fstream>
+#include <limits>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <sstream>
 
@@ -16,6 +18,7 @@ namespace {
 using json = nlohmann::json;
 
 constexpr int64_t kMaxThreshold = int64_t{1} << 20;  // the kernel config's own limit
+constexpr int64_t kOpenEnded = std::numeric_limits<int64_t>::max();
 
 class Reader {
  public:
@@ -54,6 +57,39 @@ class Reader {
   const std::string& source_;
 };
 
+constexpr int kMaxSplits = 1024;  // the kernel config's prenorm_splits limit
+
+// "prenorm": [{"max_tokens": 256, "kernel": "mma16", "splits": 32}, ..., {"max_tokens": null,
+// ...}]: ascending, the last open-ended, known kernels only (the plan checks the image has them).
+std::vector<PrenormTactic> read_prenorm(const Reader& r) {
+  std::vector<PrenormTactic> out;
+  if (!r.root().contains("prenorm") || r.root().at("prenorm").is_null()) return out;
+  const json& list = r.root().at("prenorm");
+  if (!list.is_array() || list.empty()) r.fail("'prenorm' must be a non-empty array of ranges");
+  for (const json& item : list) {
+    if (!out.empty() && out.back().max_tokens == kOpenEnded) {
+      r.fail("'prenorm': only the last range may have max_tokens null");
+    }
+    PrenormTactic t;
+    const json& max = r.field(item, "max_tokens", "a prenorm range");
+    t.max_tokens = max.is_null()
+                       ? kOpenEnded
+                       : r.integer(item, "max_tokens", "a prenorm range", 1, kOpenEnded - 1);
+    if (!out.empty() && t.max_tokens <= out.back().max_tokens) {
+      r.fail(fmt::format("'prenorm': max_tokens {} does not ascend", t.max_tokens));
+    }
+    t.kernel = r.text(item, "kernel", "a prenorm range", true);
+    if (t.kernel != "mma16" && t.kernel != "mma64" && t.kernel != "tma128") {
+      r.fail(fmt::format("'prenorm': unknown kernel '{}' (known: mma16, mma64, tma128)", t.kernel));
+    }
+    t.splits = static_cast<int>(r.integer(item, "splits", "a prenorm range", 1, kMaxSplits));
+    out.push_back(t);
+  }
+  if (out.back().max_tokens != kOpenEnded)
+    r.fail("'prenorm': the last range needs max_tokens null");
+  return out;
+}
+
 // Bounded before parsing, as every untrusted JSON (mhc/core/json_input.hpp): a tactics file is
 // a few rounds of rows, nested 5 deep.
 json parse_json(std::string_view text, const std::string& source) {
@@ -90,6 +126,7 @@ Tactics Tactics::parse(std::string_view json_text, const std::string& source) {
   t.layers = static_cast<int>(r.integer(shape, "layers", "shape", 1, 100000));
   t.overlap_max_tokens =
       static_cast<int>(r.integer(root, "overlap_max_tokens", "the file", 0, kMaxThreshold));
+  t.prenorm = read_prenorm(r);
   return t;
 }
 
@@ -114,16 +151,48 @@ Tactics Tactics::load(const std::string& path) {
 }
 
 std::string Tactics::to_json() const {
-  const json j = {{"arch", fmt::format("{}.{}", capability.major, capability.minor)},
-                  {"commit", commit},
-                  {"date", date},
-                  {"format", kTacticsFormat},
-                  {"gpu", gpu},
-                  {"method", method},
-                  {"overlap_max_tokens", overlap_max_tokens},
-                  {"shape", {{"hidden", hidden}, {"layers", layers}, {"n", n}}},
-                  {"sm_count", sm_count}};
+  json j = {{"arch", fmt::format("{}.{}", capability.major, capability.minor)},
+            {"commit", commit},
+            {"date", date},
+            {"format", kTacticsFormat},
+            {"gpu", gpu},
+            {"method", method},
+            {"overlap_max_tokens", overlap_max_tokens},
+            {"shape", {{"hidden", hidden}, {"layers", layers}, {"n", n}}},
+            {"sm_count", sm_count}};
+  if (!prenorm.empty()) {
+    json ranges = json::array();
+    for (const PrenormTactic& t : prenorm) {
+      ranges.push_back(
+          {{"kernel", t.kernel},
+           {"max_tokens", t.max_tokens == kOpenEnded ? json(nullptr) : json(t.max_tokens)},
+           {"splits", t.splits}});
+    }
+    j["prenorm"] = ranges;
+  }
   return j.dump();
+}
+
+std::vector<PrenormTactic> fastest_prenorm(const std::vector<PrenormTiming>& timings) {
+  std::map<int64_t, const PrenormTiming*> best;  // by size, ascending
+  for (const PrenormTiming& t : timings) {
+    if (!(t.median_us > 0)) {
+      throw Error(fmt::format("prenorm timing of {} at M={} is not positive", t.kernel, t.tokens));
+    }
+    const PrenormTiming*& b = best[t.tokens];
+    if (!b || t.median_us < b->median_us) b = &t;
+  }
+  if (best.empty()) throw Error("no prenorm timings to choose from");
+  std::vector<PrenormTactic> out;
+  for (const auto& [tokens, t] : best) {
+    if (!out.empty() && out.back().kernel == t->kernel && out.back().splits == t->splits) {
+      out.back().max_tokens = tokens;
+    } else {
+      out.push_back({tokens, t->kernel, t->splits});
+    }
+  }
+  out.back().max_tokens = kOpenEnded;
+  return out;
 }
 
 std::string Tactics::describe() const {

@@ -117,6 +117,9 @@ int max_prenorm_splits(const MhcParams& p) {
 bool tma_prenorm_available() { return bulk_copies_enabled(); }
 
 PrenormTuning choose_prenorm_tuning(const KernelPlan& plan, const MhcParams& p, int64_t tokens) {
+  if (plan.batch_invariant) {
+    return batch_invariant_tuning(p, tokens, plan.sm_count, plan.prenorm_kernel(tokens));
+  }
   const PrenormChoice c = plan.prenorm_choice(tokens, max_prenorm_splits(p));
   PrenormTuning t;
   t.rows_per_tile = rows_per_tile(c.kernel);
@@ -150,26 +153,33 @@ int batch_invariant_leaves(const MhcParams& p) {
       {int64_t{1} << kMaxTreeLevels, std::max<int64_t>(stages, 1), max_prenorm_splits(p)}));
 }
 
-PrenormTuning batch_invariant_tuning(const MhcParams& p, int64_t tokens, int sm_count, bool bulk) {
+PrenormTuning batch_invariant_tuning(const MhcParams& p, int64_t tokens, int sm_count,
+                                     PrenormKernel kernel) {
   PrenormTuning t;
   t.batch_invariant = true;
+  t.fused_input_max_tokens = 0;
   const int leaves = batch_invariant_leaves(p);
-  if (!bulk) {
-    t.rows_per_tile = tokens <= 256 ? 16 : 64;
+  t.rows_per_tile = rows_per_tile(kernel);
+  if (kernel != PrenormKernel::tma128) {
     t.splits = leaves;
     return t;
   }
-  t.rows_per_tile = kTmaRowsPerTile;
   const int64_t tiles = std::max<int64_t>(1, ceil_div(tokens, kTmaRowsPerTile));
   t.splits = std::min(leaves, floor_pow2(std::max<int64_t>(1, sm_count / tiles)));
   return t;
 }
 
+PrenormTuning batch_invariant_tuning(const MhcParams& p, int64_t tokens, int sm_count, bool bulk) {
+  return batch_invariant_tuning(p, tokens, sm_count, batch_invariant_kernel(tokens, bulk));
+}
+
 PrenormTuning prenorm_tuning_for(const KernelPlan& plan, const KernelConfig& config,
                                  const MhcParams& p, int64_t tokens) {
-  return config.batch_invariant
-             ? batch_invariant_tuning(p, tokens, plan.sm_count, plan.tma128_available)
-             : choose_prenorm_tuning(plan, p, tokens);
+  require_that(plan.batch_invariant == config.batch_invariant,
+               "prenorm_tuning_for: the kernel plan was made for batch_invariant={}, the config "
+               "says {} (make the plan from this config: device_plan(config))",
+               plan.batch_invariant, config.batch_invariant);
+  return choose_prenorm_tuning(plan, p, tokens);
 }
 
 bool input_path_fuses(const MhcParams& p, int64_t tokens, const PrenormTuning& tuning) {

@@ -41,6 +41,27 @@ TEST(PlanCli, HopperRangesAndSwitches) {
   EXPECT_NE(text.out.find("prenorm_kernel (mma16|mma64|tma128)"), std::string::npos) << text.out;
 }
 
+TEST(PlanCli, BatchInvariantAndPdlAreThePlans) {
+  const auto bi = json_of(
+      "plan --arch 9.0 --images sm_90a,sm_80 --kernel-config '{\"batch_invariant\": true, "
+      "\"pdl\": false}'");
+  EXPECT_EQ(bi.at("batch_invariant"), true);
+  ASSERT_EQ(bi.at("prenorm").size(), 1u);
+  EXPECT_EQ(bi.at("prenorm")[0].at("kernel"), "tma128");
+  EXPECT_EQ(bi.at("fused_input_max_tokens"), 0);
+  EXPECT_EQ(bi.at("folded_post_max_tokens"), 0);
+  EXPECT_EQ(bi.at("pdl"), false);
+  const RunResult text =
+      run_mhc("plan --arch 8.0 --images sm_80 --kernel-config '{\"batch_invariant\": true}'");
+  EXPECT_EQ(text.status, 0) << text.err;
+  EXPECT_NE(text.out.find("yes: one kernel per size"), std::string::npos) << text.out;
+  const RunResult clash = run_mhc(
+      "plan --arch 9.0 --images sm_90a --kernel-config '{\"batch_invariant\": true, "
+      "\"prenorm_splits\": 4}'");
+  EXPECT_EQ(clash.status, 2);
+  EXPECT_NE(clash.err.find("batch_invariant"), std::string::npos) << clash.err;
+}
+
 TEST(PlanCli, ErrorsAreClear) {
   const RunResult bad_force =
       run_mhc("plan --arch 8.0 --images sm_80 --kernel-config '{\"prenorm_kernel\": \"tma128\"}'");
@@ -58,6 +79,11 @@ TEST(TuneCli, RefusesBadOptionsBeforeMeasuring) {
   const RunResult bad = run_mhc("tune --out /tmp/x.json --rounds 0");
   EXPECT_EQ(bad.status, 2);
   EXPECT_NE(bad.err.find("--rounds"), std::string::npos) << bad.err;
+  for (const char* prenorm : {"--prenorm-tokens 0,4", "--prenorm-tokens -1", "--prenorm-reps 2"}) {
+    const RunResult r = run_mhc(std::string("tune --out /tmp/x.json ") + prenorm);
+    EXPECT_EQ(r.status, 2) << prenorm;
+    EXPECT_NE(r.err.find("--prenorm"), std::string::npos) << prenorm << ": " << r.err;
+  }
 }
 
 TEST(DispatchCli, NoAutomaticOverlapOnBlackwellWithoutItsCode) {

@@ -213,5 +213,112 @@ TEST(KernelPlanText, NamesEveryVariantAndWhereItCameFrom) {
   EXPECT_TRUE(contains(hopper, "SASS, compiled ahead of time, wgmma")) << hopper;
 }
 
+// Batch-invariant mode is the plan's: one kernel per size (the TMA kernel where the image has it,
+// else 16-row tiles up to 256 tokens and 64-row above), nothing fused or folded, said in the text
+// and the JSON; the switches that would break the fixed order are refused.
+TEST(KernelPlanBatchInvariant, OneKernelPerSizeNothingFused) {
+  const char* const on = R"({"batch_invariant": true})";
+  const KernelPlan hopper = plan("9.0", kWithSm100, on);
+  EXPECT_TRUE(hopper.batch_invariant);
+  ASSERT_EQ(hopper.prenorm.size(), 1u);
+  EXPECT_EQ(hopper.prenorm[0].kernel, PrenormKernel::tma128);
+  for (const char* arch : {"8.0", "10.0"}) {
+    const KernelPlan p = plan(arch, kWithSm100, on);
+    ASSERT_EQ(p.prenorm.size(), 2u) << arch;
+    EXPECT_EQ(p.prenorm_kernel(256), PrenormKernel::mma16) << arch;
+    EXPECT_EQ(p.prenorm_kernel(257), PrenormKernel::mma64) << arch;
+    EXPECT_EQ(p.prenorm_kernel(100000), PrenormKernel::mma64) << arch;
+  }
+  for (const KernelPlan& p : {hopper, plan("8.0", kWithSm100, on)}) {
+    for (int64_t m : {1, 16, 256, 257, 1536, 100000}) {
+      EXPECT_EQ(p.prenorm_kernel(m), batch_invariant_kernel(m, p.tma128_available)) << m;
+      EXPECT_FALSE(p.fuses_input(m, PrenormKernel::mma16)) << m;
+    }
+    EXPECT_EQ(p.fused_input_max_tokens, 0);
+    EXPECT_EQ(p.folded_post_max_tokens, 0);
+  }
+  EXPECT_TRUE(contains(hopper.describe(), "yes: one kernel per size")) << hopper.describe();
+  EXPECT_TRUE(contains(hopper.describe(), "batch_invariant=true")) << hopper.describe();
+  EXPECT_TRUE(contains(hopper.to_json(), R"("batch_invariant":true)"));
+  EXPECT_TRUE(contains(hopper.summary(), "batch-invariant"));
+  const KernelPlan plain = plan("9.0", kWithSm100);
+  EXPECT_FALSE(plain.batch_invariant);
+  EXPECT_TRUE(contains(plain.to_json(), R"("batch_invariant":false)"));
+  // Switching a fused path off is harmless; forcing what the fixed order forbids is an error.
+  EXPECT_NO_THROW(plan("9.0", kWithSm100, R"({"batch_invariant": true, "fused_input": false})"));
+  for (const char* bad : {R"({"batch_invariant": true, "prenorm_kernel": "mma16"})",
+                          R"({"batch_invariant": true, "prenorm_splits": 4})",
+                          R"({"batch_invariant": true, "fused_input": true})",
+                          R"({"batch_invariant": true, "folded_post": true})"}) {
+    try {
+      plan("9.0", kWithSm100, bad);
+      ADD_FAILURE() << "no error for " << bad;
+    } catch (const Error& e) {
+      EXPECT_TRUE(contains(e.what(), "batch_invariant")) << e.what();
+    }
+  }
+}
+
+// PDL is the plan's per device, switchable: off anywhere, on only where the image has the waits.
+TEST(KernelPlanSwitches, PdlOnAndOff) {
+  const KernelPlan off = plan("9.0", kWithSm100, R"({"pdl": false})");
+  EXPECT_FALSE(off.pdl);
+  EXPECT_TRUE(contains(off.overrides_text(), "pdl=false"));
+  EXPECT_TRUE(contains(off.to_json(), R"("pdl":false)"));
+  EXPECT_TRUE(plan("9.0", kWithSm100, R"({"pdl": true})").pdl);
+  EXPECT_TRUE(plan("10.0", kWithSm100, R"({"pdl": true})").pdl);
+  for (const char* arch : {"8.0", "10.0"}) {
+    try {
+      plan(arch, kWithoutSm100, R"({"pdl": true})");
+      ADD_FAILURE() << "no error on " << arch;
+    } catch (const Error& e) {
+      EXPECT_TRUE(contains(e.what(), "griddepcontrol")) << e.what();
+    }
+  }
+  EXPECT_FALSE(plan("8.0", kWithoutSm100, R"({"pdl": false})").pdl);
+}
+
+// Measured prenorm ranges from `mhc tune` replace the built-in rules (kernel and splits per
+// range), yield to the switches, and are refused where the image lacks the kernel.
+TEST(KernelPlanTactics, MeasuredPrenormRanges) {
+  const std::string tactics =
+      R"({"tactics": {"format": "mhc-tactics-1", "gpu": "g", "arch": "9.0", "sm_count": 132,
+          "shape": {"hidden": 4096, "n": 4, "layers": 43}, "overlap_max_tokens": 32,
+          "prenorm": [{"max_tokens": 8, "kernel": "mma16", "splits": 24},
+                      {"max_tokens": 512, "kernel": "mma64", "splits": 6},
+                      {"max_tokens": null, "kernel": "tma128", "splits": 2}]}})";
+  const KernelPlan p = plan("9.0", kWithSm100, tactics.c_str());
+  ASSERT_EQ(p.prenorm.size(), 3u);
+  EXPECT_EQ(p.prenorm_kernel(8), PrenormKernel::mma16);
+  EXPECT_EQ(p.prenorm_kernel(9), PrenormKernel::mma64);
+  EXPECT_EQ(p.prenorm_kernel(513), PrenormKernel::tma128);
+  EXPECT_EQ(p.prenorm[1].min_tokens, 9);
+  EXPECT_EQ(p.prenorm_choice(1, 160).splits, 24);
+  EXPECT_EQ(p.prenorm_choice(1, 16).splits, 16) << "at most the shape's limit";
+  EXPECT_EQ(p.prenorm_choice(300, 160).splits, 6);
+  EXPECT_EQ(p.prenorm_choice(100000, 160).splits, 2);
+  EXPECT_TRUE(contains(p.prenorm_source, "tactics inline")) << p.prenorm_source;
+  EXPECT_TRUE(contains(p.describe(), "measured: 24 (1 <= M <= 8)")) << p.describe();
+  EXPECT_TRUE(contains(p.to_json(), R"("splits":24)"));
+  // A switch still wins; batch-invariant mode fixes its own ranges.
+  std::string forced = tactics;
+  forced.insert(1, R"("prenorm_splits": 3, )");
+  EXPECT_EQ(plan("9.0", kWithSm100, forced.c_str()).prenorm_choice(1, 160).splits, 3);
+  std::string bi = tactics;
+  bi.insert(1, R"("batch_invariant": true, )");
+  EXPECT_EQ(plan("9.0", kWithSm100, bi.c_str()).prenorm.size(), 1u);
+  // Tactics measured on Hopper cannot load where the TMA kernel is absent (nor on another arch).
+  std::string no_tma = tactics;
+  no_tma.replace(no_tma.find(R"("arch": "9.0")"), 13, R"("arch": "10.0")");
+  try {
+    plan("10.0", kWithSm100, no_tma.c_str());
+    ADD_FAILURE() << "no error";
+  } catch (const Error& e) {
+    EXPECT_TRUE(contains(e.what(), "no TMA kernel")) << e.what();
+  }
+  EXPECT_THROW(plan("8.0", kWithSm100, tactics.c_str()), Error);
+  EXPECT_TRUE(contains(plan("9.0", kWithSm100).prenorm_source, "built-in rules of sm90"));
+}
+
 }  // namespace
 }  // namespace mhc

@@ -1,10 +1,12 @@
 // Tactics files (`mhc tune`): loading through the kernel config, validation.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <string>
+#include <vector>
 
 #include "mhc/core/config.hpp"
 #include "mhc/core/error.hpp"
@@ -90,6 +92,72 @@ TEST(Tactics, ConfigSwitchesKeepOldHashesAndRoundTrip) {
   EXPECT_EQ(c.to_json(), R"({"enable_mhc_overlap":null,"folded_post":true,"fused_input":false,)"
                          R"("overlap_max_tokens":null,"prenorm_kernel":"mma64","prenorm_splits":3,)"
                          R"("projection":"tf32"})");
+  const KernelConfig pdl = KernelConfig::parse(R"({"pdl": false})");
+  EXPECT_EQ(pdl.to_json(), R"({"enable_mhc_overlap":null,"overlap_max_tokens":null,"pdl":false,)"
+                           R"("projection":"tf32"})");
+  EXPECT_EQ(KernelConfig::parse(pdl.to_json()).to_json(), pdl.to_json());
+  EXPECT_NE(pdl.hash(), KernelConfig{}.hash());
+  EXPECT_EQ(KernelConfig::parse(R"({"pdl": null})").hash(), KernelConfig{}.hash());
+  EXPECT_TRUE(pdl.describe().find(" pdl=false") != std::string::npos) << pdl.describe();
+  EXPECT_THROW(KernelConfig::parse(R"({"pdl": 1})"), Error);
+  EXPECT_THROW(KernelConfig::parse(R"({"pdl": "on"})"), Error);
+}
+
+// The measured prenorm ranges: ascending, the last open-ended, known kernels, splits in range;
+// written to the canonical JSON only when present (older tactics keep their hashes).
+TEST(Tactics, PrenormRangesAreValidated) {
+  EXPECT_EQ(Tactics::parse(kValid, "t").to_json().find("prenorm"), std::string::npos);
+  auto with = [](const char* ranges) {
+    nlohmann::json j = nlohmann::json::parse(kValid);
+    j["prenorm"] = nlohmann::json::parse(ranges);
+    return j.dump();
+  };
+  const Tactics t = Tactics::parse(with(R"([{"max_tokens": 16, "kernel": "mma16", "splits": 8},
+               {"max_tokens": null, "kernel": "mma64", "splits": 2}])"),
+                                   "t");
+  ASSERT_EQ(t.prenorm.size(), 2u);
+  EXPECT_EQ(t.prenorm[0].max_tokens, 16);
+  EXPECT_EQ(t.prenorm[1].kernel, "mma64");
+  EXPECT_EQ(Tactics::parse(t.to_json(), "again").to_json(), t.to_json());
+  for (const char* bad :
+       {R"([])", R"({"a": 1})", R"([{"max_tokens": 16, "kernel": "mma16", "splits": 8}])",
+        R"([{"max_tokens": null, "kernel": "mma16", "splits": 8},
+            {"max_tokens": null, "kernel": "mma16", "splits": 8}])",
+        R"([{"max_tokens": 16, "kernel": "mma16", "splits": 8},
+            {"max_tokens": 16, "kernel": "mma16", "splits": 8},
+            {"max_tokens": null, "kernel": "mma16", "splits": 8}])",
+        R"([{"max_tokens": null, "kernel": "mma32", "splits": 8}])",
+        R"([{"max_tokens": null, "kernel": "mma16", "splits": 0}])",
+        R"([{"max_tokens": 0, "kernel": "mma16", "splits": 1},
+            {"max_tokens": null, "kernel": "mma16", "splits": 1}])",
+        R"([{"kernel": "mma16", "splits": 1}])"}) {
+    const std::string e = error_of(with(bad));
+    EXPECT_TRUE(e.find("prenorm") != std::string::npos ||
+                e.find("out of range") != std::string::npos)
+        << bad << ": " << e;
+  }
+}
+
+// `mhc tune`'s choice: the fastest per size, equal neighbours merged, the last range open-ended.
+TEST(Tactics, FastestPrenormPerSize) {
+  const std::vector<PrenormTiming> timings = {
+      {1, "mma16", 32, 5.0},  {1, "mma16", 8, 6.0},    {1, "mma64", 32, 7.0},
+      {16, "mma16", 32, 5.5}, {16, "mma16", 16, 5.6},  {256, "mma64", 8, 9.0},
+      {256, "mma16", 8, 9.5}, {4096, "tma128", 2, 30}, {4096, "mma64", 2, 35},
+  };
+  const std::vector<PrenormTactic> got = fastest_prenorm(timings);
+  ASSERT_EQ(got.size(), 3u);
+  EXPECT_EQ(got[0].max_tokens, 16);
+  EXPECT_EQ(got[0].kernel, "mma16");
+  EXPECT_EQ(got[0].splits, 32);
+  EXPECT_EQ(got[1].max_tokens, 256);
+  EXPECT_EQ(got[1].kernel, "mma64");
+  EXPECT_EQ(got[1].splits, 8);
+  EXPECT_EQ(got[2].kernel, "tma128");
+  EXPECT_GT(got[2].max_tokens, int64_t{1} << 40) << "open-ended";
+  EXPECT_THROW(fastest_prenorm({}), Error);
+  EXPECT_THROW(fastest_prenorm({{1, "mma16", 1, 0.0}}), Error);
+  EXPECT_THROW(fastest_prenorm({{1, "mma16", 1, std::nan("")}}), Error);
 }
 
 }  // namespace

@@ -4,9 +4,11 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <string>
 
 #include "cpu/test_util.hpp"
 #include "mhc/core/capability.hpp"
+#include "mhc/core/error.hpp"
 #include "mhc/core/kernel_plan.hpp"
 #include "mhc/cuda/kernels.hpp"
 
@@ -47,11 +49,39 @@ TEST(PrenormTuning, BatchInvariantLeavesAndSplits) {
   EXPECT_EQ(cuda::batch_invariant_tuning(p, 8192, kH200Sms, true).splits, 2);
   KernelConfig config;
   config.batch_invariant = true;
-  const KernelPlan h200 = simulated_plan(parse_capability("9.0"), kH200Sms,
-                                         parse_images("sm_90a,sm_80,compute_80"), KernelConfig{});
-  EXPECT_TRUE(cuda::prenorm_tuning_for(h200, config, p, 8).batch_invariant);
-  EXPECT_EQ(cuda::prenorm_tuning_for(h200, config, p, 8).rows_per_tile, 128);
+  const auto images = parse_images("sm_90a,sm_80,compute_80");
+  const KernelPlan h200 = simulated_plan(parse_capability("9.0"), kH200Sms, images, KernelConfig{});
+  const KernelPlan h200_bi = simulated_plan(parse_capability("9.0"), kH200Sms, images, config);
+  EXPECT_TRUE(cuda::prenorm_tuning_for(h200_bi, config, p, 8).batch_invariant);
+  EXPECT_EQ(cuda::prenorm_tuning_for(h200_bi, config, p, 8).rows_per_tile, 128);
   EXPECT_FALSE(cuda::prenorm_tuning_for(h200, KernelConfig{}, p, 8).batch_invariant);
+  // A plan made for the other setting is refused, not silently overridden.
+  EXPECT_THROW(cuda::prenorm_tuning_for(h200, config, p, 8), Error);
+  EXPECT_THROW(cuda::prenorm_tuning_for(h200_bi, KernelConfig{}, p, 8), Error);
+}
+
+// The plan decides batch-invariant mode: its tuning is batch_invariant_tuning's at every size, on
+// a Hopper image (TMA) and on an Ampere one (register-fed), and never fuses the input.
+TEST(PrenormTuning, BatchInvariantPlanMatchesTheRule) {
+  KernelConfig config;
+  config.batch_invariant = true;
+  for (const char* arch : {"9.0", "8.0"}) {
+    const KernelPlan plan = simulated_plan(parse_capability(arch), kH200Sms,
+                                           parse_images("sm_90a,sm_80,compute_80"), config);
+    const bool bulk = plan.tma128_available;
+    EXPECT_EQ(bulk, std::string(arch) == "9.0");
+    for (int hidden : {256, 5120}) {
+      const MhcParams p = test::small_params(4, hidden);
+      for (int64_t m : {1, 8, 64, 256, 257, 1536, 8192}) {
+        const cuda::PrenormTuning got = cuda::choose_prenorm_tuning(plan, p, m);
+        const cuda::PrenormTuning want = cuda::batch_invariant_tuning(p, m, kH200Sms, bulk);
+        EXPECT_TRUE(got.batch_invariant) << arch << " M=" << m;
+        EXPECT_EQ(got.rows_per_tile, want.rows_per_tile) << arch << " M=" << m;
+        EXPECT_EQ(got.splits, want.splits) << arch << " M=" << m;
+        EXPECT_FALSE(cuda::input_path_fuses(p, m, got)) << arch << " M=" << m;
+      }
+    }
+  }
 }
 
 }  // namespace

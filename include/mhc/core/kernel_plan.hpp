@@ -52,7 +52,14 @@ ArchRules rules_for(ComputeCapability cc, const std::optional<KernelImage>& imag
 struct PrenormRange {
   int64_t min_tokens = 1, max_tokens = kNoTokenLimit;  // inclusive
   PrenormKernel kernel = PrenormKernel::mma16;
+  int splits = 0;  // measured by `mhc tune` (tactics); 0: the plan's rule (prenorm_choice)
 };
+
+// Batch-invariant mode (KernelConfig::batch_invariant): one kernel per token count whatever the
+// batch around it, since the kernels cut K differently: the TMA kernel at every size where the
+// image has it, else the 16-row tiles up to this size and the 64-row tiles above.
+inline constexpr int64_t kBatchInvariantMma16MaxTokens = 256;
+PrenormKernel batch_invariant_kernel(int64_t tokens, bool tma128_available);
 
 struct PrenormChoice {
   PrenormKernel kernel = PrenormKernel::mma16;
@@ -67,6 +74,11 @@ struct KernelPlan {
   bool image_queried = false;        // reported by the runtime (else predicted from `built`)
   ArchRules rules;
   std::vector<PrenormRange> prenorm;  // covers 1..kNoTokenLimit in order
+  std::string prenorm_source;         // "built-in rules of sm90 (...)" or the tactics
+  // Every reduction in one fixed order (docs/batch_invariance.md): `prenorm` then follows
+  // batch_invariant_kernel, the splits follow the K leaves (mhc::cuda::batch_invariant_tuning),
+  // and nothing fuses or folds (those launches cut a row's sums differently).
+  bool batch_invariant = false;
   std::optional<int> forced_splits;
   bool tma128_available = false;  // the TMA kernel's body is in the loaded image
   bool pdl = false;
@@ -80,6 +92,7 @@ struct KernelPlan {
   bool has_kernels() const { return image.has_value(); }
   bool compiled_ahead_of_time() const { return image && !image->ptx; }
   PrenormKernel prenorm_kernel(int64_t tokens) const;
+  PrenormRange prenorm_range(int64_t tokens) const;  // mma16 at the rule's splits if empty
   // The kernel and split count for `tokens`; max_splits is the shape's limit (one K chunk of
   // 32 per warp of 8: K / 256). Splits fill the multiprocessors once, capped at decode sizes
   // because the last CTA reads every split's partials.

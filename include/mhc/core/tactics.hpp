@@ -6,12 +6,33 @@
 #include <cstdint>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "mhc/core/capability.hpp"
 
 namespace mhc {
 
 inline constexpr std::string_view kTacticsFormat = "mhc-tactics-1";
+
+// One measured prenorm range: from the previous range's max_tokens + 1 (1 for the first) up to
+// max_tokens (null in the file: every larger size), this kernel and split count.
+struct PrenormTactic {
+  int64_t max_tokens = 0;  // kNoTokenLimit (kernel_plan.hpp) for the last range
+  std::string kernel;      // "mma16", "mma64" or "tma128"
+  int splits = 1;
+};
+
+// One timing of the prenorm coefficient launch (`mhc tune`, from `mhc bench kernels --sweep`).
+struct PrenormTiming {
+  int64_t tokens = 0;
+  std::string kernel;  // "mma16", "mma64" or "tma128"
+  int splits = 1;
+  double median_us = 0;
+};
+// Per measured size the fastest (kernel, splits); neighbouring sizes with the same winner are one
+// range, which reaches up to its last measured size (the last range: every larger size). A size
+// between two measured ones thus takes the smaller one's winner. Throws mhc::Error when empty.
+std::vector<PrenormTactic> fastest_prenorm(const std::vector<PrenormTiming>& timings);
 
 struct Tactics {
   std::string source;  // the file it was read from ("inline" when given as a JSON object)
@@ -22,8 +43,12 @@ struct Tactics {
   int hidden = 0, n = 0, layers = 0;
   int overlap_max_tokens = 0;  // the chosen threshold (0: the overlap never won)
   std::string method;          // how the threshold was chosen
+  // The fastest prenorm kernel and splits per token range (`mhc tune`; empty: the plan's own),
+  // ascending, the last open-ended.
+  std::vector<PrenormTactic> prenorm;
 
-  // Canonical JSON (keys sorted, no measurement rows): what the config hash covers.
+  // Canonical JSON (keys sorted, no measurement rows, "prenorm" only when measured so that
+  // older tactics keep their hashes): what the config hash covers.
   std::string to_json() const;
   std::string describe() const;  // "tactics FILE: overlap up to 32 tokens (NVIDIA H200, 9.0, ...)"
   // Parses and validates the text of a tactics file; errors name `source`.

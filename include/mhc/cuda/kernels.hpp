@@ -64,7 +64,8 @@ struct PrenormTuning {
 };
 // Whether the current device runs the bulk-copy (TMA) prenorm kernel (its kernel plan's answer).
 bool tma_prenorm_available();
-// The kernel plan's tuning for this shape and token count (mhc/core/kernel_plan.hpp).
+// The kernel plan's tuning for this shape and token count (mhc/core/kernel_plan.hpp); a
+// batch-invariant plan's is batch_invariant_tuning with the plan's kernel and multiprocessors.
 PrenormTuning choose_prenorm_tuning(const KernelPlan& plan, const MhcParams& p, int64_t tokens);
 // Largest split count the kernel accepts for this shape (one chunk per warp).
 int max_prenorm_splits(const MhcParams& p);
@@ -74,8 +75,12 @@ int max_prenorm_splits(const MhcParams& p);
 // multiprocessors once; else the register-fed kernel with one leaf per split.
 int batch_invariant_leaves(const MhcParams& p);
 PrenormTuning batch_invariant_tuning(const MhcParams& p, int64_t tokens, int sm_count, bool bulk);
-// The tuning a config asks for under a plan: choose_prenorm_tuning, or batch_invariant_tuning
-// (with the plan's multiprocessors and TMA kernel) when config.batch_invariant.
+// The same for the kernel a batch-invariant plan picked (mhc::batch_invariant_kernel).
+PrenormTuning batch_invariant_tuning(const MhcParams& p, int64_t tokens, int sm_count,
+                                     PrenormKernel kernel);
+// The tuning a config asks for under the plan made from it (device_plan(config)): the plan
+// decides, batch-invariant mode included; throws mhc::Error when the plan was made for another
+// batch_invariant setting.
 PrenormTuning prenorm_tuning_for(const KernelPlan& plan, const KernelConfig& config,
                                  const MhcParams& p, int64_t tokens);
 
