@@ -106,8 +106,8 @@ SiteWorkspace::~SiteWorkspace() {
 }
 
 std::string PrenormTuning::describe() const {
-  return msg("splits={} rows_per_tile={}{}", splits, rows_per_tile,
-             batch_invariant ? " batch_invariant" : "");
+  return msg("splits={} rows_per_tile={}{}{}", splits, rows_per_tile,
+             batch_invariant ? " batch_invariant" : "", pdl ? "" : " no_pdl");
 }
 
 int max_prenorm_splits(const MhcParams& p) {
@@ -118,13 +118,16 @@ bool tma_prenorm_available() { return bulk_copies_enabled(); }
 
 PrenormTuning choose_prenorm_tuning(const KernelPlan& plan, const MhcParams& p, int64_t tokens) {
   if (plan.batch_invariant) {
-    return batch_invariant_tuning(p, tokens, plan.sm_count, plan.prenorm_kernel(tokens));
+    PrenormTuning t = batch_invariant_tuning(p, tokens, plan.sm_count, plan.prenorm_kernel(tokens));
+    t.pdl = plan.pdl;
+    return t;
   }
   const PrenormChoice c = plan.prenorm_choice(tokens, max_prenorm_splits(p));
   PrenormTuning t;
   t.rows_per_tile = rows_per_tile(c.kernel);
   t.splits = c.splits;
   t.fused_input_max_tokens = plan.fused_input_max_tokens;
+  t.pdl = plan.pdl;
   return t;
 }
 
@@ -233,9 +236,10 @@ void set_batch_invariant_splits(const MhcParams& p, const PrenormTuning& tuning,
 
 void prenorm_coefficients(const MhcParams& p, int64_t tokens, const CoefficientBuffers& b,
                           Projection projection, PrenormTuning tuning, SiteWorkspace& ws,
-                          cudaStream_t stream, const InputPathBuffers* input,
+                          cudaStream_t cuda_stream, const InputPathBuffers* input,
                           const PreviousPost* previous) {
   constexpr const char* what = "prenorm_coefficients";
+  const LaunchTarget stream{cuda_stream, tuning.pdl};
   check_shape(p, tokens, what);
   require_that(ws.hidden() == p.hidden && ws.streams() == p.n,
                "{}: the workspace was made for C={} n={} and cannot run C={} n={}", what,
@@ -333,7 +337,7 @@ void prenorm_coefficients(const MhcParams& p, int64_t tokens, const CoefficientB
 }
 
 void input_path(const MhcParams& p, int64_t tokens, const Bf16* x, const float* pre_mix,
-                const float* norm_weight, Bf16* layer_input, cudaStream_t stream) {
+                const float* norm_weight, Bf16* layer_input, LaunchTarget stream) {
   constexpr const char* what = "input_path";
   check_shape(p, tokens, what);
   if (tokens == 0) return;
@@ -352,7 +356,7 @@ void input_path(const MhcParams& p, int64_t tokens, const Bf16* x, const float* 
 
 void post(const MhcParams& p, int64_t tokens, const Bf16* x, const float* post_coef,
           const float* comb, const Bf16* sublayer_out, Bf16* x_next, const NextInput* next,
-          cudaStream_t stream) {
+          LaunchTarget stream) {
   constexpr const char* what = "post";
   check_shape(p, tokens, what);
   if (tokens == 0) return;
@@ -416,7 +420,7 @@ void widen_bf16(const Bf16* in, int64_t count, float* out, cudaStream_t stream) 
 }
 
 void standin_sublayer(const MhcParams& p, int64_t tokens, const Bf16* layer_input,
-                      const float* gain, Bf16* out, cudaStream_t stream) {
+                      const float* gain, Bf16* out, LaunchTarget stream) {
   constexpr const char* what = "standin_sublayer";
   check_shape(p, tokens, what);
   if (tokens == 0) return;

@@ -19,7 +19,7 @@ cudaError_t prenorm_attributes(int rows_per_tile, cudaFuncAttributes* out) {
 
 template <int kStreams>
 cudaError_t dispatch_prenorm(const PrenormArgs& args, bool compensated, int rows_per_tile,
-                             cudaStream_t stream) {
+                             LaunchTarget stream) {
   if (args.previous.x != nullptr) {  // the previous site's post folded in: 16-row tiles only
     return compensated ? launch_prenorm_coefficients<kStreams, 1, true, true>(args, stream)
                        : launch_prenorm_coefficients<kStreams, 1, false, true>(args, stream);

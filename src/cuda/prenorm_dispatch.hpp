@@ -3,6 +3,8 @@
 #pragma once
 #include <cuda_runtime_api.h>
 
+#include "mhc/cuda/launch_target.hpp"
+
 namespace mhc::cuda {
 
 struct PrenormArgs;
@@ -17,6 +19,6 @@ cudaError_t prenorm_attributes(int rows_per_tile, cudaFuncAttributes* out);
 
 template <int kStreams>
 cudaError_t dispatch_prenorm(const PrenormArgs& args, bool compensated, int rows_per_tile,
-                             cudaStream_t stream);
+                             LaunchTarget stream);
 
 }  // namespace mhc::cuda

@@ -2,6 +2,6 @@
 #include "prenorm_dispatch.cuh"
 
 namespace mhc::cuda {
-template cudaError_t dispatch_prenorm<2>(const PrenormArgs&, bool, int, cudaStream_t);
+template cudaError_t dispatch_prenorm<2>(const PrenormArgs&, bool, int, LaunchTarget);
 template cudaError_t prenorm_attributes<2>(int, cudaFuncAttributes*);
 }  // namespace mhc::cuda

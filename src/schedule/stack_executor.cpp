@@ -102,7 +102,7 @@ StackExecutor::Impl::Impl(const ModelWeights& w, const KernelConfig& cfg, const 
   schedule = std::make_unique<StackSchedule>(p.sites());
   if (!sublayer) {
     sublayer = [this](int s, int64_t tokens, const Bf16* in, Bf16* out, cudaStream_t st) {
-      standin_sublayer(p, tokens, in, gains[size_t(s)].get(), out, st);
+      standin_sublayer(p, tokens, in, gains[size_t(s)].get(), out, {st, plan.pdl});
     };
   }
   std::vector<const DeviceSiteWeights*> site_weights;

@@ -52,9 +52,9 @@ SiteLaunches StackLaunches::site(StackLayout layout, int s, int64_t tokens,
 SiteLaunches StackLaunches::fused_post(int s, int64_t tokens, const PrenormTuning& tuning) const {
   SiteLaunches l;
   if (s == 0) {
-    l.input_path = [this, tokens](cudaStream_t st) {
+    l.input_path = [this, tokens, pdl = tuning.pdl](cudaStream_t st) {
       mhc::cuda::input_path(p_, tokens, b_.x_in, b_.pre_mix_in, sites_[0]->norm_weight.get(),
-                            b_.layer_input, st);
+                            b_.layer_input, {st, pdl});
     };
   }
   l.coefficients = [this, s, tokens, tuning](cudaStream_t st) {
@@ -65,14 +65,14 @@ SiteLaunches StackLaunches::fused_post(int s, int64_t tokens, const PrenormTunin
       sublayer_(s, tokens, b_.layer_input, b_.sublayer_out, st);
     };
   }
-  l.post = [this, s, tokens](cudaStream_t st) {
+  l.post = [this, s, tokens, pdl = tuning.pdl](cudaStream_t st) {
     const bool last = s + 1 == sites();
     NextInput next;
     next.pre_mix = b_.pre[s % 2];
     next.norm_weight = last ? b_.final_norm : sites_[size_t(s) + 1]->norm_weight.get();
     next.layer_input = last ? b_.output : b_.layer_input;
     mhc::cuda::post(p_, tokens, src(s), b_.post[s % 2], b_.comb[s % 2], b_.sublayer_out, dst(s),
-                    &next, st);
+                    &next, {st, pdl});
     done(s, tokens, st);
   };
   return l;
@@ -121,9 +121,9 @@ SiteLaunches StackLaunches::decode(int s, int64_t tokens, const PrenormTuning& t
     prenorm_coefficients(p_, tokens, coefficient_buffers(s), projection_, tuning, ws_, st, &input);
   };
   if (s + 1 < sites()) {
-    l.post = [this, s, tokens](cudaStream_t st) {
+    l.post = [this, s, tokens, pdl = tuning.pdl](cudaStream_t st) {
       mhc::cuda::post(p_, tokens, src(s), b_.post[s % 2], b_.comb[s % 2], b_.sublayer_out, dst(s),
-                      nullptr, st);
+                      nullptr, {st, pdl});
       done(s, tokens, st);
     };
   }

@@ -10,6 +10,7 @@
 
 #include "mhc/core/error.hpp"
 #include "mhc/cuda/device_plan.hpp"
+#include "mhc/cuda/launch_target.hpp"
 
 namespace mhc::cuda {
 
@@ -206,15 +207,15 @@ inline bool bulk_copies_enabled() { return default_device_plan().tma128_availabl
 
 template <typename... KernelArgs, typename... Args>
 cudaError_t launch_kernel(void (*kernel)(KernelArgs...), dim3 grid, dim3 block, size_t smem_bytes,
-                          cudaStream_t stream, Args&&... args) {
+                          LaunchTarget on, Args&&... args) {
   cudaLaunchAttribute attribute{};
   attribute.id = cudaLaunchAttributeProgrammaticStreamSerialization;
-  attribute.val.programmaticStreamSerializationAllowed = pdl_enabled() ? 1 : 0;
+  attribute.val.programmaticStreamSerializationAllowed = on.pdl && pdl_enabled() ? 1 : 0;
   cudaLaunchConfig_t config{};
   config.gridDim = grid;
   config.blockDim = block;
   config.dynamicSmemBytes = smem_bytes;
-  config.stream = stream;
+  config.stream = on.stream;
   config.attrs = &attribute;
   config.numAttrs = 1;
   return cudaLaunchKernelEx(&config, kernel, std::forward<Args>(args)...);

@@ -122,9 +122,9 @@ __global__ void input_path_kernel(const uint16_t* __restrict__ x, const float* _
 template <int kStreams>
 cudaError_t launch_input_path(const uint16_t* x, const float* pre_mix, const float* norm_weight,
                               int64_t tokens, int hidden, float eps_n, uint16_t* layer_input,
-                              cudaStream_t stream) {
+                              LaunchTarget on) {
   return launch_kernel(input_path_kernel<kStreams, kRowVecs>, dim3(static_cast<unsigned>(tokens)),
-                       dim3(row_kernel_threads(hidden)), 0, stream, x, pre_mix, norm_weight, hidden,
+                       dim3(row_kernel_threads(hidden)), 0, on, x, pre_mix, norm_weight, hidden,
                        eps_n, layer_input);
 }
 

@@ -15,6 +15,7 @@
 #include "mhc/core/config.hpp"
 #include "mhc/core/kernel_plan.hpp"
 #include "mhc/core/params.hpp"
+#include "mhc/cuda/launch_target.hpp"
 
 namespace mhc::cuda {
 
@@ -60,6 +61,9 @@ struct PrenormTuning {
   // must then be a power of two dividing batch_invariant_leaves(p), and equal to it for the
   // register-fed kernel.
   bool batch_invariant = false;
+  // Launch with programmatic dependent launch (kernel config "pdl"; the image must have the
+  // waits, else it is ignored).
+  bool pdl = true;
   std::string describe() const;
 };
 // Whether the current device runs the bulk-copy (TMA) prenorm kernel (its kernel plan's answer).
@@ -132,7 +136,7 @@ void prenorm_coefficients(const MhcParams& p, int64_t tokens, const CoefficientB
 
 // Step 1: layer_input = bf16(rmsnorm(bf16(sum_j pre_mix[j] x[j])) * norm_weight).
 void input_path(const MhcParams& p, int64_t tokens, const Bf16* x, const float* pre_mix,
-                const float* norm_weight, Bf16* layer_input, cudaStream_t stream);
+                const float* norm_weight, Bf16* layer_input, LaunchTarget stream);
 
 // The next site's input path, fused into the post (norm_weight null: plain collapse).
 struct NextInput {
@@ -144,7 +148,7 @@ struct NextInput {
 // Step 4: x_next = bf16(post * F + comb^T x); with `next`, also the next site's layer_input.
 // x_next must not alias x.
 void post(const MhcParams& p, int64_t tokens, const Bf16* x, const float* post, const float* comb,
-          const Bf16* sublayer_out, Bf16* x_next, const NextInput* next, cudaStream_t stream);
+          const Bf16* sublayer_out, Bf16* x_next, const NextInput* next, LaunchTarget stream);
 
 // The raw split partials of the prenorm GEMM (mhc/cuda/prenorm_splits.cuh; DeepGEMM's
 // tf32_hc_prenorm_gemm): x [M, K] bf16, fn [N, K], out [S, M, N], sqrsum [S, M]. Shapes as
@@ -157,7 +161,7 @@ void widen_bf16(const Bf16* in, int64_t count, float* out, cudaStream_t stream);
 
 // The stack's stand-in sublayer: F = bf16(gain * layer_input).
 void standin_sublayer(const MhcParams& p, int64_t tokens, const Bf16* layer_input,
-                      const float* gain, Bf16* out, cudaStream_t stream);
+                      const float* gain, Bf16* out, LaunchTarget stream);
 
 // Multiprocessors of the current device.
 int current_sm_count();

@@ -112,10 +112,10 @@ __global__ void post_kernel(const PostArgs a) {
 }
 
 template <int kStreams, bool kNextInput>
-cudaError_t launch_post(const PostArgs& args, int64_t tokens, cudaStream_t stream) {
+cudaError_t launch_post(const PostArgs& args, int64_t tokens, LaunchTarget on) {
   return launch_kernel(post_kernel<kStreams, kRowVecs, kNextInput>,
                        dim3(static_cast<unsigned>(tokens)), dim3(row_kernel_threads(args.hidden)),
-                       0, stream, args);
+                       0, on, args);
 }
 
 }  // namespace mhc::cuda

@@ -283,14 +283,14 @@ __global__ void __launch_bounds__(256) prenorm_coefficients_kernel(const Prenorm
 
 // Raw launcher: no argument checks (the caller, mhc::cuda::prenorm_coefficients, does them).
 template <int kStreams, int kMTiles, bool kCompensated, bool kFromPost = false>
-cudaError_t launch_prenorm_coefficients(const PrenormArgs& args, cudaStream_t stream) {
+cudaError_t launch_prenorm_coefficients(const PrenormArgs& args, LaunchTarget on) {
   using S = PrenormShape<kStreams, kMTiles>;
   const dim3 grid(static_cast<unsigned>(ceil_div(args.tokens, S::kRows)),
                   static_cast<unsigned>(args.splits));
   const bool fused_input = kMTiles == 1 && args.input.layer_input != nullptr;
   const dim3 grid_with_input(grid.x, grid.y + (fused_input ? S::kRows : 0));
   return launch_kernel(prenorm_coefficients_kernel<kStreams, kMTiles, kCompensated, kFromPost>,
-                       grid_with_input, dim3(S::kThreads), 0, stream, args);
+                       grid_with_input, dim3(S::kThreads), 0, on, args);
 }
 
 }  // namespace mhc::cuda

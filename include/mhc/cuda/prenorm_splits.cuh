@@ -129,19 +129,19 @@ __global__ void __launch_bounds__(kPrenormSplitsWarps* kWarp)
 }
 
 inline cudaError_t launch_prenorm_splits(const PrenormSplitsArgs& a, int nmix,
-                                         cudaStream_t stream) {
+                                         LaunchTarget on) {
   const dim3 grid(static_cast<unsigned>(ceil_div(a.tokens, int64_t(16))),
                   static_cast<unsigned>(a.splits));
   const dim3 block(kPrenormSplitsWarps * kWarp);
   switch (nmix) {
     case 8:
-      return launch_kernel(prenorm_splits_kernel<1>, grid, block, 0, stream, a);
+      return launch_kernel(prenorm_splits_kernel<1>, grid, block, 0, on, a);
     case 16:
-      return launch_kernel(prenorm_splits_kernel<2>, grid, block, 0, stream, a);
+      return launch_kernel(prenorm_splits_kernel<2>, grid, block, 0, on, a);
     case 24:
-      return launch_kernel(prenorm_splits_kernel<3>, grid, block, 0, stream, a);
+      return launch_kernel(prenorm_splits_kernel<3>, grid, block, 0, on, a);
     default:
-      return launch_kernel(prenorm_splits_kernel<4>, grid, block, 0, stream, a);
+      return launch_kernel(prenorm_splits_kernel<4>, grid, block, 0, on, a);
   }
 }
 

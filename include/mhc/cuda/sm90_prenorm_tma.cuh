@@ -389,7 +389,7 @@ inline cudaError_t encode_tensor_map_2d(CUtensorMap* map, CUtensorMapDataType ty
 // The tensor maps hold x's address and token count, so they are made per launch (a host call,
 // no allocation); a CUDA graph keeps them with the captured kernel parameters.
 template <int kStreams, bool kCompensated>
-cudaError_t launch_sm90_prenorm_tma(const PrenormArgs& args, cudaStream_t stream) {
+cudaError_t launch_sm90_prenorm_tma(const PrenormArgs& args, LaunchTarget on) {
   using S = TmaShape<kStreams>;
   CUtensorMap x_map, w_map;
   if (const cudaError_t err =
@@ -413,7 +413,7 @@ cudaError_t launch_sm90_prenorm_tma(const PrenormArgs& args, cudaStream_t stream
   }
   const dim3 grid(static_cast<unsigned>(ceil_div(args.tokens, S::kRows)),
                   static_cast<unsigned>(args.splits));
-  return launch_kernel(kernel, grid, dim3(S::kThreads), S::kSmemBytes, stream, args, x_map, w_map);
+  return launch_kernel(kernel, grid, dim3(S::kThreads), S::kSmemBytes, on, args, x_map, w_map);
 }
 
 }  // namespace mhc::cuda

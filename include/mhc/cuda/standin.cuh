@@ -31,12 +31,12 @@ __global__ void standin_sublayer_kernel(const uint16_t* __restrict__ layer_input
 
 inline cudaError_t launch_standin_sublayer(const uint16_t* layer_input, const float* gain,
                                            int64_t tokens, int hidden, uint16_t* out, int sm_count,
-                                           cudaStream_t stream) {
+                                           LaunchTarget on) {
   const int64_t vectors = tokens * hidden / kBf16PerVec;
   constexpr int kThreads = 256;
   const int64_t blocks = std::min<int64_t>(ceil_div(vectors, kThreads), int64_t(sm_count) * 8);
   return launch_kernel(standin_sublayer_kernel, dim3(static_cast<unsigned>(blocks)), dim3(kThreads),
-                       0, stream, layer_input, gain, vectors, hidden, out);
+                       0, on, layer_input, gain, vectors, hidden, out);
 }
 
 }  // namespace mhc::cuda

@@ -21,12 +21,12 @@ __global__ void widen_bf16_kernel(const uint16_t* __restrict__ in, int64_t count
 }
 
 inline cudaError_t launch_widen_bf16(const uint16_t* in, int64_t count, float* out,
-                                     cudaStream_t stream) {
+                                     LaunchTarget on) {
   constexpr int kThreads = 256;
   const int64_t blocks =
       std::max<int64_t>(1, std::min<int64_t>(ceil_div(count, int64_t(kThreads)), 1024));
   return launch_kernel(widen_bf16_kernel, dim3(static_cast<unsigned>(blocks)), dim3(kThreads), 0,
-                       stream, in, count, out);
+                       on, in, count, out);
 }
 
 }  // namespace mhc::cuda
