@@ -13,6 +13,10 @@ Kinds:
   overlap       one `mhc bench overlap` JSON: per size, native and overlap per layer, gain, saved
   log           a committed log, verbatim in a code block; an optional second argument is a
                 regular expression (no spaces: use \s) that selects the lines to show
+  prenorm       one `mhc tune` tactics file: per measured size, the fastest prenorm kernel and
+                split count and the runner-up of another kernel
+  invariance    one bench/batch_invariance_cost.py JSON: per size, the coefficient launch and a
+                site in a stack graph, default vs batch-invariant, ratio, target met or missed
 
 Every table ends with the line saying where its numbers come from (GPU, driver, commit, date).
 With --check nothing is written; the exit status is 1 when a table is stale.
@@ -88,6 +92,64 @@ def table_overlap(paths):
     return lines
 
 
+def table_prenorm(paths):
+    (path,) = paths
+    doc = load(path)
+    by_size = {}
+    for t in doc["prenorm_timings"]:
+        by_size.setdefault(t["tokens"], []).append(t)
+    lines = [
+        "| tokens | fastest (kernel, splits) | µs | best other kernel | µs |",
+        "|---:|---|---:|---|---:|",
+    ]
+    for tokens in sorted(by_size):
+        ranked = sorted(by_size[tokens], key=lambda t: t["median_us"])
+        best = ranked[0]
+        other = next((t for t in ranked if t["kernel"] != best["kernel"]), None)
+        other_text = (f"{other['kernel']}, {other['splits']} | {other['median_us']:.2f}"
+                      if other else "- | -")
+        lines.append(f"| {tokens} | {best['kernel']}, {best['splits']} | {best['median_us']:.2f} "
+                     f"| {other_text} |")
+    lines += ["", f"`mhc tune` prenorm sweep on {provenance(doc)}; source `{path}`."]
+    return lines
+
+
+def table_invariance(paths):
+    (path,) = paths
+    doc = load(path)
+    items = {"coefficients (GEMM+stats)": "GEMM+stats", "site in stack, 8 per graph (each)": "site in stack"}
+    rows = {}
+    for r in doc["comparison"]:
+        if r["kernel"] in items:
+            rows.setdefault(r["tokens"], {})[items[r["kernel"]]] = r
+    lines = [
+        "| M | splits x tile (default / invariant) | GEMM+stats µs (default / invariant) | ratio "
+        "| site in stack µs (default / invariant) | ratio | target |",
+        "|---:|---|---|---:|---|---:|---|",
+    ]
+    for tokens in sorted(rows):
+        g, s = rows[tokens].get("GEMM+stats"), rows[tokens].get("site in stack")
+        if g is None or s is None:
+            continue
+        d, i = g["default_tuning"], g["invariant_tuning"]
+        limit = g["target_ratio"]
+        if limit is None:
+            target = ""
+        else:
+            met = g["ratio"] <= limit and s["ratio"] <= limit
+            target = f"<= {limit:.2f}: {'met' if met else 'missed'}"
+        lines.append(
+            f"| {tokens} | {d['splits']} x {d['rows_per_tile']} / {i['splits']} x {i['rows_per_tile']} "
+            f"| {g['default_us']:.2f} / {g['invariant_us']:.2f} | {g['ratio']:.2f} "
+            f"| {s['default_us']:.2f} / {s['invariant_us']:.2f} | {s['ratio']:.2f} | {target} |")
+    report = doc.get("invariant_report", {})
+    driver = report.get("driver") or doc.get("driver_version", "unknown")
+    lines += ["", f"`mhc bench kernels` default vs `{{\"batch_invariant\": true}}` on "
+              f"{doc.get('gpu', '?')} (driver {driver}), commit {doc.get('commit', '?')}, "
+              f"{doc.get('date_invariant', '?')}; source `{path}`."]
+    return lines
+
+
 def table_log(args):
     path, *pattern = args
     text = (ROOT / path).read_text().splitlines()
@@ -96,7 +158,8 @@ def table_log(args):
     return ["```", *text, "```", "", f"Source: `{path}`."]
 
 
-KINDS = {"tune": table_tune, "overlap": table_overlap, "log": table_log}
+KINDS = {"tune": table_tune, "overlap": table_overlap, "log": table_log,
+         "prenorm": table_prenorm, "invariance": table_invariance}
 
 
 def render(text):

@@ -147,12 +147,11 @@ void apply_batch_invariance(KernelPlan& plan, const KernelConfig& config) {
   auto refuse = [](std::string_view key) {
     throw Error(fmt::format(
         "kernel config {} cannot be combined with batch_invariant: batch-invariant mode fixes "
-        "the prenorm kernel and splits and never fuses the input or folds the post",
+        "the prenorm kernel and splits and never folds the post",
         key));
   };
   if (config.prenorm_kernel) refuse("prenorm_kernel");
   if (config.prenorm_splits) refuse("prenorm_splits");
-  if (config.fused_input.value_or(false)) refuse("fused_input=true");
   if (config.folded_post.value_or(false)) refuse("folded_post=true");
   plan.batch_invariant = true;
   plan.prenorm.clear();
@@ -164,7 +163,8 @@ void apply_batch_invariance(KernelPlan& plan, const KernelConfig& config) {
     plan.prenorm.push_back(
         {kBatchInvariantMma16MaxTokens + 1, kNoTokenLimit, PrenormKernel::mma64});
   }
-  plan.fused_input_max_tokens = 0;
+  // The fused input path stays (its CTAs cut the row as the input_path kernel does, so fused
+  // and separate give the same bits); the folded post does not (its CTAs are the 16-row kernel's).
   plan.folded_post_max_tokens = 0;
   plan.overrides.push_back("batch_invariant=true");
 }
@@ -323,7 +323,8 @@ PrenormChoice KernelPlan::prenorm_choice(int64_t tokens, int max_splits) const {
 }
 
 bool KernelPlan::fuses_input(int64_t tokens, PrenormKernel kernel) const {
-  return kernel == PrenormKernel::mma16 && tokens <= fused_input_max_tokens;
+  // The 16-row and the TMA kernel carry input-path CTAs; the 64-row one does not.
+  return kernel != PrenormKernel::mma64 && tokens <= fused_input_max_tokens;
 }
 
 }  // namespace mhc

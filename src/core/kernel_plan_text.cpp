@@ -122,9 +122,9 @@ std::string KernelPlan::describe() const {
   line("prenorm splits", splits_text(*this));
   line("batch invariant",
        batch_invariant ? "yes: one kernel per size whatever the batch, splits from the K leaves, "
-                         "nothing fused or folded"
+                         "no folded post"
                        : "no (kernel config batch_invariant=true)");
-  line("fused input", "input path inside the 16-row coefficient launch, " +
+  line("fused input", "input path inside the 16-row or TMA coefficient launch, " +
                           limit_text(has_kernels() ? fused_input_max_tokens : 0));
   line("folded post", "previous post folded into the coefficient launch, " +
                           limit_text(has_kernels() ? folded_post_max_tokens : 0));

@@ -119,6 +119,7 @@ bool tma_prenorm_available() { return bulk_copies_enabled(); }
 PrenormTuning choose_prenorm_tuning(const KernelPlan& plan, const MhcParams& p, int64_t tokens) {
   if (plan.batch_invariant) {
     PrenormTuning t = batch_invariant_tuning(p, tokens, plan.sm_count, plan.prenorm_kernel(tokens));
+    t.fused_input_max_tokens = plan.fused_input_max_tokens;
     t.pdl = plan.pdl;
     return t;
   }
@@ -160,7 +161,7 @@ PrenormTuning batch_invariant_tuning(const MhcParams& p, int64_t tokens, int sm_
                                      PrenormKernel kernel) {
   PrenormTuning t;
   t.batch_invariant = true;
-  t.fused_input_max_tokens = 0;
+  t.fused_input_max_tokens = -1;  // the device plan's: the fused input path is per token too
   const int leaves = batch_invariant_leaves(p);
   t.rows_per_tile = rows_per_tile(kernel);
   if (kernel != PrenormKernel::tma128) {
@@ -189,8 +190,9 @@ bool input_path_fuses(const MhcParams& p, int64_t tokens, const PrenormTuning& t
   const int64_t limit = tuning.fused_input_max_tokens >= 0
                             ? tuning.fused_input_max_tokens
                             : default_device_plan().fused_input_max_tokens;
-  return !tuning.batch_invariant && tuning.rows_per_tile == 16 && tokens <= limit &&
-         p.hidden <= kFusedInputMaxHidden;
+  const bool tile_has_input_ctas =
+      tuning.rows_per_tile == 16 || tuning.rows_per_tile == kTmaRowsPerTile;
+  return tile_has_input_ctas && tokens <= limit && p.hidden <= kFusedInputMaxHidden;
 }
 
 namespace {
@@ -304,7 +306,10 @@ void prenorm_coefficients(const MhcParams& p, int64_t tokens, const CoefficientB
   args.out = {b.pre, b.post, b.comb, b.mixes};
   if (previous != nullptr) check_previous_post(b, input, *previous, what);
   const bool fuses = input != nullptr && input_path_fuses(p, tokens, tuning);
-  if (previous != nullptr && !fuses) {  // the post + next input launch, then the plain one
+  // Only the 16-row kernel forms x from the previous post; any other tile (the TMA kernel of
+  // batch-invariant mode) gets the post + next input launch first.
+  const bool folds = fuses && tuning.rows_per_tile == 16;
+  if (previous != nullptr && !folds) {  // the post + next input launch, then the plain one
     const NextInput next{input->pre_mix, input->norm_weight, input->layer_input};
     post(p, tokens, previous->x, previous->post, previous->comb, previous->sublayer_out,
          previous->x_next, &next, stream);
@@ -325,6 +330,7 @@ void prenorm_coefficients(const MhcParams& p, int64_t tokens, const CoefficientB
       args.input.norm_weight = input->norm_weight;
       args.input.layer_input = bits(input->layer_input);
       args.input.hidden = p.hidden;
+      args.input.row_threads = row_kernel_threads(p.hidden);
       args.input.eps_n = static_cast<float>(p.norm_eps());
     } else {
       input_path(p, tokens, b.x, input->pre_mix, input->norm_weight, input->layer_input, stream);
@@ -372,6 +378,7 @@ void post(const MhcParams& p, int64_t tokens, const Bf16* x, const float* post_c
   a.sublayer_out = bits(sublayer_out);
   a.x_next = bits(x_next);
   a.hidden = p.hidden;
+  a.row_threads = row_kernel_threads(p.hidden);
   a.eps_n = static_cast<float>(p.norm_eps());
   if (next != nullptr) {
     require_that(next->pre_mix != nullptr, "{}: next pre_mix is null", what);

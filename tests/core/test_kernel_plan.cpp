@@ -232,9 +232,12 @@ TEST(KernelPlanBatchInvariant, OneKernelPerSizeNothingFused) {
   for (const KernelPlan& p : {hopper, plan("8.0", kWithSm100, on)}) {
     for (int64_t m : {1, 16, 256, 257, 1536, 100000}) {
       EXPECT_EQ(p.prenorm_kernel(m), batch_invariant_kernel(m, p.tma128_available)) << m;
-      EXPECT_FALSE(p.fuses_input(m, PrenormKernel::mma16)) << m;
+      // The fused input path stays (the same bits as the separate one); never the 64-row tile.
+      EXPECT_EQ(p.fuses_input(m, p.prenorm_kernel(m)),
+                m <= p.rules.fused_input_max_tokens && p.prenorm_kernel(m) != PrenormKernel::mma64)
+          << m;
     }
-    EXPECT_EQ(p.fused_input_max_tokens, 0);
+    EXPECT_EQ(p.fused_input_max_tokens, p.rules.fused_input_max_tokens);
     EXPECT_EQ(p.folded_post_max_tokens, 0);
   }
   EXPECT_TRUE(contains(hopper.describe(), "yes: one kernel per size")) << hopper.describe();
@@ -246,9 +249,9 @@ TEST(KernelPlanBatchInvariant, OneKernelPerSizeNothingFused) {
   EXPECT_TRUE(contains(plain.to_json(), R"("batch_invariant":false)"));
   // Switching a fused path off is harmless; forcing what the fixed order forbids is an error.
   EXPECT_NO_THROW(plan("9.0", kWithSm100, R"({"batch_invariant": true, "fused_input": false})"));
+  EXPECT_NO_THROW(plan("9.0", kWithSm100, R"({"batch_invariant": true, "fused_input": true})"));
   for (const char* bad : {R"({"batch_invariant": true, "prenorm_kernel": "mma16"})",
                           R"({"batch_invariant": true, "prenorm_splits": 4})",
-                          R"({"batch_invariant": true, "fused_input": true})",
                           R"({"batch_invariant": true, "folded_post": true})"}) {
     try {
       plan("9.0", kWithSm100, bad);

@@ -140,15 +140,29 @@ TEST_F(StackBatchInvariance, FullGraphReplayNativeAndOverlapEqualAlone) {
   }
 }
 
-// The decode layouts (input path inside the coefficient launch, folded posts) are not taken in
-// this mode: their fused input path sums a row's squares in another order than input_path.
-TEST_F(StackBatchInvariance, NativeDecodeLayoutsStayOff) {
+// The native decode layout (the input path inside the coefficient launch) is taken in this mode
+// up to the plan's fused_input_max_tokens: its input-path CTAs give the bits of the separate
+// launch, so a token alone (fused) equals itself in a batch above the limit (separate). The
+// folded post is never taken (it needs the 16-row kernel's order).
+TEST_F(StackBatchInvariance, NativeDecodeLayoutEqualsAloneEagerAndInFullGraphs) {
   StackOptions opt;
-  opt.max_tokens = 16;
+  opt.max_tokens = kMaxTokens;
   opt.native_decode_schedule = true;
   opt.fold_previous_post = true;
   StackExecutor ex(weights_, KernelConfig::parse(R"({"batch_invariant": true})"), opt);
-  for (int64_t m : {1, 16}) EXPECT_EQ(ex.layout(m, false), StackLayout::fused_post) << m;
+  ASSERT_EQ(ex.layout(1, false), StackLayout::decode);
+  ASSERT_EQ(ex.layout(16, false), StackLayout::decode);
+  ASSERT_EQ(ex.layout(ex.plan().fused_input_max_tokens + 1, false), StackLayout::fused_post);
+  const auto solo = alone(ex);
+  for (int64_t m : kSizes) {
+    load(ex, m);
+    ex.enqueue_schedule(m, false, stream_);
+    expect_probes_alone(ex, m, solo, "eager native decode layout");
+    ex.prepare_full_graph(m, stream_);
+    const ForwardInfo info = ex.forward(m, ExecMode::full, stream_);
+    ASSERT_TRUE(info.graph_replayed);
+    expect_probes_alone(ex, m, solo, "FULL native decode layout");
+  }
 }
 
 TEST_F(StackBatchInvariance, WithinFloat64StackBounds) {

@@ -174,6 +174,13 @@ __device__ __forceinline__ void tensor_copy_to_shared(void* dst, const void* map
       : "memory");
 #endif
 }
+// Starts fetching a tensor map (the address of a __grid_constant__ CUtensorMap parameter) into
+// the copy engine's descriptor cache, so that the first copy does not wait for it.
+__device__ __forceinline__ void prefetch_tensor_map(const void* map) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("prefetch.tensormap [%0];" ::"l"(reinterpret_cast<uint64_t>(map)) : "memory");
+#endif
+}
 // Orders this thread's earlier shared-memory accesses before later copy-engine (async proxy)
 // writes to the same memory: a stage is read, released, then refilled by the copy engine.
 __device__ __forceinline__ void fence_shared_for_async_writes() {

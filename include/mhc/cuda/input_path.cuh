@@ -16,15 +16,21 @@ namespace mhc::cuda {
 inline constexpr int kRowVecs = 4;  // 16-byte vectors of a C-row per thread
 
 // Threads of a one-CTA-per-token row kernel for hidden size C (a multiple of 8).
-inline int row_kernel_threads(int hidden) {
+__host__ __device__ inline int row_kernel_threads(int hidden) {
   const int64_t threads = ceil_div(ceil_div(hidden, kBf16PerVec), kRowVecs);
   return static_cast<int>(ceil_div(threads, kWarp) * kWarp);
 }
 inline int row_kernel_max_hidden() { return 1024 * kRowVecs * kBf16PerVec; }
 
-// Column offset of this thread's vector v, or -1 past the row.
-__device__ __forceinline__ int row_column(int v, int hidden) {
-  const int c = (int(threadIdx.x) + v * int(blockDim.x)) * kBf16PerVec;
+// Column offset of this thread's vector v, or -1 past the row. The row is cut over `threads`
+// threads, row_kernel_threads(C), whatever the block size: a larger CTA (the fused input-path
+// CTAs of the coefficient kernels) then holds the same vectors per thread and sums the row in the
+// same order as the row kernels, its extra warps adding exact zeros (block_sum). `threads` comes
+// from the launch (blockDim or a kernel argument), not computed here: the register-tight kernels
+// that inline the row helpers have no register to spare for it.
+__device__ __forceinline__ int row_column(int v, int hidden, int threads) {
+  if (int(threadIdx.x) >= threads) return -1;
+  const int c = (int(threadIdx.x) + v * threads) * kBf16PerVec;
   return c < hidden ? c : -1;
 }
 
@@ -47,7 +53,7 @@ __device__ __forceinline__ void collapse8(const float (&xs)[kStreams][8],
 template <int kVec>
 __device__ __forceinline__ void rms_norm_store(const float (&y)[kVec][8], float sum_sq,
                                                const float* norm_weight, float eps_n, int hidden,
-                                               uint16_t* out_row, float* scratch) {
+                                               int threads, uint16_t* out_row, float* scratch) {
   float scale = 1.f;
   if (norm_weight != nullptr) {
     const float total = block_sum(sum_sq, scratch);
@@ -55,7 +61,7 @@ __device__ __forceinline__ void rms_norm_store(const float (&y)[kVec][8], float 
   }
 #pragma unroll
   for (int v = 0; v < kVec; ++v) {
-    const int c = row_column(v, hidden);
+    const int c = row_column(v, hidden, threads);
     if (c < 0) continue;
     float o[8];
     if (norm_weight != nullptr) {
@@ -72,13 +78,15 @@ __device__ __forceinline__ void rms_norm_store(const float (&y)[kVec][8], float 
 }
 
 // One token's input path, by the whole block (also used by the fused input-path CTAs of the
-// coefficient kernel). `scratch` holds one float per warp.
+// coefficient kernels); the row cut over `threads` threads (row_column). `scratch` holds one
+// float per warp.
 template <int kStreams, int kVec>
 __device__ __forceinline__ void input_path_token(const uint16_t* __restrict__ x,
                                                  const float* __restrict__ pre_mix,
                                                  const float* __restrict__ norm_weight, int hidden,
-                                                 float eps_n, uint16_t* __restrict__ layer_input,
-                                                 int64_t token, float* scratch) {
+                                                 int threads, float eps_n,
+                                                 uint16_t* __restrict__ layer_input, int64_t token,
+                                                 float* scratch) {
   const uint16_t* x_token = x + token * kStreams * hidden;
   float weights[kStreams];
 #pragma unroll
@@ -87,7 +95,7 @@ __device__ __forceinline__ void input_path_token(const uint16_t* __restrict__ x,
   uint4 xv[kVec][kStreams];
 #pragma unroll
   for (int v = 0; v < kVec; ++v) {
-    const int c = row_column(v, hidden);
+    const int c = row_column(v, hidden, threads);
 #pragma unroll
     for (int j = 0; j < kStreams; ++j) {
       xv[v][j] = c >= 0 ? load_stream_u4(x_token + j * hidden + c) : make_uint4(0, 0, 0, 0);
@@ -104,7 +112,7 @@ __device__ __forceinline__ void input_path_token(const uint16_t* __restrict__ x,
 #pragma unroll
     for (int e = 0; e < 8; ++e) sum_sq = fmaf(y[v][e], y[v][e], sum_sq);
   }
-  rms_norm_store<kVec>(y, sum_sq, norm_weight, eps_n, hidden, layer_input + token * hidden,
+  rms_norm_store<kVec>(y, sum_sq, norm_weight, eps_n, hidden, threads, layer_input + token * hidden,
                        scratch);
 }
 
@@ -115,8 +123,8 @@ __global__ void input_path_kernel(const uint16_t* __restrict__ x, const float* _
   __shared__ float scratch[kWarp];
   allow_dependents();
   wait_for_producer();
-  input_path_token<kStreams, kVec>(x, pre_mix, norm_weight, hidden, eps_n, layer_input, blockIdx.x,
-                                   scratch);
+  input_path_token<kStreams, kVec>(x, pre_mix, norm_weight, hidden, int(blockDim.x), eps_n,
+                                   layer_input, blockIdx.x, scratch);
 }
 
 template <int kStreams>

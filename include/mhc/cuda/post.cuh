@@ -20,6 +20,7 @@ struct PostArgs {
   const uint16_t* sublayer_out = nullptr;  // [M, C]
   uint16_t* x_next = nullptr;              // [M, n, C]
   int hidden = 0;
+  int row_threads = 0;  // row_kernel_threads(hidden): the row's cut (row_column)
   float eps_n = 0.f;
   // Fused next input path (only read by the kNextInput instantiation).
   const float* next_pre_mix = nullptr;      // [M, n]: this site's pre
@@ -58,7 +59,7 @@ __device__ __forceinline__ void post_token(const PostArgs& a, int64_t token, flo
   uint4 fv[kVec];
 #pragma unroll
   for (int v = 0; v < kVec; ++v) {
-    const int c = row_column(v, hidden);
+    const int c = row_column(v, hidden, a.row_threads);
 #pragma unroll
     for (int j = 0; j < n; ++j) {
       xv[v][j] = c >= 0 ? load_stream_u4(x_token + j * hidden + c) : make_uint4(0, 0, 0, 0);
@@ -78,7 +79,7 @@ __device__ __forceinline__ void post_token(const PostArgs& a, int64_t token, flo
   float sum_sq = 0.f;
 #pragma unroll
   for (int v = 0; v < kVec; ++v) {
-    const int c = row_column(v, hidden);
+    const int c = row_column(v, hidden, a.row_threads);
     float xs[n][8], f[8], out[n][8];
 #pragma unroll
     for (int j = 0; j < n; ++j) unpack_bf16x8(xv[v][j], xs[j]);
@@ -98,7 +99,7 @@ __device__ __forceinline__ void post_token(const PostArgs& a, int64_t token, flo
     }
   }
   if constexpr (kNextInput) {
-    rms_norm_store<kVec>(y, sum_sq, a.next_norm_weight, a.eps_n, hidden,
+    rms_norm_store<kVec>(y, sum_sq, a.next_norm_weight, a.eps_n, hidden, a.row_threads,
                          a.next_layer_input + token * hidden, scratch);
   }
 }

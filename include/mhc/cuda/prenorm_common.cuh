@@ -42,6 +42,7 @@ struct PrenormArgs {
     const float* norm_weight = nullptr;
     uint16_t* layer_input = nullptr;
     int hidden = 0;
+    int row_threads = 0;  // row_kernel_threads(hidden): the input path's row cut (row_column)
     float eps_n = 0.f;
   } input;
   // Optional, decode sizes with the fused input path only (the kFromPost instantiation): the

@@ -85,6 +85,7 @@ __device__ __forceinline__ void fused_input_token(const PrenormArgs& args, int64
     post.sublayer_out = args.previous.sublayer_out;
     post.x_next = args.previous.x_out;
     post.hidden = args.input.hidden;
+    post.row_threads = args.input.row_threads;
     post.eps_n = args.input.eps_n;
     post.next_pre_mix = args.input.pre_mix;
     post.next_norm_weight = args.input.norm_weight;
@@ -92,8 +93,8 @@ __device__ __forceinline__ void fused_input_token(const PrenormArgs& args, int64
     post_token<kStreams, kRowVecs, true>(post, token, scratch);
   } else {
     input_path_token<kStreams, kRowVecs>(args.x, args.input.pre_mix, args.input.norm_weight,
-                                         args.input.hidden, args.input.eps_n,
-                                         args.input.layer_input, token, scratch);
+                                         args.input.hidden, args.input.row_threads,
+                                         args.input.eps_n, args.input.layer_input, token, scratch);
   }
 }
 

@@ -292,13 +292,26 @@ __global__ void __launch_bounds__(TmaShape<kStreams>::kThreads, 1)
   __shared__ uint64_t full[S::kStages], empty[S::kStages];
   __shared__ float sums[S::kRows * S::kStride];
   __shared__ int is_last_cta;
-  unsigned char* stages = reinterpret_cast<unsigned char*>(
-      (reinterpret_cast<uintptr_t>(smem_raw) + S::kAlign - 1) / S::kAlign * S::kAlign);
+  // Aligned by an offset from smem_raw, not by a round trip through an integer: the compiler
+  // then still knows `stages` is shared memory and reads it with LDS, not generic loads.
+  const uint32_t misalign = static_cast<uint32_t>(__cvta_generic_to_shared(smem_raw)) % S::kAlign;
+  unsigned char* stages = smem_raw + (misalign == 0 ? 0 : S::kAlign - misalign);
 
   const int warp = threadIdx.x / kWarp, lane = threadIdx.x % kWarp;
   const int64_t tile = blockIdx.x;
   const int split = blockIdx.y;
   const int64_t row0 = tile * S::kRows;
+  if (split >= args.splits) {  // a fused input-path CTA: one token's input path
+    const int64_t token = row0 + (split - args.splits);
+    allow_dependents();
+    wait_for_producer();
+    if (token < args.tokens) {
+      input_path_token<kStreams, kRowVecs>(args.x, args.input.pre_mix, args.input.norm_weight,
+                                           args.input.hidden, args.input.row_threads,
+                                           args.input.eps_n, args.input.layer_input, token, sums);
+    }
+    return;
+  }
   const int rows_valid =
       args.tokens - row0 < S::kRows ? static_cast<int>(args.tokens - row0) : S::kRows;
   const int stage_begin = split * (args.chunks_per_split / S::kChunksPerStage);
@@ -306,6 +319,10 @@ __global__ void __launch_bounds__(TmaShape<kStreams>::kThreads, 1)
       min(args.k / S::kStageK, stage_begin + args.chunks_per_split / S::kChunksPerStage);
   const int stage_count = stage_end - stage_begin;
 
+  if (threadIdx.x == S::kConsumerWarps * kWarp) {  // the producer thread
+    prefetch_tensor_map(&x_map);
+    prefetch_tensor_map(&w_map);
+  }
   if (threadIdx.x == 0) {
     for (int s = 0; s < S::kStages; ++s) {
       mbarrier_init(&full[s], 1);
@@ -411,8 +428,11 @@ cudaError_t launch_sm90_prenorm_tma(const PrenormArgs& args, LaunchTarget on) {
       err != cudaSuccess) {
     return err;
   }
-  const dim3 grid(static_cast<unsigned>(ceil_div(args.tokens, S::kRows)),
-                  static_cast<unsigned>(args.splits));
+  // With the input path fused: one more CTA per token of the tile (per token with one tile).
+  const int64_t tiles = ceil_div(args.tokens, S::kRows);
+  const int64_t input_ctas =
+      args.input.layer_input == nullptr ? 0 : (tiles == 1 ? args.tokens : S::kRows);
+  const dim3 grid(static_cast<unsigned>(tiles), static_cast<unsigned>(args.splits + input_ctas));
   return launch_kernel(kernel, grid, dim3(S::kThreads), S::kSmemBytes, on, args, x_map, w_map);
 }
 
