@@ -1,6 +1,7 @@
 // Definition of dispatch_prenorm, included by prenorm_n2.cu and prenorm_n4.cu only.
 #pragma once
 #include "mhc/cuda/prenorm_mma.cuh"
+#include "mhc/cuda/sm90_prenorm_leaf.cuh"
 #include "mhc/cuda/sm90_prenorm_tma.cuh"
 #include "prenorm_dispatch.hpp"
 
@@ -25,6 +26,10 @@ cudaError_t dispatch_prenorm(const PrenormArgs& args, bool compensated, int rows
                        : launch_prenorm_coefficients<kStreams, 1, false, true>(args, stream);
   }
   if (rows_per_tile == kTmaRowsPerTile) {
+    // Batch-invariant decode: the TMA kernel's order by the launch shaped for 1-16 tokens.
+    if (!compensated && leaf_decode_fits<kStreams>(args)) {
+      return launch_sm90_prenorm_leaf<kStreams>(args, stream);
+    }
     return compensated ? launch_sm90_prenorm_tma<kStreams, true>(args, stream)
                        : launch_sm90_prenorm_tma<kStreams, false>(args, stream);
   }

@@ -10,8 +10,9 @@ namespace mhc::cuda {
 struct PrenormArgs;
 
 // Launches the instantiation for kStreams, the projection and the tile size: 16 or 64 rows
-// (register-fed kernel) or 128 (TMA kernel, sm_90); with args.previous set, the 16-row
-// instantiation that folds in the previous site's post.
+// (register-fed kernel) or 128 (TMA kernel, sm_90; in batch-invariant mode at 1-16 tokens its
+// order by sm90_prenorm_leaf.cuh); with args.previous set, the 16-row instantiation that folds in
+// the previous site's post.
 // What the runtime reports for the TF32 instantiation of that tile size (16, 64, 128) in the
 // image it loaded on the current device (binaryVersion, ptxVersion, registers, local memory).
 template <int kStreams>

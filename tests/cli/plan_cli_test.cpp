@@ -54,7 +54,7 @@ TEST(PlanCli, BatchInvariantAndPdlAreThePlans) {
   const RunResult text =
       run_mhc("plan --arch 8.0 --images sm_80 --kernel-config '{\"batch_invariant\": true}'");
   EXPECT_EQ(text.status, 0) << text.err;
-  EXPECT_NE(text.out.find("yes: one kernel per size"), std::string::npos) << text.out;
+  EXPECT_NE(text.out.find("yes: one order per size"), std::string::npos) << text.out;
   const RunResult clash = run_mhc(
       "plan --arch 9.0 --images sm_90a --kernel-config '{\"batch_invariant\": true, "
       "\"prenorm_splits\": 4}'");

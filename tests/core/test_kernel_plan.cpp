@@ -240,7 +240,7 @@ TEST(KernelPlanBatchInvariant, OneKernelPerSizeNothingFused) {
     EXPECT_EQ(p.fused_input_max_tokens, p.rules.fused_input_max_tokens);
     EXPECT_EQ(p.folded_post_max_tokens, 0);
   }
-  EXPECT_TRUE(contains(hopper.describe(), "yes: one kernel per size")) << hopper.describe();
+  EXPECT_TRUE(contains(hopper.describe(), "yes: one order per size")) << hopper.describe();
   EXPECT_TRUE(contains(hopper.describe(), "batch_invariant=true")) << hopper.describe();
   EXPECT_TRUE(contains(hopper.to_json(), R"("batch_invariant":true)"));
   EXPECT_TRUE(contains(hopper.summary(), "batch-invariant"));

@@ -190,7 +190,9 @@ INSTANTIATE_TEST_SUITE_P(Shapes, BatchInvariance,
                          ::testing::Values(Variant{4, 5120, Projection::tf32},
                                            Variant{4, 5120, Projection::fp32},
                                            Variant{2, 4096, Projection::tf32},
-                                           Variant{4, 7168, Projection::fp32}),
+                                           Variant{4, 7168, Projection::fp32},
+                                           Variant{4, 7168, Projection::tf32},
+                                           Variant{2, 5120, Projection::tf32}),
                          [](const auto& info) {
                            const Variant& v = info.param;
                            return "n" + std::to_string(v.n) + "_C" + std::to_string(v.hidden) +

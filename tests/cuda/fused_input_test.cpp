@@ -88,5 +88,22 @@ TEST(CudaFusedInput, EqualsTheSeparateLaunchBitwise) {
   }
 }
 
+// compute-sanitizer target (scripts/device-validate.sh runs Sanitize*): the batch-invariant
+// decode launch (sm90_prenorm_leaf.cuh on sm_90) with and without its input-path CTAs, full and
+// short/empty leaves (n=2, C=5120: 80 stages over 32 leaves of 3).
+TEST(SanitizeFusedInput, BatchInvariantDecodeSmall) {
+  MHC_SKIP_WITHOUT_GPU();
+  uint64_t seed = 1300;
+  for (int n : {2, 4}) {
+    const MhcParams p = test::small_params(n, 5120);
+    for (int64_t m : {1, 9, 16}) {
+      cuda::PrenormTuning t = cuda::batch_invariant_tuning(p, m, cuda::current_sm_count(),
+                                                           cuda::tma_prenorm_available());
+      t.fused_input_max_tokens = 64;
+      check(p, m, t, ++seed);
+    }
+  }
+}
+
 }  // namespace
 }  // namespace mhc

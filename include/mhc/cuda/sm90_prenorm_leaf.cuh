@@ -1,0 +1,246 @@
+// Batch-invariant decode on sm_90: the TMA kernel's batch-invariant order (sm90_prenorm_tma.cuh,
+// one leaf per split) computed by a launch shaped for 1-16 tokens, so that a token run alone
+// gets the bits it gets in a batch of thousands, at about the default decode kernel's cost.
+//
+// Why. In batch-invariant mode every size runs the TMA kernel's order. At decode sizes its
+// 128-row tiles, 4-stage ring and warpgroup MMAs cost ~15 us against ~10 for the default's
+// register-fed kernel (issue 16; docs/batch_invariance.md). This kernel computes the same numbers
+// differently: each CTA stages its leaf of hc_fn and x in shared memory with cp.async, one warp
+// per 8 output columns runs the leaf's chain of mma.sync k-steps, and one warp the sums of
+// squares; then the TMA kernel's own epilogue (finish_prenorm_tile) reduces the leaves.
+//
+// Why the bits are the TMA kernel's. Per token row and leaf that kernel computes, from zero,
+// D += A_k B_k over the leaf's k8 steps in ascending k with wgmma.m64nNk8 (A: x widened exactly
+// to TF32 bits; B: hc_fn, which wgmma truncates to TF32), and the row's sum of squares as one
+// fmaf chain per lane over its fragment elements (chunk, k step, row half, k half) followed by
+// a quad butterfly. Here: mma.sync.m16n8k8 with the same A bits, B masked to TF32 (truncation),
+// the same k order, and the same fmaf chain and butterfly. mma.sync and wgmma give the same bits
+// for the same TF32 operands and order: measured on an H200 over 20-chunk chains with operands
+// spread over 2^+-20 (docs/decisions.md, "Batch-invariant decode kernel"), and the
+// batch-invariance tests compare every token of 1-16 token batches (this kernel) with the same
+// token at 17+ (the TMA kernel). The partial blocks land where the TMA kernel puts them, and the
+// same finish_prenorm_tile adds the tree over the leaves and runs the stats.
+#pragma once
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+#include "mhc/cuda/prenorm_common.cuh"
+
+namespace mhc::cuda {
+
+template <int kStreams>
+struct LeafShape {
+  static constexpr int kNmix = kStreams * (kStreams + 2);
+  static constexpr int kNTiles = kNmix / 8;
+  static constexpr int kStride = kNmix + 1;
+  static constexpr int kRows = 16;  // one m16 tile: 1-16 tokens
+  // All threads copy; kNTiles MMA warps and one sum-of-squares warp compute. 256 threads also
+  // fit the fused input-path CTAs (row_kernel_threads(C) <= 256 for C <= kFusedInputMaxHidden).
+  static constexpr int kThreads = 256;
+  static constexpr int kStageK = 128;  // the TMA kernel's stage: a leaf is whole stages
+  // Shared row pitches, padded so that a fragment load (8 rows x 4 k) hits 32 different banks.
+  __host__ __device__ static constexpr int w_pitch(int leaf_k) { return leaf_k + 4; }  // floats
+  __host__ __device__ static constexpr int x_pitch(int leaf_k) { return leaf_k + 8; }  // bf16
+  __host__ __device__ static constexpr size_t smem_bytes(int leaf_k) {
+    return size_t(kNmix) * w_pitch(leaf_k) * 4 + size_t(kRows) * x_pitch(leaf_k) * 2;
+  }
+};
+
+inline constexpr int kLeafDecodeMaxTokens = LeafShape<4>::kRows;
+inline constexpr size_t kLeafDecodeMaxSmem = 227 * 1024;  // sm_90's opt-in maximum per CTA
+
+namespace detail {
+
+// Waits until the weights and token stage `s` of `stages` have landed: the groups after it are
+// still allowed in flight (at most 7: the immediate's range; waiting for fewer is only stricter).
+__device__ __forceinline__ void cp_async_wait_stage(int s, int stages) {
+  switch (min(stages - s - 1, 7)) {
+    case 0: cp_async_wait<0>(); break;
+    case 1: cp_async_wait<1>(); break;
+    case 2: cp_async_wait<2>(); break;
+    case 3: cp_async_wait<3>(); break;
+    case 4: cp_async_wait<4>(); break;
+    case 5: cp_async_wait<5>(); break;
+    case 6: cp_async_wait<6>(); break;
+    default: cp_async_wait<7>(); break;
+  }
+}
+
+// The leaf's hc_fn rows [NMIX][leaf] into shared memory: one cp.async group. Issued before the
+// wait for the previous kernel (hc_fn is a weight, no kernel before this one writes it), so its
+// latency hides behind the previous kernel's tail under PDL.
+template <int kStreams>
+__device__ __forceinline__ void copy_leaf_weights(const PrenormArgs& args, int64_t k_begin,
+                                                  int stages, int leaf_k, float* w_s) {
+  using S = LeafShape<kStreams>;
+  constexpr int kPerRow = S::kStageK / 4;  // 16-byte copies per row and stage
+  const int copies = S::kNmix * stages * kPerRow;
+  for (int i = int(threadIdx.x); i < copies; i += S::kThreads) {
+    const int n = i / (stages * kPerRow), k = (i % (stages * kPerRow)) * 4;
+    cp_async_16(w_s + n * S::w_pitch(leaf_k) + k, args.hc_fn + n * int64_t(args.k) + k_begin + k,
+                true);
+  }
+  cp_async_commit();
+}
+
+// Stage s of the leaf's token rows [16][128] into shared memory (rows at or past `rows`
+// zero-filled): one cp.async group.
+template <int kStreams>
+__device__ __forceinline__ void copy_leaf_tokens(const PrenormArgs& args, int64_t k_begin, int s,
+                                                 int leaf_k, int rows, uint16_t* x_s) {
+  using S = LeafShape<kStreams>;
+  constexpr int kPerRow = S::kStageK / 8;
+  for (int i = int(threadIdx.x); i < S::kRows * kPerRow; i += S::kThreads) {
+    const int r = i / kPerRow, k = s * S::kStageK + (i % kPerRow) * 8;
+    const bool valid = r < rows;
+    cp_async_16(x_s + r * S::x_pitch(leaf_k) + k,
+                args.x + int64_t(valid ? r : 0) * args.k + k_begin + k, valid);
+  }
+  cp_async_commit();
+}
+
+// Warp `nt` < kNTiles: columns 8nt..8nt+7 over stage s, in the wgmma chain's k order.
+template <int kStreams>
+__device__ __forceinline__ void leaf_stage_mma(const float* w_s, const uint16_t* x_s, int leaf_k,
+                                               int s, int nt, float (&acc)[4]) {
+  using S = LeafShape<kStreams>;
+  const int lane = threadIdx.x % kWarp, g = lane / 4, t = lane % 4;
+  const uint16_t* x0 = x_s + g * S::x_pitch(leaf_k) + s * S::kStageK + t;
+  const uint16_t* x8 = x0 + 8 * S::x_pitch(leaf_k);
+  const float* w = w_s + (nt * 8 + g) * S::w_pitch(leaf_k) + s * S::kStageK + t;
+#pragma unroll
+  for (int k = 0; k < S::kStageK; k += 8) {
+    const uint32_t a[4] = {uint32_t(x0[k]) << 16, uint32_t(x8[k]) << 16, uint32_t(x0[k + 4]) << 16,
+                           uint32_t(x8[k + 4]) << 16};
+    // wgmma reads hc_fn as TF32 by dropping the low 13 bits: the same here.
+    mma_tf32(acc, a, __float_as_uint(w[k]) & 0xffffe000u, __float_as_uint(w[k + 4]) & 0xffffe000u);
+  }
+}
+
+// The sum-of-squares warp over stage s: lane (g, t) squares the A fragment elements the TMA
+// kernel's lane squares (load_a_fragments), in its order: k step, row half r, k half h.
+template <int kStreams>
+__device__ __forceinline__ void leaf_stage_sumsq(const uint16_t* x_s, int leaf_k, int s,
+                                                 float (&sumsq)[2]) {
+  using S = LeafShape<kStreams>;
+  const int lane = threadIdx.x % kWarp, g = lane / 4, t = lane % 4;
+  const uint16_t* x0 = x_s + g * S::x_pitch(leaf_k) + s * S::kStageK + t;
+#pragma unroll
+  for (int k = 0; k < S::kStageK; k += 8) {
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        const float v = __uint_as_float(uint32_t(x0[r * 8 * S::x_pitch(leaf_k) + k + 4 * h]) << 16);
+        sumsq[r] = fmaf(v, v, sumsq[r]);
+      }
+    }
+  }
+}
+
+}  // namespace detail
+
+template <int kStreams>
+__global__ void __launch_bounds__(LeafShape<kStreams>::kThreads, 1)
+    sm90_prenorm_leaf_kernel(const PrenormArgs args) {
+// Only where the TMA kernel, whose bits it reproduces, exists (the sm_90a image).
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  using S = LeafShape<kStreams>;
+  extern __shared__ __align__(16) unsigned char smem[];
+  __shared__ float sums[S::kRows * S::kStride];
+  __shared__ int is_last_cta;
+  const int split = blockIdx.y;
+  const int rows = static_cast<int>(args.tokens);  // one tile: at most kRows
+  if (split >= args.splits) {  // a fused input-path CTA: one token's input path
+    allow_dependents();
+    wait_for_producer();
+    input_path_token<kStreams, kRowVecs>(args.x, args.input.pre_mix, args.input.norm_weight,
+                                         args.input.hidden, args.input.row_threads,
+                                         args.input.eps_n, args.input.layer_input,
+                                         split - args.splits, sums);
+    return;
+  }
+  // This split's leaf: the TMA kernel's stage range for it (trailing leaves may be short or
+  // empty), one leaf per split.
+  const int stage_begin = split * (args.chunks_per_split / 4);
+  const int stage_end = min(args.k / S::kStageK, stage_begin + args.leaf_chunks / 4);
+  const int stages = max(0, stage_end - stage_begin);
+  const int leaf_k = args.leaf_chunks * 32;
+  float* w_s = reinterpret_cast<float*>(smem);
+  uint16_t* x_s = reinterpret_cast<uint16_t*>(smem + size_t(S::kNmix) * S::w_pitch(leaf_k) * 4);
+  const int64_t k_begin = int64_t(stage_begin) * S::kStageK;
+  detail::copy_leaf_weights<kStreams>(args, k_begin, stages, leaf_k, w_s);  // group 0
+  allow_dependents();
+  wait_for_producer();  // x comes from the previous kernel
+  for (int s = 0; s < stages; ++s) {
+    detail::copy_leaf_tokens<kStreams>(args, k_begin, s, leaf_k, rows, x_s);  // group 1 + s
+  }
+
+  const int warp = threadIdx.x / kWarp, lane = threadIdx.x % kWarp, g = lane / 4, t = lane % 4;
+  float acc[4] = {0.f, 0.f, 0.f, 0.f};
+  float sumsq[2] = {0.f, 0.f};
+  for (int s = 0; s < stages; ++s) {
+    detail::cp_async_wait_stage(s, stages);
+    __syncthreads();  // every thread's copies of stage s landed
+    if (warp < S::kNTiles) {
+      detail::leaf_stage_mma<kStreams>(w_s, x_s, leaf_k, s, warp, acc);
+    } else if (warp == S::kNTiles) {
+      detail::leaf_stage_sumsq<kStreams>(x_s, leaf_k, s, sumsq);
+    }
+  }
+  sumsq[0] = group_sum<4>(sumsq[0]);
+  sumsq[1] = group_sum<4>(sumsq[1]);
+
+  // The leaf's values as the TMA kernel stores them: partial block `split` of tile 0, or straight
+  // to `sums` when the leaf is the whole tree.
+  const int n_out_padded = padded_partial_floats<kStreams>(rows);
+  const int blocks = partial_blocks(args);
+  float* dest = blocks == 1 ? sums : args.partials + int64_t(split) * n_out_padded;
+  if (warp < S::kNTiles) {
+#pragma unroll
+    for (int e = 0; e < 4; ++e) {
+      const int row = g + (e >= 2 ? 8 : 0);
+      if (row < rows) dest[row * S::kStride + warp * 8 + 2 * t + (e & 1)] = acc[e];
+    }
+  } else if (warp == S::kNTiles && t == 0) {
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      if (g + 8 * h < rows) dest[(g + 8 * h) * S::kStride + S::kNmix] = sumsq[h];
+    }
+  }
+  static_assert(staged_output_floats<kStreams>(S::kRows) <= S::kNmix * S::kStageK,
+                "the outputs fit where hc_fn was staged");
+  finish_prenorm_tile<kStreams, S::kThreads, S::kRows>(args, 0, 0, rows, sums, args.partials,
+                                                       n_out_padded,
+                                                       reinterpret_cast<float*>(smem), &is_last_cta);
+#endif
+}
+
+// Whether the launch can take this kernel: batch-invariant TF32 order of the TMA kernel with one
+// leaf per split, one tile of at most 16 tokens, a leaf that fits in shared memory, no folded
+// previous post. Host-side, after the batch-invariant split fields are set.
+template <int kStreams>
+bool leaf_decode_fits(const PrenormArgs& args) {
+  return args.leaf_chunks > 0 && args.leaves_per_split == 1 && args.tokens >= 1 &&
+         args.tokens <= LeafShape<kStreams>::kRows && args.previous.x == nullptr &&
+         LeafShape<kStreams>::smem_bytes(args.leaf_chunks * 32) <= kLeafDecodeMaxSmem;
+}
+
+// Raw launcher: no argument checks beyond leaf_decode_fits (mhc::cuda::prenorm_coefficients).
+template <int kStreams>
+cudaError_t launch_sm90_prenorm_leaf(const PrenormArgs& args, LaunchTarget on) {
+  using S = LeafShape<kStreams>;
+  const size_t smem = S::smem_bytes(args.leaf_chunks * 32);
+  const auto kernel = sm90_prenorm_leaf_kernel<kStreams>;
+  if (const cudaError_t err = cudaFuncSetAttribute(
+          kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem));
+      err != cudaSuccess) {
+    return err;
+  }
+  const int64_t input_ctas = args.input.layer_input == nullptr ? 0 : args.tokens;
+  const dim3 grid(1, static_cast<unsigned>(args.splits + input_ctas));
+  return launch_kernel(kernel, grid, dim3(S::kThreads), smem, on, args);
+}
+
+}  // namespace mhc::cuda
