@@ -376,7 +376,8 @@ template <int kStreams, int kThreads, int kRows>
 __device__ __forceinline__ void finish_prenorm_tile(const PrenormArgs& args, int64_t tile,
                                                     int64_t row0, int rows_valid, float* sums,
                                                     const float* tile_partials, int n_out_padded,
-                                                    float* staging, int* is_last_cta) {
+                                                    float* staging, int* is_last_cta,
+                                                    int arrivals = 0) {
   constexpr int n = kStreams;
   constexpr int kNmix = n * (n + 2);
   constexpr int kStride = kNmix + 1;
@@ -393,7 +394,9 @@ __device__ __forceinline__ void finish_prenorm_tile(const PrenormArgs& args, int
     __syncthreads();
     if (threadIdx.x == 0) {
       __threadfence();
-      const bool last = atomicAdd(&args.tile_counters[tile], 1u) == unsigned(args.splits - 1);
+      // One arrival per CTA of the tile: args.splits unless the kernel says otherwise.
+      const int expected = arrivals > 0 ? arrivals : args.splits;
+      const bool last = atomicAdd(&args.tile_counters[tile], 1u) == unsigned(expected - 1);
       if (last) __threadfence();
       *is_last_cta = last;
     }

@@ -5,9 +5,11 @@
 // Why. In batch-invariant mode every size runs the TMA kernel's order. At decode sizes its
 // 128-row tiles, 4-stage ring and warpgroup MMAs cost ~15 us against ~10 for the default's
 // register-fed kernel (issue 16; docs/batch_invariance.md). This kernel computes the same numbers
-// differently: each CTA stages its leaf of hc_fn and x in shared memory with cp.async, one warp
-// per 8 output columns runs the leaf's chain of mma.sync k-steps, and one warp the sums of
-// squares; then the TMA kernel's own epilogue (finish_prenorm_tile) reduces the leaves.
+// differently: one CTA per leaf and 8 output columns stages its slice of hc_fn and the tokens'
+// x in shared memory with cp.async, one warp runs the chain of mma.sync k-steps, and (in the
+// first column tile's CTA) one warp the sums of squares; then the TMA kernel's own epilogue
+// (finish_prenorm_tile) reduces the leaves. Splitting a leaf's columns over CTAs spreads hc_fn
+// over three times as many SMs (the chain itself is sequential).
 //
 // Why the bits are the TMA kernel's. Per token row and leaf that kernel computes, from zero,
 // D += A_k B_k over the leaf's k8 steps in ascending k with wgmma.m64nNk8 (A: x widened exactly
@@ -35,15 +37,15 @@ struct LeafShape {
   static constexpr int kNTiles = kNmix / 8;
   static constexpr int kStride = kNmix + 1;
   static constexpr int kRows = 16;  // one m16 tile: 1-16 tokens
-  // All threads copy; kNTiles MMA warps and one sum-of-squares warp compute. 256 threads also
-  // fit the fused input-path CTAs (row_kernel_threads(C) <= 256 for C <= kFusedInputMaxHidden).
+  // All threads copy; one MMA warp and one sum-of-squares warp compute. 256 threads also fit the
+  // fused input-path CTAs (row_kernel_threads(C) <= 256 for C <= kFusedInputMaxHidden).
   static constexpr int kThreads = 256;
   static constexpr int kStageK = 128;  // the TMA kernel's stage: a leaf is whole stages
   // Shared row pitches, padded so that a fragment load (8 rows x 4 k) hits 32 different banks.
   __host__ __device__ static constexpr int w_pitch(int leaf_k) { return leaf_k + 4; }  // floats
   __host__ __device__ static constexpr int x_pitch(int leaf_k) { return leaf_k + 8; }  // bf16
   __host__ __device__ static constexpr size_t smem_bytes(int leaf_k) {
-    return size_t(kNmix) * w_pitch(leaf_k) * 4 + size_t(kRows) * x_pitch(leaf_k) * 2;
+    return size_t(8) * w_pitch(leaf_k) * 4 + size_t(kRows) * x_pitch(leaf_k) * 2;
   }
 };
 
@@ -67,19 +69,19 @@ __device__ __forceinline__ void cp_async_wait_stage(int s, int stages) {
   }
 }
 
-// The leaf's hc_fn rows [NMIX][leaf] into shared memory: one cp.async group. Issued before the
+// The leaf's hc_fn rows 8nt..8nt+7 [8][leaf] into shared memory: one cp.async group. Issued before the
 // wait for the previous kernel (hc_fn is a weight, no kernel before this one writes it), so its
 // latency hides behind the previous kernel's tail under PDL.
 template <int kStreams>
 __device__ __forceinline__ void copy_leaf_weights(const PrenormArgs& args, int64_t k_begin,
-                                                  int stages, int leaf_k, float* w_s) {
+                                                  int stages, int leaf_k, int nt, float* w_s) {
   using S = LeafShape<kStreams>;
   constexpr int kPerRow = S::kStageK / 4;  // 16-byte copies per row and stage
-  const int copies = S::kNmix * stages * kPerRow;
+  const int copies = 8 * stages * kPerRow;
   for (int i = int(threadIdx.x); i < copies; i += S::kThreads) {
     const int n = i / (stages * kPerRow), k = (i % (stages * kPerRow)) * 4;
-    cp_async_16(w_s + n * S::w_pitch(leaf_k) + k, args.hc_fn + n * int64_t(args.k) + k_begin + k,
-                true);
+    cp_async_16(w_s + n * S::w_pitch(leaf_k) + k,
+                args.hc_fn + (nt * 8 + n) * int64_t(args.k) + k_begin + k, true);
   }
   cp_async_commit();
 }
@@ -100,15 +102,15 @@ __device__ __forceinline__ void copy_leaf_tokens(const PrenormArgs& args, int64_
   cp_async_commit();
 }
 
-// Warp `nt` < kNTiles: columns 8nt..8nt+7 over stage s, in the wgmma chain's k order.
+// The MMA warp: the CTA's 8 columns over stage s, in the wgmma chain's k order.
 template <int kStreams>
 __device__ __forceinline__ void leaf_stage_mma(const float* w_s, const uint16_t* x_s, int leaf_k,
-                                               int s, int nt, float (&acc)[4]) {
+                                               int s, float (&acc)[4]) {
   using S = LeafShape<kStreams>;
   const int lane = threadIdx.x % kWarp, g = lane / 4, t = lane % 4;
   const uint16_t* x0 = x_s + g * S::x_pitch(leaf_k) + s * S::kStageK + t;
   const uint16_t* x8 = x0 + 8 * S::x_pitch(leaf_k);
-  const float* w = w_s + (nt * 8 + g) * S::w_pitch(leaf_k) + s * S::kStageK + t;
+  const float* w = w_s + g * S::w_pitch(leaf_k) + s * S::kStageK + t;
 #pragma unroll
   for (int k = 0; k < S::kStageK; k += 8) {
     const uint32_t a[4] = {uint32_t(x0[k]) << 16, uint32_t(x8[k]) << 16, uint32_t(x0[k + 4]) << 16,
@@ -150,17 +152,19 @@ __global__ void __launch_bounds__(LeafShape<kStreams>::kThreads, 1)
   extern __shared__ __align__(16) unsigned char smem[];
   __shared__ float sums[S::kRows * S::kStride];
   __shared__ int is_last_cta;
-  const int split = blockIdx.y;
+  // blockIdx.y: (leaf split, column tile) pairs, then the fused input-path CTAs.
+  const int gemm_ctas = args.splits * S::kNTiles;
   const int rows = static_cast<int>(args.tokens);  // one tile: at most kRows
-  if (split >= args.splits) {  // a fused input-path CTA: one token's input path
+  if (int(blockIdx.y) >= gemm_ctas) {  // a fused input-path CTA: one token's input path
     allow_dependents();
     wait_for_producer();
     input_path_token<kStreams, kRowVecs>(args.x, args.input.pre_mix, args.input.norm_weight,
                                          args.input.hidden, args.input.row_threads,
                                          args.input.eps_n, args.input.layer_input,
-                                         split - args.splits, sums);
+                                         int(blockIdx.y) - gemm_ctas, sums);
     return;
   }
+  const int split = int(blockIdx.y) / S::kNTiles, nt = int(blockIdx.y) % S::kNTiles;
   // This split's leaf: the TMA kernel's stage range for it (trailing leaves may be short or
   // empty), one leaf per split.
   const int stage_begin = split * (args.chunks_per_split / 4);
@@ -168,9 +172,9 @@ __global__ void __launch_bounds__(LeafShape<kStreams>::kThreads, 1)
   const int stages = max(0, stage_end - stage_begin);
   const int leaf_k = args.leaf_chunks * 32;
   float* w_s = reinterpret_cast<float*>(smem);
-  uint16_t* x_s = reinterpret_cast<uint16_t*>(smem + size_t(S::kNmix) * S::w_pitch(leaf_k) * 4);
+  uint16_t* x_s = reinterpret_cast<uint16_t*>(smem + size_t(8) * S::w_pitch(leaf_k) * 4);
   const int64_t k_begin = int64_t(stage_begin) * S::kStageK;
-  detail::copy_leaf_weights<kStreams>(args, k_begin, stages, leaf_k, w_s);  // group 0
+  detail::copy_leaf_weights<kStreams>(args, k_begin, stages, leaf_k, nt, w_s);  // group 0
   allow_dependents();
   wait_for_producer();  // x comes from the previous kernel
   for (int s = 0; s < stages; ++s) {
@@ -178,14 +182,15 @@ __global__ void __launch_bounds__(LeafShape<kStreams>::kThreads, 1)
   }
 
   const int warp = threadIdx.x / kWarp, lane = threadIdx.x % kWarp, g = lane / 4, t = lane % 4;
+  const bool sumsq_warp = warp == 1 && nt == 0;  // the row sums once per leaf
   float acc[4] = {0.f, 0.f, 0.f, 0.f};
   float sumsq[2] = {0.f, 0.f};
   for (int s = 0; s < stages; ++s) {
     detail::cp_async_wait_stage(s, stages);
     __syncthreads();  // every thread's copies of stage s landed
-    if (warp < S::kNTiles) {
-      detail::leaf_stage_mma<kStreams>(w_s, x_s, leaf_k, s, warp, acc);
-    } else if (warp == S::kNTiles) {
+    if (warp == 0) {
+      detail::leaf_stage_mma<kStreams>(w_s, x_s, leaf_k, s, acc);
+    } else if (sumsq_warp) {
       detail::leaf_stage_sumsq<kStreams>(x_s, leaf_k, s, sumsq);
     }
   }
@@ -193,36 +198,38 @@ __global__ void __launch_bounds__(LeafShape<kStreams>::kThreads, 1)
   sumsq[1] = group_sum<4>(sumsq[1]);
 
   // The leaf's values as the TMA kernel stores them: partial block `split` of tile 0, or straight
-  // to `sums` when the leaf is the whole tree.
+  // to `sums` when the leaf is the whole tree; each CTA its 8 columns.
   const int n_out_padded = padded_partial_floats<kStreams>(rows);
   const int blocks = partial_blocks(args);
   float* dest = blocks == 1 ? sums : args.partials + int64_t(split) * n_out_padded;
-  if (warp < S::kNTiles) {
+  if (warp == 0) {
 #pragma unroll
     for (int e = 0; e < 4; ++e) {
       const int row = g + (e >= 2 ? 8 : 0);
-      if (row < rows) dest[row * S::kStride + warp * 8 + 2 * t + (e & 1)] = acc[e];
+      if (row < rows) dest[row * S::kStride + nt * 8 + 2 * t + (e & 1)] = acc[e];
     }
-  } else if (warp == S::kNTiles && t == 0) {
+  } else if (sumsq_warp && t == 0) {
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
       if (g + 8 * h < rows) dest[(g + 8 * h) * S::kStride + S::kNmix] = sumsq[h];
     }
   }
-  static_assert(staged_output_floats<kStreams>(S::kRows) <= S::kNmix * S::kStageK,
-                "the outputs fit where hc_fn was staged");
+  static_assert(staged_output_floats<kStreams>(S::kRows) <= 8 * S::w_pitch(S::kStageK),
+                "the outputs fit where hc_fn was staged (a leaf is at least one stage)");
   finish_prenorm_tile<kStreams, S::kThreads, S::kRows>(args, 0, 0, rows, sums, args.partials,
-                                                       n_out_padded,
-                                                       reinterpret_cast<float*>(smem), &is_last_cta);
+                                                       n_out_padded, reinterpret_cast<float*>(smem),
+                                                       &is_last_cta, gemm_ctas);
 #endif
 }
 
 // Whether the launch can take this kernel: batch-invariant TF32 order of the TMA kernel with one
 // leaf per split, one tile of at most 16 tokens, a leaf that fits in shared memory, no folded
-// previous post. Host-side, after the batch-invariant split fields are set.
+// previous post, and the leaves meeting in partial blocks. Host-side, after the batch-invariant split fields are set.
 template <int kStreams>
 bool leaf_decode_fits(const PrenormArgs& args) {
-  return args.leaf_chunks > 0 && args.leaves_per_split == 1 && args.tokens >= 1 &&
+  // With one leaf in all (one partial block) the column CTAs could not meet: the TMA kernel then.
+  const bool blocks_meet = partial_blocks(args) > 1 || LeafShape<kStreams>::kNTiles == 1;
+  return blocks_meet && args.leaf_chunks > 0 && args.leaves_per_split == 1 && args.tokens >= 1 &&
          args.tokens <= LeafShape<kStreams>::kRows && args.previous.x == nullptr &&
          LeafShape<kStreams>::smem_bytes(args.leaf_chunks * 32) <= kLeafDecodeMaxSmem;
 }
@@ -239,7 +246,7 @@ cudaError_t launch_sm90_prenorm_leaf(const PrenormArgs& args, LaunchTarget on) {
     return err;
   }
   const int64_t input_ctas = args.input.layer_input == nullptr ? 0 : args.tokens;
-  const dim3 grid(1, static_cast<unsigned>(args.splits + input_ctas));
+  const dim3 grid(1, static_cast<unsigned>(args.splits * S::kNTiles + input_ctas));
   return launch_kernel(kernel, grid, dim3(S::kThreads), smem, on, args);
 }
 
