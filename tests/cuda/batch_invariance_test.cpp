@@ -186,18 +186,16 @@ TEST_P(BatchInvariance, EveryTokenEqualsItselfAloneAtEverySize) {
   f.expect_near_reference(7, f.batch(7, v.projection, invariant()), v.projection);
 }
 
-INSTANTIATE_TEST_SUITE_P(Shapes, BatchInvariance,
-                         ::testing::Values(Variant{4, 5120, Projection::tf32},
-                                           Variant{4, 5120, Projection::fp32},
-                                           Variant{2, 4096, Projection::tf32},
-                                           Variant{4, 7168, Projection::fp32},
-                                           Variant{4, 7168, Projection::tf32},
-                                           Variant{2, 5120, Projection::tf32}),
-                         [](const auto& info) {
-                           const Variant& v = info.param;
-                           return "n" + std::to_string(v.n) + "_C" + std::to_string(v.hidden) +
-                                  "_" + std::string(to_string(v.projection));
-                         });
+INSTANTIATE_TEST_SUITE_P(
+    Shapes, BatchInvariance,
+    ::testing::Values(Variant{4, 5120, Projection::tf32}, Variant{4, 5120, Projection::fp32},
+                      Variant{2, 4096, Projection::tf32}, Variant{4, 7168, Projection::fp32},
+                      Variant{4, 7168, Projection::tf32}, Variant{2, 5120, Projection::tf32}),
+    [](const auto& info) {
+      const Variant& v = info.param;
+      return "n" + std::to_string(v.n) + "_C" + std::to_string(v.hidden) + "_" +
+             std::string(to_string(v.projection));
+    });
 
 // The register-fed kernel's batch-invariant path (the one GPUs without the TMA kernel take),
 // forced here: 16- and 64-token tiles give every token the same bits as alone.

@@ -36,7 +36,9 @@ TEST(PrenormTuning, BatchInvariantLeavesAndSplits) {
         EXPECT_EQ(leaves % t.splits, 0) << "M=" << m;
         EXPECT_EQ(t.splits & (t.splits - 1), 0) << "M=" << m;
         const int64_t tiles = (m + 127) / 128;
-        if (t.splits > 1) EXPECT_LE(tiles * t.splits, kH200Sms) << "M=" << m;
+        if (t.splits > 1) {
+          EXPECT_LE(tiles * t.splits, kH200Sms) << "M=" << m;
+        }
         const cuda::PrenormTuning r = cuda::batch_invariant_tuning(p, m, kH200Sms, false);
         EXPECT_EQ(r.splits, leaves) << "register-fed: one leaf per split";
         EXPECT_EQ(r.rows_per_tile, m <= 256 ? 16 : 64);

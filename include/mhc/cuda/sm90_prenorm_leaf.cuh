@@ -58,19 +58,35 @@ namespace detail {
 // still allowed in flight (at most 7: the immediate's range; waiting for fewer is only stricter).
 __device__ __forceinline__ void cp_async_wait_stage(int s, int stages) {
   switch (min(stages - s - 1, 7)) {
-    case 0: cp_async_wait<0>(); break;
-    case 1: cp_async_wait<1>(); break;
-    case 2: cp_async_wait<2>(); break;
-    case 3: cp_async_wait<3>(); break;
-    case 4: cp_async_wait<4>(); break;
-    case 5: cp_async_wait<5>(); break;
-    case 6: cp_async_wait<6>(); break;
-    default: cp_async_wait<7>(); break;
+    case 0:
+      cp_async_wait<0>();
+      break;
+    case 1:
+      cp_async_wait<1>();
+      break;
+    case 2:
+      cp_async_wait<2>();
+      break;
+    case 3:
+      cp_async_wait<3>();
+      break;
+    case 4:
+      cp_async_wait<4>();
+      break;
+    case 5:
+      cp_async_wait<5>();
+      break;
+    case 6:
+      cp_async_wait<6>();
+      break;
+    default:
+      cp_async_wait<7>();
+      break;
   }
 }
 
-// The leaf's hc_fn rows 8nt..8nt+7 [8][leaf] into shared memory: one cp.async group. Issued before the
-// wait for the previous kernel (hc_fn is a weight, no kernel before this one writes it), so its
+// The leaf's hc_fn rows 8nt..8nt+7 [8][leaf] into shared memory: one cp.async group. Issued before
+// the wait for the previous kernel (hc_fn is a weight, no kernel before this one writes it), so its
 // latency hides behind the previous kernel's tail under PDL.
 template <int kStreams>
 __device__ __forceinline__ void copy_leaf_weights(const PrenormArgs& args, int64_t k_begin,
@@ -155,7 +171,7 @@ __global__ void __launch_bounds__(LeafShape<kStreams>::kThreads, 1)
   // blockIdx.y: (leaf split, column tile) pairs, then the fused input-path CTAs.
   const int gemm_ctas = args.splits * S::kNTiles;
   const int rows = static_cast<int>(args.tokens);  // one tile: at most kRows
-  if (int(blockIdx.y) >= gemm_ctas) {  // a fused input-path CTA: one token's input path
+  if (int(blockIdx.y) >= gemm_ctas) {              // a fused input-path CTA: one token's input path
     allow_dependents();
     wait_for_producer();
     input_path_token<kStreams, kRowVecs>(args.x, args.input.pre_mix, args.input.norm_weight,
@@ -224,7 +240,8 @@ __global__ void __launch_bounds__(LeafShape<kStreams>::kThreads, 1)
 
 // Whether the launch can take this kernel: batch-invariant TF32 order of the TMA kernel with one
 // leaf per split, one tile of at most 16 tokens, a leaf that fits in shared memory, no folded
-// previous post, and the leaves meeting in partial blocks. Host-side, after the batch-invariant split fields are set.
+// previous post, and the leaves meeting in partial blocks. Host-side, after the batch-invariant
+// split fields are set.
 template <int kStreams>
 bool leaf_decode_fits(const PrenormArgs& args) {
   // With one leaf in all (one partial block) the column CTAs could not meet: the TMA kernel then.
