@@ -82,6 +82,10 @@ SiteWorkspace::SiteWorkspace(const MhcParams& p, int64_t max_tokens, int max_spl
   MHC_CUDA_CHECK(cudaMalloc(&partials_, partial_capacity_ * sizeof(float)));
   MHC_CUDA_CHECK(cudaMalloc(&tile_counters_, counters * sizeof(unsigned)));
   MHC_CUDA_CHECK(cudaMemset(tile_counters_, 0, counters * sizeof(unsigned)));
+  // cudaMemset runs on the legacy default stream and returns before it is done; a launch on a
+  // non-blocking stream does not wait for it, and counters zeroed after the first arrivals would
+  // make a later tile's "last CTA" reduce too early. Construction is off the forward path.
+  MHC_CUDA_CHECK(cudaDeviceSynchronize());
 }
 
 SiteWorkspace::SiteWorkspace(const MhcParams& p, void* memory, int64_t bytes)

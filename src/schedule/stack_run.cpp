@@ -45,6 +45,9 @@ StackRunResult run_stack(const ModelWeights& w, int64_t tokens, const Bf16* x0,
   MHC_CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
   MHC_CUDA_CHECK(
       cudaMemcpy(ex.x_in(), x0, size_t(tokens * p.k()) * sizeof(Bf16), cudaMemcpyHostToDevice));
+  // From pageable memory the copy may return before its DMA lands, ordered on the legacy stream
+  // only, which `stream` (non-blocking) does not wait for.
+  MHC_CUDA_CHECK(cudaDeviceSynchronize());
   if (options.mode == ExecMode::full) {
     ex.prepare_full_graph(tokens, stream);  // global-mode capture: a sync in a forward fails it
     r.sync_checked = true;

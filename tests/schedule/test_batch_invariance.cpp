@@ -173,6 +173,7 @@ TEST_F(StackBatchInvariance, WithinFloat64StackBounds) {
     StackExecutor ex(weights_, KernelConfig::parse(R"({"batch_invariant": true})"), opt);
     const auto x0 = synthetic_embeddings(p_, m, 23);
     MHC_CUDA_CHECK(cudaMemcpy(ex.x_in(), x0.data(), x0.size() * 2, cudaMemcpyHostToDevice));
+    MHC_CUDA_CHECK(cudaDeviceSynchronize());  // pageable copies land asynchronously
     ex.enqueue_schedule(m, false, stream_);
     MHC_CUDA_CHECK(cudaStreamSynchronize(stream_));
     test::expect_within_stack_bounds(ex, weights_, m, x0);

@@ -156,6 +156,7 @@ TEST_F(FoldedDecodeStack, MatchesFloat64ReferenceInFullGraphs) {
         auto ex = decode_executor(w, tokens, true, true);
         const auto x0 = synthetic_embeddings(p, tokens, 50 + uint64_t(tokens));
         MHC_CUDA_CHECK(cudaMemcpy(ex->x_in(), x0.data(), x0.size() * 2, cudaMemcpyHostToDevice));
+        MHC_CUDA_CHECK(cudaDeviceSynchronize());  // pageable copies land asynchronously
         ex->prepare_full_graph(tokens, stream_);
         ASSERT_FALSE(ex->forward(tokens, ExecMode::full, stream_).overlapped);
         MHC_CUDA_CHECK(cudaStreamSynchronize(stream_));

@@ -152,6 +152,7 @@ TEST_F(StackStressTest, NativeDecodeScheduleMatchesFloat64Reference) {
     EXPECT_STREQ(to_string(ex.layout(tokens, false)), to_string(layout)) << tokens << " tokens";
     const auto x0 = synthetic_embeddings(p, tokens, 13);
     MHC_CUDA_CHECK(cudaMemcpy(ex.x_in(), x0.data(), x0.size() * 2, cudaMemcpyHostToDevice));
+    MHC_CUDA_CHECK(cudaDeviceSynchronize());  // pageable copies land asynchronously
     ex.prepare_full_graph(tokens, stream_);
     ASSERT_FALSE(ex.forward(tokens, ExecMode::full, stream_).overlapped);
     MHC_CUDA_CHECK(cudaStreamSynchronize(stream_));
@@ -170,6 +171,7 @@ TEST_F(StackStressTest, FortyLayerStackMatchesFloat64Reference) {
   StackExecutor ex(w, KernelConfig::parse(R"({"enable_mhc_overlap": true})"), opt);
   const auto x0 = synthetic_embeddings(p, tokens, 2);
   MHC_CUDA_CHECK(cudaMemcpy(ex.x_in(), x0.data(), x0.size() * 2, cudaMemcpyHostToDevice));
+  MHC_CUDA_CHECK(cudaDeviceSynchronize());  // pageable copies land asynchronously
   ex.prepare_full_graph(tokens, stream_);
   ASSERT_TRUE(ex.forward(tokens, ExecMode::full, stream_).overlapped);
   MHC_CUDA_CHECK(cudaStreamSynchronize(stream_));

@@ -33,17 +33,23 @@ class DeviceBuffer {
   size_t size() const { return count_; }
   size_t bytes() const { return count_ * sizeof(T); }
 
+  // Done when it returns: from pageable memory cudaMemcpy may return before the DMA has landed,
+  // ordered only on the legacy default stream, which non-blocking streams do not wait for.
   void upload(const T* host, size_t count) {
     if (count == 0) return;
     MHC_CUDA_CHECK(cudaMemcpy(data_, host, count * sizeof(T), cudaMemcpyHostToDevice));
+    MHC_CUDA_CHECK(cudaDeviceSynchronize());
   }
   void download(T* host, size_t count) const {
     if (count == 0) return;
     MHC_CUDA_CHECK(cudaMemcpy(host, data_, count * sizeof(T), cudaMemcpyDeviceToHost));
   }
   // Every byte set to `value` (0xFF poisons floats and bf16 with NaNs).
+  // Done when it returns: cudaMemset alone is asynchronous on the legacy default stream, which
+  // work on non-blocking streams does not wait for (not for the forward path).
   void fill_bytes(int value) {
     MHC_CUDA_CHECK(cudaMemset(data_, value, (count_ > 0 ? count_ : 1) * sizeof(T)));
+    MHC_CUDA_CHECK(cudaDeviceSynchronize());
   }
 
  private:
