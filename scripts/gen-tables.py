@@ -140,13 +140,11 @@ def table_invariance(paths):
             target = f"<= {limit:.2f}: {'met' if met else 'missed'}"
         lines.append(
             f"| {tokens} | {d['splits']} x {d['rows_per_tile']} / {i['splits']} x {i['rows_per_tile']} "
-            f"| {g['default_us']:.2f} / {g['invariant_us']:.2f} | {g['ratio']:.2f} "
-            f"| {s['default_us']:.2f} / {s['invariant_us']:.2f} | {s['ratio']:.2f} | {target} |")
-    report = doc.get("invariant_report", {})
-    driver = report.get("driver") or doc.get("driver_version", "unknown")
+            f"| {g['default_us']:.2f} / {g['invariant_us']:.2f} | {g['ratio']:.3f} "
+            f"| {s['default_us']:.2f} / {s['invariant_us']:.2f} | {s['ratio']:.3f} | {target} |")
     lines += ["", f"`mhc bench kernels` default vs `{{\"batch_invariant\": true}}` on "
-              f"{doc.get('gpu', '?')} (driver {driver}), commit {doc.get('commit', '?')}, "
-              f"{doc.get('date_invariant', '?')}; source `{path}`."]
+              f"{doc.get('gpu', '?')} (CUDA driver API {doc.get('driver_version', '?')}), commit "
+              f"{doc.get('commit', '?')}, {doc.get('date_invariant', '?')}; source `{path}`."]
     return lines
 
 
