@@ -122,9 +122,9 @@ std::string KernelPlan::describe() const {
   line("prenorm splits", splits_text(*this));
   line("batch invariant",
        batch_invariant
-           ? "yes: one order per size whatever the batch (with tma128: its order, at 1-16 "
-             "tokens by the leaf decode launch), splits from the K leaves, no folded "
-             "post"
+           ? "yes: one order per size whatever the batch (with tma128: its order, for TF32 "
+             "at 1-16 tokens by the leaf decode launch), splits from the K leaves, no "
+             "folded post"
            : "no (kernel config batch_invariant=true)");
   line("fused input", "input path inside the 16-row or TMA coefficient launch, " +
                           limit_text(has_kernels() ? fused_input_max_tokens : 0));
