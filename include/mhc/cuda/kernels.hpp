@@ -51,8 +51,9 @@ class SiteWorkspace {
 
 // Tuning of the prenorm GEMM: K splits and tokens per CTA: 16 or 64 (register-fed kernel, any
 // GPU) or 128 (TMA kernel, images with the sm_90 instructions). 0 means "choose" (the device's
-// kernel plan); fused_input_max_tokens < 0 means the device plan's. The input path never fuses
-// in batch-invariant mode: the fused CTAs cut the row's sum of squares differently.
+// kernel plan); fused_input_max_tokens < 0 means the device plan's. The fused input path gives
+// the bits of the separate launch (the row is cut alike in every CTA), so it fuses in
+// batch-invariant mode too; the 64-row tile has no input-path CTAs.
 struct PrenormTuning {
   int splits = 0;
   int rows_per_tile = 0;
