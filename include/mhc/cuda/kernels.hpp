@@ -106,7 +106,8 @@ struct InputPathBuffers {
   const float* norm_weight = nullptr;  // null: plain collapse
   Bf16* layer_input = nullptr;
 };
-// Whether prenorm_coefficients with this (resolved) tuning runs the input path in its own launch.
+// Whether prenorm_coefficients with this (resolved) tuning runs the input path inside the
+// coefficient launch (extra CTAs) rather than as a launch of its own.
 bool input_path_fuses(const MhcParams& p, int64_t tokens, const PrenormTuning& tuning);
 
 // The previous site's post, folded into this site's coefficient launch (decode sizes): this
