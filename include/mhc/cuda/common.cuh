@@ -80,6 +80,16 @@ __device__ __forceinline__ float4 load_coherent_f4(const float* ptr) {
   return __ldcg(reinterpret_cast<const float4*>(ptr));
 }
 
+// Adds 1 to a counter at GPU scope with acquire-release semantics; returns the value before.
+__device__ __forceinline__ unsigned arrive_acq_rel(unsigned* counter) {
+  unsigned before;
+  asm volatile("atom.acq_rel.gpu.global.add.u32 %0, [%1], 1;"
+               : "=r"(before)
+               : "l"(counter)
+               : "memory");
+  return before;
+}
+
 // 16-byte asynchronous global -> shared copy (sm_80+), L2 only; `valid` false zero-fills the
 // destination without reading the source.
 __device__ __forceinline__ void cp_async_16(void* smem_dst, const void* gmem_src, bool valid) {

@@ -65,6 +65,15 @@ struct PrenormArgs {
 template <bool kCompensated>
 inline constexpr int kTreeLevelsPerCta = kCompensated ? 1 : 2;
 
+// Batch-invariant TF32 order on sm_90 (the TMA kernel's wgmma consumers and the leaf decode
+// kernel): a leaf's k8 steps go round-robin into kLeafChains accumulators from zero (step i into
+// chain i % kLeafChains), and the rows' sums of squares into kLeafSumsqChains; at the leaf's end
+// the chains are summed pairwise (sum_chains). Independent chains let the decode kernel spread a
+// leaf over several MMA warps: one warp's mma.sync issue rate was its bound (docs/decisions.md,
+// "Leaf chains"). Two sum-of-squares chains, not four: the TMA kernel's consumers spill with four.
+inline constexpr int kLeafChains = 4;
+inline constexpr int kLeafSumsqChains = 2;
+
 // Partial blocks per tile in the workspace: one per split, or in batch-invariant mode one per
 // subtree of leaves_per_partial leaves, which the tile's last CTA reduces.
 __host__ __device__ inline int partial_blocks(const PrenormArgs& args) {
@@ -84,6 +93,20 @@ __device__ __forceinline__ uint32_t word_of(const uint4& v) {
 template <int kIndex>
 __device__ __forceinline__ float lane_of(const float4& v) {
   return kIndex == 0 ? v.x : kIndex == 1 ? v.y : kIndex == 2 ? v.z : v.w;
+}
+
+// chains[0] = the pairwise sum of the kChains chains: (c0 + c1) + (c2 + c3) for 4.
+template <int kChains, int kValues>
+__device__ __forceinline__ void sum_chains(float (&chains)[kChains][kValues]) {
+  static_assert(kChains > 0 && (kChains & (kChains - 1)) == 0, "a power of two of chains");
+#pragma unroll
+  for (int width = 1; width < kChains; width *= 2) {
+#pragma unroll
+    for (int c = 0; c + width < kChains; c += 2 * width) {
+#pragma unroll
+      for (int i = 0; i < kValues; ++i) chains[c][i] += chains[c + width][i];
+    }
+  }
 }
 
 // One 32-wide chunk: 4 MMA k-steps; step s uses the lane's elements 2s (logical k = t) and
@@ -387,18 +410,16 @@ __device__ __forceinline__ void finish_prenorm_tile(const PrenormArgs& args, int
   const int blocks = partial_blocks(args);
   if (blocks > 1) {
     // Last-CTA-done: publish the partial, count arrivals; the last CTA of the tile reduces. One
-    // thread fences for the CTA: the barrier orders the other threads' partial stores before its
-    // fence (fences are cumulative), and its second fence, after the count, orders the reads of
-    // the other CTAs' partials that follow the next barrier (the cooperative-groups grid sync's
-    // pattern). One fence on the chain instead of one per thread on each side.
+    // thread counts for the CTA with an acquire-release add at GPU scope: the barrier makes the
+    // other threads' partial stores this thread's to release (release is cumulative), and the
+    // acquire orders the last CTA's reads of the other CTAs' partials, which follow the next
+    // barrier (CUTLASS's split-K semaphore pattern). Cheaper than a sequentially consistent
+    // __threadfence on each side (docs/decisions.md, "Split-K arrival").
     __syncthreads();
     if (threadIdx.x == 0) {
-      __threadfence();
       // One arrival per CTA of the tile: args.splits unless the kernel says otherwise.
       const int expected = arrivals > 0 ? arrivals : args.splits;
-      const bool last = atomicAdd(&args.tile_counters[tile], 1u) == unsigned(expected - 1);
-      if (last) __threadfence();
-      *is_last_cta = last;
+      *is_last_cta = arrive_acq_rel(&args.tile_counters[tile]) == unsigned(expected - 1);
     }
     __syncthreads();
     if (!*is_last_cta) return;

@@ -6,19 +6,21 @@
 // 128-row tiles, 4-stage ring and warpgroup MMAs cost ~15 us against ~10 for the default's
 // register-fed kernel (issue 16; docs/batch_invariance.md). This kernel computes the same numbers
 // differently: one CTA per leaf and 8 output columns stages its slice of hc_fn and the tokens'
-// x in shared memory with cp.async, one warp runs the chain of mma.sync k-steps, and (in the
-// first column tile's CTA) one warp the sums of squares; then the TMA kernel's own epilogue
-// (finish_prenorm_tile) reduces the leaves. Splitting a leaf's columns over CTAs spreads hc_fn
-// over three times as many SMs (the chain itself is sequential).
+// x in shared memory with cp.async, kLeafChains warps run the leaf's accumulation chains with
+// mma.sync k-steps, and (in the first column tile's CTA) kLeafSumsqChains warps the sums of
+// squares; then the TMA kernel's own epilogue (finish_prenorm_tile) reduces the leaves.
+// Splitting a leaf's columns over CTAs spreads hc_fn over three times as many SMs, and its k
+// steps over kLeafChains warps the MMAs over the SM's four tensor cores.
 //
 // Why the bits are the TMA kernel's. Per token row and leaf that kernel computes, from zero,
-// D += A_k B_k over the leaf's k8 steps in ascending k with wgmma.m64nNk8 (A: x widened exactly
-// to TF32 bits; B: hc_fn, which wgmma truncates to TF32), and the row's sum of squares as one
-// fmaf chain per lane over its fragment elements (chunk, k step, row half, k half) followed by
-// a quad butterfly. Here: mma.sync.m16n8k8 with the same A bits, B masked to TF32 (truncation),
-// the same k order, and the same fmaf chain and butterfly. mma.sync and wgmma give the same bits
-// for the same TF32 operands and order: measured on an H200 over 20-chunk chains with operands
-// spread over 2^+-20 (docs/decisions.md, "Batch-invariant decode kernel"), and the
+// D_c += A_k B_k over the leaf's k8 steps k in ascending order into chain c = k % kLeafChains
+// with wgmma.m64nNk8 (A: x widened exactly to TF32 bits; B: hc_fn, which wgmma truncates to
+// TF32), and the row's sum of squares as fmaf chains per lane over its fragment elements (chunk,
+// k step, row half, k half; k step k into chain k % kLeafSumsqChains); then the chains pairwise
+// (sum_chains) and a quad butterfly. Here: mma.sync.m16n8k8 with the same A bits, B masked to
+// TF32 (truncation), the same chains in the same k order, and the same sums. mma.sync and wgmma
+// give the same bits for the same TF32 operands and order: measured on an H200 over 20-chunk chains
+// with operands spread over 2^+-20 (docs/decisions.md, "Batch-invariant decode kernel"), and the
 // batch-invariance tests compare every token of 1-16 token batches (this kernel) with the same
 // token at 17+ (the TMA kernel). The partial blocks land where the TMA kernel puts them, and the
 // same finish_prenorm_tile adds the tree over the leaves and runs the stats.
@@ -118,17 +120,20 @@ __device__ __forceinline__ void copy_leaf_tokens(const PrenormArgs& args, int64_
   cp_async_commit();
 }
 
-// The MMA warp: the CTA's 8 columns over stage s, in the wgmma chain's k order.
+// MMA warp `chain`: the CTA's 8 columns over the k steps of stage s in that chain (k step i of
+// the leaf into chain i % kLeafChains; a stage is 16 k steps, so the chains restart with each
+// stage), in ascending k: one wgmma chain of the TMA kernel.
 template <int kStreams>
 __device__ __forceinline__ void leaf_stage_mma(const float* w_s, const uint16_t* x_s, int leaf_k,
-                                               int s, float (&acc)[4]) {
+                                               int s, int chain, float (&acc)[4]) {
   using S = LeafShape<kStreams>;
+  static_assert((S::kStageK / 8) % kLeafChains == 0, "every stage covers the chains evenly");
   const int lane = threadIdx.x % kWarp, g = lane / 4, t = lane % 4;
-  const uint16_t* x0 = x_s + g * S::x_pitch(leaf_k) + s * S::kStageK + t;
+  const uint16_t* x0 = x_s + g * S::x_pitch(leaf_k) + s * S::kStageK + 8 * chain + t;
   const uint16_t* x8 = x0 + 8 * S::x_pitch(leaf_k);
-  const float* w = w_s + g * S::w_pitch(leaf_k) + s * S::kStageK + t;
+  const float* w = w_s + g * S::w_pitch(leaf_k) + s * S::kStageK + 8 * chain + t;
 #pragma unroll
-  for (int k = 0; k < S::kStageK; k += 8) {
+  for (int k = 0; k < S::kStageK; k += 8 * kLeafChains) {
     const uint32_t a[4] = {uint32_t(x0[k]) << 16, uint32_t(x8[k]) << 16, uint32_t(x0[k + 4]) << 16,
                            uint32_t(x8[k + 4]) << 16};
     // wgmma reads hc_fn as TF32 by dropping the low 13 bits: the same here.
@@ -136,16 +141,18 @@ __device__ __forceinline__ void leaf_stage_mma(const float* w_s, const uint16_t*
   }
 }
 
-// The sum-of-squares warp over stage s: lane (g, t) squares the A fragment elements the TMA
-// kernel's lane squares (load_a_fragments), in its order: k step, row half r, k half h.
+// Sum-of-squares warp `chain` over stage s: lane (g, t) squares the A fragment elements the TMA
+// kernel's lane squares (load_a_fragments) for the k steps of its chain (k step i into chain
+// i % kLeafSumsqChains), in that kernel's order: k step, row half r, k half h.
 template <int kStreams>
-__device__ __forceinline__ void leaf_stage_sumsq(const uint16_t* x_s, int leaf_k, int s,
+__device__ __forceinline__ void leaf_stage_sumsq(const uint16_t* x_s, int leaf_k, int s, int chain,
                                                  float (&sumsq)[2]) {
   using S = LeafShape<kStreams>;
+  static_assert((S::kStageK / 8) % kLeafSumsqChains == 0, "every stage covers the chains evenly");
   const int lane = threadIdx.x % kWarp, g = lane / 4, t = lane % 4;
-  const uint16_t* x0 = x_s + g * S::x_pitch(leaf_k) + s * S::kStageK + t;
+  const uint16_t* x0 = x_s + g * S::x_pitch(leaf_k) + s * S::kStageK + 8 * chain + t;
 #pragma unroll
-  for (int k = 0; k < S::kStageK; k += 8) {
+  for (int k = 0; k < S::kStageK; k += 8 * kLeafSumsqChains) {
 #pragma unroll
     for (int r = 0; r < 2; ++r) {
 #pragma unroll
@@ -197,21 +204,49 @@ __global__ void __launch_bounds__(LeafShape<kStreams>::kThreads, 1)
     detail::copy_leaf_tokens<kStreams>(args, k_begin, s, leaf_k, rows, x_s);  // group 1 + s
   }
 
+  // Warps 0..kLeafChains-1: one MMA chain each (one warp's mma.sync issue rate bounds a chain);
+  // the next kLeafSumsqChains warps, in the first column tile's CTA only: the rows' sums of
+  // squares (once per leaf). The chains meet in shared memory and are summed as sum_chains does.
   const int warp = threadIdx.x / kWarp, lane = threadIdx.x % kWarp, g = lane / 4, t = lane % 4;
-  const bool sumsq_warp = warp == 1 && nt == 0;  // the row sums once per leaf
+  static_assert(kLeafChains + kLeafSumsqChains <= S::kThreads / kWarp, "a warp per chain");
+  const bool mma_warp = warp < kLeafChains;
+  const bool sumsq_warp = nt == 0 && warp >= kLeafChains && warp < kLeafChains + kLeafSumsqChains;
+  __shared__ float4 chain_acc[kLeafChains][kWarp];
+  __shared__ float2 chain_sumsq[kLeafSumsqChains][kWarp];
   float acc[4] = {0.f, 0.f, 0.f, 0.f};
   float sumsq[2] = {0.f, 0.f};
   for (int s = 0; s < stages; ++s) {
     detail::cp_async_wait_stage(s, stages);
     __syncthreads();  // every thread's copies of stage s landed
-    if (warp == 0) {
-      detail::leaf_stage_mma<kStreams>(w_s, x_s, leaf_k, s, acc);
+    if (mma_warp) {
+      detail::leaf_stage_mma<kStreams>(w_s, x_s, leaf_k, s, warp, acc);
     } else if (sumsq_warp) {
-      detail::leaf_stage_sumsq<kStreams>(x_s, leaf_k, s, sumsq);
+      detail::leaf_stage_sumsq<kStreams>(x_s, leaf_k, s, warp - kLeafChains, sumsq);
     }
   }
-  sumsq[0] = group_sum<4>(sumsq[0]);
-  sumsq[1] = group_sum<4>(sumsq[1]);
+  if (mma_warp) chain_acc[warp][lane] = make_float4(acc[0], acc[1], acc[2], acc[3]);
+  if (sumsq_warp) chain_sumsq[warp - kLeafChains][lane] = make_float2(sumsq[0], sumsq[1]);
+  __syncthreads();
+  if (warp == 0) {
+    float chains[kLeafChains][4];
+#pragma unroll
+    for (int c = 0; c < kLeafChains; ++c) {
+      const float4 v = chain_acc[c][lane];
+      chains[c][0] = v.x, chains[c][1] = v.y, chains[c][2] = v.z, chains[c][3] = v.w;
+    }
+    detail::sum_chains(chains);
+#pragma unroll
+    for (int e = 0; e < 4; ++e) acc[e] = chains[0][e];
+  } else if (warp == kLeafChains && nt == 0) {
+    float chains[kLeafSumsqChains][2];
+#pragma unroll
+    for (int c = 0; c < kLeafSumsqChains; ++c) {
+      chains[c][0] = chain_sumsq[c][lane].x, chains[c][1] = chain_sumsq[c][lane].y;
+    }
+    detail::sum_chains(chains);
+    sumsq[0] = group_sum<4>(chains[0][0]);
+    sumsq[1] = group_sum<4>(chains[0][1]);
+  }
 
   // The leaf's values as the TMA kernel stores them: partial block `split` of tile 0, or straight
   // to `sums` when the leaf is the whole tree; each CTA its 8 columns.
@@ -224,7 +259,7 @@ __global__ void __launch_bounds__(LeafShape<kStreams>::kThreads, 1)
       const int row = g + (e >= 2 ? 8 : 0);
       if (row < rows) dest[row * S::kStride + nt * 8 + 2 * t + (e & 1)] = acc[e];
     }
-  } else if (sumsq_warp && t == 0) {
+  } else if (warp == kLeafChains && nt == 0 && t == 0) {
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
       if (g + 8 * h < rows) dest[(g + 8 * h) * S::kStride + S::kNmix] = sumsq[h];

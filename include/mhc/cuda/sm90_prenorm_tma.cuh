@@ -143,10 +143,13 @@ __device__ __forceinline__ void consume_stages(const unsigned char* stages, uint
 
 // The 16 A fragments (4 k steps x {row g, row g + 8} x {k t, k t + 4}) of one 32-wide chunk for
 // wgmma: single bf16 loads (the fragment's k order is B's, which the copy engine fixed), widened
-// exactly to TF32 bits; the rows' sums of squares in the same pass. The 8 rows a load
-// instruction touches sit in 8 different 16-byte swizzle slots: no bank conflicts.
+// exactly to TF32 bits; the rows' sums of squares in the same pass, k step j into chain
+// j % kChains. The 8 rows a load instruction touches sit in 8 different 16-byte swizzle slots:
+// no bank conflicts.
+template <int kChains>
 __device__ __forceinline__ void load_a_fragments(const unsigned char* x_box, int half_row, int row,
-                                                 int t, uint32_t (&a)[4][4], float (&sumsq)[2]) {
+                                                 int t, uint32_t (&a)[4][4],
+                                                 float (&sumsq)[kChains][2]) {
 #pragma unroll
   for (int j = 0; j < 4; ++j) {
 #pragma unroll
@@ -157,19 +160,22 @@ __device__ __forceinline__ void load_a_fragments(const unsigned char* x_box, int
         const uint32_t bits = uint32_t(*reinterpret_cast<const uint16_t*>(x_box + offset)) << 16;
         a[j][r + 2 * h] = bits;
         const float value = __uint_as_float(bits);
-        sumsq[r] = fmaf(value, value, sumsq[r]);
+        sumsq[j % kChains][r] = fmaf(value, value, sumsq[j % kChains][r]);
       }
     }
   }
 }
 
 // A consumer warp with wgmma (TF32, sm_90a): its 16 tokens' A fragments from shared memory, B
-// (hc_fn) read by the tensor cores once per warpgroup. A registers are double-buffered by chunk
-// parity; chunk c's registers are rewritten at chunk c + 2, after the wait that follows chunk
-// c + 1's commit has covered chunk c's group. A stage is released once the first chunk of the
-// next stage has waited, i.e. when every group that read it is done; the last stage of the range
-// only with release_last (more stages follow in this CTA: a batch-invariant leaf boundary).
-template <int kStreams>
+// (hc_fn) read by the tensor cores once per warpgroup. k step j of every chunk accumulates into
+// chain j % kChains and its squares into chain j % kSumsqChains (1 and 1: the default order;
+// kLeafChains and kLeafSumsqChains: the batch-invariant one), the chains summed pairwise at the
+// end. A registers are double-buffered by chunk parity; chunk c's
+// registers are rewritten at chunk c + 2, after the wait that follows chunk c + 1's commit has
+// covered chunk c's group. A stage is released once the first chunk of the next stage has
+// waited, i.e. when every group that read it is done; the last stage of the range only with
+// release_last (more stages follow in this CTA: a batch-invariant leaf boundary).
+template <int kStreams, int kChains, int kSumsqChains>
 __device__ __forceinline__ void consume_stages_wgmma(const unsigned char* stages, uint64_t* full,
                                                      uint64_t* empty, int stage_begin,
                                                      int stage_end, bool release_last, int row,
@@ -177,8 +183,20 @@ __device__ __forceinline__ void consume_stages_wgmma(const unsigned char* stages
                                                      float (&sumsq)[2]) {
   using S = TmaShape<kStreams>;
   static_assert(S::kChunksPerStage % 2 == 0, "A buffers alternate by chunk parity");
+  static_assert(4 % kChains == 0 && 4 % kSumsqChains == 0, "a chunk's 4 k steps cover the chains");
   const int lane = threadIdx.x % kWarp, t = lane % 4;
   float(&d)[S::kNmix / 2] = reinterpret_cast<float(&)[S::kNmix / 2]>(acc);
+  float chains[kChains][S::kNmix / 2], sumsq_chains[kSumsqChains][2];
+#pragma unroll
+  for (int c = 0; c < kChains; ++c) {
+#pragma unroll
+    for (int i = 0; i < S::kNmix / 2; ++i) chains[c][i] = c == 0 ? d[i] : 0.f;
+  }
+#pragma unroll
+  for (int c = 0; c < kSumsqChains; ++c) {
+    sumsq_chains[c][0] = c == 0 ? sumsq[0] : 0.f;
+    sumsq_chains[c][1] = c == 0 ? sumsq[1] : 0.f;
+  }
   uint32_t a[2][4][4];
   for (int i = stage_begin; i < stage_end; ++i) {
     const int s = i % S::kStages;
@@ -187,12 +205,13 @@ __device__ __forceinline__ void consume_stages_wgmma(const unsigned char* stages
     const unsigned char* w_stage = x_stage + S::kXBytes;
 #pragma unroll
     for (int c = 0; c < S::kChunksPerStage; ++c) {
-      load_a_fragments(x_stage + (c / 2) * S::kXBoxBytes, c % 2, row, t, a[c % 2], sumsq);
+      load_a_fragments<kSumsqChains>(x_stage + (c / 2) * S::kXBoxBytes, c % 2, row, t, a[c % 2],
+                                     sumsq_chains);
       wgmma_fence();
 #pragma unroll
       for (int j = 0; j < 4; ++j) {
         // k step j of the chunk: 8 fp32 = 32 bytes into each 128-byte hc_fn row.
-        wgmma_tf32<S::kNmix>(d, a[c % 2][j],
+        wgmma_tf32<S::kNmix>(chains[j % kChains], a[c % 2][j],
                              wgmma_descriptor_sw128(w_stage + c * S::kWBoxBytes + 32 * j));
       }
       wgmma_commit();
@@ -210,13 +229,19 @@ __device__ __forceinline__ void consume_stages_wgmma(const unsigned char* stages
     __syncwarp();
     if (lane == 0) mbarrier_arrive(&empty[(stage_end - 1) % S::kStages]);
   }
+  sum_chains(chains);
+  sum_chains(sumsq_chains);
+#pragma unroll
+  for (int i = 0; i < S::kNmix / 2; ++i) d[i] = chains[0][i];
+  sumsq[0] = sumsq_chains[0][0];
+  sumsq[1] = sumsq_chains[0][1];
 }
 
 // A consumer warp's MMAs over stages [stage_begin, stage_end) of its split from zero, with the
 // rows' sums of squares reduced over the quad: wgmma for the TF32 projection where this image has
 // it; the compensated (fp32) projection needs hc_fn's low parts as a second B operand and stays
-// on mma.sync.
-template <int kStreams, bool kCompensated>
+// on mma.sync. kChains, kSumsqChains: the wgmma consumers' chains (consume_stages_wgmma).
+template <int kStreams, bool kCompensated, int kChains = 1, int kSumsqChains = 1>
 __device__ __forceinline__ void consume_range(const unsigned char* stages, uint64_t* full,
                                               uint64_t* empty, int stage_begin, int stage_end,
                                               bool release_last, int warp, int row_of_g,
@@ -231,8 +256,8 @@ __device__ __forceinline__ void consume_range(const unsigned char* stages, uint6
   }
   sumsq[0][0] = sumsq[0][1] = 0.f;
   if constexpr (kWgmma) {
-    consume_stages_wgmma<kStreams>(stages, full, empty, stage_begin, stage_end, release_last,
-                                   warp * 16 + g, acc[0], sumsq[0]);
+    consume_stages_wgmma<kStreams, kChains, kSumsqChains>(
+        stages, full, empty, stage_begin, stage_end, release_last, warp * 16 + g, acc[0], sumsq[0]);
   } else {
     consume_stages<kStreams, kCompensated>(stages, full, empty, stage_begin, stage_end, warp * 16,
                                            row_of_g, acc, sumsq);
@@ -241,9 +266,10 @@ __device__ __forceinline__ void consume_range(const unsigned char* stages, uint6
   sumsq[0][1] = group_sum<4>(sumsq[0][1]);
 }
 
-// Batch-invariant: the split's leaves one after another, each from zero, summed by the pairwise
-// tree (PairwiseTree, args.leaf_chunks); the root of every subtree of args.leaves_per_partial
-// leaves is stored as partial block `first_block` + i.
+// Batch-invariant: the split's leaves one after another, each from zero in kLeafChains chains
+// (TF32; consume_stages_wgmma), summed by the pairwise tree (PairwiseTree, args.leaf_chunks); the
+// root of every subtree of args.leaves_per_partial leaves is stored as partial block `first_block`
+// + i.
 template <int kStreams, bool kCompensated>
 __device__ __forceinline__ void consume_leaves(const PrenormArgs& args, const unsigned char* stages,
                                                uint64_t* full, uint64_t* empty, int stage_count,
@@ -258,8 +284,8 @@ __device__ __forceinline__ void consume_leaves(const PrenormArgs& args, const un
   for (int leaf = 0; leaf < args.leaves_per_split; ++leaf) {
     const int begin = min(leaf * leaf_stages, stage_count);
     const int end = min(begin + leaf_stages, stage_count);
-    consume_range<kStreams, kCompensated>(stages, full, empty, begin, end, end < stage_count, warp,
-                                          row_of_g, acc, sumsq);
+    consume_range<kStreams, kCompensated, kLeafChains, kLeafSumsqChains>(
+        stages, full, empty, begin, end, end < stage_count, warp, row_of_g, acc, sumsq);
 #pragma unroll
     for (int i = 0; i < kValues - 2; ++i) v[i] = acc[0][i / 4][i % 4];
     v[kValues - 2] = sumsq[0][0];
