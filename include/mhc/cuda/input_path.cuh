@@ -47,15 +47,32 @@ __device__ __forceinline__ void collapse8(const float (&xs)[kStreams][8],
   }
 }
 
-// Writes bf16(y * rsqrt(sum_sq / C + eps_n) * norm_weight) for the thread's vectors of the row.
-// sum_sq is this thread's share; the block total is formed in a fixed order. A null norm_weight
-// writes bf16(y) (a plain collapse, no norm). All threads of the block must call it.
+// The norm weight of the thread's vectors of the row (zeros past the row or for a null weight),
+// loaded together with the row's streams: read after the block reduction, as before, its latency
+// came after the reduction on every row kernel's critical path (docs/decisions.md, "Norm weights
+// up front").
+template <int kVec>
+__device__ __forceinline__ void load_norm_weights(const float* norm_weight, int hidden, int threads,
+                                                  float4 (&w)[kVec][2]) {
+#pragma unroll
+  for (int v = 0; v < kVec; ++v) {
+    const int c = row_column(v, hidden, threads);
+    const bool load = norm_weight != nullptr && c >= 0;
+    w[v][0] = load ? load_weight_f4(norm_weight + c) : make_float4(0.f, 0.f, 0.f, 0.f);
+    w[v][1] = load ? load_weight_f4(norm_weight + c + 4) : make_float4(0.f, 0.f, 0.f, 0.f);
+  }
+}
+
+// Writes bf16(y * rsqrt(sum_sq / C + eps_n) * w) for the thread's vectors of the row, w from
+// load_norm_weights. sum_sq is this thread's share; the block total is formed in a fixed order.
+// normed false writes bf16(y) (a plain collapse, no norm). All threads of the block must call it.
 template <int kVec>
 __device__ __forceinline__ void rms_norm_store(const float (&y)[kVec][8], float sum_sq,
-                                               const float* norm_weight, float eps_n, int hidden,
-                                               int threads, uint16_t* out_row, float* scratch) {
+                                               const float4 (&w)[kVec][2], bool normed, float eps_n,
+                                               int hidden, int threads, uint16_t* out_row,
+                                               float* scratch) {
   float scale = 1.f;
-  if (norm_weight != nullptr) {
+  if (normed) {
     const float total = block_sum(sum_sq, scratch);
     scale = 1.f / sqrtf(total / float(hidden) + eps_n);
   }
@@ -64,11 +81,11 @@ __device__ __forceinline__ void rms_norm_store(const float (&y)[kVec][8], float 
     const int c = row_column(v, hidden, threads);
     if (c < 0) continue;
     float o[8];
-    if (norm_weight != nullptr) {
-      const float4 w0 = load_weight_f4(norm_weight + c), w1 = load_weight_f4(norm_weight + c + 4);
-      const float w[8] = {w0.x, w0.y, w0.z, w0.w, w1.x, w1.y, w1.z, w1.w};
+    if (normed) {
+      const float wv[8] = {w[v][0].x, w[v][0].y, w[v][0].z, w[v][0].w,
+                           w[v][1].x, w[v][1].y, w[v][1].z, w[v][1].w};
 #pragma unroll
-      for (int e = 0; e < 8; ++e) o[e] = y[v][e] * scale * w[e];
+      for (int e = 0; e < 8; ++e) o[e] = y[v][e] * scale * wv[e];
     } else {
 #pragma unroll
       for (int e = 0; e < 8; ++e) o[e] = y[v][e];
@@ -101,6 +118,8 @@ __device__ __forceinline__ void input_path_token(const uint16_t* __restrict__ x,
       xv[v][j] = c >= 0 ? load_stream_u4(x_token + j * hidden + c) : make_uint4(0, 0, 0, 0);
     }
   }
+  float4 w[kVec][2];
+  load_norm_weights<kVec>(norm_weight, hidden, threads, w);
   float y[kVec][8];
   float sum_sq = 0.f;
 #pragma unroll
@@ -112,8 +131,8 @@ __device__ __forceinline__ void input_path_token(const uint16_t* __restrict__ x,
 #pragma unroll
     for (int e = 0; e < 8; ++e) sum_sq = fmaf(y[v][e], y[v][e], sum_sq);
   }
-  rms_norm_store<kVec>(y, sum_sq, norm_weight, eps_n, hidden, threads, layer_input + token * hidden,
-                       scratch);
+  rms_norm_store<kVec>(y, sum_sq, w, norm_weight != nullptr, eps_n, hidden, threads,
+                       layer_input + token * hidden, scratch);
 }
 
 template <int kStreams, int kVec>

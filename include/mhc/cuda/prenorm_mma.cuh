@@ -90,7 +90,7 @@ __device__ __forceinline__ void fused_input_token(const PrenormArgs& args, int64
     post.next_pre_mix = args.input.pre_mix;
     post.next_norm_weight = args.input.norm_weight;
     post.next_layer_input = args.input.layer_input;
-    post_token<kStreams, kRowVecs, true>(post, token, scratch);
+    post_token<kStreams, kRowVecs, true, false>(post, token, scratch);
   } else {
     input_path_token<kStreams, kRowVecs>(args.x, args.input.pre_mix, args.input.norm_weight,
                                          args.input.hidden, args.input.row_threads,
