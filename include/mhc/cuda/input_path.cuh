@@ -63,16 +63,18 @@ __device__ __forceinline__ void load_norm_weights(const float* norm_weight, int 
   }
 }
 
-// Writes bf16(y * rsqrt(sum_sq / C + eps_n) * w) for the thread's vectors of the row, w from
-// load_norm_weights. sum_sq is this thread's share; the block total is formed in a fixed order.
-// normed false writes bf16(y) (a plain collapse, no norm). All threads of the block must call it.
-template <int kVec>
+// Writes bf16(y * rsqrt(sum_sq / C + eps_n) * w) for the thread's vectors of the row: w from
+// load_norm_weights (kPreloaded), or else loaded here, vector by vector after the reduction (the
+// coefficient launches' input-path CTAs, off their launch's critical path, keep that form).
+// sum_sq is this thread's share; the block total is formed in a fixed order. A null norm_weight
+// writes bf16(y) (a plain collapse, no norm). All threads of the block must call it.
+template <int kVec, bool kPreloaded>
 __device__ __forceinline__ void rms_norm_store(const float (&y)[kVec][8], float sum_sq,
-                                               const float4 (&w)[kVec][2], bool normed, float eps_n,
-                                               int hidden, int threads, uint16_t* out_row,
-                                               float* scratch) {
+                                               const float4 (&w)[kVec][2], const float* norm_weight,
+                                               float eps_n, int hidden, int threads,
+                                               uint16_t* out_row, float* scratch) {
   float scale = 1.f;
-  if (normed) {
+  if (norm_weight != nullptr) {
     const float total = block_sum(sum_sq, scratch);
     scale = 1.f / sqrtf(total / float(hidden) + eps_n);
   }
@@ -81,9 +83,10 @@ __device__ __forceinline__ void rms_norm_store(const float (&y)[kVec][8], float 
     const int c = row_column(v, hidden, threads);
     if (c < 0) continue;
     float o[8];
-    if (normed) {
-      const float wv[8] = {w[v][0].x, w[v][0].y, w[v][0].z, w[v][0].w,
-                           w[v][1].x, w[v][1].y, w[v][1].z, w[v][1].w};
+    if (norm_weight != nullptr) {
+      const float4 w0 = kPreloaded ? w[v][0] : load_weight_f4(norm_weight + c);
+      const float4 w1 = kPreloaded ? w[v][1] : load_weight_f4(norm_weight + c + 4);
+      const float wv[8] = {w0.x, w0.y, w0.z, w0.w, w1.x, w1.y, w1.z, w1.w};
 #pragma unroll
       for (int e = 0; e < 8; ++e) o[e] = y[v][e] * scale * wv[e];
     } else {
@@ -95,9 +98,11 @@ __device__ __forceinline__ void rms_norm_store(const float (&y)[kVec][8], float 
 }
 
 // One token's input path, by the whole block (also used by the fused input-path CTAs of the
-// coefficient kernels); the row cut over `threads` threads (row_column). `scratch` holds one
-// float per warp.
-template <int kStreams, int kVec>
+// coefficient kernels, with kEarlyWeights false: there the input path is off the launch's
+// critical path, and those launches keep their measured code, docs/decisions.md, "Norm weights
+// up front"); the row cut over `threads` threads (row_column).
+// `scratch` holds one float per warp.
+template <int kStreams, int kVec, bool kEarlyWeights = true>
 __device__ __forceinline__ void input_path_token(const uint16_t* __restrict__ x,
                                                  const float* __restrict__ pre_mix,
                                                  const float* __restrict__ norm_weight, int hidden,
@@ -119,7 +124,7 @@ __device__ __forceinline__ void input_path_token(const uint16_t* __restrict__ x,
     }
   }
   float4 w[kVec][2];
-  load_norm_weights<kVec>(norm_weight, hidden, threads, w);
+  if constexpr (kEarlyWeights) load_norm_weights<kVec>(norm_weight, hidden, threads, w);
   float y[kVec][8];
   float sum_sq = 0.f;
 #pragma unroll
@@ -131,8 +136,8 @@ __device__ __forceinline__ void input_path_token(const uint16_t* __restrict__ x,
 #pragma unroll
     for (int e = 0; e < 8; ++e) sum_sq = fmaf(y[v][e], y[v][e], sum_sq);
   }
-  rms_norm_store<kVec>(y, sum_sq, w, norm_weight != nullptr, eps_n, hidden, threads,
-                       layer_input + token * hidden, scratch);
+  rms_norm_store<kVec, kEarlyWeights>(y, sum_sq, w, norm_weight, eps_n, hidden, threads,
+                                      layer_input + token * hidden, scratch);
 }
 
 template <int kStreams, int kVec>

@@ -48,7 +48,7 @@ __device__ __forceinline__ void post_stream8(const float (&xs)[kStreams][8], con
 // One token's post (and next input path) by one CTA; `scratch` holds one float per warp. Also
 // run by the extra CTAs of a coefficient launch that folds in the previous site's post
 // (prenorm_mma.cuh), with kEarlyWeights false: there the up-front norm weights (load_norm_weights)
-// would spill, and that CTA is not on the launch's critical path. All threads of the CTA must
+// would spill, and that CTA is off the launch's critical path. All threads of the CTA must
 // call it.
 template <int kStreams, int kVec, bool kNextInput, bool kEarlyWeights = true>
 __device__ __forceinline__ void post_token(const PostArgs& a, int64_t token, float* scratch) {
@@ -105,10 +105,9 @@ __device__ __forceinline__ void post_token(const PostArgs& a, int64_t token, flo
     }
   }
   if constexpr (kNextInput) {
-    if constexpr (!kEarlyWeights)
-      load_norm_weights<kVec>(a.next_norm_weight, hidden, a.row_threads, w);
-    rms_norm_store<kVec>(y, sum_sq, w, a.next_norm_weight != nullptr, a.eps_n, hidden,
-                         a.row_threads, a.next_layer_input + token * hidden, scratch);
+    rms_norm_store<kVec, kEarlyWeights>(y, sum_sq, w, a.next_norm_weight, a.eps_n, hidden,
+                                        a.row_threads, a.next_layer_input + token * hidden,
+                                        scratch);
   }
 }
 

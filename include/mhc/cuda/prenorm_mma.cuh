@@ -92,9 +92,9 @@ __device__ __forceinline__ void fused_input_token(const PrenormArgs& args, int64
     post.next_layer_input = args.input.layer_input;
     post_token<kStreams, kRowVecs, true, false>(post, token, scratch);
   } else {
-    input_path_token<kStreams, kRowVecs>(args.x, args.input.pre_mix, args.input.norm_weight,
-                                         args.input.hidden, args.input.row_threads,
-                                         args.input.eps_n, args.input.layer_input, token, scratch);
+    input_path_token<kStreams, kRowVecs, false>(
+        args.x, args.input.pre_mix, args.input.norm_weight, args.input.hidden,
+        args.input.row_threads, args.input.eps_n, args.input.layer_input, token, scratch);
   }
 }
 

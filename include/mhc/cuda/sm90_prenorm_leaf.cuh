@@ -181,10 +181,10 @@ __global__ void __launch_bounds__(LeafShape<kStreams>::kThreads, 1)
   if (int(blockIdx.y) >= gemm_ctas) {              // a fused input-path CTA: one token's input path
     allow_dependents();
     wait_for_producer();
-    input_path_token<kStreams, kRowVecs>(args.x, args.input.pre_mix, args.input.norm_weight,
-                                         args.input.hidden, args.input.row_threads,
-                                         args.input.eps_n, args.input.layer_input,
-                                         int(blockIdx.y) - gemm_ctas, sums);
+    input_path_token<kStreams, kRowVecs, false>(args.x, args.input.pre_mix, args.input.norm_weight,
+                                                args.input.hidden, args.input.row_threads,
+                                                args.input.eps_n, args.input.layer_input,
+                                                int(blockIdx.y) - gemm_ctas, sums);
     return;
   }
   const int split = int(blockIdx.y) / S::kNTiles, nt = int(blockIdx.y) % S::kNTiles;

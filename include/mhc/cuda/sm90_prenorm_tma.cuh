@@ -332,9 +332,9 @@ __global__ void __launch_bounds__(TmaShape<kStreams>::kThreads, 1)
     allow_dependents();
     wait_for_producer();
     if (token < args.tokens) {
-      input_path_token<kStreams, kRowVecs>(args.x, args.input.pre_mix, args.input.norm_weight,
-                                           args.input.hidden, args.input.row_threads,
-                                           args.input.eps_n, args.input.layer_input, token, sums);
+      input_path_token<kStreams, kRowVecs, false>(
+          args.x, args.input.pre_mix, args.input.norm_weight, args.input.hidden,
+          args.input.row_threads, args.input.eps_n, args.input.layer_input, token, sums);
     }
     return;
   }
