@@ -17,6 +17,8 @@ Kinds:
                 split count and the runner-up of another kernel
   invariance    one bench/batch_invariance_cost.py JSON: per size, the coefficient launch and a
                 site in a stack graph, default vs batch-invariant, ratio, target met or missed
+  kernels       one `mhc bench kernels` JSON: per size, the median µs of each kernel and site
+                item, with the fraction of the 4.27 TB/s copy anchor where it means something
 
 Every table ends with the line saying where its numbers come from (GPU, driver, commit, date).
 With --check nothing is written; the exit status is 1 when a table is stale.
@@ -148,6 +150,44 @@ def table_invariance(paths):
     return lines
 
 
+KERNEL_COLUMNS = [
+    ("empty kernel (graph floor)", "empty kernel", False),
+    ("input_path", "input path", True),
+    ("coefficients (GEMM+stats)", "GEMM+stats", True),
+    ("post + next input path", "post + next input", True),
+    ("site in stack, 8 per graph (each)", "site in stack, 8 per graph (each)", True),
+]
+
+
+def table_kernels(paths):
+    (path,) = paths
+    doc = load(path)
+    by_item = {}
+    for r in doc["results"]:
+        by_item[(r["kernel"], r["tokens"])] = r
+    sizes = sorted({r["tokens"] for r in doc["results"]})
+    lines = ["| M | " + " | ".join(title for _, title, _ in KERNEL_COLUMNS) + " |",
+             "|---:|" + "---:|" * len(KERNEL_COLUMNS)]
+    for m in sizes:
+        cells = []
+        for item, _, bandwidth in KERNEL_COLUMNS:
+            r = by_item.get((item, m))
+            if r is None:
+                cells.append("")
+                continue
+            cell = f"{r['median_us']:.2f}"
+            if bandwidth and r["fraction_of_4.27TBps"] >= 0.5:
+                cell += f" ({100 * r['fraction_of_4.27TBps']:.0f}%)"
+            cells.append(cell)
+        lines.append(f"| {m} | " + " | ".join(cells) + " |")
+    lines += ["", f"`mhc bench kernels` (median µs; in brackets the bytes floor over the time, "
+              f"against 4.27 TB/s, where at least 50%) on {doc.get('gpu', '?')} (compute "
+              f"capability {doc.get('compute_capability', '?')}, CUDA driver API "
+              f"{doc.get('driver_version', '?')}), commit {doc.get('commit', '?')}, "
+              f"{doc.get('date', '?')}; source `{path}`."]
+    return lines
+
+
 def table_log(args):
     path, *pattern = args
     text = (ROOT / path).read_text().splitlines()
@@ -157,7 +197,7 @@ def table_log(args):
 
 
 KINDS = {"tune": table_tune, "overlap": table_overlap, "log": table_log,
-         "prenorm": table_prenorm, "invariance": table_invariance}
+         "prenorm": table_prenorm, "invariance": table_invariance, "kernels": table_kernels}
 
 
 def render(text):
