@@ -6,11 +6,14 @@
 // rank runs the same graphs (docs/tensor_parallel.md).
 #include "mhc/bench/overlap.hpp"
 
+#include <cuda_runtime_api.h>
 #include <fmt/core.h>
 
 #include <algorithm>
 #include <functional>
 #include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
 
 #include "mhc/bench/common.hpp"
 #include "mhc/core/error.hpp"
@@ -58,6 +61,68 @@ struct Arms {
   }
 };
 
+// The stand-in sublayers alone, in the stack's order, in one FULL graph: a forward without any
+// mHC work. (arm - sublayers) / sites is then the mHC cost per site that each schedule leaves on
+// the critical path: for the overlap arm, what the main stream pays per site (its post + next
+// input and the join), since the side stream's coefficient work runs beside the sublayers.
+// Assumes the sublayers cost the same alone as inside the stack (they stream their weights
+// from HBM either way). One GPU only: with --tp the sublayer's all-reduce needs every rank.
+class SublayersAlone {
+ public:
+  SublayersAlone(const MhcParams& p, int64_t max_tokens, SublayerFn sublayer)
+      : sites_(p.sites()), sublayer_(std::move(sublayer)) {
+    const size_t bytes = size_t(max_tokens) * size_t(p.hidden) * sizeof(Bf16);
+    MHC_CUDA_CHECK(cudaMalloc(&a_, bytes));
+    MHC_CUDA_CHECK(cudaMalloc(&b_, bytes));
+    MHC_CUDA_CHECK(cudaMemset(a_, 0, bytes));  // GEMM time does not depend on the values
+    MHC_CUDA_CHECK(cudaMemset(b_, 0, bytes));
+    MHC_CUDA_CHECK(cudaDeviceSynchronize());
+  }
+  ~SublayersAlone() {
+    if (exec_ != nullptr) cudaGraphExecDestroy(exec_);
+    cudaFree(a_);
+    cudaFree(b_);
+  }
+  SublayersAlone(const SublayersAlone&) = delete;
+  SublayersAlone& operator=(const SublayersAlone&) = delete;
+
+  // Captures the graph for `tokens` (outside the timed loop).
+  void prepare(int64_t tokens, cudaStream_t st) {
+    if (exec_ != nullptr) MHC_CUDA_CHECK(cudaGraphExecDestroy(exec_));
+    exec_ = nullptr;
+    cudaGraph_t graph = nullptr;
+    MHC_CUDA_CHECK(cudaStreamBeginCapture(st, cudaStreamCaptureModeThreadLocal));
+    try {
+      for (int s = 0; s < sites_; ++s) sublayer_(s, tokens, s % 2 ? b_ : a_, s % 2 ? a_ : b_, st);
+    } catch (...) {
+      cudaStreamEndCapture(st, &graph);
+      if (graph != nullptr) cudaGraphDestroy(graph);
+      throw;
+    }
+    MHC_CUDA_CHECK(cudaStreamEndCapture(st, &graph));
+    const cudaError_t err = cudaGraphInstantiate(&exec_, graph, 0);
+    cudaGraphDestroy(graph);
+    MHC_CUDA_CHECK(err);
+  }
+  float time(cudaStream_t st, cudaEvent_t a, cudaEvent_t b,
+             const std::function<void(cudaStream_t)>& wait) {
+    MHC_CUDA_CHECK(cudaEventRecord(a, st));
+    MHC_CUDA_CHECK(cudaGraphLaunch(exec_, st));
+    MHC_CUDA_CHECK(cudaEventRecord(b, st));
+    wait(st);
+    float ms = 0;
+    MHC_CUDA_CHECK(cudaEventElapsedTime(&ms, a, b));
+    return ms * 1000.0f;
+  }
+
+ private:
+  int sites_;
+  SublayerFn sublayer_;
+  Bf16* a_ = nullptr;
+  Bf16* b_ = nullptr;
+  cudaGraphExec_t exec_ = nullptr;
+};
+
 float time_forward(StackExecutor& ex, int64_t tokens, cudaStream_t st, cudaEvent_t a, cudaEvent_t b,
                    const WaitFn& wait) {
   MHC_CUDA_CHECK(cudaEventRecord(a, st));
@@ -78,8 +143,9 @@ bool outputs_equal(const StackExecutor& a, const StackExecutor& b, int64_t token
   return ha == hb;
 }
 
-nlohmann::json measure(const OverlapOptions& o, const MhcParams& p, Arms& arms, int64_t tokens,
-                       cudaStream_t st, const WaitFn& wait) {
+nlohmann::json measure(const OverlapOptions& o, const MhcParams& p, Arms& arms,
+                       SublayersAlone* sublayers, int64_t tokens, cudaStream_t st,
+                       const WaitFn& wait) {
   Arm& native = arms.native;
   Arm& overlap = arms.overlap;
   const auto x = synthetic_embeddings(p, tokens, 42 + uint64_t(tokens));
@@ -93,40 +159,53 @@ nlohmann::json measure(const OverlapOptions& o, const MhcParams& p, Arms& arms, 
     arm->ex->prepare_full_graph(tokens, st);
     arm->times_us.clear();
   }
+  if (sublayers != nullptr) sublayers->prepare(tokens, st);
+  std::vector<float> sublayer_us;
   cudaEvent_t a, b;
   MHC_CUDA_CHECK(cudaEventCreate(&a));
   MHC_CUDA_CHECK(cudaEventCreate(&b));
   for (int warm = 0; warm < 3; ++warm) {
     time_forward(*native.ex, tokens, st, a, b, wait);
     time_forward(*overlap.ex, tokens, st, a, b, wait);
+    if (sublayers != nullptr) sublayers->time(st, a, b, wait);
   }
   for (int r = 0; r < o.reps; ++r) {  // ABBA interleaving: neither arm always goes first
     Arm& first = r % 2 ? overlap : native;
     Arm& second = r % 2 ? native : overlap;
     first.times_us.push_back(time_forward(*first.ex, tokens, st, a, b, wait));
     second.times_us.push_back(time_forward(*second.ex, tokens, st, a, b, wait));
+    if (sublayers != nullptr) sublayer_us.push_back(sublayers->time(st, a, b, wait));
   }
   cudaEventDestroy(a);
   cudaEventDestroy(b);
   const Summary sn = summarize(native.times_us), so = summarize(overlap.times_us);
   const double layers = p.layers;
   const double saved_per_layer = (sn.median - so.median) / layers;
-  return {{"tokens", tokens},
-          {"native_us_per_layer", sn.median / layers},
-          {"overlap_us_per_layer", so.median / layers},
-          {"native_p10_p90_us", {sn.p10 / layers, sn.p90 / layers}},
-          {"overlap_p10_p90_us", {so.p10 / layers, so.p90 / layers}},
-          {"gain_percent", 100.0 * (sn.median - so.median) / sn.median},
-          {"saved_us_per_layer", saved_per_layer},
-          {"saved_us_per_layer_per_token", saved_per_layer / double(tokens)},
-          {"bitwise_equal", outputs_equal(*native.ex, *overlap.ex, tokens)},
-          {"reps", o.reps}};
+  nlohmann::json row = {{"tokens", tokens},
+                        {"native_us_per_layer", sn.median / layers},
+                        {"overlap_us_per_layer", so.median / layers},
+                        {"native_p10_p90_us", {sn.p10 / layers, sn.p90 / layers}},
+                        {"overlap_p10_p90_us", {so.p10 / layers, so.p90 / layers}},
+                        {"gain_percent", 100.0 * (sn.median - so.median) / sn.median},
+                        {"saved_us_per_layer", saved_per_layer},
+                        {"saved_us_per_layer_per_token", saved_per_layer / double(tokens)},
+                        {"bitwise_equal", outputs_equal(*native.ex, *overlap.ex, tokens)},
+                        {"reps", o.reps}};
+  if (sublayers != nullptr) {
+    const double alone = summarize(sublayer_us).median;
+    const double sites = p.sites();
+    row["sublayers_us_per_layer"] = alone / layers;
+    row["native_mhc_us_per_site"] = (sn.median - alone) / sites;
+    row["overlap_main_stream_us_per_site"] = (so.median - alone) / sites;
+  }
+  return row;
 }
 
 std::vector<nlohmann::json> measure_all(const OverlapOptions& o, const MhcParams& p, Arms& arms,
-                                        cudaStream_t st, const WaitFn& wait) {
+                                        SublayersAlone* sublayers, cudaStream_t st,
+                                        const WaitFn& wait) {
   std::vector<nlohmann::json> rows;
-  for (int64_t t : o.tokens) rows.push_back(measure(o, p, arms, t, st, wait));
+  for (int64_t t : o.tokens) rows.push_back(measure(o, p, arms, sublayers, t, st, wait));
   return rows;
 }
 
@@ -147,17 +226,23 @@ nlohmann::json report(const OverlapOptions& o, const MhcParams& p, const Standin
   fmt::print("mhc bench overlap: {} (C={} n={} layers={}), stand-in widths {}/{}, {} reps{}\n",
              model_name, p.hidden, p.n, p.layers, widths.attention, widths.ffn, o.reps,
              o.tp > 0 ? fmt::format(", TP={} (rank 0's timings)", o.tp) : "");
-  fmt::print("{:>6} {:>12} {:>12} {:>8} {:>12} {:>14} {:>8}\n", "tokens", "native us/L",
-             "overlap us/L", "gain %", "saved us/L", "saved us/L/tok", "bitwise");
+  fmt::print("{:>6} {:>12} {:>12} {:>8} {:>12} {:>14} {:>8} {:>14} {:>15} {:>16}\n", "tokens",
+             "native us/L", "overlap us/L", "gain %", "saved us/L", "saved us/L/tok", "bitwise",
+             "sublayers us/L", "native mHC us/S", "overlap main us/S");
   int64_t crossover = 0;  // largest token count up to which the overlap never lost
   bool lost = false;
   for (const nlohmann::json& row : rows) {
     const int64_t t = row["tokens"].get<int64_t>();
-    fmt::print("{:>6} {:>12.2f} {:>12.2f} {:>8.2f} {:>12.2f} {:>14.3f} {:>8}\n", t,
-               row["native_us_per_layer"].get<double>(), row["overlap_us_per_layer"].get<double>(),
-               row["gain_percent"].get<double>(), row["saved_us_per_layer"].get<double>(),
-               row["saved_us_per_layer_per_token"].get<double>(),
-               row["bitwise_equal"].get<bool>() ? "yes" : "NO");
+    const auto optional = [&row](const char* key) {
+      return row.contains(key) ? fmt::format("{:.2f}", row[key].get<double>()) : std::string("-");
+    };
+    fmt::print(
+        "{:>6} {:>12.2f} {:>12.2f} {:>8.2f} {:>12.2f} {:>14.3f} {:>8} {:>14} {:>15} {:>16}\n", t,
+        row["native_us_per_layer"].get<double>(), row["overlap_us_per_layer"].get<double>(),
+        row["gain_percent"].get<double>(), row["saved_us_per_layer"].get<double>(),
+        row["saved_us_per_layer_per_token"].get<double>(),
+        row["bitwise_equal"].get<bool>() ? "yes" : "NO", optional("sublayers_us_per_layer"),
+        optional("native_mhc_us_per_site"), optional("overlap_main_stream_us_per_site"));
     if (!lost && row["gain_percent"].get<double>() > 0) crossover = t;
     if (row["gain_percent"].get<double>() <= 0) lost = true;
     doc["rows"].push_back(row);
@@ -178,6 +263,7 @@ std::vector<std::vector<nlohmann::json>> rounds_one_gpu(const OverlapOptions& o,
   StackOptions opt;
   opt.max_tokens = max_tokens;
   Arms arms(w, opt, sublayer);
+  SublayersAlone alone(p, max_tokens, sublayer);
   cudaStream_t st;
   MHC_CUDA_CHECK(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking));
   const WaitFn wait = [](cudaStream_t s) { MHC_CUDA_CHECK(cudaStreamSynchronize(s)); };
@@ -186,7 +272,7 @@ std::vector<std::vector<nlohmann::json>> rounds_one_gpu(const OverlapOptions& o,
   for (int r = 0; r < rounds; ++r) {
     pass.tokens = o.tokens;
     if (r % 2 == 1) std::reverse(pass.tokens.begin(), pass.tokens.end());
-    std::vector<nlohmann::json> rows = measure_all(pass, p, arms, st, wait);
+    std::vector<nlohmann::json> rows = measure_all(pass, p, arms, &alone, st, wait);
     if (r % 2 == 1) std::reverse(rows.begin(), rows.end());
     out.push_back(std::move(rows));
   }
@@ -219,7 +305,7 @@ nlohmann::json run_tensor_parallel(const OverlapOptions& o, const MhcParams& p,
     sublayer.check_executor(*arms.native.ex);
     dist::RankStream st;
     rows[size_t(ctx.rank())] =
-        measure_all(o, p, arms, st.get(), [&ctx](cudaStream_t s) { ctx.wait(s); });
+        measure_all(o, p, arms, nullptr, st.get(), [&ctx](cudaStream_t s) { ctx.wait(s); });
   });
   for (size_t i = 0; i < rows[0].size(); ++i) {
     bool all = true;

@@ -10,7 +10,8 @@ A table lives between two markers that name its kind and its source files:
 Kinds:
   tune          one `mhc tune` tactics file: per size, native and overlap time per layer (median of
                 the rounds' medians), the gain's median and range over the rounds, won or not
-  overlap       one `mhc bench overlap` JSON: per size, native and overlap per layer, gain, saved
+  overlap       one `mhc bench overlap` JSON: per size, native and overlap per layer, gain, saved;
+                with the sublayers-alone arm also the mHC cost per site of each schedule
   log           a committed log, verbatim in a code block; an optional second argument is a
                 regular expression (no spaces: use \s) that selects the lines to show
   prenorm       one `mhc tune` tactics file: per measured size, the fastest prenorm kernel and
@@ -85,11 +86,19 @@ def table_overlap(paths):
         "| tokens | native µs/layer | overlap µs/layer | gain % | saved µs/layer | saved µs/layer/token |",
         "|---:|---:|---:|---:|---:|---:|",
     ]
+    # Reports with the sublayers-alone arm also give the mHC cost per site on the critical path.
+    per_site = all("overlap_main_stream_us_per_site" in row for row in doc["rows"])
+    if per_site:
+        lines[2] += " sublayers alone µs/layer | native mHC µs/site | overlap main stream µs/site |"
+        lines[3] += "---:|---:|---:|"
     for row in doc["rows"]:
-        lines.append(
-            f"| {row['tokens']} | {row['native_us_per_layer']:.1f} | {row['overlap_us_per_layer']:.1f} "
-            f"| {row['gain_percent']:.1f} | {row['saved_us_per_layer']:.1f} "
-            f"| {row['saved_us_per_layer_per_token']:.2f} |")
+        line = (f"| {row['tokens']} | {row['native_us_per_layer']:.1f} | {row['overlap_us_per_layer']:.1f} "
+                f"| {row['gain_percent']:.1f} | {row['saved_us_per_layer']:.1f} "
+                f"| {row['saved_us_per_layer_per_token']:.2f} |")
+        if per_site:
+            line += (f" {row['sublayers_us_per_layer']:.1f} | {row['native_mhc_us_per_site']:.2f} "
+                     f"| {row['overlap_main_stream_us_per_site']:.2f} |")
+        lines.append(line)
     lines += ["", f"`mhc bench overlap` on {provenance(doc)}; source `{path}`."]
     return lines
 
