@@ -119,8 +119,60 @@ __global__ void post_kernel(const PostArgs a) {
   post_token<kStreams, kVec, kNextInput>(a, blockIdx.x, scratch);
 }
 
+// The plain post (no next input path) with one thread per 8-column vector of a token, all n
+// streams, up to kPostColumnsMaxTokens tokens. The post is elementwise, so this cut of the row
+// gives post_token's bits (the same post_stream8); at decode sizes it spreads a token's bytes
+// (50 KB at C=5120, n=4) over many SMs instead of one CTA's (docs/decisions.md, "Plain post by
+// columns"). hidden is a multiple of 8 (check_shape).
+inline constexpr int kPostColumnThreads = 128;
+inline constexpr int64_t kPostColumnsMaxTokens = 64;
+
+template <int kStreams>
+__global__ void __launch_bounds__(kPostColumnThreads)
+    post_columns_kernel(const PostArgs a, int64_t tokens) {
+  constexpr int n = kStreams;
+  allow_dependents();
+  wait_for_producer();
+  const int64_t vecs = a.hidden / kBf16PerVec;
+  const int64_t i = int64_t(blockIdx.x) * kPostColumnThreads + threadIdx.x;
+  if (i >= tokens * vecs) return;
+  const int64_t token = i / vecs;
+  const int64_t c = (i - token * vecs) * kBf16PerVec;
+  const uint16_t* x_token = a.x + token * n * a.hidden;
+  uint4 xv[n];
+#pragma unroll
+  for (int j = 0; j < n; ++j) xv[j] = load_stream_u4(x_token + j * a.hidden + c);
+  const uint4 fv = load_stream_u4(a.sublayer_out + token * a.hidden + c);
+  float post[n], comb[n][n];
+#pragma unroll
+  for (int j = 0; j < n; ++j) {
+    post[j] = a.post[token * n + j];
+#pragma unroll
+    for (int k = 0; k < n; ++k) comb[j][k] = a.comb[(token * n + j) * n + k];
+  }
+  float xs[n][8], f[8];
+#pragma unroll
+  for (int j = 0; j < n; ++j) unpack_bf16x8(xv[j], xs[j]);
+  unpack_bf16x8(fv, f);
+  uint16_t* x_next_token = a.x_next + token * n * a.hidden;
+#pragma unroll
+  for (int k = 0; k < n; ++k) {
+    float comb_to_k[n], out[8];
+#pragma unroll
+    for (int j = 0; j < n; ++j) comb_to_k[j] = comb[j][k];
+    post_stream8<n>(xs, f, post[k], comb_to_k, out);
+    store_u4(x_next_token + k * a.hidden + c, pack_bf16x8(out));
+  }
+}
+
 template <int kStreams, bool kNextInput>
 cudaError_t launch_post(const PostArgs& args, int64_t tokens, LaunchTarget on) {
+  if (!kNextInput && tokens <= kPostColumnsMaxTokens) {
+    const int64_t threads = tokens * (args.hidden / kBf16PerVec);
+    return launch_kernel(post_columns_kernel<kStreams>,
+                         dim3(static_cast<unsigned>(ceil_div(threads, kPostColumnThreads))),
+                         dim3(kPostColumnThreads), 0, on, args, tokens);
+  }
   return launch_kernel(post_kernel<kStreams, kRowVecs, kNextInput>,
                        dim3(static_cast<unsigned>(tokens)), dim3(row_kernel_threads(args.hidden)),
                        0, on, args);
