@@ -163,6 +163,7 @@ KERNEL_COLUMNS = [
     ("empty kernel (graph floor)", "empty kernel", False),
     ("input_path", "input path", True),
     ("coefficients (GEMM+stats)", "GEMM+stats", True),
+    ("post", "post", True),
     ("post + next input path", "post + next input", True),
     ("site in stack, 8 per graph (each)", "site in stack, 8 per graph (each)", True),
 ]
