@@ -339,12 +339,43 @@ TEST(CudaPost, MatchesReference) {
   MHC_SKIP_WITHOUT_GPU();
   uint64_t seed = 900;
   for (const Shape s : kModelShapes) {
-    for (int64_t m : {1, 13, 137}) {
+    // 64 and 65: both sides of the column kernel's limit (kPostColumnsMaxTokens).
+    for (int64_t m : {1, 13, 64, 65, 137}) {
       ++seed;
       check_post(test::small_params(s.n, s.hidden), m, seed, kAmplitudes[seed % 4], false);
     }
   }
   check_post(test::small_params(4, 5120), 4096, ++seed, 1.0, false);
+}
+
+// The plain post by columns (up to kPostColumnsMaxTokens tokens) and by rows (above) cut the row
+// differently but compute each element with the same formula: the first 64 tokens of a 65-token
+// call (row kernel) and the same 64 tokens alone (column kernel) must agree bitwise.
+TEST(CudaPost, ColumnAndRowKernelsGiveTheSameBits) {
+  MHC_SKIP_WITHOUT_GPU();
+  static_assert(cuda::kPostColumnsMaxTokens == 64, "the sizes below straddle the limit");
+  uint64_t seed = 950;
+  for (const Shape s : kModelShapes) {
+    const MhcParams p = test::small_params(s.n, s.hidden);
+    const int64_t m = 65;
+    const test::SiteCase c = test::random_site_case(p, m, ++seed, 1.0);
+    test::TestRng rng(seed * 7 + 1);
+    std::vector<float> post_coef(size_t(m * p.n)), comb(size_t(m * p.n * p.n));
+    for (float& v : post_coef) v = float(rng.uniform(0.0, 2.0));
+    for (float& v : comb) v = float(rng.uniform(0.0, 1.0));
+    const auto x = to_device(c.x);
+    const auto f = to_device(c.sublayer_out);
+    const auto post_d = to_device(post_coef);
+    const auto comb_d = to_device(comb);
+    auto by_rows = poisoned<Bf16>(size_t(m * p.k()));
+    auto by_columns = poisoned<Bf16>(size_t((m - 1) * p.k()));
+    cuda::post(p, m, x.get(), post_d.get(), comb_d.get(), f.get(), by_rows.get(), nullptr, nullptr);
+    cuda::post(p, m - 1, x.get(), post_d.get(), comb_d.get(), f.get(), by_columns.get(), nullptr,
+               nullptr);
+    std::vector<Bf16> rows = to_host(by_rows);
+    rows.resize(size_t((m - 1) * p.k()));
+    EXPECT_TRUE(test::same_bits(rows, to_host(by_columns))) << case_name(p, m - 1, 1.0);
+  }
 }
 
 TEST(CudaPost, FusedWithNextInputPathMatchesReference) {

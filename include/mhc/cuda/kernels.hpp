@@ -147,6 +147,10 @@ struct NextInput {
   Bf16* layer_input = nullptr;
 };
 
+// Up to this many tokens the plain post (next == nullptr) runs one thread per 8-column vector of
+// a token (post_columns_kernel, post.cuh); above, one CTA per token. Both give the same bits.
+inline constexpr int64_t kPostColumnsMaxTokens = 64;
+
 // Step 4: x_next = bf16(post * F + comb^T x); with `next`, also the next site's layer_input.
 // x_next must not alias x.
 void post(const MhcParams& p, int64_t tokens, const Bf16* x, const float* post, const float* comb,
