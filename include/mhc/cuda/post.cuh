@@ -46,6 +46,31 @@ __device__ __forceinline__ void post_stream8(const float (&xs)[kStreams][8], con
   }
 }
 
+// post_stream8 for output stream k, from comb's column k (what flows into stream k).
+template <int kStreams>
+__device__ __forceinline__ void post_stream8_k(const float (&xs)[kStreams][8], const float (&f)[8],
+                                               const float (&post)[kStreams],
+                                               const float (&comb)[kStreams][kStreams], int k,
+                                               float (&out)[8]) {
+  float comb_to_k[kStreams];
+#pragma unroll
+  for (int j = 0; j < kStreams; ++j) comb_to_k[j] = comb[j][k];
+  post_stream8<kStreams>(xs, f, post[k], comb_to_k, out);
+}
+
+// This token's post[n] and comb[n][n] (row j of comb: source stream j).
+template <int kStreams>
+__device__ __forceinline__ void load_post_coefficients(const PostArgs& a, int64_t token,
+                                                       float (&post)[kStreams],
+                                                       float (&comb)[kStreams][kStreams]) {
+#pragma unroll
+  for (int j = 0; j < kStreams; ++j) {
+    post[j] = a.post[token * kStreams + j];
+#pragma unroll
+    for (int k = 0; k < kStreams; ++k) comb[j][k] = a.comb[(token * kStreams + j) * kStreams + k];
+  }
+}
+
 // One token's post (and next input path) by one CTA; `scratch` holds one float per warp. Also
 // run by the extra CTAs of a coefficient launch that folds in the previous site's post
 // (prenorm_mma.cuh), with kEarlyWeights false: there the up-front norm weights (load_norm_weights)
@@ -74,12 +99,10 @@ __device__ __forceinline__ void post_token(const PostArgs& a, int64_t token, flo
     load_norm_weights<kVec>(a.next_norm_weight, hidden, a.row_threads, w);
   }
   float post[n], comb[n][n], next_weights[n];
+  load_post_coefficients<n>(a, token, post, comb);
+  if constexpr (kNextInput) {
 #pragma unroll
-  for (int j = 0; j < n; ++j) {
-    post[j] = a.post[token * n + j];
-    if constexpr (kNextInput) next_weights[j] = a.next_pre_mix[token * n + j];
-#pragma unroll
-    for (int k = 0; k < n; ++k) comb[j][k] = a.comb[(token * n + j) * n + k];
+    for (int j = 0; j < n; ++j) next_weights[j] = a.next_pre_mix[token * n + j];
   }
 
   float y[kVec][8];
@@ -93,10 +116,7 @@ __device__ __forceinline__ void post_token(const PostArgs& a, int64_t token, flo
     unpack_bf16x8(fv[v], f);
 #pragma unroll
     for (int k = 0; k < n; ++k) {
-      float comb_to_k[n];
-#pragma unroll
-      for (int j = 0; j < n; ++j) comb_to_k[j] = comb[j][k];
-      post_stream8<n>(xs, f, post[k], comb_to_k, out[k]);
+      post_stream8_k<n>(xs, f, post, comb, k, out[k]);
       if (c >= 0) store_u4(x_next_token + k * hidden + c, pack_bf16x8(out[k]));
     }
     if constexpr (kNextInput) {
@@ -144,12 +164,7 @@ __global__ void __launch_bounds__(kPostColumnThreads)
   for (int j = 0; j < n; ++j) xv[j] = load_stream_u4(x_token + j * a.hidden + c);
   const uint4 fv = load_stream_u4(a.sublayer_out + token * a.hidden + c);
   float post[n], comb[n][n];
-#pragma unroll
-  for (int j = 0; j < n; ++j) {
-    post[j] = a.post[token * n + j];
-#pragma unroll
-    for (int k = 0; k < n; ++k) comb[j][k] = a.comb[(token * n + j) * n + k];
-  }
+  load_post_coefficients<n>(a, token, post, comb);
   float xs[n][8], f[8];
 #pragma unroll
   for (int j = 0; j < n; ++j) unpack_bf16x8(xv[j], xs[j]);
@@ -157,10 +172,8 @@ __global__ void __launch_bounds__(kPostColumnThreads)
   uint16_t* x_next_token = a.x_next + token * n * a.hidden;
 #pragma unroll
   for (int k = 0; k < n; ++k) {
-    float comb_to_k[n], out[8];
-#pragma unroll
-    for (int j = 0; j < n; ++j) comb_to_k[j] = comb[j][k];
-    post_stream8<n>(xs, f, post[k], comb_to_k, out);
+    float out[8];
+    post_stream8_k<n>(xs, f, post, comb, k, out);
     store_u4(x_next_token + k * a.hidden + c, pack_bf16x8(out));
   }
 }
