@@ -298,29 +298,42 @@ TEST(CudaInputPath, MatchesReference) {
   check_input_path(test::small_params(2, 5120), 9, ++seed, 1e2, false);
 }
 
+// A post's inputs: a random site case and random post/comb coefficients, host and device.
+struct PostCase {
+  test::SiteCase c;
+  std::vector<float> post_coef, comb;
+  cuda::DeviceBuffer<Bf16> x, f;
+  cuda::DeviceBuffer<float> post_d, comb_d;
+  PostCase(const MhcParams& p, int64_t m, uint64_t seed, double amplitude)
+      : c(test::random_site_case(p, m, seed, amplitude)),
+        post_coef(size_t(m * p.n)),
+        comb(size_t(m * p.n * p.n)) {
+    test::TestRng rng(seed * 7 + 1);
+    for (float& v : post_coef) v = float(rng.uniform(0.0, 2.0));
+    for (float& v : comb) v = float(rng.uniform(0.0, 1.0));
+    x = to_device(c.x);
+    f = to_device(c.sublayer_out);
+    post_d = to_device(post_coef);
+    comb_d = to_device(comb);
+  }
+};
+
 // Post alone and post fused with the next input path, against ref::post (and ref::input_path on
 // the bf16-stored reference x_next).
 void check_post(const MhcParams& p, int64_t m, uint64_t seed, double amplitude, bool fused) {
-  const test::SiteCase c = test::random_site_case(p, m, seed, amplitude);
-  test::TestRng rng(seed * 7 + 1);
-  std::vector<float> post_coef(size_t(m * p.n)), comb(size_t(m * p.n * p.n));
-  for (float& v : post_coef) v = float(rng.uniform(0.0, 2.0));
-  for (float& v : comb) v = float(rng.uniform(0.0, 1.0));
-  const auto x = to_device(c.x);
-  const auto f = to_device(c.sublayer_out);
-  const auto post_d = to_device(post_coef);
-  const auto comb_d = to_device(comb);
+  const PostCase in(p, m, seed, amplitude);
+  const test::SiteCase& c = in.c;
   const auto next_pre = to_device(c.pre_mix);
   const auto next_norm = to_device(c.weights.norm_weight);
   auto x_next = poisoned<Bf16>(size_t(m * p.k()));
   auto next_input = poisoned<Bf16>(size_t(m * p.hidden));
   cuda::NextInput next{next_pre.get(), next_norm.get(), next_input.get()};
-  cuda::post(p, m, x.get(), post_d.get(), comb_d.get(), f.get(), x_next.get(),
+  cuda::post(p, m, in.x.get(), in.post_d.get(), in.comb_d.get(), in.f.get(), x_next.get(),
              fused ? &next : nullptr, nullptr);
   const std::vector<Bf16> got = to_host(x_next);
 
-  const std::vector<double> post_ref(post_coef.begin(), post_coef.end());
-  const std::vector<double> comb_ref(comb.begin(), comb.end());
+  const std::vector<double> post_ref(in.post_coef.begin(), in.post_coef.end());
+  const std::vector<double> comb_ref(in.comb.begin(), in.comb.end());
   const std::vector<double> want =
       ref::post(p, m, c.x.data(), post_ref.data(), comb_ref.data(), c.sublayer_out.data());
   const std::string label = case_name(p, m, amplitude);
@@ -358,20 +371,13 @@ TEST(CudaPost, ColumnAndRowKernelsGiveTheSameBits) {
   for (const Shape s : kModelShapes) {
     const MhcParams p = test::small_params(s.n, s.hidden);
     const int64_t m = 65;
-    const test::SiteCase c = test::random_site_case(p, m, ++seed, 1.0);
-    test::TestRng rng(seed * 7 + 1);
-    std::vector<float> post_coef(size_t(m * p.n)), comb(size_t(m * p.n * p.n));
-    for (float& v : post_coef) v = float(rng.uniform(0.0, 2.0));
-    for (float& v : comb) v = float(rng.uniform(0.0, 1.0));
-    const auto x = to_device(c.x);
-    const auto f = to_device(c.sublayer_out);
-    const auto post_d = to_device(post_coef);
-    const auto comb_d = to_device(comb);
+    const PostCase in(p, m, ++seed, 1.0);
     auto by_rows = poisoned<Bf16>(size_t(m * p.k()));
     auto by_columns = poisoned<Bf16>(size_t((m - 1) * p.k()));
-    cuda::post(p, m, x.get(), post_d.get(), comb_d.get(), f.get(), by_rows.get(), nullptr, nullptr);
-    cuda::post(p, m - 1, x.get(), post_d.get(), comb_d.get(), f.get(), by_columns.get(), nullptr,
-               nullptr);
+    cuda::post(p, m, in.x.get(), in.post_d.get(), in.comb_d.get(), in.f.get(), by_rows.get(),
+               nullptr, nullptr);
+    cuda::post(p, m - 1, in.x.get(), in.post_d.get(), in.comb_d.get(), in.f.get(), by_columns.get(),
+               nullptr, nullptr);
     std::vector<Bf16> rows = to_host(by_rows);
     rows.resize(size_t((m - 1) * p.k()));
     EXPECT_TRUE(test::same_bits(rows, to_host(by_columns))) << case_name(p, m - 1, 1.0);
