@@ -174,6 +174,7 @@ void add_site_items(const Setup& c, bool sweep, std::vector<Item>& items) {
                    md * (4 * K + 4 * C),
                    [&c](DeviceSiteBuffers& b, cudaStream_t s) {
                      NextInput next{b.pre.get(), c.w.norm_weight.get(), b.layer_input.get()};
+                     next.cluster_max_tokens = c.chosen.cluster_post_max_tokens;
                      post(c.p, c.m, b.x.get(), b.post.get(), b.comb.get(), b.sublayer_out.get(),
                           b.x_next.get(), &next, s);
                    },
@@ -189,6 +190,7 @@ void add_site_items(const Setup& c, bool sweep, std::vector<Item>& items) {
                    [&c](DeviceSiteBuffers& b, cudaStream_t s) {
                      prenorm_coefficients(c.p, c.m, b.coefficients(c.w), c.proj, c.chosen, c.ws, s);
                      NextInput next{b.pre.get(), c.w.norm_weight.get(), b.layer_input.get()};
+                     next.cluster_max_tokens = c.chosen.cluster_post_max_tokens;
                      post(c.p, c.m, b.x.get(), b.post.get(), b.comb.get(), b.sublayer_out.get(),
                           b.x_next.get(), &next, s);
                    },
@@ -279,6 +281,7 @@ nlohmann::json report(const KernelBenchOptions& o, const Device& d, double copy_
           {"params", describe(o.params)},
           {"projection", std::string(to_string(o.projection))},
           {"batch_invariant", o.batch_invariant},
+          {"cluster_post", o.cluster_post ? nlohmann::json(*o.cluster_post) : nlohmann::json("plan")},
           {"method",
            "each item captured in a CUDA graph per input set, input sets rotated past L2, CUDA "
            "events between consecutive replays, warm-up, median; stack items run the executor's "
@@ -295,6 +298,17 @@ void check_options(const KernelBenchOptions& o) {
   }
   if (o.reps < 5) throw Error("--reps must be at least 5");
   if (!device_present()) throw Error("mhc bench kernels needs a CUDA GPU; none is visible");
+}
+
+// The launches' tuning at m tokens: the device plan's, or batch-invariant mode's, with the
+// options' cluster_post switch.
+PrenormTuning tuning_for(const KernelBenchOptions& o, int64_t m) {
+  const KernelPlan& plan = default_device_plan();
+  PrenormTuning t = o.batch_invariant
+                        ? batch_invariant_tuning(o.params, m, plan.sm_count, plan.tma128_available)
+                        : choose_prenorm_tuning(plan, o.params, m);
+  if (o.cluster_post) t.cluster_post_max_tokens = *o.cluster_post ? kNoTokenLimit : 0;
+  return t;
 }
 
 }  // namespace
@@ -326,9 +340,7 @@ nlohmann::json bench_kernels(const KernelBenchOptions& o) {
                   schedule,
                   o.projection,
                   m,
-                  o.batch_invariant ? batch_invariant_tuning(p, m, default_device_plan().sm_count,
-                                                             default_device_plan().tma128_available)
-                                    : choose_prenorm_tuning(default_device_plan(), p, m),
+                  tuning_for(o, m),
                   md * 2 * K + weight_bytes + md * (2 * p.n + p.n * p.n) * 4,
                   md * (6 * K + 4 * C) + weight_bytes};
     std::vector<Item> items;

@@ -50,14 +50,24 @@ struct Arm {
 // equality of the two schedules on the same kernels is what tests/schedule checks).
 struct Arms {
   Arm native, overlap;
-  Arms(const ModelWeights& w, const StackOptions& opt, const SublayerFn& sublayer) {
+  Arms(const ModelWeights& w, const StackOptions& opt, const SublayerFn& sublayer,
+       const std::string& kernel_config) {
     StackOptions native_opt = opt;
     native_opt.native_decode_schedule = true;
     native.ex = std::make_unique<StackExecutor>(
-        w, KernelConfig::parse(R"({"enable_mhc_overlap": false})"), native_opt, sublayer);
+        w, arm_config(kernel_config, R"({"enable_mhc_overlap": false})"), native_opt, sublayer);
     overlap.ex = std::make_unique<StackExecutor>(
-        w, KernelConfig::parse(R"({"enable_mhc_overlap": true, "overlap_max_tokens": 1048576})"),
+        w,
+        arm_config(kernel_config, R"({"enable_mhc_overlap": true, "overlap_max_tokens": 1048576})"),
         opt, sublayer);
+  }
+  // The user's kernel config (may be empty) with the arm's own keys over it.
+  static KernelConfig arm_config(const std::string& user, const char* arm) {
+    if (user.empty()) return KernelConfig::parse(arm);
+    KernelConfig::parse(user);  // the bounded parser first: it names any problem in the input
+    nlohmann::json j = nlohmann::json::parse(user);
+    j.update(nlohmann::json::parse(arm));
+    return KernelConfig::parse(j.dump());
   }
 };
 
@@ -262,7 +272,7 @@ std::vector<std::vector<nlohmann::json>> rounds_one_gpu(const OverlapOptions& o,
   };
   StackOptions opt;
   opt.max_tokens = max_tokens;
-  Arms arms(w, opt, sublayer);
+  Arms arms(w, opt, sublayer, o.kernel_config);
   SublayersAlone alone(p, max_tokens, sublayer);
   cudaStream_t st;
   MHC_CUDA_CHECK(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking));
@@ -301,7 +311,7 @@ nlohmann::json run_tensor_parallel(const OverlapOptions& o, const MhcParams& p,
     dist::TpSublayer sublayer(ctx, p, max_tokens, {o.attention_width, o.ffn_width});
     StackOptions opt;
     opt.max_tokens = max_tokens;
-    Arms arms(w, sublayer.stack_options(opt), sublayer.fn());
+    Arms arms(w, sublayer.stack_options(opt), sublayer.fn(), o.kernel_config);
     sublayer.check_executor(*arms.native.ex);
     dist::RankStream st;
     rows[size_t(ctx.rank())] =

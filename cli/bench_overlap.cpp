@@ -31,6 +31,7 @@ void add_bench_overlap(CLI::App& bench) {
   cmd->add_option("--ffn-width", o->ffn_width, "Stand-in MoE width (default 5C/4)")
       ->check(integer_in(1));
   o->json.add_to(cmd);
+  add_kernel_config_option(cmd, o->kernel_config);
   cmd->add_option("--tp", o->tp,
                   "Shard the stand-in over N GPUs (one thread each, NCCL all-reduce in every "
                   "sublayer); reports rank 0's timings")

@@ -41,13 +41,14 @@ nlohmann::json run_kernels(const BenchOptions& o) {
   k.reps = o.reps;
   k.projection =
       KernelConfig::parse(fmt::format("{{\"projection\": \"{}\"}}", o.projection)).projection;
-  // Of a --kernel-config, the keys that change the kernels: projection (over --projection) and
-  // batch_invariant; the overlap keys concern the stack's schedule, which this does not run.
+  // Of a --kernel-config, the keys that change the kernels: projection (over --projection),
+  // batch_invariant and cluster_post; the overlap keys concern the stack's schedule, which this does not run.
   if (!o.kernel_config.empty()) {
     const KernelConfig cfg = KernelConfig::parse(o.kernel_config);
     if (nlohmann::json::parse(o.kernel_config).contains("projection"))
       k.projection = cfg.projection;
     k.batch_invariant = cfg.batch_invariant;
+    k.cluster_post = cfg.cluster_post;
   }
   k.sweep_tuning = o.sweep;
   k.commit = o.commit;
@@ -82,7 +83,7 @@ void register_bench(CLI::App& app) {
   kernels->add_option("--projection", options->projection, "Projection precision")
       ->check(one_of({"tf32", "fp32"}))
       ->capture_default_str();
-  add_kernel_config_option(kernels, options->kernel_config);  // projection, batch_invariant
+  add_kernel_config_option(kernels, options->kernel_config);  // projection, batch_invariant, ...
   kernels->add_flag("--sweep", options->sweep, "Also sweep the prenorm GEMM's splits and tile");
   options->json.add_to(kernels);
   kernels->add_option("--commit", options->commit, "Commit to record (default: env MHC_COMMIT)");

@@ -15,7 +15,7 @@ using json = nlohmann::json;
 
 constexpr const char* kKnownKeys =
     "batch_invariant, enable_mhc_overlap, overlap_max_tokens, projection, prenorm_kernel, "
-    "prenorm_splits, fused_input, folded_post, pdl, tactics";
+    "prenorm_splits, fused_input, folded_post, cluster_post, pdl, tactics";
 constexpr uint64_t kMaxOverlapTokens = uint64_t{1} << 20;
 
 // The offending value as it appeared, shortened so a huge value cannot flood the message.
@@ -179,6 +179,8 @@ KernelConfig KernelConfig::parse(std::string_view json_text) {
       config.fused_input = parse_switch(key, value);
     } else if (key == "folded_post") {
       config.folded_post = parse_switch(key, value);
+    } else if (key == "cluster_post") {
+      config.cluster_post = parse_switch(key, value);
     } else if (key == "pdl") {
       config.pdl = parse_switch(key, value);
     } else if (key == "tactics") {
@@ -217,8 +219,10 @@ std::string KernelConfig::to_json() const {
   if (prenorm_splits) tail += fmt::format(R"(,"prenorm_splits":{})", *prenorm_splits);
   tail += fmt::format(R"(,"projection":"{}")", to_string(projection));
   if (tactics) tail += fmt::format(R"(,"tactics":{})", tactics->to_json());
-  return fmt::format(R"({{{}"enable_mhc_overlap":{},{}"overlap_max_tokens":{}{}}})",
-                     batch_invariant ? R"("batch_invariant":true,)" : "", enable,
+  const std::string cluster =
+      cluster_post ? fmt::format(R"("cluster_post":{},)", bool_text(*cluster_post)) : "";
+  return fmt::format(R"({{{}{}"enable_mhc_overlap":{},{}"overlap_max_tokens":{}{}}})",
+                     batch_invariant ? R"("batch_invariant":true,)" : "", cluster, enable,
                      optional_fields(*this), max_tokens, tail);
 }
 
@@ -242,6 +246,7 @@ std::string KernelConfig::describe() const {
   if (prenorm_splits) text += fmt::format(" prenorm_splits={}", *prenorm_splits);
   if (fused_input) text += " fused_input=" + bool_text(*fused_input);
   if (folded_post) text += " folded_post=" + bool_text(*folded_post);
+  if (cluster_post) text += " cluster_post=" + bool_text(*cluster_post);
   if (pdl) text += " pdl=" + bool_text(*pdl);
   if (tactics) text += " tactics=" + tactics->source;
   if (batch_invariant) text += " batch_invariant=on";

@@ -128,6 +128,17 @@ void apply_switches(KernelPlan& plan, const KernelConfig& config) {
     plan.folded_post_max_tokens = *config.folded_post ? kNoTokenLimit : 0;
     plan.overrides.push_back(fmt::format("folded_post={}", *config.folded_post));
   }
+  if (config.cluster_post) {
+    const bool clusters = plan.image && plan.image->has_sm90_instructions();
+    if (*config.cluster_post && !clusters) {
+      throw Error(fmt::format(
+          "kernel config cluster_post=true: the image this GPU loads ({}) has no thread block "
+          "clusters; they need the sm_90 instructions (an sm_90a or newer image)",
+          plan.image ? plan.image->name() : "none"));
+    }
+    plan.cluster_post_max_tokens = *config.cluster_post ? kNoTokenLimit : 0;
+    plan.overrides.push_back(fmt::format("cluster_post={}", *config.cluster_post));
+  }
   if (config.pdl) {
     const bool waits = plan.image && plan.image->has_sm90_instructions();
     if (*config.pdl && !waits) {
@@ -283,6 +294,8 @@ KernelPlan make_plan(ComputeCapability cc, int sm_count, std::optional<KernelIma
   plan.prenorm_source = fmt::format("built-in rules of {}", plan.rules.name);
   plan.fused_input_max_tokens = plan.rules.fused_input_max_tokens;
   plan.folded_post_max_tokens = plan.rules.folded_post_max_tokens;
+  const bool clusters = image && image->has_sm90_instructions();
+  plan.cluster_post_max_tokens = clusters ? plan.rules.cluster_post_max_tokens : 0;
   plan.overlap = image ? plan.rules.overlap : OverlapAvailability::never;
   apply_threshold(plan, config);
   apply_prenorm_tactics(plan, config);

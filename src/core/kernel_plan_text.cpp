@@ -130,13 +130,15 @@ std::string KernelPlan::describe() const {
                           limit_text(has_kernels() ? fused_input_max_tokens : 0));
   line("folded post", "previous post folded into the coefficient launch, " +
                           limit_text(has_kernels() ? folded_post_max_tokens : 0));
+  line("cluster post", "post + next input by one cluster per token, " +
+                           limit_text(has_kernels() ? cluster_post_max_tokens : 0));
   line("pdl", pdl ? "yes (griddepcontrol in the image)" : "no");
   line("overlap", overlap_text(*this));
   line("threshold from", overlap_max_tokens_source);
   line("overrides", overrides_text());
   line("switches",
        "kernel config prenorm_kernel (mma16|mma64|tma128), prenorm_splits, "
-       "fused_input, folded_post, pdl, batch_invariant, enable_mhc_overlap, overlap_max_tokens, "
+       "fused_input, folded_post, cluster_post, pdl, batch_invariant, enable_mhc_overlap, overlap_max_tokens, "
        "tactics");
   return out;
 }
@@ -193,6 +195,7 @@ std::string KernelPlan::to_json() const {
       {"pdl", pdl},
       {"fused_input_max_tokens", limit(fused_input_max_tokens)},
       {"folded_post_max_tokens", limit(folded_post_max_tokens)},
+      {"cluster_post_max_tokens", limit(cluster_post_max_tokens)},
       {"overlap", std::string(mhc::to_string(overlap))},
       {"overlap_max_tokens", overlap_max_tokens},
       {"overlap_max_tokens_source", overlap_max_tokens_source},

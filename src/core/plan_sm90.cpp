@@ -18,6 +18,8 @@ ArchRules sm90_rules() {
   // The fold saves a launch per site at decode sizes and nothing by 64 tokens (docs/decisions.md,
   // "Folded decode layout"); the executor folds only when asked (fold_previous_post).
   r.folded_post_max_tokens = 16;
+  // Placeholder until measured.
+  r.cluster_post_max_tokens = 64;
   r.pdl = true;
   r.overlap = OverlapAvailability::opt_in;
   // The smallest threshold `mhc tune` measured over the three hidden sizes, so that no measured

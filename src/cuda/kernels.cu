@@ -12,6 +12,7 @@
 #include "mhc/cuda/post.cuh"
 #include "mhc/cuda/prenorm_mma.cuh"
 #include "mhc/cuda/prenorm_splits.cuh"
+#include "mhc/cuda/sm90_post_cluster.cuh"
 #include "mhc/cuda/sm90_prenorm_tma.cuh"
 #include "mhc/cuda/standin.cuh"
 #include "mhc/cuda/widen.cuh"
@@ -125,6 +126,7 @@ PrenormTuning choose_prenorm_tuning(const KernelPlan& plan, const MhcParams& p, 
     PrenormTuning t = batch_invariant_tuning(p, tokens, plan.sm_count, plan.prenorm_kernel(tokens));
     t.fused_input_max_tokens = plan.fused_input_max_tokens;
     t.pdl = plan.pdl;
+    t.cluster_post_max_tokens = plan.cluster_post_max_tokens;
     return t;
   }
   const PrenormChoice c = plan.prenorm_choice(tokens, max_prenorm_splits(p));
@@ -133,6 +135,7 @@ PrenormTuning choose_prenorm_tuning(const KernelPlan& plan, const MhcParams& p, 
   t.splits = c.splits;
   t.fused_input_max_tokens = plan.fused_input_max_tokens;
   t.pdl = plan.pdl;
+  t.cluster_post_max_tokens = plan.cluster_post_max_tokens;
   return t;
 }
 
@@ -314,7 +317,8 @@ void prenorm_coefficients(const MhcParams& p, int64_t tokens, const CoefficientB
   // batch-invariant mode) gets the post + next input launch first.
   const bool folds = fuses && tuning.rows_per_tile == 16;
   if (previous != nullptr && !folds) {  // the post + next input launch, then the plain one
-    const NextInput next{input->pre_mix, input->norm_weight, input->layer_input};
+    NextInput next{input->pre_mix, input->norm_weight, input->layer_input};
+    next.cluster_max_tokens = tuning.cluster_post_max_tokens;
     post(p, tokens, previous->x, previous->post, previous->comb, previous->sublayer_out,
          previous->x_next, &next, stream);
     input = nullptr;
@@ -364,6 +368,14 @@ void input_path(const MhcParams& p, int64_t tokens, const Bf16* x, const float* 
   check_launch(err, what);
 }
 
+bool post_in_clusters(const MhcParams& p, int64_t tokens, const NextInput& next) {
+  const KernelPlan& plan = default_device_plan();
+  const bool clusters = plan.image && plan.image->has_sm90_instructions();
+  const int64_t limit =
+      next.cluster_max_tokens >= 0 ? next.cluster_max_tokens : plan.cluster_post_max_tokens;
+  return clusters && tokens <= limit && post_cluster_fits(p.hidden);
+}
+
 void post(const MhcParams& p, int64_t tokens, const Bf16* x, const float* post_coef,
           const float* comb, const Bf16* sublayer_out, Bf16* x_next, const NextInput* next,
           LaunchTarget stream) {
@@ -393,7 +405,10 @@ void post(const MhcParams& p, int64_t tokens, const Bf16* x, const float* post_c
     a.next_layer_input = bits(next->layer_input);
   }
   cudaError_t err;
-  if (p.n == 2) {
+  if (next != nullptr && post_in_clusters(p, tokens, *next)) {
+    err = p.n == 2 ? launch_post_cluster<2>(a, tokens, stream)
+                   : launch_post_cluster<4>(a, tokens, stream);
+  } else if (p.n == 2) {
     err = next ? launch_post<2, true>(a, tokens, stream) : launch_post<2, false>(a, tokens, stream);
   } else {
     err = next ? launch_post<4, true>(a, tokens, stream) : launch_post<4, false>(a, tokens, stream);

@@ -130,6 +130,28 @@ TEST(KernelPlanSwitches, ForceAndDisableEachPath) {
   EXPECT_TRUE(plain.overrides.empty());
 }
 
+// The cluster post: the sm90 rules' limit where the image has the sm_90 instructions, none
+// without them (an sm_80 image has no clusters), and the switch forces it either way.
+TEST(KernelPlanSwitches, ClusterPost) {
+  const KernelPlan plain = plan("9.0", kWithSm100);
+  EXPECT_EQ(plain.cluster_post_max_tokens, sm90_rules().cluster_post_max_tokens);
+  EXPECT_GT(plain.cluster_post_max_tokens, 0);
+  EXPECT_EQ(plan("9.0", kWithSm100, R"({"cluster_post": false})").cluster_post_max_tokens, 0);
+  const KernelPlan forced = plan("9.0", kWithSm100, R"({"cluster_post": true})");
+  EXPECT_EQ(forced.cluster_post_max_tokens, kNoTokenLimit);
+  EXPECT_TRUE(contains(forced.describe(), "cluster_post=true"));
+  EXPECT_TRUE(contains(forced.to_json(), R"("cluster_post_max_tokens")"));
+  const KernelPlan batch_invariant = plan("9.0", kWithSm100, R"({"batch_invariant": true})");
+  EXPECT_EQ(batch_invariant.cluster_post_max_tokens, plain.cluster_post_max_tokens)
+      << "the cluster post gives the row kernel's bits, so batch-invariant mode keeps it";
+  EXPECT_EQ(plan("8.0", kWithSm100).cluster_post_max_tokens, 0);
+  EXPECT_THROW(plan("8.0", kWithSm100, R"({"cluster_post": true})"), Error);
+  const KernelConfig c = KernelConfig::parse(R"({"cluster_post": false, "batch_invariant": true})");
+  EXPECT_EQ(KernelConfig::parse(c.to_json()).to_json(), c.to_json());
+  EXPECT_NE(c.hash(), KernelConfig::parse(R"({"batch_invariant": true})").hash());
+  EXPECT_THROW(KernelConfig::parse(R"({"cluster_post": 3})"), Error);
+}
+
 TEST(KernelPlanSwitches, ForcingAPathTheImageLacksIsAnError) {
   try {
     plan("10.0", kWithoutSm100, R"({"prenorm_kernel": "tma128"})");

@@ -39,6 +39,9 @@ struct ArchRules {
   int decode_max_splits = 40;
   int64_t fused_input_max_tokens = 64;
   int64_t folded_post_max_tokens = 16;
+  // The post + next input path by clusters of one-warp CTAs (sm_90 clusters), up to this many
+  // tokens; by one CTA per token above.
+  int64_t cluster_post_max_tokens = 0;
   bool pdl = true;  // where the image has griddepcontrol
   OverlapAvailability overlap = OverlapAvailability::never;
   int overlap_max_tokens = 16;
@@ -84,6 +87,7 @@ struct KernelPlan {
   bool pdl = false;
   int64_t fused_input_max_tokens = 0;  // 0: never fused
   int64_t folded_post_max_tokens = 0;  // 0: never folded
+  int64_t cluster_post_max_tokens = 0;  // 0: the post + next input by row CTAs only
   OverlapAvailability overlap = OverlapAvailability::never;
   int overlap_max_tokens = 0;
   std::string overlap_max_tokens_source;

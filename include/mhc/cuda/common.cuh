@@ -222,20 +222,34 @@ inline bool pdl_enabled() { return default_device_plan().pdl; }
 // Bulk copies and mbarriers exist in images with the sm_90 instructions only.
 inline bool bulk_copies_enabled() { return default_device_plan().tma128_available; }
 
+// A launch in clusters of `cluster_ctas` CTAs along x (1: no clusters); grid.x must be a multiple
+// of it. Clusters need an image with the sm_90 instructions.
 template <typename... KernelArgs, typename... Args>
-cudaError_t launch_kernel(void (*kernel)(KernelArgs...), dim3 grid, dim3 block, size_t smem_bytes,
-                          LaunchTarget on, Args&&... args) {
-  cudaLaunchAttribute attribute{};
-  attribute.id = cudaLaunchAttributeProgrammaticStreamSerialization;
-  attribute.val.programmaticStreamSerializationAllowed = on.pdl && pdl_enabled() ? 1 : 0;
+cudaError_t launch_kernel_in_clusters(void (*kernel)(KernelArgs...), dim3 grid, dim3 block,
+                                      size_t smem_bytes, unsigned cluster_ctas, LaunchTarget on,
+                                      Args&&... args) {
+  cudaLaunchAttribute attributes[2] = {};
+  attributes[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  attributes[0].val.programmaticStreamSerializationAllowed = on.pdl && pdl_enabled() ? 1 : 0;
+  attributes[1].id = cudaLaunchAttributeClusterDimension;
+  attributes[1].val.clusterDim.x = cluster_ctas;
+  attributes[1].val.clusterDim.y = 1;
+  attributes[1].val.clusterDim.z = 1;
   cudaLaunchConfig_t config{};
   config.gridDim = grid;
   config.blockDim = block;
   config.dynamicSmemBytes = smem_bytes;
   config.stream = on.stream;
-  config.attrs = &attribute;
-  config.numAttrs = 1;
+  config.attrs = attributes;
+  config.numAttrs = cluster_ctas > 1 ? 2 : 1;
   return cudaLaunchKernelEx(&config, kernel, std::forward<Args>(args)...);
+}
+
+template <typename... KernelArgs, typename... Args>
+cudaError_t launch_kernel(void (*kernel)(KernelArgs...), dim3 grid, dim3 block, size_t smem_bytes,
+                          LaunchTarget on, Args&&... args) {
+  return launch_kernel_in_clusters(kernel, grid, block, smem_bytes, 1, on,
+                                   std::forward<Args>(args)...);
 }
 
 // ---- deterministic reductions ---------------------------------------------------------------

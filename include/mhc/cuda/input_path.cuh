@@ -28,10 +28,17 @@ inline int row_kernel_max_hidden() { return 1024 * kRowVecs * kBf16PerVec; }
 // same order as the row kernels, its extra warps adding exact zeros (block_sum). `threads` comes
 // from the launch (blockDim or a kernel argument), not computed here: the register-tight kernels
 // that inline the row helpers have no register to spare for it.
-__device__ __forceinline__ int row_column(int v, int hidden, int threads) {
-  if (int(threadIdx.x) >= threads) return -1;
-  const int c = (int(threadIdx.x) + v * threads) * kBf16PerVec;
+//
+// `thread` is the thread of that cut this one stands for: threadIdx.x in a row CTA, its rank in
+// the row otherwise (the cluster post, sm90_post_cluster.cuh, spreads one row CTA's warps over a
+// cluster's CTAs).
+__device__ __forceinline__ int row_column(int v, int hidden, int threads, int thread) {
+  if (thread >= threads) return -1;
+  const int c = (thread + v * threads) * kBf16PerVec;
   return c < hidden ? c : -1;
+}
+__device__ __forceinline__ int row_column(int v, int hidden, int threads) {
+  return row_column(v, hidden, threads, int(threadIdx.x));
 }
 
 // y[e] = bf16(sum_j weights[j] * xs[j][e]), accumulated in fp32 in stream order.
@@ -53,34 +60,33 @@ __device__ __forceinline__ void collapse8(const float (&xs)[kStreams][8],
 // up front").
 template <int kVec>
 __device__ __forceinline__ void load_norm_weights(const float* norm_weight, int hidden, int threads,
-                                                  float4 (&w)[kVec][2]) {
+                                                  int thread, float4 (&w)[kVec][2]) {
 #pragma unroll
   for (int v = 0; v < kVec; ++v) {
-    const int c = row_column(v, hidden, threads);
+    const int c = row_column(v, hidden, threads, thread);
     const bool load = norm_weight != nullptr && c >= 0;
     w[v][0] = load ? load_weight_f4(norm_weight + c) : make_float4(0.f, 0.f, 0.f, 0.f);
     w[v][1] = load ? load_weight_f4(norm_weight + c + 4) : make_float4(0.f, 0.f, 0.f, 0.f);
   }
 }
 
-// Writes bf16(y * rsqrt(sum_sq / C + eps_n) * w) for the thread's vectors of the row: w from
-// load_norm_weights (kPreloaded), or else loaded here, vector by vector after the reduction (the
-// coefficient launches' input-path CTAs, off their launch's critical path, keep that form).
-// sum_sq is this thread's share; the block total is formed in a fixed order. A null norm_weight
-// writes bf16(y) (a plain collapse, no norm). All threads of the block must call it.
+// The RMSNorm's scale from the row's sum of squares: one formula for every kernel that forms a
+// layer_input, so that they agree bitwise.
+__device__ __forceinline__ float rms_scale(float total_sum_sq, int hidden, float eps_n) {
+  return 1.f / sqrtf(total_sum_sq / float(hidden) + eps_n);
+}
+
+// Writes bf16(y * scale * w) for the vectors of row thread `thread` (row_column): w from
+// load_norm_weights (kPreloaded), or else loaded here, vector by vector (the coefficient
+// launches' input-path CTAs, off their launch's critical path, keep that form). A null
+// norm_weight writes bf16(y) (a plain collapse, no norm).
 template <int kVec, bool kPreloaded>
-__device__ __forceinline__ void rms_norm_store(const float (&y)[kVec][8], float sum_sq,
-                                               const float4 (&w)[kVec][2], const float* norm_weight,
-                                               float eps_n, int hidden, int threads,
-                                               uint16_t* out_row, float* scratch) {
-  float scale = 1.f;
-  if (norm_weight != nullptr) {
-    const float total = block_sum(sum_sq, scratch);
-    scale = 1.f / sqrtf(total / float(hidden) + eps_n);
-  }
+__device__ __forceinline__ void norm_store(const float (&y)[kVec][8], float scale,
+                                           const float4 (&w)[kVec][2], const float* norm_weight,
+                                           int hidden, int threads, int thread, uint16_t* out_row) {
 #pragma unroll
   for (int v = 0; v < kVec; ++v) {
-    const int c = row_column(v, hidden, threads);
+    const int c = row_column(v, hidden, threads, thread);
     if (c < 0) continue;
     float o[8];
     if (norm_weight != nullptr) {
@@ -95,6 +101,20 @@ __device__ __forceinline__ void rms_norm_store(const float (&y)[kVec][8], float 
     }
     store_u4(out_row + c, pack_bf16x8(o));
   }
+}
+
+// The RMSNorm of a row held by one CTA (row thread = threadIdx.x): sum_sq is this thread's share;
+// the block total is formed in a fixed order (block_sum), then norm_store. All threads of the
+// block must call it.
+template <int kVec, bool kPreloaded>
+__device__ __forceinline__ void rms_norm_store(const float (&y)[kVec][8], float sum_sq,
+                                               const float4 (&w)[kVec][2], const float* norm_weight,
+                                               float eps_n, int hidden, int threads,
+                                               uint16_t* out_row, float* scratch) {
+  float scale = 1.f;
+  if (norm_weight != nullptr) scale = rms_scale(block_sum(sum_sq, scratch), hidden, eps_n);
+  norm_store<kVec, kPreloaded>(y, scale, w, norm_weight, hidden, threads, int(threadIdx.x),
+                               out_row);
 }
 
 // One token's input path, by the whole block (also used by the fused input-path CTAs of the
@@ -124,7 +144,9 @@ __device__ __forceinline__ void input_path_token(const uint16_t* __restrict__ x,
     }
   }
   float4 w[kVec][2];
-  if constexpr (kEarlyWeights) load_norm_weights<kVec>(norm_weight, hidden, threads, w);
+  if constexpr (kEarlyWeights) {
+    load_norm_weights<kVec>(norm_weight, hidden, threads, int(threadIdx.x), w);
+  }
   float y[kVec][8];
   float sum_sq = 0.f;
 #pragma unroll

@@ -65,6 +65,9 @@ struct PrenormTuning {
   // Launch with programmatic dependent launch (kernel config "pdl"; the image must have the
   // waits, else it is ignored).
   bool pdl = true;
+  // The plan's cluster_post_max_tokens for the posts of the same site (NextInput); < 0: the
+  // device plan's.
+  int64_t cluster_post_max_tokens = -1;
   std::string describe() const;
 };
 // Whether the current device runs the bulk-copy (TMA) prenorm kernel (its kernel plan's answer).
@@ -145,11 +148,17 @@ struct NextInput {
   const float* pre_mix = nullptr;  // this site's pre
   const float* norm_weight = nullptr;
   Bf16* layer_input = nullptr;
+  // Up to this many tokens (and C <= 8192), one cluster of one-warp CTAs per token instead of one
+  // CTA (sm90_post_cluster.cuh; the same bits); < 0: the device plan's cluster_post_max_tokens.
+  int64_t cluster_max_tokens = -1;
 };
 
 // Up to this many tokens the plain post (next == nullptr) runs one thread per 8-column vector of
 // a token (post_columns_kernel, post.cuh); above, one CTA per token. Both give the same bits.
 inline constexpr int64_t kPostColumnsMaxTokens = 64;
+
+// Whether post(..., next) runs by clusters (NextInput::cluster_max_tokens) on this device.
+bool post_in_clusters(const MhcParams& p, int64_t tokens, const NextInput& next);
 
 // Step 4: x_next = bf16(post * F + comb^T x); with `next`, also the next site's layer_input.
 // x_next must not alias x.

@@ -71,13 +71,13 @@ __device__ __forceinline__ void load_post_coefficients(const PostArgs& a, int64_
   }
 }
 
-// One token's post (and next input path) by one CTA; `scratch` holds one float per warp. Also
-// run by the extra CTAs of a coefficient launch that folds in the previous site's post
-// (prenorm_mma.cuh), with kEarlyWeights false: there the up-front norm weights (load_norm_weights)
-// would spill, and that CTA is off the launch's critical path. All threads of the CTA must
-// call it.
-template <int kStreams, int kVec, bool kNextInput, bool kEarlyWeights = true>
-__device__ __forceinline__ void post_token(const PostArgs& a, int64_t token, float* scratch) {
+// One token's post for the vectors of row thread `thread` (row_column over a.row_threads):
+// stores x_next and, with kNextInput, returns y (the collapse with the next pre_mix), this
+// thread's share of sum y^2 and (kEarlyWeights) the next norm weight of its vectors.
+template <int kStreams, int kVec, bool kNextInput, bool kEarlyWeights>
+__device__ __forceinline__ void post_token_vectors(const PostArgs& a, int64_t token, int thread,
+                                                   float4 (&w)[kVec][2], float (&y)[kVec][8],
+                                                   float& sum_sq) {
   constexpr int n = kStreams;
   const int hidden = a.hidden;
   const uint16_t* x_token = a.x + token * n * hidden;
@@ -87,16 +87,15 @@ __device__ __forceinline__ void post_token(const PostArgs& a, int64_t token, flo
   uint4 fv[kVec];
 #pragma unroll
   for (int v = 0; v < kVec; ++v) {
-    const int c = row_column(v, hidden, a.row_threads);
+    const int c = row_column(v, hidden, a.row_threads, thread);
 #pragma unroll
     for (int j = 0; j < n; ++j) {
       xv[v][j] = c >= 0 ? load_stream_u4(x_token + j * hidden + c) : make_uint4(0, 0, 0, 0);
     }
     fv[v] = c >= 0 ? load_stream_u4(a.sublayer_out + token * hidden + c) : make_uint4(0, 0, 0, 0);
   }
-  float4 w[kVec][2];
   if constexpr (kNextInput && kEarlyWeights) {
-    load_norm_weights<kVec>(a.next_norm_weight, hidden, a.row_threads, w);
+    load_norm_weights<kVec>(a.next_norm_weight, hidden, a.row_threads, thread, w);
   }
   float post[n], comb[n][n], next_weights[n];
   load_post_coefficients<n>(a, token, post, comb);
@@ -105,11 +104,10 @@ __device__ __forceinline__ void post_token(const PostArgs& a, int64_t token, flo
     for (int j = 0; j < n; ++j) next_weights[j] = a.next_pre_mix[token * n + j];
   }
 
-  float y[kVec][8];
-  float sum_sq = 0.f;
+  sum_sq = 0.f;
 #pragma unroll
   for (int v = 0; v < kVec; ++v) {
-    const int c = row_column(v, hidden, a.row_threads);
+    const int c = row_column(v, hidden, a.row_threads, thread);
     float xs[n][8], f[8], out[n][8];
 #pragma unroll
     for (int j = 0; j < n; ++j) unpack_bf16x8(xv[v][j], xs[j]);
@@ -125,9 +123,23 @@ __device__ __forceinline__ void post_token(const PostArgs& a, int64_t token, flo
       for (int e = 0; e < 8; ++e) sum_sq = fmaf(y[v][e], y[v][e], sum_sq);
     }
   }
+}
+
+// One token's post (and next input path) by one CTA; `scratch` holds one float per warp. Also
+// run by the extra CTAs of a coefficient launch that folds in the previous site's post
+// (prenorm_mma.cuh), with kEarlyWeights false: there the up-front norm weights (load_norm_weights)
+// would spill, and that CTA is off the launch's critical path. All threads of the CTA must
+// call it.
+template <int kStreams, int kVec, bool kNextInput, bool kEarlyWeights = true>
+__device__ __forceinline__ void post_token(const PostArgs& a, int64_t token, float* scratch) {
+  float4 w[kVec][2];
+  float y[kVec][8];
+  float sum_sq;
+  post_token_vectors<kStreams, kVec, kNextInput, kEarlyWeights>(a, token, int(threadIdx.x), w, y,
+                                                                sum_sq);
   if constexpr (kNextInput) {
-    rms_norm_store<kVec, kEarlyWeights>(y, sum_sq, w, a.next_norm_weight, a.eps_n, hidden,
-                                        a.row_threads, a.next_layer_input + token * hidden,
+    rms_norm_store<kVec, kEarlyWeights>(y, sum_sq, w, a.next_norm_weight, a.eps_n, a.hidden,
+                                        a.row_threads, a.next_layer_input + token * a.hidden,
                                         scratch);
   }
 }

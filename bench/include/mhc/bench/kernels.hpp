@@ -5,6 +5,7 @@
 #pragma once
 #include <cstdint>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -20,6 +21,7 @@ struct KernelBenchOptions {
   int reps = 200;               // >= 5
   Projection projection = Projection::tf32;
   bool batch_invariant = false;  // time the kernels in KernelConfig::batch_invariant's mode
+  std::optional<bool> cluster_post;  // KernelConfig::cluster_post; unset: the device plan's
   bool sweep_tuning = false;     // also time the coefficient path at every split count / tile size
   std::string commit;
 };

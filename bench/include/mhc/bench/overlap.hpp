@@ -23,6 +23,9 @@ struct OverlapOptions {
   int attention_width = 0, ffn_width = 0;  // 0: the stand-in's defaults
   int tp = 0;                              // 0: one GPU, no NCCL
   std::string weights_dir;  // a checkpoint's mHC parameters instead of synthetic ones
+  // A kernel config (JSON object) for both arms, e.g. {"cluster_post": false}; its overlap keys
+  // are overridden (each arm sets its own).
+  std::string kernel_config;
 };
 
 // Prints the table and the crossover on stdout and returns the JSON report. Throws mhc::Error on
