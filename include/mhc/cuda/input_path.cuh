@@ -29,9 +29,8 @@ inline int row_kernel_max_hidden() { return 1024 * kRowVecs * kBf16PerVec; }
 // from the launch (blockDim or a kernel argument), not computed here: the register-tight kernels
 // that inline the row helpers have no register to spare for it.
 //
-// `thread` is the thread of that cut this one stands for: threadIdx.x in a row CTA, its rank in
-// the row otherwise (the cluster post, sm90_post_cluster.cuh, spreads one row CTA's warps over a
-// cluster's CTAs).
+// `thread` is the thread of that cut this one stands for: threadIdx.x in a row CTA; the cluster
+// post (sm90_post_cluster.cuh) spreads a row CTA's threads over a cluster's CTAs.
 __device__ __forceinline__ int row_column(int v, int hidden, int threads, int thread) {
   if (thread >= threads) return -1;
   const int c = (thread + v * threads) * kBf16PerVec;
@@ -60,10 +59,10 @@ __device__ __forceinline__ void collapse8(const float (&xs)[kStreams][8],
 // up front").
 template <int kVec>
 __device__ __forceinline__ void load_norm_weights(const float* norm_weight, int hidden, int threads,
-                                                  int thread, float4 (&w)[kVec][2]) {
+                                                  float4 (&w)[kVec][2]) {
 #pragma unroll
   for (int v = 0; v < kVec; ++v) {
-    const int c = row_column(v, hidden, threads, thread);
+    const int c = row_column(v, hidden, threads);
     const bool load = norm_weight != nullptr && c >= 0;
     w[v][0] = load ? load_weight_f4(norm_weight + c) : make_float4(0.f, 0.f, 0.f, 0.f);
     w[v][1] = load ? load_weight_f4(norm_weight + c + 4) : make_float4(0.f, 0.f, 0.f, 0.f);
@@ -76,17 +75,23 @@ __device__ __forceinline__ float rms_scale(float total_sum_sq, int hidden, float
   return 1.f / sqrtf(total_sum_sq / float(hidden) + eps_n);
 }
 
-// Writes bf16(y * scale * w) for the vectors of row thread `thread` (row_column): w from
-// load_norm_weights (kPreloaded), or else loaded here, vector by vector (the coefficient
-// launches' input-path CTAs, off their launch's critical path, keep that form). A null
-// norm_weight writes bf16(y) (a plain collapse, no norm).
+// Writes bf16(y * rsqrt(sum_sq / C + eps_n) * w) for the thread's vectors of the row: w from
+// load_norm_weights (kPreloaded), or else loaded here, vector by vector after the reduction (the
+// coefficient launches' input-path CTAs, off their launch's critical path, keep that form).
+// sum_sq is this thread's share; the block total is formed in a fixed order. A null norm_weight
+// writes bf16(y) (a plain collapse, no norm). All threads of the block must call it.
 template <int kVec, bool kPreloaded>
-__device__ __forceinline__ void norm_store(const float (&y)[kVec][8], float scale,
-                                           const float4 (&w)[kVec][2], const float* norm_weight,
-                                           int hidden, int threads, int thread, uint16_t* out_row) {
+__device__ __forceinline__ void rms_norm_store(const float (&y)[kVec][8], float sum_sq,
+                                               const float4 (&w)[kVec][2], const float* norm_weight,
+                                               float eps_n, int hidden, int threads,
+                                               uint16_t* out_row, float* scratch) {
+  float scale = 1.f;
+  if (norm_weight != nullptr) {
+    scale = rms_scale(block_sum(sum_sq, scratch), hidden, eps_n);
+  }
 #pragma unroll
   for (int v = 0; v < kVec; ++v) {
-    const int c = row_column(v, hidden, threads, thread);
+    const int c = row_column(v, hidden, threads);
     if (c < 0) continue;
     float o[8];
     if (norm_weight != nullptr) {
@@ -101,20 +106,6 @@ __device__ __forceinline__ void norm_store(const float (&y)[kVec][8], float scal
     }
     store_u4(out_row + c, pack_bf16x8(o));
   }
-}
-
-// The RMSNorm of a row held by one CTA (row thread = threadIdx.x): sum_sq is this thread's share;
-// the block total is formed in a fixed order (block_sum), then norm_store. All threads of the
-// block must call it.
-template <int kVec, bool kPreloaded>
-__device__ __forceinline__ void rms_norm_store(const float (&y)[kVec][8], float sum_sq,
-                                               const float4 (&w)[kVec][2], const float* norm_weight,
-                                               float eps_n, int hidden, int threads,
-                                               uint16_t* out_row, float* scratch) {
-  float scale = 1.f;
-  if (norm_weight != nullptr) scale = rms_scale(block_sum(sum_sq, scratch), hidden, eps_n);
-  norm_store<kVec, kPreloaded>(y, scale, w, norm_weight, hidden, threads, int(threadIdx.x),
-                               out_row);
 }
 
 // One token's input path, by the whole block (also used by the fused input-path CTAs of the
@@ -144,9 +135,7 @@ __device__ __forceinline__ void input_path_token(const uint16_t* __restrict__ x,
     }
   }
   float4 w[kVec][2];
-  if constexpr (kEarlyWeights) {
-    load_norm_weights<kVec>(norm_weight, hidden, threads, int(threadIdx.x), w);
-  }
+  if constexpr (kEarlyWeights) load_norm_weights<kVec>(norm_weight, hidden, threads, w);
   float y[kVec][8];
   float sum_sq = 0.f;
 #pragma unroll

@@ -71,13 +71,43 @@ __device__ __forceinline__ void load_post_coefficients(const PostArgs& a, int64_
   }
 }
 
-// One token's post for the vectors of row thread `thread` (row_column over a.row_threads):
-// stores x_next and, with kNextInput, returns y (the collapse with the next pre_mix), this
-// thread's share of sum y^2 and (kEarlyWeights) the next norm weight of its vectors.
-template <int kStreams, int kVec, bool kNextInput, bool kEarlyWeights>
-__device__ __forceinline__ void post_token_vectors(const PostArgs& a, int64_t token, int thread,
-                                                   float4 (&w)[kVec][2], float (&y)[kVec][8],
-                                                   float& sum_sq) {
+// The post of one 8-column vector of a token (column c), all n output streams: loads x and F,
+// stores x_next and returns the stored values, out[k] for output stream k. kGuarded: c < 0 means
+// past the row (zeros in, nothing stored), as in post_token.
+template <int kStreams, bool kGuarded>
+__device__ __forceinline__ void post_vector(const PostArgs& a, int64_t token, int64_t c,
+                                            float (&out)[kStreams][8]) {
+  constexpr int n = kStreams;
+  const bool inside = !kGuarded || c >= 0;
+  const uint16_t* x_token = a.x + token * n * a.hidden;
+  uint4 xv[n];
+#pragma unroll
+  for (int j = 0; j < n; ++j) {
+    xv[j] = inside ? load_stream_u4(x_token + j * a.hidden + c) : make_uint4(0, 0, 0, 0);
+  }
+  const uint4 fv =
+      inside ? load_stream_u4(a.sublayer_out + token * a.hidden + c) : make_uint4(0, 0, 0, 0);
+  float post[n], comb[n][n];
+  load_post_coefficients<n>(a, token, post, comb);
+  float xs[n][8], f[8];
+#pragma unroll
+  for (int j = 0; j < n; ++j) unpack_bf16x8(xv[j], xs[j]);
+  unpack_bf16x8(fv, f);
+  uint16_t* x_next_token = a.x_next + token * n * a.hidden;
+#pragma unroll
+  for (int k = 0; k < n; ++k) {
+    post_stream8_k<n>(xs, f, post, comb, k, out[k]);
+    if (inside) store_u4(x_next_token + k * a.hidden + c, pack_bf16x8(out[k]));
+  }
+}
+
+// One token's post (and next input path) by one CTA; `scratch` holds one float per warp. Also
+// run by the extra CTAs of a coefficient launch that folds in the previous site's post
+// (prenorm_mma.cuh), with kEarlyWeights false: there the up-front norm weights (load_norm_weights)
+// would spill, and that CTA is off the launch's critical path. All threads of the CTA must
+// call it.
+template <int kStreams, int kVec, bool kNextInput, bool kEarlyWeights = true>
+__device__ __forceinline__ void post_token(const PostArgs& a, int64_t token, float* scratch) {
   constexpr int n = kStreams;
   const int hidden = a.hidden;
   const uint16_t* x_token = a.x + token * n * hidden;
@@ -87,15 +117,16 @@ __device__ __forceinline__ void post_token_vectors(const PostArgs& a, int64_t to
   uint4 fv[kVec];
 #pragma unroll
   for (int v = 0; v < kVec; ++v) {
-    const int c = row_column(v, hidden, a.row_threads, thread);
+    const int c = row_column(v, hidden, a.row_threads);
 #pragma unroll
     for (int j = 0; j < n; ++j) {
       xv[v][j] = c >= 0 ? load_stream_u4(x_token + j * hidden + c) : make_uint4(0, 0, 0, 0);
     }
     fv[v] = c >= 0 ? load_stream_u4(a.sublayer_out + token * hidden + c) : make_uint4(0, 0, 0, 0);
   }
+  float4 w[kVec][2];
   if constexpr (kNextInput && kEarlyWeights) {
-    load_norm_weights<kVec>(a.next_norm_weight, hidden, a.row_threads, thread, w);
+    load_norm_weights<kVec>(a.next_norm_weight, hidden, a.row_threads, w);
   }
   float post[n], comb[n][n], next_weights[n];
   load_post_coefficients<n>(a, token, post, comb);
@@ -104,10 +135,11 @@ __device__ __forceinline__ void post_token_vectors(const PostArgs& a, int64_t to
     for (int j = 0; j < n; ++j) next_weights[j] = a.next_pre_mix[token * n + j];
   }
 
-  sum_sq = 0.f;
+  float y[kVec][8];
+  float sum_sq = 0.f;
 #pragma unroll
   for (int v = 0; v < kVec; ++v) {
-    const int c = row_column(v, hidden, a.row_threads, thread);
+    const int c = row_column(v, hidden, a.row_threads);
     float xs[n][8], f[8], out[n][8];
 #pragma unroll
     for (int j = 0; j < n; ++j) unpack_bf16x8(xv[v][j], xs[j]);
@@ -123,23 +155,9 @@ __device__ __forceinline__ void post_token_vectors(const PostArgs& a, int64_t to
       for (int e = 0; e < 8; ++e) sum_sq = fmaf(y[v][e], y[v][e], sum_sq);
     }
   }
-}
-
-// One token's post (and next input path) by one CTA; `scratch` holds one float per warp. Also
-// run by the extra CTAs of a coefficient launch that folds in the previous site's post
-// (prenorm_mma.cuh), with kEarlyWeights false: there the up-front norm weights (load_norm_weights)
-// would spill, and that CTA is off the launch's critical path. All threads of the CTA must
-// call it.
-template <int kStreams, int kVec, bool kNextInput, bool kEarlyWeights = true>
-__device__ __forceinline__ void post_token(const PostArgs& a, int64_t token, float* scratch) {
-  float4 w[kVec][2];
-  float y[kVec][8];
-  float sum_sq;
-  post_token_vectors<kStreams, kVec, kNextInput, kEarlyWeights>(a, token, int(threadIdx.x), w, y,
-                                                                sum_sq);
   if constexpr (kNextInput) {
-    rms_norm_store<kVec, kEarlyWeights>(y, sum_sq, w, a.next_norm_weight, a.eps_n, a.hidden,
-                                        a.row_threads, a.next_layer_input + token * a.hidden,
+    rms_norm_store<kVec, kEarlyWeights>(y, sum_sq, w, a.next_norm_weight, a.eps_n, hidden,
+                                        a.row_threads, a.next_layer_input + token * hidden,
                                         scratch);
   }
 }
@@ -170,24 +188,8 @@ __global__ void __launch_bounds__(kPostColumnThreads)
   if (i >= tokens * vecs) return;
   const int64_t token = i / vecs;
   const int64_t c = (i - token * vecs) * kBf16PerVec;
-  const uint16_t* x_token = a.x + token * n * a.hidden;
-  uint4 xv[n];
-#pragma unroll
-  for (int j = 0; j < n; ++j) xv[j] = load_stream_u4(x_token + j * a.hidden + c);
-  const uint4 fv = load_stream_u4(a.sublayer_out + token * a.hidden + c);
-  float post[n], comb[n][n];
-  load_post_coefficients<n>(a, token, post, comb);
-  float xs[n][8], f[8];
-#pragma unroll
-  for (int j = 0; j < n; ++j) unpack_bf16x8(xv[j], xs[j]);
-  unpack_bf16x8(fv, f);
-  uint16_t* x_next_token = a.x_next + token * n * a.hidden;
-#pragma unroll
-  for (int k = 0; k < n; ++k) {
-    float out[8];
-    post_stream8_k<n>(xs, f, post, comb, k, out);
-    store_u4(x_next_token + k * a.hidden + c, pack_bf16x8(out));
-  }
+  float out[n][8];
+  post_vector<n, false>(a, token, c, out);
 }
 
 template <int kStreams, bool kNextInput>

@@ -1,10 +1,15 @@
-// The post fused with the next site's input path at decode sizes (sm_90 clusters): the row CTA
-// of post_kernel (post.cuh) holds a token's whole row on one SM, and one SM moves a token's
-// ~100 KB (C=5120, n=4) several times slower than the memory system can. Here each warp of that
-// row CTA becomes a CTA of its own, one cluster per token, so a token's bytes spread over
-// row_threads / 32 SMs; the warps' shares of the RMS sum meet through distributed shared memory
-// and are added in warp order, as block_sum adds them: the same cut of the row, the same order,
-// the same bits as post_kernel (docs/decisions.md, "Cluster post").
+// The post fused with the next site's input path at decode sizes, by thread block clusters
+// (sm_90). The row kernel (post_kernel, post.cuh) moves a token's ~100 KB (C=5120, n=4) through
+// one SM, whose few hundred threads each hold kRowVecs vectors; one SM cannot keep that many
+// bytes in flight, and it costs 3-4 us per token over a launch (docs/decisions.md, "Cluster
+// post"). Here each warp of that row CTA becomes a CTA of its own, kRowVecs threads per row
+// thread (one vector each), one cluster per token: the token's bytes spread over
+// row_threads / 32 SMs.
+//
+// The bits are the row kernel's: the row is cut alike (row_column), each row thread's sum of
+// squares is the same fma chain over its vectors in order (passed along its kRowVecs lanes),
+// each row warp's butterfly is block_sum's, and the warp totals (one per CTA, exchanged through
+// distributed shared memory) are added in warp order from 0, as block_sum adds them.
 #pragma once
 #include <cuda_runtime.h>
 
@@ -16,14 +21,15 @@
 
 namespace mhc::cuda {
 
-// A cluster has at most 8 CTAs without opting in to non-portable sizes: rows of up to 8 warps
-// (row_kernel_threads(C) <= 256, C <= 8192).
+// One row warp's vectors per CTA; at most 8 CTAs per cluster (the portable limit): rows of up
+// to 8 warps, row_kernel_threads(C) <= 256, i.e. C <= 8192.
+inline constexpr int kPostClusterThreads = kWarp * kRowVecs;
 inline constexpr int kPostClusterMaxCtas = 8;
 inline bool post_cluster_fits(int hidden) {
   return row_kernel_threads(hidden) <= kPostClusterMaxCtas * kWarp;
 }
 
-// ---- cluster primitives (sm_90) ----
+// ---- cluster primitives (sm_90; no-ops elsewhere, where these kernels are never launched) ----
 __device__ __forceinline__ int cluster_cta_rank() {
   unsigned rank = 0;
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
@@ -31,7 +37,15 @@ __device__ __forceinline__ int cluster_cta_rank() {
 #endif
   return int(rank);
 }
-// barrier.cluster: arrive releases this CTA's shared-memory writes, wait acquires the others'.
+// A relaxed arrival: its wait only proves that every CTA of the cluster has started (before
+// writing into another CTA's shared memory).
+__device__ __forceinline__ void cluster_arrive_relaxed() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("barrier.cluster.arrive.relaxed.aligned;" ::: "memory");
+#endif
+}
+// Arrive releases this thread's earlier writes (distributed shared memory included); wait
+// acquires every other CTA's.
 __device__ __forceinline__ void cluster_arrive() {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   asm volatile("barrier.cluster.arrive.aligned;" ::: "memory");
@@ -42,60 +56,101 @@ __device__ __forceinline__ void cluster_wait() {
   asm volatile("barrier.cluster.wait.aligned;" ::: "memory");
 #endif
 }
-// The float at `local` (a __shared__ address) in the CTA of cluster rank `rank`.
-__device__ __forceinline__ float load_cluster_shared(const float* local, int rank) {
-  float v = 0.f;
+// Writes v at `local` (a __shared__ address) in the CTA of cluster rank `rank`.
+__device__ __forceinline__ void store_cluster_shared(float* local, int rank, float v) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   const auto addr = static_cast<uint32_t>(__cvta_generic_to_shared(local));
   uint32_t remote;
   asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(remote) : "r"(addr), "r"(rank));
-  asm volatile("ld.shared::cluster.f32 %0, [%1];" : "=f"(v) : "r"(remote) : "memory");
+  asm volatile("st.shared::cluster.f32 [%0], %1;" ::"r"(remote), "f"(v) : "memory");
 #endif
-  return v;
 }
 
-// block_sum's order over a cluster of one-warp CTAs (CTA rank = warp of the row CTA): each warp's
-// butterfly, then the warp totals in rank order from 0. Leaves the cluster barrier armed: call
-// cluster_wait() before the CTA exits, so that no CTA leaves while another reads its slot.
-__device__ __forceinline__ float cluster_warp_sum(float v, float* slot, int ctas) {
-  v = group_sum<kWarp>(v);
-  if (threadIdx.x == 0) *slot = v;
+// A row thread's sum of squares when its kRowVecs vectors sit in consecutive lanes (lane v of
+// the group holds vector v): post_token's fma chain, vector after vector, each lane continuing
+// from the one before. Exact in the group's last lane. All 32 lanes must call it.
+__device__ __forceinline__ float row_thread_sum_sq(const float (&y)[8], int v) {
+  float sum = 0.f;
+#pragma unroll
+  for (int k = 0; k < kRowVecs; ++k) {
+    const float before = __shfl_up_sync(0xffffffffu, sum, 1);
+    if (v == k) {
+      sum = k == 0 ? 0.f : before;
+#pragma unroll
+      for (int e = 0; e < 8; ++e) sum = fmaf(y[e], y[e], sum);
+    }
+  }
+  return sum;
+}
+
+// The row's sum of squares in block_sum's order, in every CTA of the token's cluster. `partial`
+// is this thread's row thread's sum (exact in lane group position kRowVecs - 1). Ends the
+// relaxed arrival made at the kernel's start.
+__device__ __forceinline__ float cluster_row_sum(float partial, int v, int row_thread_in_warp,
+                                                 int rank, int ctas) {
+  __shared__ float row_sums[kWarp];
+  __shared__ float warp_totals[kPostClusterMaxCtas];
+  if (v == kRowVecs - 1) row_sums[row_thread_in_warp] = partial;
+  __syncthreads();
+  float warp_total = 0.f;
+  if (threadIdx.x < kWarp) warp_total = group_sum<kWarp>(row_sums[threadIdx.x]);
+  cluster_wait();  // every CTA has started: its shared memory can be written
+  if (threadIdx.x == 0) {
+    for (int q = 0; q < ctas; ++q) store_cluster_shared(&warp_totals[rank], q, warp_total);
+  }
   cluster_arrive();
   cluster_wait();
   float total = 0.f;
-  for (int r = 0; r < ctas; ++r) total += load_cluster_shared(slot, r);
-  cluster_arrive();
+  for (int q = 0; q < ctas; ++q) total += warp_totals[q];
   return total;
 }
 
-// One token per cluster of a.row_threads / 32 one-warp CTAs (grid.x = tokens * that).
+// One token per cluster of row_threads / 32 CTAs (grid.x = tokens * that), kPostClusterThreads
+// threads each; a.next_layer_input and a.next_pre_mix set (the fused next input path).
 template <int kStreams>
-__global__ void __launch_bounds__(kWarp) sm90_post_cluster_kernel(const PostArgs a) {
-  __shared__ float warp_total;
+__global__ void __launch_bounds__(kPostClusterThreads) sm90_post_cluster_kernel(const PostArgs a) {
+  cluster_arrive_relaxed();
   allow_dependents();
   wait_for_producer();
   const int ctas = a.row_threads / kWarp;
   const int rank = cluster_cta_rank();
   const int64_t token = blockIdx.x / ctas;
-  const int thread = rank * kWarp + int(threadIdx.x);  // the row CTA's thread it stands for
-  float4 w[kRowVecs][2];
-  float y[kRowVecs][8];
-  float sum_sq;
-  post_token_vectors<kStreams, kRowVecs, true, true>(a, token, thread, w, y, sum_sq);
-  const bool norm = a.next_norm_weight != nullptr;  // uniform over the cluster
+  const int v = int(threadIdx.x) % kRowVecs;
+  const int row_thread_in_warp = int(threadIdx.x) / kRowVecs;
+  const int c = row_column(v, a.hidden, a.row_threads, rank * kWarp + row_thread_in_warp);
+  const bool norm = a.next_norm_weight != nullptr;  // uniform over the grid
+  const bool weighted = norm && c >= 0;
+  const float4 w0 = weighted ? load_weight_f4(a.next_norm_weight + c) : make_float4(0, 0, 0, 0);
+  const float4 w1 = weighted ? load_weight_f4(a.next_norm_weight + c + 4) : make_float4(0, 0, 0, 0);
+  float out[kStreams][8];
+  post_vector<kStreams, true>(a, token, c, out);
+  float next_weights[kStreams], y[8];
+#pragma unroll
+  for (int j = 0; j < kStreams; ++j) next_weights[j] = a.next_pre_mix[token * kStreams + j];
+  collapse8<kStreams>(out, next_weights, y);
   float scale = 1.f;
-  if (norm) scale = rms_scale(cluster_warp_sum(sum_sq, &warp_total, ctas), a.hidden, a.eps_n);
-  norm_store<kRowVecs, true>(y, scale, w, a.next_norm_weight, a.hidden, a.row_threads, thread,
-                             a.next_layer_input + token * a.hidden);
-  if (norm) cluster_wait();
+  if (norm) {
+    const float partial = row_thread_sum_sq(y, v);
+    scale = rms_scale(cluster_row_sum(partial, v, row_thread_in_warp, rank, ctas), a.hidden,
+                      a.eps_n);
+  } else {
+    cluster_wait();
+  }
+  if (c < 0) return;
+  const float wv[8] = {w0.x, w0.y, w0.z, w0.w, w1.x, w1.y, w1.z, w1.w};
+  float o[8];
+#pragma unroll
+  for (int e = 0; e < 8; ++e) o[e] = norm ? y[e] * scale * wv[e] : y[e];
+  store_u4(a.next_layer_input + token * a.hidden + c, pack_bf16x8(o));
 }
 
 template <int kStreams>
 cudaError_t launch_post_cluster(const PostArgs& args, int64_t tokens, LaunchTarget on) {
   const int ctas = args.row_threads / kWarp;
   return launch_kernel_in_clusters(sm90_post_cluster_kernel<kStreams>,
-                                   dim3(static_cast<unsigned>(tokens * ctas)), dim3(kWarp), 0,
-                                   static_cast<unsigned>(ctas), on, args);
+                                   dim3(static_cast<unsigned>(tokens * ctas)),
+                                   dim3(kPostClusterThreads), 0, static_cast<unsigned>(ctas), on,
+                                   args);
 }
 
 }  // namespace mhc::cuda
