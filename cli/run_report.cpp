@@ -107,7 +107,8 @@ void RunReport::plan(const KernelPlan& plan) {
   if (!text_) return;
   fmt::print("kernel plan: {}\n", plan.summary());
   fmt::print(
-      "plan switches: prenorm_kernel, prenorm_splits, fused_input, folded_post, tactics "
+      "plan switches: prenorm_kernel, prenorm_splits, fused_input, folded_post, cluster_post, "
+      "tactics "
       "(kernel config; `mhc plan` explains); in force: {}\n",
       plan.overrides_text());
 }
