@@ -20,6 +20,8 @@ Kinds:
                 site in a stack graph, default vs batch-invariant, ratio, target met or missed
   kernels       one `mhc bench kernels` JSON: per size, the median µs of each kernel and site
                 item, with the fraction of the 4.27 TB/s copy anchor where it means something
+  kernels_ab    two `mhc bench kernels` JSONs of one binary under two kernel configs, then the
+                items to compare (spaces as \s): per size, each one's median µs and the ratio
 
 Every table ends with the line saying where its numbers come from (GPU, driver, commit, date).
 With --check nothing is written; the exit status is 1 when a table is stale.
@@ -43,7 +45,7 @@ def load(path):
 
 
 def provenance(doc):
-    driver = doc.get("driver") or doc.get("cuda_driver_api", "unknown")
+    driver = doc.get("driver") or doc.get("cuda_driver_api") or doc.get("driver_version", "unknown")
     arch = doc.get("arch") or doc.get("compute_capability", "?")
     return (f"{doc.get('gpu', 'unknown GPU')} (compute capability {arch}, driver "
             f"{driver}), commit {doc.get('commit', 'unknown')}, {doc.get('date', 'undated')}")
@@ -198,6 +200,30 @@ def table_kernels(paths):
     return lines
 
 
+def table_kernels_ab(args):
+    """Two `mhc bench kernels` runs of one binary under two kernel configs (A, then B): per size
+    and item (the items are the arguments after the two files, spaces written as \\s), the
+    median µs of each and B / A."""
+    path_a, path_b, *items = args
+    items = [i.replace("\\s", " ") for i in items]
+    docs = [load(path_a), load(path_b)]
+    times = [{(r["kernel"], r["tokens"]): r["median_us"] for r in d["results"]} for d in docs]
+    labels = [json.dumps(d.get("cluster_post", "plan")) for d in docs]
+    sizes = sorted({m for (_, m) in times[0]} & {m for (_, m) in times[1]})
+    head = "| M |" + "".join(f" {i}, cluster_post={labels[0]} | {i}, cluster_post={labels[1]} | "
+                             f"ratio |" for i in items)
+    lines = [head, "|---:|" + "---:|---:|---:|" * len(items)]
+    for m in sizes:
+        cells = []
+        for item in items:
+            a, b = times[0].get((item, m)), times[1].get((item, m))
+            cells += [f"{a:.2f}", f"{b:.2f}", f"{b / a:.2f}"] if a and b else ["", "", ""]
+        lines.append(f"| {m} | " + " | ".join(cells) + " |")
+    lines += ["", f"`mhc bench kernels` (median µs) on {provenance(docs[0])}; sources `{path_a}` "
+              f"and `{path_b}`."]
+    return lines
+
+
 def table_log(args):
     path, *pattern = args
     text = (ROOT / path).read_text().splitlines()
@@ -207,7 +233,8 @@ def table_log(args):
 
 
 KINDS = {"tune": table_tune, "overlap": table_overlap, "log": table_log,
-         "prenorm": table_prenorm, "invariance": table_invariance, "kernels": table_kernels}
+         "prenorm": table_prenorm, "invariance": table_invariance, "kernels": table_kernels,
+         "kernels_ab": table_kernels_ab}
 
 
 def render(text):

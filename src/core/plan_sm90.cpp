@@ -18,7 +18,9 @@ ArchRules sm90_rules() {
   // The fold saves a launch per site at decode sizes and nothing by 64 tokens (docs/decisions.md,
   // "Folded decode layout"); the executor folds only when asked (fold_previous_post).
   r.folded_post_max_tokens = 16;
-  // Placeholder until measured.
+  // The post + next input by clusters won at every measured size up to 64 tokens at C=5120 and
+  // 4096 / 7168 (ties at 64 there) and tied at 128, lost from 256 (docs/decisions.md, "Cluster
+  // post").
   r.cluster_post_max_tokens = 64;
   r.pdl = true;
   r.overlap = OverlapAvailability::opt_in;
