@@ -159,8 +159,15 @@ std::string KernelPlan::summary() const {
     ranges += fmt::format(" {}", to_string(r.kernel));
     if (r.max_tokens != kNoTokenLimit) ranges += fmt::format(" M<={}", r.max_tokens);
   }
-  return fmt::format("{} {}, prenorm{}{}{}", image->name(), image->ptx ? "PTX (JIT)" : "SASS",
-                     ranges, pdl ? ", pdl" : "", batch_invariant ? ", batch-invariant" : "");
+  std::string cluster_post;
+  if (cluster_post_max_tokens > 0) {
+    cluster_post = cluster_post_max_tokens == kNoTokenLimit
+                       ? ", cluster post"
+                       : fmt::format(", cluster post M<={}", cluster_post_max_tokens);
+  }
+  return fmt::format("{} {}, prenorm{}{}{}{}", image->name(), image->ptx ? "PTX (JIT)" : "SASS",
+                     ranges, pdl ? ", pdl" : "", cluster_post,
+                     batch_invariant ? ", batch-invariant" : "");
 }
 
 std::string KernelPlan::to_json() const {

@@ -140,6 +140,13 @@ TEST(KernelPlanSwitches, ClusterPost) {
   const KernelPlan forced = plan("9.0", kWithSm100, R"({"cluster_post": true})");
   EXPECT_EQ(forced.cluster_post_max_tokens, kNoTokenLimit);
   EXPECT_TRUE(contains(forced.describe(), "cluster_post=true"));
+  EXPECT_TRUE(contains(forced.summary(), ", cluster post")) << forced.summary();
+  EXPECT_FALSE(contains(forced.summary(), "cluster post M<=")) << forced.summary();
+  EXPECT_TRUE(contains(plain.summary(),
+                       ", cluster post M<=" + std::to_string(plain.cluster_post_max_tokens)))
+      << plain.summary();
+  EXPECT_FALSE(contains(plan("9.0", kWithSm100, R"({"cluster_post": false})").summary(),
+                        "cluster post"));
   EXPECT_TRUE(contains(forced.to_json(), R"("cluster_post_max_tokens")"));
   const KernelPlan batch_invariant = plan("9.0", kWithSm100, R"({"batch_invariant": true})");
   EXPECT_EQ(batch_invariant.cluster_post_max_tokens, plain.cluster_post_max_tokens)
