@@ -265,29 +265,30 @@ std::string now_utc() {
 
 nlohmann::json report(const KernelBenchOptions& o, const Device& d, double copy_bw,
                       nlohmann::json results) {
-  return {{"tool", "mhc bench kernels"},
-          {"date", now_utc()},
-          {"commit", o.commit},
-          {"gpu", d.prop.name},
-          {"compute_capability", fmt::format("{}.{}", d.prop.major, d.prop.minor)},
-          {"sm_count", d.prop.multiProcessorCount},
-          {"l2_bytes", d.prop.l2CacheSize},
-          {"driver_version", d.driver},
-          {"runtime_version", d.runtime},
-          {"sm_clock_khz_peak", d.sm_clock_khz},
-          {"memory_clock_khz_peak", d.mem_clock_khz},
-          {"measured_copy_bytes_per_s", copy_bw},
-          {"preset", o.preset_name},
-          {"params", describe(o.params)},
-          {"projection", std::string(to_string(o.projection))},
-          {"batch_invariant", o.batch_invariant},
-          {"cluster_post", o.cluster_post ? nlohmann::json(*o.cluster_post) : nlohmann::json("plan")},
-          {"method",
-           "each item captured in a CUDA graph per input set, input sets rotated past L2, CUDA "
-           "events between consecutive replays, warm-up, median; stack items run the executor's "
-           "launches (mhc/schedule/stack_launches.hpp) for 8 middle sites of a stack"},
-          {"bytes_floor", "per token: site 6K+4C bytes + hc_fn once; GEMM 2K + hc_fn; see docs"},
-          {"results", std::move(results)}};
+  return {
+      {"tool", "mhc bench kernels"},
+      {"date", now_utc()},
+      {"commit", o.commit},
+      {"gpu", d.prop.name},
+      {"compute_capability", fmt::format("{}.{}", d.prop.major, d.prop.minor)},
+      {"sm_count", d.prop.multiProcessorCount},
+      {"l2_bytes", d.prop.l2CacheSize},
+      {"driver_version", d.driver},
+      {"runtime_version", d.runtime},
+      {"sm_clock_khz_peak", d.sm_clock_khz},
+      {"memory_clock_khz_peak", d.mem_clock_khz},
+      {"measured_copy_bytes_per_s", copy_bw},
+      {"preset", o.preset_name},
+      {"params", describe(o.params)},
+      {"projection", std::string(to_string(o.projection))},
+      {"batch_invariant", o.batch_invariant},
+      {"cluster_post", o.cluster_post ? nlohmann::json(*o.cluster_post) : nlohmann::json("plan")},
+      {"method",
+       "each item captured in a CUDA graph per input set, input sets rotated past L2, CUDA "
+       "events between consecutive replays, warm-up, median; stack items run the executor's "
+       "launches (mhc/schedule/stack_launches.hpp) for 8 middle sites of a stack"},
+      {"bytes_floor", "per token: site 6K+4C bytes + hc_fn once; GEMM 2K + hc_fn; see docs"},
+      {"results", std::move(results)}};
 }
 
 void check_options(const KernelBenchOptions& o) {

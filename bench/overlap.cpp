@@ -228,9 +228,9 @@ nlohmann::json report(const OverlapOptions& o, const MhcParams& p, const Standin
   doc["preset"] = model_name;
   doc["params"] = {{"hidden", p.hidden}, {"n", p.n}, {"layers", p.layers}};
   // Both arms' config besides their own overlap keys (--kernel-config), canonical form.
-  doc["kernel_config"] =
-      nlohmann::json::parse(o.kernel_config.empty() ? KernelConfig{}.to_json()
-                                                    : KernelConfig::parse(o.kernel_config).to_json());
+  doc["kernel_config"] = nlohmann::json::parse(
+      o.kernel_config.empty() ? KernelConfig{}.to_json()
+                              : KernelConfig::parse(o.kernel_config).to_json());
   doc["standin"] = {{"attention_width", widths.attention},
                     {"ffn_width", widths.ffn},
                     {"weight_bytes_per_layer", widths.weight_bytes_per_layer(p)}};

@@ -138,7 +138,8 @@ std::string KernelPlan::describe() const {
   line("overrides", overrides_text());
   line("switches",
        "kernel config prenorm_kernel (mma16|mma64|tma128), prenorm_splits, "
-       "fused_input, folded_post, cluster_post, pdl, batch_invariant, enable_mhc_overlap, overlap_max_tokens, "
+       "fused_input, folded_post, cluster_post, pdl, batch_invariant, enable_mhc_overlap, "
+       "overlap_max_tokens, "
        "tactics");
   return out;
 }

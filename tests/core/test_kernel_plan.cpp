@@ -145,8 +145,8 @@ TEST(KernelPlanSwitches, ClusterPost) {
   EXPECT_TRUE(contains(plain.summary(),
                        ", cluster post M<=" + std::to_string(plain.cluster_post_max_tokens)))
       << plain.summary();
-  EXPECT_FALSE(contains(plan("9.0", kWithSm100, R"({"cluster_post": false})").summary(),
-                        "cluster post"));
+  EXPECT_FALSE(
+      contains(plan("9.0", kWithSm100, R"({"cluster_post": false})").summary(), "cluster post"));
   EXPECT_TRUE(contains(forced.to_json(), R"("cluster_post_max_tokens")"));
   const KernelPlan batch_invariant = plan("9.0", kWithSm100, R"({"batch_invariant": true})");
   EXPECT_EQ(batch_invariant.cluster_post_max_tokens, plain.cluster_post_max_tokens)

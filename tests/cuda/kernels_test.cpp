@@ -9,8 +9,8 @@
 
 #include "gpu_test_util.hpp"
 #include "mhc/core/error.hpp"
-#include "mhc/cpu/reference.hpp"
 #include "mhc/core/kernel_plan.hpp"
+#include "mhc/cpu/reference.hpp"
 #include "mhc/cuda/check.hpp"
 #include "mhc/cuda/device_plan.hpp"
 
@@ -406,42 +406,56 @@ TEST(CudaPost, FusedWithNextInputPathMatchesReference) {
   check_post(test::small_params(4, 5120), 4096, ++seed, 1e-1, true);
 }
 
-// The post + next input path by clusters (one per token, a CTA per warp of the row CTA) and by
+// The post + next input path by clusters (one per token, a row warp's vectors per CTA) and by
 // row CTAs cut the row alike and add its RMS sum in the same order: x_next and layer_input agree
-// bitwise, with a norm weight and without (a plain collapse), at odd and even token counts; the
-// cluster kernel is shown to have run (post_in_clusters), and the outputs were poisoned first.
+// bitwise, with a norm weight and without (a plain collapse); the cluster kernel is shown to have
+// run (post_in_clusters), and the outputs were poisoned first.
+void expect_cluster_post_gives_row_bits(const MhcParams& p, int64_t m, uint64_t seed) {
+  const PostCase in(p, m, seed, kAmplitudes[seed % 4]);
+  const auto pre = to_device(in.c.pre_mix);
+  const auto norm = to_device(in.c.weights.norm_weight);
+  for (bool with_norm : {true, false}) {
+    std::vector<Bf16> x_next[2], layer_input[2];
+    for (int by_cluster : {0, 1}) {
+      auto xn = poisoned<Bf16>(size_t(m * p.k()));
+      auto li = poisoned<Bf16>(size_t(m * p.hidden));
+      cuda::NextInput next{pre.get(), with_norm ? norm.get() : nullptr, li.get()};
+      next.cluster_max_tokens = by_cluster ? kNoTokenLimit : 0;
+      ASSERT_EQ(cuda::post_in_clusters(p, m, next), by_cluster == 1);
+      cuda::post(p, m, in.x.get(), in.post_d.get(), in.comb_d.get(), in.f.get(), xn.get(), &next,
+                 nullptr);
+      x_next[by_cluster] = to_host(xn);
+      layer_input[by_cluster] = to_host(li);
+    }
+    const std::string label = case_name(p, m, 1.0) + (with_norm ? " norm" : " no norm");
+    EXPECT_TRUE(test::same_bits(x_next[0], x_next[1])) << label << " x_next";
+    EXPECT_TRUE(test::same_bits(layer_input[0], layer_input[1])) << label << " layer_input";
+  }
+}
+
+bool image_has_clusters() {
+  const KernelPlan& plan = cuda::default_device_plan();
+  return plan.image && plan.image->has_sm90_instructions();
+}
+
 TEST(CudaPost, ClusterAndRowKernelsGiveTheSameBits) {
   MHC_SKIP_WITHOUT_GPU();
-  const KernelPlan& plan = cuda::default_device_plan();
-  if (!plan.image || !plan.image->has_sm90_instructions()) {
-    GTEST_SKIP() << "the loaded image has no thread block clusters";
-  }
+  if (!image_has_clusters()) GTEST_SKIP() << "the loaded image has no thread block clusters";
   uint64_t seed = 970;
   for (const Shape s : kModelShapes) {
-    const MhcParams p = test::small_params(s.n, s.hidden);
     for (int64_t m : {1, 2, 7, 17}) {
-      ++seed;
-      const PostCase in(p, m, seed, kAmplitudes[seed % 4]);
-      const auto pre = to_device(in.c.pre_mix);
-      const auto norm = to_device(in.c.weights.norm_weight);
-      for (bool with_norm : {true, false}) {
-        std::vector<Bf16> x_next[2], layer_input[2];
-        for (int by_cluster : {0, 1}) {
-          auto xn = poisoned<Bf16>(size_t(m * p.k()));
-          auto li = poisoned<Bf16>(size_t(m * p.hidden));
-          cuda::NextInput next{pre.get(), with_norm ? norm.get() : nullptr, li.get()};
-          next.cluster_max_tokens = by_cluster ? kNoTokenLimit : 0;
-          ASSERT_EQ(cuda::post_in_clusters(p, m, next), by_cluster == 1);
-          cuda::post(p, m, in.x.get(), in.post_d.get(), in.comb_d.get(), in.f.get(), xn.get(),
-                     &next, nullptr);
-          x_next[by_cluster] = to_host(xn);
-          layer_input[by_cluster] = to_host(li);
-        }
-        const std::string label = case_name(p, m, 1.0) + (with_norm ? " norm" : " no norm");
-        EXPECT_TRUE(test::same_bits(x_next[0], x_next[1])) << label << " x_next";
-        EXPECT_TRUE(test::same_bits(layer_input[0], layer_input[1])) << label << " layer_input";
-      }
+      expect_cluster_post_gives_row_bits(test::small_params(s.n, s.hidden), m, ++seed);
     }
+  }
+}
+
+// For compute-sanitizer (device-validate runs Sanitize*): clusters of 2 and 5 CTAs, small.
+TEST(SanitizeClusterPost, TwoAndFiveCtaClusters) {
+  MHC_SKIP_WITHOUT_GPU();
+  if (!image_has_clusters()) GTEST_SKIP() << "the loaded image has no thread block clusters";
+  for (int hidden : {2048, 5120}) {
+    for (int64_t m : {1, 3})
+      expect_cluster_post_gives_row_bits(test::small_params(4, hidden), m, 990);
   }
 }
 

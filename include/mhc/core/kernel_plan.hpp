@@ -85,8 +85,8 @@ struct KernelPlan {
   std::optional<int> forced_splits;
   bool tma128_available = false;  // the TMA kernel's body is in the loaded image
   bool pdl = false;
-  int64_t fused_input_max_tokens = 0;  // 0: never fused
-  int64_t folded_post_max_tokens = 0;  // 0: never folded
+  int64_t fused_input_max_tokens = 0;   // 0: never fused
+  int64_t folded_post_max_tokens = 0;   // 0: never folded
   int64_t cluster_post_max_tokens = 0;  // 0: the post + next input by row CTAs only
   OverlapAvailability overlap = OverlapAvailability::never;
   int overlap_max_tokens = 0;

@@ -131,8 +131,8 @@ __global__ void __launch_bounds__(kPostClusterThreads) sm90_post_cluster_kernel(
   float scale = 1.f;
   if (norm) {
     const float partial = row_thread_sum_sq(y, v);
-    scale = rms_scale(cluster_row_sum(partial, v, row_thread_in_warp, rank, ctas), a.hidden,
-                      a.eps_n);
+    scale =
+        rms_scale(cluster_row_sum(partial, v, row_thread_in_warp, rank, ctas), a.hidden, a.eps_n);
   } else {
     cluster_wait();
   }
@@ -147,10 +147,9 @@ __global__ void __launch_bounds__(kPostClusterThreads) sm90_post_cluster_kernel(
 template <int kStreams>
 cudaError_t launch_post_cluster(const PostArgs& args, int64_t tokens, LaunchTarget on) {
   const int ctas = args.row_threads / kWarp;
-  return launch_kernel_in_clusters(sm90_post_cluster_kernel<kStreams>,
-                                   dim3(static_cast<unsigned>(tokens * ctas)),
-                                   dim3(kPostClusterThreads), 0, static_cast<unsigned>(ctas), on,
-                                   args);
+  return launch_kernel_in_clusters(
+      sm90_post_cluster_kernel<kStreams>, dim3(static_cast<unsigned>(tokens * ctas)),
+      dim3(kPostClusterThreads), 0, static_cast<unsigned>(ctas), on, args);
 }
 
 }  // namespace mhc::cuda
