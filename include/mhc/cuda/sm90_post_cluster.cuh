@@ -37,6 +37,13 @@ __device__ __forceinline__ int cluster_cta_rank() {
 #endif
   return int(rank);
 }
+// A relaxed arrival: its wait only proves that every CTA of the cluster has started (before
+// writing into another CTA's shared memory).
+__device__ __forceinline__ void cluster_arrive_relaxed() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("barrier.cluster.arrive.relaxed.aligned;" ::: "memory");
+#endif
+}
 // Arrive releases this thread's earlier writes (distributed shared memory included); wait
 // acquires every other CTA's.
 __device__ __forceinline__ void cluster_arrive() {
@@ -49,26 +56,13 @@ __device__ __forceinline__ void cluster_wait() {
   asm volatile("barrier.cluster.wait.aligned;" ::: "memory");
 #endif
 }
-// The address of `local` (this CTA's shared memory) in the CTA of cluster rank `rank`.
-__device__ __forceinline__ uint32_t cluster_shared_address(const void* local, int rank) {
-  uint32_t remote = 0;
+// Writes v at `local` (a __shared__ address) in the CTA of cluster rank `rank`.
+__device__ __forceinline__ void store_cluster_shared(float* local, int rank, float v) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  asm volatile("mapa.shared::cluster.u32 %0, %1, %2;"
-               : "=r"(remote)
-               : "r"(shared_address(local)), "r"(rank));
-#endif
-  return remote;
-}
-// Writes v at `slot` in the CTA of cluster rank `rank` and counts its 4 bytes on that CTA's
-// mbarrier `bar` (both named by this CTA's copy of the same variables): the receiver waits on its
-// own barrier rather than the whole cluster on a cluster barrier.
-__device__ __forceinline__ void store_to_cluster_rank(float* slot, uint64_t* bar, int rank,
-                                                      float v) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  asm volatile("st.async.shared::cluster.mbarrier::complete_tx::bytes.b32 [%0], %1, [%2];" ::"r"(
-                   cluster_shared_address(slot, rank)),
-               "r"(__float_as_uint(v)), "r"(cluster_shared_address(bar, rank))
-               : "memory");
+  const auto addr = static_cast<uint32_t>(__cvta_generic_to_shared(local));
+  uint32_t remote;
+  asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(remote) : "r"(addr), "r"(rank));
+  asm volatile("st.shared::cluster.f32 [%0], %1;" ::"r"(remote), "f"(v) : "memory");
 #endif
 }
 
@@ -89,43 +83,25 @@ __device__ __forceinline__ float row_thread_sum_sq(const float (&y)[8], int v) {
   return sum;
 }
 
-// Where the CTAs of a token's cluster exchange their row warp's total: one slot per CTA rank,
-// and the mbarrier that counts the slots' bytes as they arrive.
-struct ClusterExchange {
-  float warp_totals[kPostClusterMaxCtas];
-  alignas(8) uint64_t arrived;
-};
-
-// Before anything is sent: the barrier made, expecting `ctas` slots, and published to the
-// cluster (this arrival releases it; the cluster_wait before the first send acquires every
-// CTA's, and proves that every CTA has started).
-__device__ __forceinline__ void start_cluster_exchange(ClusterExchange& x, int ctas) {
-  if (threadIdx.x == 0) {
-    mbarrier_init(&x.arrived, 1);
-    mbarrier_init_fence();
-    mbarrier_arrive_expect_bytes(&x.arrived, unsigned(ctas) * sizeof(float));
-  }
-  cluster_arrive();
-}
-
 // The row's sum of squares in block_sum's order, in every CTA of the token's cluster. `partial`
-// is this thread's row thread's sum (exact in lane group position kRowVecs - 1).
-__device__ __forceinline__ float cluster_row_sum(ClusterExchange& x, float partial, int v,
-                                                 int row_thread_in_warp, int rank, int ctas) {
+// is this thread's row thread's sum (exact in lane group position kRowVecs - 1). Ends the
+// relaxed arrival made at the kernel's start.
+__device__ __forceinline__ float cluster_row_sum(float partial, int v, int row_thread_in_warp,
+                                                 int rank, int ctas) {
   __shared__ float row_sums[kWarp];
+  __shared__ float warp_totals[kPostClusterMaxCtas];
   if (v == kRowVecs - 1) row_sums[row_thread_in_warp] = partial;
   __syncthreads();
   float warp_total = 0.f;
   if (threadIdx.x < kWarp) warp_total = group_sum<kWarp>(row_sums[threadIdx.x]);
-  cluster_wait();
+  cluster_wait();  // every CTA has started: its shared memory can be written
   if (threadIdx.x == 0) {
-    for (int q = 0; q < ctas; ++q) {
-      store_to_cluster_rank(&x.warp_totals[rank], &x.arrived, q, warp_total);
-    }
+    for (int q = 0; q < ctas; ++q) store_cluster_shared(&warp_totals[rank], q, warp_total);
   }
-  mbarrier_wait(&x.arrived, 0);  // every CTA's slot here is written
+  cluster_arrive();
+  cluster_wait();
   float total = 0.f;
-  for (int q = 0; q < ctas; ++q) total += x.warp_totals[q];
+  for (int q = 0; q < ctas; ++q) total += warp_totals[q];
   return total;
 }
 
@@ -133,11 +109,10 @@ __device__ __forceinline__ float cluster_row_sum(ClusterExchange& x, float parti
 // threads each; a.next_layer_input and a.next_pre_mix set (the fused next input path).
 template <int kStreams>
 __global__ void __launch_bounds__(kPostClusterThreads) sm90_post_cluster_kernel(const PostArgs a) {
-  __shared__ ClusterExchange exchange;
-  const int ctas = a.row_threads / kWarp;
-  start_cluster_exchange(exchange, ctas);
+  cluster_arrive_relaxed();
   allow_dependents();
   wait_for_producer();
+  const int ctas = a.row_threads / kWarp;
   const int rank = cluster_cta_rank();
   const int64_t token = blockIdx.x / ctas;
   const int v = int(threadIdx.x) % kRowVecs;
@@ -156,8 +131,8 @@ __global__ void __launch_bounds__(kPostClusterThreads) sm90_post_cluster_kernel(
   float scale = 1.f;
   if (norm) {
     const float partial = row_thread_sum_sq(y, v);
-    scale = rms_scale(cluster_row_sum(exchange, partial, v, row_thread_in_warp, rank, ctas),
-                      a.hidden, a.eps_n);
+    scale =
+        rms_scale(cluster_row_sum(partial, v, row_thread_in_warp, rank, ctas), a.hidden, a.eps_n);
   } else {
     cluster_wait();
   }
