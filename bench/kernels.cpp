@@ -134,7 +134,7 @@ void add_site_items(const Setup& c, bool sweep, std::vector<Item>& items) {
                    md * (2 * K + 2 * C),
                    [&c](DeviceSiteBuffers& b, cudaStream_t s) {
                      input_path(c.p, c.m, b.x.get(), b.pre_mix.get(), c.w.norm_weight.get(),
-                                b.layer_input.get(), s, c.chosen.cluster_input_max_tokens);
+                                b.layer_input.get(), s);
                    },
                    {}});
   items.push_back({"coefficients (GEMM+stats)", c.coef_bytes,
@@ -308,10 +308,7 @@ PrenormTuning tuning_for(const KernelBenchOptions& o, int64_t m) {
   PrenormTuning t = o.batch_invariant
                         ? batch_invariant_tuning(o.params, m, plan.sm_count, plan.tma128_available)
                         : choose_prenorm_tuning(plan, o.params, m);
-  if (o.cluster_post) {
-    t.cluster_post_max_tokens = *o.cluster_post ? kNoTokenLimit : 0;
-    t.cluster_input_max_tokens = t.cluster_post_max_tokens;
-  }
+  if (o.cluster_post) t.cluster_post_max_tokens = *o.cluster_post ? kNoTokenLimit : 0;
   return t;
 }
 

@@ -137,7 +137,6 @@ void apply_switches(KernelPlan& plan, const KernelConfig& config) {
           plan.image ? plan.image->name() : "none"));
     }
     plan.cluster_post_max_tokens = *config.cluster_post ? kNoTokenLimit : 0;
-    plan.cluster_input_max_tokens = plan.cluster_post_max_tokens;
     plan.overrides.push_back(fmt::format("cluster_post={}", *config.cluster_post));
   }
   if (config.pdl) {
@@ -297,7 +296,6 @@ KernelPlan make_plan(ComputeCapability cc, int sm_count, std::optional<KernelIma
   plan.folded_post_max_tokens = plan.rules.folded_post_max_tokens;
   const bool clusters = image && image->has_sm90_instructions();
   plan.cluster_post_max_tokens = clusters ? plan.rules.cluster_post_max_tokens : 0;
-  plan.cluster_input_max_tokens = clusters ? plan.rules.cluster_input_max_tokens : 0;
   plan.overlap = image ? plan.rules.overlap : OverlapAvailability::never;
   apply_threshold(plan, config);
   apply_prenorm_tactics(plan, config);

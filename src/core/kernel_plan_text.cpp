@@ -131,9 +131,7 @@ std::string KernelPlan::describe() const {
   line("folded post", "previous post folded into the coefficient launch, " +
                           limit_text(has_kernels() ? folded_post_max_tokens : 0));
   line("cluster post", "post + next input by one cluster per token, " +
-                           limit_text(has_kernels() ? cluster_post_max_tokens : 0) +
-                           "; the input path alone, " +
-                           limit_text(has_kernels() ? cluster_input_max_tokens : 0));
+                           limit_text(has_kernels() ? cluster_post_max_tokens : 0));
   line("pdl", pdl ? "yes (griddepcontrol in the image)" : "no");
   line("overlap", overlap_text(*this));
   line("threshold from", overlap_max_tokens_source);
@@ -206,7 +204,6 @@ std::string KernelPlan::to_json() const {
       {"fused_input_max_tokens", limit(fused_input_max_tokens)},
       {"folded_post_max_tokens", limit(folded_post_max_tokens)},
       {"cluster_post_max_tokens", limit(cluster_post_max_tokens)},
-      {"cluster_input_max_tokens", limit(cluster_input_max_tokens)},
       {"overlap", std::string(mhc::to_string(overlap))},
       {"overlap_max_tokens", overlap_max_tokens},
       {"overlap_max_tokens_source", overlap_max_tokens_source},

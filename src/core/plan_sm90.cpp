@@ -22,8 +22,6 @@ ArchRules sm90_rules() {
   // 4096 / 7168 (ties at 64 there) and tied at 128, lost from 256 (docs/decisions.md, "Cluster
   // post").
   r.cluster_post_max_tokens = 64;
-  // Placeholder until measured.
-  r.cluster_input_max_tokens = 64;
   r.pdl = true;
   r.overlap = OverlapAvailability::opt_in;
   // The smallest threshold `mhc tune` measured over the three hidden sizes, so that no measured

@@ -127,7 +127,6 @@ PrenormTuning choose_prenorm_tuning(const KernelPlan& plan, const MhcParams& p, 
     t.fused_input_max_tokens = plan.fused_input_max_tokens;
     t.pdl = plan.pdl;
     t.cluster_post_max_tokens = plan.cluster_post_max_tokens;
-    t.cluster_input_max_tokens = plan.cluster_input_max_tokens;
     return t;
   }
   const PrenormChoice c = plan.prenorm_choice(tokens, max_prenorm_splits(p));
@@ -137,7 +136,6 @@ PrenormTuning choose_prenorm_tuning(const KernelPlan& plan, const MhcParams& p, 
   t.fused_input_max_tokens = plan.fused_input_max_tokens;
   t.pdl = plan.pdl;
   t.cluster_post_max_tokens = plan.cluster_post_max_tokens;
-  t.cluster_input_max_tokens = plan.cluster_input_max_tokens;
   return t;
 }
 
@@ -343,8 +341,7 @@ void prenorm_coefficients(const MhcParams& p, int64_t tokens, const CoefficientB
       args.input.row_threads = row_kernel_threads(p.hidden);
       args.input.eps_n = static_cast<float>(p.norm_eps());
     } else {
-      input_path(p, tokens, b.x, input->pre_mix, input->norm_weight, input->layer_input, stream,
-                 tuning.cluster_input_max_tokens);
+      input_path(p, tokens, b.x, input->pre_mix, input->norm_weight, input->layer_input, stream);
     }
   }
   const cudaError_t err =
@@ -353,27 +350,8 @@ void prenorm_coefficients(const MhcParams& p, int64_t tokens, const CoefficientB
   check_launch(err, what);
 }
 
-namespace {
-
-// Whether the current device runs the row kernels' cluster forms up to `limit` tokens (< 0: the
-// plan's `plan_limit`) for this shape.
-bool rows_in_clusters(const MhcParams& p, int64_t tokens, int64_t limit,
-                      int64_t KernelPlan::*plan_limit) {
-  const KernelPlan& plan = default_device_plan();
-  const bool clusters = plan.image && plan.image->has_sm90_instructions();
-  return clusters && tokens <= (limit >= 0 ? limit : plan.*plan_limit) &&
-         post_cluster_fits(p.hidden);
-}
-
-}  // namespace
-
-bool input_path_in_clusters(const MhcParams& p, int64_t tokens, int64_t cluster_max_tokens) {
-  return rows_in_clusters(p, tokens, cluster_max_tokens, &KernelPlan::cluster_input_max_tokens);
-}
-
 void input_path(const MhcParams& p, int64_t tokens, const Bf16* x, const float* pre_mix,
-                const float* norm_weight, Bf16* layer_input, LaunchTarget stream,
-                int64_t cluster_max_tokens) {
+                const float* norm_weight, Bf16* layer_input, LaunchTarget stream) {
   constexpr const char* what = "input_path";
   check_shape(p, tokens, what);
   if (tokens == 0) return;
@@ -382,20 +360,6 @@ void input_path(const MhcParams& p, int64_t tokens, const Bf16* x, const float* 
   require_that(pre_mix != nullptr, "{}: pre_mix is null", what);
   if (norm_weight != nullptr) check_ptr(norm_weight, "norm_weight", what);
   const float eps_n = static_cast<float>(p.norm_eps());
-  if (input_path_in_clusters(p, tokens, cluster_max_tokens)) {
-    PostArgs a;  // the cluster kernel's input-path form reads x and the next_* fields only
-    a.x = bits(x);
-    a.hidden = p.hidden;
-    a.row_threads = row_kernel_threads(p.hidden);
-    a.eps_n = eps_n;
-    a.next_pre_mix = pre_mix;
-    a.next_norm_weight = norm_weight;
-    a.next_layer_input = bits(layer_input);
-    check_launch(p.n == 2 ? launch_post_cluster<2, false>(a, tokens, stream)
-                          : launch_post_cluster<4, false>(a, tokens, stream),
-                 what);
-    return;
-  }
   const cudaError_t err = p.n == 2
                               ? launch_input_path<2>(bits(x), pre_mix, norm_weight, tokens,
                                                      p.hidden, eps_n, bits(layer_input), stream)
@@ -405,7 +369,11 @@ void input_path(const MhcParams& p, int64_t tokens, const Bf16* x, const float* 
 }
 
 bool post_in_clusters(const MhcParams& p, int64_t tokens, const NextInput& next) {
-  return rows_in_clusters(p, tokens, next.cluster_max_tokens, &KernelPlan::cluster_post_max_tokens);
+  const KernelPlan& plan = default_device_plan();
+  const bool clusters = plan.image && plan.image->has_sm90_instructions();
+  const int64_t limit =
+      next.cluster_max_tokens >= 0 ? next.cluster_max_tokens : plan.cluster_post_max_tokens;
+  return clusters && tokens <= limit && post_cluster_fits(p.hidden);
 }
 
 void post(const MhcParams& p, int64_t tokens, const Bf16* x, const float* post_coef,

@@ -52,10 +52,9 @@ SiteLaunches StackLaunches::site(StackLayout layout, int s, int64_t tokens,
 SiteLaunches StackLaunches::fused_post(int s, int64_t tokens, const PrenormTuning& tuning) const {
   SiteLaunches l;
   if (s == 0) {
-    l.input_path = [this, tokens, pdl = tuning.pdl,
-                    cluster = tuning.cluster_input_max_tokens](cudaStream_t st) {
+    l.input_path = [this, tokens, pdl = tuning.pdl](cudaStream_t st) {
       mhc::cuda::input_path(p_, tokens, b_.x_in, b_.pre_mix_in, sites_[0]->norm_weight.get(),
-                            b_.layer_input, {st, pdl}, cluster);
+                            b_.layer_input, {st, pdl});
     };
   }
   l.coefficients = [this, s, tokens, tuning](cudaStream_t st) {

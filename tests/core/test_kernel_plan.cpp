@@ -139,10 +139,6 @@ TEST(KernelPlanSwitches, ClusterPost) {
   EXPECT_EQ(plan("9.0", kWithSm100, R"({"cluster_post": false})").cluster_post_max_tokens, 0);
   const KernelPlan forced = plan("9.0", kWithSm100, R"({"cluster_post": true})");
   EXPECT_EQ(forced.cluster_post_max_tokens, kNoTokenLimit);
-  EXPECT_EQ(forced.cluster_input_max_tokens, kNoTokenLimit);
-  EXPECT_EQ(plain.cluster_input_max_tokens, sm90_rules().cluster_input_max_tokens);
-  EXPECT_EQ(plan("9.0", kWithSm100, R"({"cluster_post": false})").cluster_input_max_tokens, 0);
-  EXPECT_EQ(plan("8.0", kWithSm100).cluster_input_max_tokens, 0);
   EXPECT_TRUE(contains(forced.describe(), "cluster_post=true"));
   EXPECT_TRUE(contains(forced.summary(), ", cluster post")) << forced.summary();
   EXPECT_FALSE(contains(forced.summary(), "cluster post M<=")) << forced.summary();

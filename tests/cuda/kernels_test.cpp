@@ -260,16 +260,15 @@ TEST(CudaKernels, ZeroTokensIsANoOp) {
   MHC_CUDA_CHECK(cudaDeviceSynchronize());
 }
 
-// cluster_max_tokens: input_path's (< 0: the device plan's).
 void check_input_path(const MhcParams& p, int64_t m, uint64_t seed, double amplitude,
-                      bool with_norm, int64_t cluster_max_tokens = -1) {
+                      bool with_norm) {
   const test::SiteCase c = test::random_site_case(p, m, seed, amplitude);
   const auto x = to_device(c.x);
   const auto pre_mix = to_device(c.pre_mix);
   const auto norm = to_device(c.weights.norm_weight);
   auto out = poisoned<Bf16>(size_t(m * p.hidden));
   cuda::input_path(p, m, x.get(), pre_mix.get(), with_norm ? norm.get() : nullptr, out.get(),
-                   nullptr, cluster_max_tokens);
+                   nullptr);
   const std::vector<Bf16> got = to_host(out);
   const std::vector<double> want =
       with_norm ? ref::input_path(p, m, c.x.data(), c.pre_mix.data(), c.weights.norm_weight.data())
@@ -287,18 +286,13 @@ void check_input_path(const MhcParams& p, int64_t m, uint64_t seed, double ampli
                    case_name(p, m, amplitude) + (with_norm ? " layer_input" : " collapse"));
 }
 
-// Both kernels: by row CTAs (cluster limit 0) and, where the image has clusters, by one cluster
-// per token (no limit); the rest at the plan's choice.
 TEST(CudaInputPath, MatchesReference) {
   MHC_SKIP_WITHOUT_GPU();
   uint64_t seed = 800;
   for (const Shape s : kModelShapes) {
     for (int64_t m : {1, 3, 17, 137}) {
       ++seed;
-      for (int64_t cluster_limit : {int64_t{0}, kNoTokenLimit}) {
-        check_input_path(test::small_params(s.n, s.hidden), m, seed, kAmplitudes[seed % 4], true,
-                         cluster_limit);
-      }
+      check_input_path(test::small_params(s.n, s.hidden), m, seed, kAmplitudes[seed % 4], true);
     }
   }
   check_input_path(test::small_params(4, 5120), 4096, ++seed, 1.0, true);
@@ -455,47 +449,13 @@ TEST(CudaPost, ClusterAndRowKernelsGiveTheSameBits) {
   }
 }
 
-// The input path by clusters gives the row kernel's bits (the same cut and order, as the post's).
-void expect_cluster_input_path_gives_row_bits(const MhcParams& p, int64_t m, uint64_t seed) {
-  const test::SiteCase c = test::random_site_case(p, m, seed, kAmplitudes[seed % 4]);
-  const auto x = to_device(c.x);
-  const auto pre_mix = to_device(c.pre_mix);
-  const auto norm = to_device(c.weights.norm_weight);
-  for (bool with_norm : {true, false}) {
-    std::vector<Bf16> out[2];
-    for (int by_cluster : {0, 1}) {
-      const int64_t limit = by_cluster ? kNoTokenLimit : 0;
-      ASSERT_EQ(cuda::input_path_in_clusters(p, m, limit), by_cluster == 1);
-      auto li = poisoned<Bf16>(size_t(m * p.hidden));
-      cuda::input_path(p, m, x.get(), pre_mix.get(), with_norm ? norm.get() : nullptr, li.get(),
-                       nullptr, limit);
-      out[by_cluster] = to_host(li);
-    }
-    EXPECT_TRUE(test::same_bits(out[0], out[1]))
-        << case_name(p, m, 1.0) << (with_norm ? " norm" : " no norm");
-  }
-}
-
-TEST(CudaInputPath, ClusterAndRowKernelsGiveTheSameBits) {
-  MHC_SKIP_WITHOUT_GPU();
-  if (!image_has_clusters()) GTEST_SKIP() << "the loaded image has no thread block clusters";
-  uint64_t seed = 1200;
-  for (const Shape s : kModelShapes) {
-    for (int64_t m : {1, 2, 7, 17}) {
-      expect_cluster_input_path_gives_row_bits(test::small_params(s.n, s.hidden), m, ++seed);
-    }
-  }
-}
-
 // For compute-sanitizer (device-validate runs Sanitize*): clusters of 2 and 5 CTAs, small.
 TEST(SanitizeClusterPost, TwoAndFiveCtaClusters) {
   MHC_SKIP_WITHOUT_GPU();
   if (!image_has_clusters()) GTEST_SKIP() << "the loaded image has no thread block clusters";
   for (int hidden : {2048, 5120}) {
-    for (int64_t m : {1, 3}) {
+    for (int64_t m : {1, 3})
       expect_cluster_post_gives_row_bits(test::small_params(4, hidden), m, 990);
-      expect_cluster_input_path_gives_row_bits(test::small_params(4, hidden), m, 991);
-    }
   }
 }
 

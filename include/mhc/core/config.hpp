@@ -30,8 +30,7 @@ struct KernelConfig {
   std::optional<int> prenorm_splits;          // K splits at every size
   std::optional<bool> fused_input;            // false: never; true: wherever 16-row tiles run
   std::optional<bool> folded_post;            // false: never; true: wherever the input fuses
-  std::optional<bool> cluster_post;  // the row kernels by clusters (post + next input, input
-                                     // path); false: never; true: at every size they fit (sm_90)
+  std::optional<bool> cluster_post;           // false: never; true: at every size it fits (sm_90)
   std::optional<bool> pdl;  // programmatic dependent launch; true needs the sm_90 instructions
   // Measured by `mhc tune`: "tactics": "FILE" (loaded and validated at parse) or the object.
   std::optional<Tactics> tactics;

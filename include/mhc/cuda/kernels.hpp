@@ -65,10 +65,9 @@ struct PrenormTuning {
   // Launch with programmatic dependent launch (kernel config "pdl"; the image must have the
   // waits, else it is ignored).
   bool pdl = true;
-  // The plan's cluster_post_max_tokens for the posts of the same site (NextInput) and its
-  // cluster_input_max_tokens for a separate input path (input_path); < 0: the device plan's.
+  // The plan's cluster_post_max_tokens for the posts of the same site (NextInput); < 0: the
+  // device plan's.
   int64_t cluster_post_max_tokens = -1;
-  int64_t cluster_input_max_tokens = -1;
   std::string describe() const;
 };
 // Whether the current device runs the bulk-copy (TMA) prenorm kernel (its kernel plan's answer).
@@ -140,14 +139,9 @@ void prenorm_coefficients(const MhcParams& p, int64_t tokens, const CoefficientB
                           cudaStream_t stream, const InputPathBuffers* input = nullptr,
                           const PreviousPost* previous = nullptr);
 
-// Step 1: layer_input = bf16(rmsnorm(bf16(sum_j pre_mix[j] x[j])) * norm_weight). Up to
-// cluster_max_tokens tokens (< 0: the device plan's cluster_input_max_tokens; C <= 8192) by one
-// thread block cluster per token (sm90_post_cluster.cuh), else one CTA per token: the same bits.
+// Step 1: layer_input = bf16(rmsnorm(bf16(sum_j pre_mix[j] x[j])) * norm_weight).
 void input_path(const MhcParams& p, int64_t tokens, const Bf16* x, const float* pre_mix,
-                const float* norm_weight, Bf16* layer_input, LaunchTarget stream,
-                int64_t cluster_max_tokens = -1);
-// Whether input_path runs by clusters for these arguments on this device.
-bool input_path_in_clusters(const MhcParams& p, int64_t tokens, int64_t cluster_max_tokens = -1);
+                const float* norm_weight, Bf16* layer_input, LaunchTarget stream);
 
 // The next site's input path, fused into the post (norm_weight null: plain collapse).
 struct NextInput {

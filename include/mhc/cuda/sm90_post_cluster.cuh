@@ -1,10 +1,10 @@
-// The post fused with the next site's input path, and the input path alone, at decode sizes, by
-// thread block clusters (sm_90). The row kernel (post_kernel, post.cuh) moves a token's ~100 KB
-// (C=5120, n=4) through one SM, whose few hundred threads each hold kRowVecs vectors; one SM cannot
-// keep that many bytes in flight, and it costs 3-4 us per token over a launch (docs/decisions.md,
-// "Cluster post"). Here each warp of that row CTA becomes a CTA of its own, kRowVecs threads per
-// row thread (one vector each), one cluster per token: the token's bytes spread over row_threads /
-// 32 SMs.
+// The post fused with the next site's input path at decode sizes, by thread block clusters
+// (sm_90). The row kernel (post_kernel, post.cuh) moves a token's ~100 KB (C=5120, n=4) through
+// one SM, whose few hundred threads each hold kRowVecs vectors; one SM cannot keep that many
+// bytes in flight, and it costs 3-4 us per token over a launch (docs/decisions.md, "Cluster
+// post"). Here each warp of that row CTA becomes a CTA of its own, kRowVecs threads per row
+// thread (one vector each), one cluster per token: the token's bytes spread over
+// row_threads / 32 SMs.
 //
 // The bits are the row kernel's: the row is cut alike (row_column), each row thread's sum of
 // squares is the same fma chain over its vectors in order (passed along its kRowVecs lanes),
@@ -66,19 +66,6 @@ __device__ __forceinline__ void store_cluster_shared(float* local, int rank, flo
 #endif
 }
 
-// The n streams' 8-column vector at column c of one token's x (zeros where c < 0: past the row).
-template <int kStreams>
-__device__ __forceinline__ void load_stream_vectors(const uint16_t* x_token, int hidden, int c,
-                                                    float (&xs)[kStreams][8]) {
-  uint4 xv[kStreams];
-#pragma unroll
-  for (int j = 0; j < kStreams; ++j) {
-    xv[j] = c >= 0 ? load_stream_u4(x_token + j * hidden + c) : make_uint4(0, 0, 0, 0);
-  }
-#pragma unroll
-  for (int j = 0; j < kStreams; ++j) unpack_bf16x8(xv[j], xs[j]);
-}
-
 // A row thread's sum of squares when its kRowVecs vectors sit in consecutive lanes (lane v of
 // the group holds vector v): post_token's fma chain, vector after vector, each lane continuing
 // from the one before. Exact in the group's last lane. All 32 lanes must call it.
@@ -119,10 +106,8 @@ __device__ __forceinline__ float cluster_row_sum(float partial, int v, int row_t
 }
 
 // One token per cluster of row_threads / 32 CTAs (grid.x = tokens * that), kPostClusterThreads
-// threads each. kPost: the post + next input path (a.next_layer_input and a.next_pre_mix set);
-// else the input path alone, the row kernel input_path_kernel's bits: it reads a.x and forms
-// a.next_layer_input from a.next_pre_mix and a.next_norm_weight (the other fields unused).
-template <int kStreams, bool kPost>
+// threads each; a.next_layer_input and a.next_pre_mix set (the fused next input path).
+template <int kStreams>
 __global__ void __launch_bounds__(kPostClusterThreads) sm90_post_cluster_kernel(const PostArgs a) {
   cluster_arrive_relaxed();
   allow_dependents();
@@ -137,16 +122,12 @@ __global__ void __launch_bounds__(kPostClusterThreads) sm90_post_cluster_kernel(
   const bool weighted = norm && c >= 0;
   const float4 w0 = weighted ? load_weight_f4(a.next_norm_weight + c) : make_float4(0, 0, 0, 0);
   const float4 w1 = weighted ? load_weight_f4(a.next_norm_weight + c + 4) : make_float4(0, 0, 0, 0);
-  float xs[kStreams][8];  // the streams the collapse reads: x_next (kPost) or x
-  if constexpr (kPost) {
-    post_vector<kStreams, true>(a, token, c, xs);
-  } else {
-    load_stream_vectors<kStreams>(a.x + token * kStreams * a.hidden, a.hidden, c, xs);
-  }
-  float weights[kStreams], y[8];
+  float out[kStreams][8];
+  post_vector<kStreams, true>(a, token, c, out);
+  float next_weights[kStreams], y[8];
 #pragma unroll
-  for (int j = 0; j < kStreams; ++j) weights[j] = a.next_pre_mix[token * kStreams + j];
-  collapse8<kStreams>(xs, weights, y);
+  for (int j = 0; j < kStreams; ++j) next_weights[j] = a.next_pre_mix[token * kStreams + j];
+  collapse8<kStreams>(out, next_weights, y);
   float scale = 1.f;
   if (norm) {
     const float partial = row_thread_sum_sq(y, v);
@@ -163,11 +144,11 @@ __global__ void __launch_bounds__(kPostClusterThreads) sm90_post_cluster_kernel(
   store_u4(a.next_layer_input + token * a.hidden + c, pack_bf16x8(o));
 }
 
-template <int kStreams, bool kPost = true>
+template <int kStreams>
 cudaError_t launch_post_cluster(const PostArgs& args, int64_t tokens, LaunchTarget on) {
   const int ctas = args.row_threads / kWarp;
   return launch_kernel_in_clusters(
-      sm90_post_cluster_kernel<kStreams, kPost>, dim3(static_cast<unsigned>(tokens * ctas)),
+      sm90_post_cluster_kernel<kStreams>, dim3(static_cast<unsigned>(tokens * ctas)),
       dim3(kPostClusterThreads), 0, static_cast<unsigned>(ctas), on, args);
 }
 
