@@ -443,10 +443,28 @@ TEST(CudaPost, ClusterAndRowKernelsGiveTheSameBits) {
   if (!image_has_clusters()) GTEST_SKIP() << "the loaded image has no thread block clusters";
   uint64_t seed = 970;
   for (const Shape s : kModelShapes) {
-    for (int64_t m : {1, 2, 7, 17}) {
+    for (int64_t m : {1, 2, 7, 17, 64}) {
       expect_cluster_post_gives_row_bits(test::small_params(s.n, s.hidden), m, ++seed);
     }
   }
+}
+
+// The default dispatch follows the plan: clusters up to cluster_post_max_tokens where the row
+// fits a cluster (C <= 8192), the row kernel above the limit and for wider rows.
+TEST(CudaPost, ClusterPostFollowsThePlanLimit) {
+  MHC_SKIP_WITHOUT_GPU();
+  const int64_t limit = cuda::default_device_plan().cluster_post_max_tokens;
+  if (!image_has_clusters() || limit == 0) GTEST_SKIP() << "no cluster post on this device";
+  const cuda::NextInput plan_default;  // cluster_max_tokens < 0: the device plan's
+  for (const Shape s : kModelShapes) {
+    const MhcParams p = test::small_params(s.n, s.hidden);
+    EXPECT_TRUE(cuda::post_in_clusters(p, 1, plan_default)) << s.hidden;
+    EXPECT_TRUE(cuda::post_in_clusters(p, limit, plan_default)) << s.hidden;
+    EXPECT_FALSE(cuda::post_in_clusters(p, limit + 1, plan_default)) << s.hidden;
+  }
+  EXPECT_TRUE(cuda::post_in_clusters(test::small_params(4, 8192), 1, plan_default));
+  EXPECT_FALSE(cuda::post_in_clusters(test::small_params(4, 8256), 1, plan_default))
+      << "a row of 9 warps does not fit a portable cluster";
 }
 
 // For compute-sanitizer (device-validate runs Sanitize*): clusters of 2 and 5 CTAs, small.
