@@ -148,7 +148,7 @@ struct NextInput {
   const float* pre_mix = nullptr;  // this site's pre
   const float* norm_weight = nullptr;
   Bf16* layer_input = nullptr;
-  // Up to this many tokens (and C <= 8192), one cluster of one-warp CTAs per token instead of one
+  // Up to this many tokens (and C <= 8192), one thread block cluster per token instead of one
   // CTA (sm90_post_cluster.cuh; the same bits); < 0: the device plan's cluster_post_max_tokens.
   int64_t cluster_max_tokens = -1;
 };
