@@ -10,6 +10,10 @@ if [ ! -x "$venv/bin/python" ]; then
   python3 -m venv "$venv" >&2
 fi
 py="$venv/bin/python"
+# No wheel cache: torch's wheels are ~3 GB and the cache would hold them a second time next to the
+# 5.3 GB installed (a CI run once ran out of disk here; docs/python.md, "Tests").
+export PIP_NO_CACHE_DIR=1
+echo "python-env: free disk before the install: $(df -h --output=avail . | tail -1 | tr -d ' ')" >&2
 "$py" -m pip install -q --upgrade pip >&2
 "$py" -m pip install -q numpy pytest >&2
 # torch and transformers for the torch ops' tests (tests/python/requirements.txt says the cost).
