@@ -98,8 +98,8 @@ struct Setup {
 // alternate by site.
 constexpr int kSitesPerGraph = 8;
 
-EnqueueFn stack_steady_state(const Setup& c, StackLayout layout) {
-  return [&c, layout](DeviceSiteBuffers& b, cudaStream_t s) {
+EnqueueFn stack_steady_state(const Setup& c, StackLayout layout, const PrenormTuning& tuning) {
+  return [&c, layout, tuning](DeviceSiteBuffers& b, cudaStream_t s) {
     StackBuffers sb;
     sb.x_in = b.x.get();
     sb.x[0] = b.x.get();
@@ -117,7 +117,7 @@ EnqueueFn stack_steady_state(const Setup& c, StackLayout layout) {
     const std::vector<const DeviceSiteWeights*> weights(kSitesPerGraph + 2, &c.w);
     const StackLaunches stack(c.p, weights, sb, c.ws, c.proj, nullptr);
     std::vector<SiteLaunches> sites;
-    for (int i = 1; i <= kSitesPerGraph; ++i) sites.push_back(stack.site(layout, i, c.m, c.chosen));
+    for (int i = 1; i <= kSitesPerGraph; ++i) sites.push_back(stack.site(layout, i, c.m, tuning));
     c.schedule.enqueue(s, false, sites);
   };
 }
@@ -195,6 +195,27 @@ void add_site_items(const Setup& c, bool sweep, std::vector<Item>& items) {
                           b.x_next.get(), &next, s);
                    },
                    chosen});
+  // The same boundary in one launch (sm90_boundary.cuh) at every size, whatever the plan's rule:
+  // the previous post (x -> x_next), the next input path and the coefficients of x_next.
+  if (tma_prenorm_available() && c.proj == Projection::tf32) {
+    PrenormTuning fused = chosen;
+    fused.fused_input_max_tokens = 0;  // not the 16-row decode fold
+    fused.fused_boundary_min_tokens = 1;
+    items.push_back({"fused boundary (one launch)", c.coef_bytes + md * (2 * K + 4 * C),
+                     [&c, fused](DeviceSiteBuffers& b, cudaStream_t s) {
+                       CoefficientBuffers out = b.coefficients(c.w);
+                       out.x = b.x_next.get();
+                       out.post = b.post_alt.get();
+                       out.comb = b.comb_alt.get();
+                       const InputPathBuffers input{b.pre_mix.get(), c.w.norm_weight.get(),
+                                                    b.layer_input.get()};
+                       const PreviousPost previous{b.x.get(), b.post.get(), b.comb.get(),
+                                                   b.sublayer_out.get(), b.x_next.get()};
+                       prenorm_coefficients(c.p, c.m, out, c.proj, fused, c.ws, s, &input,
+                                            &previous);
+                     },
+                     fused});
+  }
 }
 
 // The stack's steady state: in a stack at larger sizes the input path of site s comes out of the
@@ -205,11 +226,24 @@ void add_site_items(const Setup& c, bool sweep, std::vector<Item>& items) {
 void add_stack_items(const Setup& c, std::vector<Item>& items) {
   const bool decode = input_path_fuses(c.p, c.m, c.chosen);
   items.push_back({"site in stack, 8 per graph (each)", c.site_bytes,
-                   stack_steady_state(c, decode ? StackLayout::decode : StackLayout::fused_post),
+                   stack_steady_state(c, decode ? StackLayout::decode : StackLayout::fused_post,
+                                      c.chosen),
                    c.chosen, kSitesPerGraph});
   if (decode) {
     items.push_back({"site in stack, post folded (each)", c.site_bytes,
-                     stack_steady_state(c, StackLayout::folded_decode), c.chosen, kSitesPerGraph});
+                     stack_steady_state(c, StackLayout::folded_decode, c.chosen), c.chosen,
+                     kSitesPerGraph});
+  }
+  // The fused boundary layout (one launch per site besides the sublayer) at every size the image
+  // has it, whatever the plan's rule; bytes as the fused launch's floor.
+  if (tma_prenorm_available() && c.proj == Projection::tf32) {
+    PrenormTuning fused = c.chosen;
+    fused.fused_input_max_tokens = 0;
+    fused.fused_boundary_min_tokens = 1;
+    const double md = double(c.m), K = double(c.p.k()), C = double(c.p.hidden);
+    items.push_back({"site in stack, fused boundary (each)", c.coef_bytes + md * (2 * K + 4 * C),
+                     stack_steady_state(c, StackLayout::fused_boundary, fused), fused,
+                     kSitesPerGraph});
   }
 }
 

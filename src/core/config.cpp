@@ -15,7 +15,7 @@ using json = nlohmann::json;
 
 constexpr const char* kKnownKeys =
     "batch_invariant, enable_mhc_overlap, overlap_max_tokens, projection, prenorm_kernel, "
-    "prenorm_splits, fused_input, folded_post, cluster_post, pdl, tactics";
+    "prenorm_splits, fused_input, folded_post, cluster_post, fused_boundary, pdl, tactics";
 constexpr uint64_t kMaxOverlapTokens = uint64_t{1} << 20;
 
 // The offending value as it appeared, shortened so a huge value cannot flood the message.
@@ -181,6 +181,8 @@ KernelConfig KernelConfig::parse(std::string_view json_text) {
       config.folded_post = parse_switch(key, value);
     } else if (key == "cluster_post") {
       config.cluster_post = parse_switch(key, value);
+    } else if (key == "fused_boundary") {
+      config.fused_boundary = parse_switch(key, value);
     } else if (key == "pdl") {
       config.pdl = parse_switch(key, value);
     } else if (key == "tactics") {
@@ -200,6 +202,9 @@ std::string bool_text(bool b) { return b ? "true" : "false"; }
 std::string optional_fields(const KernelConfig& c) {
   std::string out;
   if (c.folded_post) out += fmt::format(R"("folded_post":{},)", bool_text(*c.folded_post));
+  if (c.fused_boundary) {
+    out += fmt::format(R"("fused_boundary":{},)", bool_text(*c.fused_boundary));
+  }
   if (c.fused_input) out += fmt::format(R"("fused_input":{},)", bool_text(*c.fused_input));
   return out;
 }
@@ -247,6 +252,7 @@ std::string KernelConfig::describe() const {
   if (fused_input) text += " fused_input=" + bool_text(*fused_input);
   if (folded_post) text += " folded_post=" + bool_text(*folded_post);
   if (cluster_post) text += " cluster_post=" + bool_text(*cluster_post);
+  if (fused_boundary) text += " fused_boundary=" + bool_text(*fused_boundary);
   if (pdl) text += " pdl=" + bool_text(*pdl);
   if (tactics) text += " tactics=" + tactics->source;
   if (batch_invariant) text += " batch_invariant=on";

@@ -139,6 +139,16 @@ void apply_switches(KernelPlan& plan, const KernelConfig& config) {
     plan.cluster_post_max_tokens = *config.cluster_post ? kNoTokenLimit : 0;
     plan.overrides.push_back(fmt::format("cluster_post={}", *config.cluster_post));
   }
+  if (config.fused_boundary) {
+    if (*config.fused_boundary && !plan.tma128_available) {
+      throw Error(fmt::format(
+          "kernel config fused_boundary=true: the fused boundary kernel is not in the image this "
+          "GPU loads ({}); it needs the sm_90a instructions (TMA, clusters)",
+          plan.image ? plan.image->name() : "none"));
+    }
+    plan.fused_boundary_min_tokens = *config.fused_boundary ? 1 : 0;
+    plan.overrides.push_back(fmt::format("fused_boundary={}", *config.fused_boundary));
+  }
   if (config.pdl) {
     const bool waits = plan.image && plan.image->has_sm90_instructions();
     if (*config.pdl && !waits) {
@@ -164,6 +174,8 @@ void apply_batch_invariance(KernelPlan& plan, const KernelConfig& config) {
   if (config.prenorm_kernel) refuse("prenorm_kernel");
   if (config.prenorm_splits) refuse("prenorm_splits");
   if (config.folded_post.value_or(false)) refuse("folded_post=true");
+  // Its split count follows the batch size, and with it the GEMM's K order.
+  if (config.fused_boundary.value_or(false)) refuse("fused_boundary=true");
   plan.batch_invariant = true;
   plan.prenorm.clear();
   plan.prenorm_source = "batch-invariant mode (batch_invariant_kernel)";
@@ -177,6 +189,7 @@ void apply_batch_invariance(KernelPlan& plan, const KernelConfig& config) {
   // The fused input path stays (its CTAs cut the row as the input_path kernel does, so fused
   // and separate give the same bits); the folded post does not (its CTAs are the 16-row kernel's).
   plan.folded_post_max_tokens = 0;
+  plan.fused_boundary_min_tokens = 0;
   plan.overrides.push_back("batch_invariant=true");
 }
 
@@ -296,6 +309,7 @@ KernelPlan make_plan(ComputeCapability cc, int sm_count, std::optional<KernelIma
   plan.folded_post_max_tokens = plan.rules.folded_post_max_tokens;
   const bool clusters = image && image->has_sm90_instructions();
   plan.cluster_post_max_tokens = clusters ? plan.rules.cluster_post_max_tokens : 0;
+  plan.fused_boundary_min_tokens = plan.tma128_available ? plan.rules.fused_boundary_min_tokens : 0;
   plan.overlap = image ? plan.rules.overlap : OverlapAvailability::never;
   apply_threshold(plan, config);
   apply_prenorm_tactics(plan, config);

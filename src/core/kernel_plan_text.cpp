@@ -20,6 +20,12 @@ std::string limit_text(int64_t max_tokens) {
   return fmt::format("up to {} tokens", max_tokens);
 }
 
+std::string from_text(int64_t min_tokens) {
+  if (min_tokens <= 0) return "never";
+  if (min_tokens == 1) return "at every size";
+  return fmt::format("from {} tokens", min_tokens);
+}
+
 std::string kernel_title(PrenormKernel k) {
   switch (k) {
     case PrenormKernel::mma16:
@@ -132,13 +138,16 @@ std::string KernelPlan::describe() const {
                           limit_text(has_kernels() ? folded_post_max_tokens : 0));
   line("cluster post", "post + next input by one cluster per token, " +
                            limit_text(has_kernels() ? cluster_post_max_tokens : 0));
+  line("fused boundary", "post + next input + coefficients in one launch (sm_90a), " +
+                             from_text(has_kernels() ? fused_boundary_min_tokens : 0));
   line("pdl", pdl ? "yes (griddepcontrol in the image)" : "no");
   line("overlap", overlap_text(*this));
   line("threshold from", overlap_max_tokens_source);
   line("overrides", overrides_text());
   line("switches",
        "kernel config prenorm_kernel (mma16|mma64|tma128), prenorm_splits, "
-       "fused_input, folded_post, cluster_post, pdl, batch_invariant, enable_mhc_overlap, "
+       "fused_input, folded_post, cluster_post, fused_boundary, pdl, batch_invariant, "
+       "enable_mhc_overlap, "
        "overlap_max_tokens, "
        "tactics");
   return out;
@@ -166,8 +175,12 @@ std::string KernelPlan::summary() const {
                        ? ", cluster post"
                        : fmt::format(", cluster post M<={}", cluster_post_max_tokens);
   }
-  return fmt::format("{} {}, prenorm{}{}{}{}", image->name(), image->ptx ? "PTX (JIT)" : "SASS",
-                     ranges, pdl ? ", pdl" : "", cluster_post,
+  const std::string boundary =
+      fused_boundary_min_tokens > 0
+          ? fmt::format(", fused boundary M>={}", fused_boundary_min_tokens)
+          : "";
+  return fmt::format("{} {}, prenorm{}{}{}{}{}", image->name(), image->ptx ? "PTX (JIT)" : "SASS",
+                     ranges, pdl ? ", pdl" : "", cluster_post, boundary,
                      batch_invariant ? ", batch-invariant" : "");
 }
 
@@ -204,6 +217,7 @@ std::string KernelPlan::to_json() const {
       {"fused_input_max_tokens", limit(fused_input_max_tokens)},
       {"folded_post_max_tokens", limit(folded_post_max_tokens)},
       {"cluster_post_max_tokens", limit(cluster_post_max_tokens)},
+      {"fused_boundary_min_tokens", fused_boundary_min_tokens},
       {"overlap", std::string(mhc::to_string(overlap))},
       {"overlap_max_tokens", overlap_max_tokens},
       {"overlap_max_tokens_source", overlap_max_tokens_source},

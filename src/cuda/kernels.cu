@@ -12,6 +12,7 @@
 #include "mhc/cuda/post.cuh"
 #include "mhc/cuda/prenorm_mma.cuh"
 #include "mhc/cuda/prenorm_splits.cuh"
+#include "mhc/cuda/sm90_boundary.cuh"
 #include "mhc/cuda/sm90_post_cluster.cuh"
 #include "mhc/cuda/sm90_prenorm_tma.cuh"
 #include "mhc/cuda/standin.cuh"
@@ -127,6 +128,7 @@ PrenormTuning choose_prenorm_tuning(const KernelPlan& plan, const MhcParams& p, 
     t.fused_input_max_tokens = plan.fused_input_max_tokens;
     t.pdl = plan.pdl;
     t.cluster_post_max_tokens = plan.cluster_post_max_tokens;
+    t.fused_boundary_min_tokens = plan.fused_boundary_min_tokens;
     return t;
   }
   const PrenormChoice c = plan.prenorm_choice(tokens, max_prenorm_splits(p));
@@ -136,6 +138,7 @@ PrenormTuning choose_prenorm_tuning(const KernelPlan& plan, const MhcParams& p, 
   t.fused_input_max_tokens = plan.fused_input_max_tokens;
   t.pdl = plan.pdl;
   t.cluster_post_max_tokens = plan.cluster_post_max_tokens;
+  t.fused_boundary_min_tokens = plan.fused_boundary_min_tokens;
   return t;
 }
 
@@ -202,7 +205,59 @@ bool input_path_fuses(const MhcParams& p, int64_t tokens, const PrenormTuning& t
   return tile_has_input_ctas && tokens <= limit && p.hidden <= kFusedInputMaxHidden;
 }
 
+bool boundary_fuses(const MhcParams& p, int64_t tokens, const PrenormTuning& tuning,
+                    Projection projection) {
+  const int64_t from = tuning.fused_boundary_min_tokens >= 0
+                           ? tuning.fused_boundary_min_tokens
+                           : default_device_plan().fused_boundary_min_tokens;
+  return from > 0 && tokens >= from && tma_prenorm_available() && !tuning.batch_invariant &&
+         projection == Projection::tf32 && p.hidden % kBoundaryStageColumns == 0;
+}
+
+int boundary_splits(const MhcParams& p, int64_t tokens, int sm_count) {
+  const int64_t tiles = std::max<int64_t>(1, ceil_div(tokens, kBoundaryRowsPerTile));
+  const int stages = std::max(1, p.hidden / kBoundaryStageColumns);
+  const int64_t fill = std::clamp<int64_t>(sm_count / tiles, 1, kBoundaryMaxSplits);
+  const int per_split = static_cast<int>(ceil_div(stages, std::min<int64_t>(fill, stages)));
+  return static_cast<int>(ceil_div(stages, per_split));
+}
+
 namespace {
+
+// The fused boundary (prenorm_coefficients with `previous` where boundary_fuses): `args` holds
+// the coefficient path's outputs and parameters; the split count is the boundary's own.
+void launch_boundary(const MhcParams& p, int64_t tokens, const InputPathBuffers& input,
+                     const PreviousPost& previous, SiteWorkspace& ws, PrenormArgs args,
+                     LaunchTarget stream) {
+  constexpr const char* what = "prenorm_coefficients (fused boundary)";
+  require_that(input.pre_mix != nullptr, "{}: input pre_mix is null", what);
+  check_ptr(input.layer_input, "layer_input", what);
+  if (input.norm_weight != nullptr) check_ptr(input.norm_weight, "norm_weight", what);
+  args.splits = boundary_splits(p, tokens, current_sm_count());
+  args.leaf_chunks = 0;
+  args.chunks_per_split = 0;  // the boundary cuts C into column stages instead (cols)
+  const int stages = p.hidden / kBoundaryStageColumns;
+  const BoundaryColumns cols{p.hidden, static_cast<int>(ceil_div(stages, args.splits))};
+  const int64_t tiles = ceil_div(tokens, kBoundaryRowsPerTile);
+  const int64_t need = tiles * kBoundaryRowsPerTile * (p.nmix() + 1) * args.splits;
+  require_that(args.splits == 1 || need <= ws.partial_capacity(),
+               "{}: {} splits of {} tokens need {} partial floats, the workspace holds {}", what,
+               args.splits, tokens, need, ws.partial_capacity());
+  args.previous.x = bits(previous.x);
+  args.previous.post = previous.post;
+  args.previous.comb = previous.comb;
+  args.previous.sublayer_out = bits(previous.sublayer_out);
+  args.previous.x_out = bits(previous.x_next);
+  args.input.pre_mix = input.pre_mix;
+  args.input.norm_weight = input.norm_weight;
+  args.input.layer_input = bits(input.layer_input);
+  args.input.hidden = p.hidden;
+  args.input.row_threads = row_kernel_threads(p.hidden);
+  args.input.eps_n = static_cast<float>(p.norm_eps());
+  const cudaError_t err = p.n == 2 ? dispatch_boundary<2>(args, cols, stream)
+                                   : dispatch_boundary<4>(args, cols, stream);
+  check_launch(err, what);
+}
 
 // Checks `previous` (see prenorm_coefficients); a fused launch reads these while writing b.
 void check_previous_post(const CoefficientBuffers& b, const InputPathBuffers* input,
@@ -316,6 +371,10 @@ void prenorm_coefficients(const MhcParams& p, int64_t tokens, const CoefficientB
   // Only the 16-row kernel forms x from the previous post; any other tile (the TMA kernel of
   // batch-invariant mode) gets the post + next input launch first.
   const bool folds = fuses && tuning.rows_per_tile == 16;
+  if (previous != nullptr && !folds && boundary_fuses(p, tokens, tuning, projection)) {
+    launch_boundary(p, tokens, *input, *previous, ws, args, stream);
+    return;
+  }
   if (previous != nullptr && !folds) {  // the post + next input launch, then the plain one
     NextInput next{input->pre_mix, input->norm_weight, input->layer_input};
     next.cluster_max_tokens = tuning.cluster_post_max_tokens;

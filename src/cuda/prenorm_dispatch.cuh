@@ -1,6 +1,7 @@
 // Definition of dispatch_prenorm, included by prenorm_n2.cu and prenorm_n4.cu only.
 #pragma once
 #include "mhc/cuda/prenorm_mma.cuh"
+#include "mhc/cuda/sm90_boundary.cuh"
 #include "mhc/cuda/sm90_prenorm_leaf.cuh"
 #include "mhc/cuda/sm90_prenorm_tma.cuh"
 #include "prenorm_dispatch.hpp"
@@ -39,6 +40,12 @@ cudaError_t dispatch_prenorm(const PrenormArgs& args, bool compensated, int rows
   }
   return compensated ? launch_prenorm_coefficients<kStreams, 4, true>(args, stream)
                      : launch_prenorm_coefficients<kStreams, 4, false>(args, stream);
+}
+
+template <int kStreams>
+cudaError_t dispatch_boundary(const PrenormArgs& args, const BoundaryColumns& cols,
+                              LaunchTarget stream) {
+  return launch_sm90_boundary<kStreams>(args, cols, stream);
 }
 
 }  // namespace mhc::cuda

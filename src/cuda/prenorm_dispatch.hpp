@@ -8,6 +8,7 @@
 namespace mhc::cuda {
 
 struct PrenormArgs;
+struct BoundaryColumns;
 
 // Launches the instantiation for kStreams, the projection and the tile size: 16 or 64 rows
 // (register-fed kernel) or 128 (TMA kernel, sm_90; in batch-invariant mode at 1-16 tokens its
@@ -21,5 +22,10 @@ cudaError_t prenorm_attributes(int rows_per_tile, cudaFuncAttributes* out);
 template <int kStreams>
 cudaError_t dispatch_prenorm(const PrenormArgs& args, bool compensated, int rows_per_tile,
                              LaunchTarget stream);
+
+// The fused boundary kernel (sm90_boundary.cuh) for kStreams.
+template <int kStreams>
+cudaError_t dispatch_boundary(const PrenormArgs& args, const BoundaryColumns& cols,
+                              LaunchTarget stream);
 
 }  // namespace mhc::cuda

@@ -4,4 +4,5 @@
 namespace mhc::cuda {
 template cudaError_t dispatch_prenorm<2>(const PrenormArgs&, bool, int, LaunchTarget);
 template cudaError_t prenorm_attributes<2>(int, cudaFuncAttributes*);
+template cudaError_t dispatch_boundary<2>(const PrenormArgs&, const BoundaryColumns&, LaunchTarget);
 }  // namespace mhc::cuda

@@ -4,4 +4,5 @@
 namespace mhc::cuda {
 template cudaError_t dispatch_prenorm<4>(const PrenormArgs&, bool, int, LaunchTarget);
 template cudaError_t prenorm_attributes<4>(int, cudaFuncAttributes*);
+template cudaError_t dispatch_boundary<4>(const PrenormArgs&, const BoundaryColumns&, LaunchTarget);
 }  // namespace mhc::cuda

@@ -135,10 +135,16 @@ StackBuffers StackExecutor::Impl::stack_buffers() const {
 }
 
 StackLayout StackExecutor::Impl::layout(int64_t tokens, bool overlap) const {
-  if (overlap || !options.native_decode_schedule) return StackLayout::fused_post;
-  if (!input_path_fuses(p, tokens, prenorm_tuning_for(plan, config, p, tokens))) {
-    return StackLayout::fused_post;
+  if (overlap) return StackLayout::fused_post;
+  const PrenormTuning tuning = prenorm_tuning_for(plan, config, p, tokens);
+  const bool input_fuses = input_path_fuses(p, tokens, tuning);
+  // Native, above the decode sizes (where the input path rides in the coefficient launch and the
+  // overlap may run) and where the plan fuses the boundary (off in the built-in plans until
+  // measured): the previous post, the input path and the coefficients in one launch.
+  if (!input_fuses && boundary_fuses(p, tokens, tuning, config.projection)) {
+    return StackLayout::fused_boundary;
   }
+  if (!options.native_decode_schedule || !input_fuses) return StackLayout::fused_post;
   const bool fold = options.fold_previous_post && tokens <= plan.folded_post_max_tokens;
   return fold ? StackLayout::folded_decode : StackLayout::decode;
 }

@@ -16,6 +16,8 @@ const char* to_string(StackLayout layout) {
       return "decode";
     case StackLayout::folded_decode:
       return "folded_decode";
+    case StackLayout::fused_boundary:
+      return "fused_boundary";
   }
   return "?";
 }
@@ -42,6 +44,7 @@ SiteLaunches StackLaunches::site(StackLayout layout, int s, int64_t tokens,
     case StackLayout::decode:
       return decode(s, tokens, tuning);
     case StackLayout::folded_decode:
+    case StackLayout::fused_boundary:  // the same launches; prenorm_coefficients picks the kernel
       return folded_decode(s, tokens, tuning);
     case StackLayout::fused_post:
       break;

@@ -159,6 +159,40 @@ TEST(KernelPlanSwitches, ClusterPost) {
   EXPECT_THROW(KernelConfig::parse(R"({"cluster_post": 3})"), Error);
 }
 
+// The fused boundary: off in the sm90 rules until measured, forced on at every size by the
+// switch where the image has the sm_90a kernels, refused without them and in batch-invariant mode
+// (its split count follows the batch size).
+TEST(KernelPlanSwitches, FusedBoundary) {
+  const KernelPlan plain = plan("9.0", kWithSm100);
+  EXPECT_EQ(plain.fused_boundary_min_tokens, sm90_rules().fused_boundary_min_tokens);
+  const KernelPlan forced = plan("9.0", kWithSm100, R"({"fused_boundary": true})");
+  EXPECT_EQ(forced.fused_boundary_min_tokens, 1);
+  EXPECT_TRUE(contains(forced.describe(), "fused_boundary=true"));
+  EXPECT_TRUE(contains(forced.describe(),
+                       "fused boundary   post + next input + coefficients in "
+                       "one launch (sm_90a), at every size"))
+      << forced.describe();
+  EXPECT_TRUE(contains(forced.summary(), ", fused boundary M>=1")) << forced.summary();
+  EXPECT_TRUE(contains(forced.to_json(), R"("fused_boundary_min_tokens":1)")) << forced.to_json();
+  const KernelPlan off = plan("9.0", kWithSm100, R"({"fused_boundary": false})");
+  EXPECT_EQ(off.fused_boundary_min_tokens, 0);
+  EXPECT_FALSE(contains(off.summary(), "fused boundary"));
+  EXPECT_TRUE(contains(off.describe(), "one launch (sm_90a), never")) << off.describe();
+  EXPECT_EQ(plan("8.0", kWithSm100).fused_boundary_min_tokens, 0);
+  EXPECT_THROW(plan("8.0", kWithSm100, R"({"fused_boundary": true})"), Error);
+  EXPECT_THROW(plan("9.0", kWithSm100, R"({"fused_boundary": true, "batch_invariant": true})"),
+               Error);
+  EXPECT_EQ(plan("9.0", kWithSm100, R"({"batch_invariant": true})").fused_boundary_min_tokens, 0);
+  const KernelConfig c = KernelConfig::parse(R"({"fused_boundary": true})");
+  EXPECT_EQ(KernelConfig::parse(c.to_json()).to_json(), c.to_json());
+  EXPECT_TRUE(contains(c.to_json(), R"("folded_post")") ||
+              contains(c.to_json(), R"({"enable_mhc_overlap":null,"fused_boundary":true,)"))
+      << c.to_json();
+  EXPECT_NE(c.hash(), KernelConfig{}.hash());
+  EXPECT_TRUE(contains(c.describe(), "fused_boundary=true"));
+  EXPECT_THROW(KernelConfig::parse(R"({"fused_boundary": "yes"})"), Error);
+}
+
 TEST(KernelPlanSwitches, ForcingAPathTheImageLacksIsAnError) {
   try {
     plan("10.0", kWithoutSm100, R"({"prenorm_kernel": "tma128"})");

@@ -15,49 +15,9 @@
 namespace mhc {
 namespace {
 
-using test::DeviceCoefficients;
-using test::DeviceWeights;
-using test::poisoned;
-using test::to_device;
+using test::FoldCase;
+using test::FoldOutputs;
 using test::to_host;
-
-// Everything one check needs on the device: the previous site (x, post, comb, F), this site's
-// weights and carried pre_mix, and the outputs of the path under test.
-struct FoldCase {
-  MhcParams p;
-  int64_t m;
-  test::SiteCase c;
-  DeviceWeights w;
-  cuda::DeviceBuffer<Bf16> x_prev, f;
-  cuda::DeviceBuffer<float> prev_post, prev_comb, pre_mix;
-  FoldCase(const MhcParams& params, int64_t tokens, uint64_t seed)
-      : p(params),
-        m(tokens),
-        c(test::random_site_case(params, tokens, seed, 1.0)),
-        w(c.weights),
-        x_prev(to_device(c.x)),
-        f(to_device(c.sublayer_out)),
-        prev_post(random_floats(size_t(tokens * params.n), seed + 1, 0.0, 2.0)),
-        prev_comb(random_floats(size_t(tokens * params.n * params.n), seed + 2, 0.0, 1.0)),
-        pre_mix(to_device(c.pre_mix)) {}
-
-  static cuda::DeviceBuffer<float> random_floats(size_t count, uint64_t seed, double lo,
-                                                 double hi) {
-    test::TestRng rng(seed);
-    std::vector<float> v(count);
-    for (float& e : v) e = float(rng.uniform(lo, hi));
-    return to_device(v);
-  }
-};
-
-struct FoldOutputs {
-  cuda::DeviceBuffer<Bf16> x, layer_input;
-  DeviceCoefficients coef;
-  FoldOutputs(const MhcParams& p, int64_t m)
-      : x(poisoned<Bf16>(size_t(m * p.k()))),
-        layer_input(poisoned<Bf16>(size_t(m * p.hidden))),
-        coef(p, m) {}
-};
 
 // folded: one call with `previous`; else post(next = input) then the coefficient path.
 void run_path(FoldCase& k, FoldOutputs& out, bool folded, cuda::SiteWorkspace& ws,

@@ -70,6 +70,45 @@ struct DeviceCoefficients {
   }
 };
 
+// A boundary between two sites on the device (the folded post and the fused boundary tests): the
+// previous site (x, post, comb, F), this site's weights and carried pre_mix.
+struct FoldCase {
+  MhcParams p;
+  int64_t m;
+  SiteCase c;
+  DeviceWeights w;
+  cuda::DeviceBuffer<Bf16> x_prev, f;
+  cuda::DeviceBuffer<float> prev_post, prev_comb, pre_mix;
+  FoldCase(const MhcParams& params, int64_t tokens, uint64_t seed, double amplitude = 1.0)
+      : p(params),
+        m(tokens),
+        c(random_site_case(params, tokens, seed, amplitude)),
+        w(c.weights),
+        x_prev(to_device(c.x)),
+        f(to_device(c.sublayer_out)),
+        prev_post(random_floats(size_t(tokens * params.n), seed + 1, 0.0, 2.0)),
+        prev_comb(random_floats(size_t(tokens * params.n * params.n), seed + 2, 0.0, 1.0)),
+        pre_mix(to_device(c.pre_mix)) {}
+
+  static cuda::DeviceBuffer<float> random_floats(size_t count, uint64_t seed, double lo,
+                                                 double hi) {
+    TestRng rng(seed);
+    std::vector<float> v(count);
+    for (float& e : v) e = float(rng.uniform(lo, hi));
+    return to_device(v);
+  }
+};
+
+// The outputs of the path under test, poisoned.
+struct FoldOutputs {
+  cuda::DeviceBuffer<Bf16> x, layer_input;
+  DeviceCoefficients coef;
+  FoldOutputs(const MhcParams& p, int64_t m)
+      : x(poisoned<Bf16>(size_t(m * p.k()))),
+        layer_input(poisoned<Bf16>(size_t(m * p.hidden))),
+        coef(p, m) {}
+};
+
 inline std::string case_name(const MhcParams& p, int64_t tokens, double amplitude) {
   char buf[96];
   std::snprintf(buf, sizeof buf, "n=%d C=%d M=%lld amp=%g", p.n, p.hidden, (long long)tokens,

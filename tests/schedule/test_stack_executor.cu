@@ -160,6 +160,34 @@ TEST_F(StackStressTest, NativeDecodeScheduleMatchesFloat64Reference) {
   }
 }
 
+// The fused boundary layout (kernel config fused_boundary; not yet run on a GPU): above the decode
+// sizes each site after the first is one launch besides its sublayer. Within the stack bounds of
+// the float64 reference at every layer, and a FULL-graph replay gives the eager forward's bits.
+TEST_F(StackStressTest, FusedBoundaryLayoutMatchesFloat64Reference) {
+  if (!tma_prenorm_available()) GTEST_SKIP() << "the fused boundary needs the sm_90a kernels";
+  MhcParams p = preset("dsv41-flash");
+  p.layers = 4;
+  const ModelWeights w = synthetic_model(p, 14);
+  for (int64_t tokens : {65, 300}) {
+    StackOptions opt;
+    opt.max_tokens = tokens;
+    opt.trace_layers = true;
+    StackExecutor ex(
+        w, KernelConfig::parse(R"({"enable_mhc_overlap": false, "fused_boundary": true})"), opt);
+    ASSERT_STREQ(to_string(ex.layout(tokens, false)), "fused_boundary") << tokens << " tokens";
+    EXPECT_STREQ(to_string(ex.layout(16, false)), "fused_post") << "decode sizes keep theirs";
+    const auto x0 = synthetic_embeddings(p, tokens, 15);
+    MHC_CUDA_CHECK(cudaMemcpy(ex.x_in(), x0.data(), x0.size() * 2, cudaMemcpyHostToDevice));
+    MHC_CUDA_CHECK(cudaDeviceSynchronize());  // pageable copies land asynchronously
+    ex.forward(tokens, ExecMode::eager, stream_);
+    const std::vector<uint16_t> eager = test::results(ex, tokens, stream_);
+    expect_within_stack_bounds(ex, w, tokens, x0);
+    ex.prepare_full_graph(tokens, stream_);
+    ASSERT_FALSE(ex.forward(tokens, ExecMode::full, stream_).overlapped);
+    EXPECT_EQ(test::results(ex, tokens, stream_), eager) << tokens << " tokens: graph vs eager";
+  }
+}
+
 // The 80-site DeepSeek-V4.1-Flash stack, FULL graph with overlap, against float64 per layer.
 TEST_F(StackStressTest, FortyLayerStackMatchesFloat64Reference) {
   const MhcParams p = preset("dsv41-flash");

@@ -42,6 +42,9 @@ struct ArchRules {
   // The post + next input path by clusters of one-warp CTAs (sm_90 clusters), up to this many
   // tokens; by one CTA per token above.
   int64_t cluster_post_max_tokens = 0;
+  // The fused boundary (post + next input path + coefficients in one launch, sm_90 TMA and
+  // clusters) from this many tokens; 0: never.
+  int64_t fused_boundary_min_tokens = 0;
   bool pdl = true;  // where the image has griddepcontrol
   OverlapAvailability overlap = OverlapAvailability::never;
   int overlap_max_tokens = 16;
@@ -85,9 +88,10 @@ struct KernelPlan {
   std::optional<int> forced_splits;
   bool tma128_available = false;  // the TMA kernel's body is in the loaded image
   bool pdl = false;
-  int64_t fused_input_max_tokens = 0;   // 0: never fused
-  int64_t folded_post_max_tokens = 0;   // 0: never folded
-  int64_t cluster_post_max_tokens = 0;  // 0: the post + next input by row CTAs only
+  int64_t fused_input_max_tokens = 0;     // 0: never fused
+  int64_t folded_post_max_tokens = 0;     // 0: never folded
+  int64_t cluster_post_max_tokens = 0;    // 0: the post + next input by row CTAs only
+  int64_t fused_boundary_min_tokens = 0;  // 0: the boundary's launches are never fused
   OverlapAvailability overlap = OverlapAvailability::never;
   int overlap_max_tokens = 0;
   std::string overlap_max_tokens_source;

@@ -79,6 +79,15 @@ __device__ __forceinline__ void store_u4(void* ptr, const uint4& v) {
 __device__ __forceinline__ float4 load_coherent_f4(const float* ptr) {
   return __ldcg(reinterpret_cast<const float4*>(ptr));
 }
+__device__ __forceinline__ uint4 load_coherent_u4(const void* ptr) {
+  return __ldcg(reinterpret_cast<const uint4*>(ptr));
+}
+// A store with an L2 eviction policy (l2_policy, below; sm_80+): data this launch reads back.
+__device__ __forceinline__ void store_u4_hinted(void* ptr, const uint4& v, uint64_t policy) {
+  asm volatile("st.global.L2::cache_hint.v4.u32 [%0], {%1,%2,%3,%4}, %5;" ::"l"(ptr), "r"(v.x),
+               "r"(v.y), "r"(v.z), "r"(v.w), "l"(policy)
+               : "memory");
+}
 
 // Adds 1 to a counter at GPU scope with acquire-release semantics; returns the value before.
 __device__ __forceinline__ unsigned arrive_acq_rel(unsigned* counter) {

@@ -68,6 +68,9 @@ struct PrenormTuning {
   // The plan's cluster_post_max_tokens for the posts of the same site (NextInput); < 0: the
   // device plan's.
   int64_t cluster_post_max_tokens = -1;
+  // The fused boundary (prenorm_coefficients with `previous`: one launch, sm90_boundary.cuh) from
+  // this many tokens where it is eligible (boundary_fuses); 0: never; < 0: the device plan's.
+  int64_t fused_boundary_min_tokens = -1;
   std::string describe() const;
 };
 // Whether the current device runs the bulk-copy (TMA) prenorm kernel (its kernel plan's answer).
@@ -113,6 +116,15 @@ struct InputPathBuffers {
 // coefficient launch (extra CTAs) rather than as a launch of its own.
 bool input_path_fuses(const MhcParams& p, int64_t tokens, const PrenormTuning& tuning);
 
+// Whether prenorm_coefficients with `previous` (and `input`) runs the fused boundary kernel: the
+// tuning's (or the device plan's) fused_boundary_min_tokens reached, the image has the sm_90a
+// kernels, the TF32 projection, not batch-invariant, and the 16-row fold does not apply.
+bool boundary_fuses(const MhcParams& p, int64_t tokens, const PrenormTuning& tuning,
+                    Projection projection);
+// The fused boundary's CTAs per 128-token tile (one cluster, at most 8): as many as fill the
+// multiprocessors once, whole 64-column stages each, no split empty.
+int boundary_splits(const MhcParams& p, int64_t tokens, int sm_count);
+
 // The previous site's post, folded into this site's coefficient launch (decode sizes): this
 // site's x is not read but formed, x = bf16(post * F + comb^T x_prev), and written to x_next.
 struct PreviousPost {
@@ -132,7 +144,9 @@ struct PreviousPost {
 // With `previous` (needs `input`), the previous site's post runs first, inside the same launch
 // where the input path fuses (the GEMM CTAs form their slices of x on the fly, the input-path
 // CTAs write x and layer_input), else as a post + next input launch before. The results are
-// bitwise those of post(previous, next = input) followed by this call without `previous`. Since
+// bitwise those of post(previous, next = input) followed by this call without `previous`. Where
+// boundary_fuses, one launch does all of it instead (the fused boundary): x bitwise the same,
+// the coefficients and layer_input within the TF32 tier (another K and norm order). Since
 // the launch reads previous->post/comb while writing b.post/b.comb, those must not alias.
 void prenorm_coefficients(const MhcParams& p, int64_t tokens, const CoefficientBuffers& b,
                           Projection projection, PrenormTuning tuning, SiteWorkspace& ws,

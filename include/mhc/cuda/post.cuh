@@ -29,10 +29,9 @@ struct PostArgs {
   uint16_t* next_layer_input = nullptr;     // [M, C]
 };
 
-// out[e] = bf16(post_k * f[e] + sum_j comb[j][k] * xs[j][e]) for output stream k: the one
-// formula of the post, shared with the coefficient launch that forms x on the fly, so that both
-// produce the same bits.
-// comb_to_k[j] = comb[j][k].
+// out[e] = bf16(post_k * f[e] + sum_j comb[j][k] * xs[j][e]) for output stream k: the formula of
+// the post, shared with the coefficient launch that forms x on the fly, so that both produce the
+// same bits. comb_to_k[j] = comb[j][k].
 template <int kStreams>
 __device__ __forceinline__ void post_stream8(const float (&xs)[kStreams][8], const float (&f)[8],
                                              float post_k, const float (&comb_to_k)[kStreams],
@@ -44,6 +43,19 @@ __device__ __forceinline__ void post_stream8(const float (&xs)[kStreams][8], con
     for (int j = 0; j < kStreams; ++j) acc = fmaf(comb_to_k[j], xs[j][e], acc);
     out[e] = round_bf16(acc);  // the stored value is what the next site reads
   }
+}
+
+// post_stream8's formula for one column (xs[j]: source stream j there), for the fused boundary
+// (sm90_boundary.cuh), which widens x per column to save registers. Kept beside post_stream8
+// rather than under it: routing the row kernels through it reordered their sm_90a SASS. The
+// fused boundary's x is tested bitwise against the post kernel's (fused_boundary_test.cpp).
+template <int kStreams>
+__device__ __forceinline__ float post_element(const float (&xs)[kStreams], float f, float post_k,
+                                              const float (&comb_to_k)[kStreams]) {
+  float acc = post_k * f;
+#pragma unroll
+  for (int j = 0; j < kStreams; ++j) acc = fmaf(comb_to_k[j], xs[j], acc);
+  return round_bf16(acc);
 }
 
 // post_stream8 for output stream k, from comb's column k (what flows into stream k).

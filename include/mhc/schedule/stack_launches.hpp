@@ -9,7 +9,8 @@
 //                  final collapse and norm); only site 0 runs a separate input path;
 //   decode         the input path inside the coefficient launch, plain posts (the last one still
 //                  forms the output);
-//   folded_decode  decode, and each post but the last inside the next site's coefficient launch.
+//   folded_decode  decode, and each post but the last inside the next site's coefficient launch;
+//   fused_boundary folded_decode's launches at sizes where that launch is the fused boundary.
 #pragma once
 #include <cuda_runtime_api.h>
 
@@ -31,6 +32,11 @@ enum class StackLayout {
   fused_post,     // every post also forms the next layer_input (the overlap schedule's layout)
   decode,         // input path inside the coefficient launch, plain posts (native, decode sizes)
   folded_decode,  // decode, and each post but the last inside the next coefficient launch
+  // folded_decode's launches where prenorm_coefficients fuses the boundary (boundary_fuses):
+  // site s > 0 is one launch (sm90_boundary.cuh) besides its sublayer. Native only; its
+  // coefficients and layer_input are another kernel's than the overlap schedule's, so the two
+  // schedules then agree within the TF32 tier, not bitwise.
+  fused_boundary,
 };
 const char* to_string(StackLayout layout);
 

@@ -1,0 +1,451 @@
+// The fused mHC boundary for large token counts on sm_90 (issue 17): one launch does the previous
+// site's post (x = bf16(post * F + comb^T x_prev)), the next sublayer's input path with the
+// carried pre_mix (collapse, RMSNorm, weight) and this site's coefficient path (TF32 prenorm GEMM
+// and sum of squares over x, split-K, stats), forming x once and feeding the GEMM from the
+// registers that hold it. Per token it moves x_prev and F in, x and layer_input out: 4C(n + 1)
+// bytes, against 4C(n + 1) + 2nC for the post + next input launch followed by the coefficient
+// launch, which reads x again (docs/benchmarks.md, "The fused boundary's bytes floor").
+//
+// Work split. grid = (splits, tiles of 128 tokens); the splits of a tile cut C into column ranges
+// of whole 64-column stages (all n streams of those columns, so that the post has every source
+// stream of a column) and form one thread block cluster. One producer thread streams each stage
+// through the copy engine: the n x boxes and the F box (128 tokens x 64 bf16 each, 128-byte
+// swizzle, as sm90_prenorm_tma.cuh) and hc_fn's 2n boxes for those columns. Consumer warp w owns
+// tokens 16w..16w+15 over the CTA's columns; lane (g, t) reads the 16-byte pieces of rows g and
+// g + 8 that are exactly its mma.sync A fragment (chunk_mma's layout), forms x there with
+// post_stream8 (the post kernels' formula: the same bits), stores it, collapses it with the
+// carried pre_mix (collapse8: the same bf16 y as the row kernels) and runs the MMAs of the n
+// streams' K chunks from the same registers.
+//
+// The norm needs the whole row, which the cluster's CTAs share: each CTA writes its y (unscaled)
+// to layer_input with an L2 evict-last hint, sends its per-token sums of y^2 to every CTA of the
+// cluster (distributed shared memory), and after one cluster barrier each CTA scales its own
+// columns in place (read back from L2). The GEMM's split partials and the stats are the TMA
+// kernel's epilogue (finish_prenorm_tile). Every order is fixed by the shape and the split count
+// (not by M), but the GEMM's K order (column stage, then stream) and the norm's sum order are not
+// those of the unfused kernels: coefficients and layer_input agree with them within the TF32
+// tier, not bitwise; x is bitwise the post kernel's. TF32 projection only; not in batch-invariant
+// mode (the executor keeps the unfused launches there).
+#pragma once
+#include <cuda.h>
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+#include "mhc/cuda/post.cuh"
+#include "mhc/cuda/prenorm_common.cuh"
+#include "mhc/cuda/sm90_post_cluster.cuh"
+#include "mhc/cuda/sm90_prenorm_tma.cuh"
+
+namespace mhc::cuda {
+
+inline constexpr int kBoundaryRowsPerTile = 128;
+inline constexpr int kBoundaryStageColumns = 64;  // of C, for every stream: one 128-byte box row
+inline constexpr int kBoundaryMaxSplits = kPostClusterMaxCtas;  // a tile's splits: one cluster
+
+template <int kStreams>
+struct BoundaryShape {
+  static constexpr int kNmix = kStreams * (kStreams + 2);
+  static constexpr int kNTiles = kNmix / 8;
+  static constexpr int kStride = kNmix + 1;
+  static constexpr int kConsumerWarps = kBoundaryRowsPerTile / 16;
+  static constexpr int kRows = kBoundaryRowsPerTile;
+  // No producer warp: warp 0 issues the copies (consume_boundary). A ninth warp would put three
+  // warps on one of the SM's four schedulers and cap every thread at 168 registers, where the
+  // consumers need about 210 at n = 4 (ptxas spilled).
+  static constexpr int kThreads = kWarp * kConsumerWarps;
+  static constexpr int kStageColumns = kBoundaryStageColumns;
+  static constexpr int kBoxBytes = kRows * 128;  // an x or F box: 128 tokens x 64 bf16
+  static constexpr int kWBoxK = 32;              // fp32 per hc_fn box row
+  static constexpr int kWBoxBytes = kNmix * 128;
+  static constexpr int kFOffset = kStreams * kBoxBytes;
+  static constexpr int kWOffset = kFOffset + kBoxBytes;
+  static constexpr int kStageBytes = kWOffset + kStreams * 2 * kWBoxBytes;
+  // As many stages as fit beside the static shared memory (n = 4: 104 KB each, 2 stages).
+  static constexpr int kStages = 3 * kStageBytes <= 200 * 1024 ? 3 : 2;
+  static constexpr int kAlign = 1024;  // the 128-byte swizzle repeats every 8 rows
+  static constexpr int kSmemBytes = kStages * kStageBytes + kAlign;
+  static constexpr int kMaxSplits = kBoundaryMaxSplits;
+  static_assert(kBoxBytes % kAlign == 0 && kWBoxBytes % kAlign == 0, "boxes stay aligned");
+  static_assert(kStages * kStageBytes >=
+                    (kRows * kStride + staged_output_floats<kStreams>(kRows)) * int(sizeof(float)),
+                "the idle stage ring holds the epilogue's sums and staged outputs");
+};
+
+// Which columns each split covers: stages_per_split whole 64-column stages of C.
+struct BoundaryColumns {
+  int hidden = 0;
+  int stages_per_split = 0;
+};
+
+namespace detail {
+
+// Word i (0..3) of a 16-byte vector; i is a constant once the callers' loops unroll.
+__device__ __forceinline__ uint32_t word_at(const uint4& v, int i) {
+  return i == 0 ? v.x : i == 1 ? v.y : i == 2 ? v.z : v.w;
+}
+
+// A row's coefficients in shared memory (registers spilled at n = 4 with them beside the MMA
+// fragments): comb transposed, comb_t[k][j] = comb[j][k], so that output stream k reads its
+// sources' weights as one vector; and per output stream k the pair (post[k], pre_mix[k]).
+template <int kStreams>
+struct BoundaryRow {
+  const float* comb_t;        // [n][n]
+  const float* post_pre_mix;  // [n][2]
+};
+
+// Writes row `token`'s coefficients (zeros past the batch: its rows are computed from
+// zero-filled boxes and never stored); lane t of the row's quad writes output streams k = t,
+// t + 4, ... (the warp reads them after a __syncwarp).
+template <int kStreams>
+__device__ __forceinline__ void load_boundary_row(const PrenormArgs& a, int64_t token, bool valid,
+                                                  int t, float* comb_t, float* post_pre_mix) {
+  constexpr int n = kStreams;
+  for (int k = t; k < n; k += 4) {
+    post_pre_mix[2 * k] = valid ? a.previous.post[token * n + k] : 0.f;
+    post_pre_mix[2 * k + 1] = valid ? a.input.pre_mix[token * n + k] : 0.f;
+#pragma unroll
+    for (int j = 0; j < n; ++j) {
+      comb_t[k * n + j] = valid ? a.previous.comb[(token * n + j) * n + k] : 0.f;
+    }
+  }
+}
+
+// The copies' L2 policies: x_prev and F are read once (first out of L2); hc_fn is re-read by
+// every tile (kept).
+struct BoundaryPolicies {
+  uint64_t stream, weight;
+};
+
+// One stage's copies: the n x boxes and the F box at (column col, token row0), hc_fn's two
+// 32-wide boxes per stream.
+template <int kStreams>
+__device__ __forceinline__ void produce_boundary_stage(const CUtensorMap* x_map,
+                                                       const CUtensorMap* f_map,
+                                                       const CUtensorMap* w_map,
+                                                       unsigned char* stage, uint64_t* full,
+                                                       int hidden, int col, int64_t row0,
+                                                       const BoundaryPolicies& policies) {
+  using S = BoundaryShape<kStreams>;
+  mbarrier_arrive_expect_bytes(full, S::kStageBytes);
+#pragma unroll
+  for (int j = 0; j < kStreams; ++j) {
+    tensor_copy_to_shared(stage + j * S::kBoxBytes, x_map, j * hidden + col, int(row0), full,
+                          policies.stream);
+  }
+  tensor_copy_to_shared(stage + S::kFOffset, f_map, col, int(row0), full, policies.stream);
+#pragma unroll
+  for (int j = 0; j < kStreams; ++j) {
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      tensor_copy_to_shared(stage + S::kWOffset + (2 * j + h) * S::kWBoxBytes, w_map,
+                            j * hidden + col + h * S::kWBoxK, 0, full, policies.weight);
+    }
+  }
+}
+
+// One consumer lane's post of its 8 columns of one row: x for every stream (packed bf16, stored
+// when the row is in the batch) and y = the collapse with the carried pre_mix, whose squares go
+// into y_sum_sq. `offset`: the lane's 16-byte piece in every box of the stage. Register economy
+// (at n = 4 whole rows in floats spilled beside the MMA fragments): x stays packed and is widened
+// per output stream, the coefficients are read per output stream. Each value is still
+// post_element's, and y is collapse8's sum (the same fmas in stream order).
+template <int kStreams>
+__device__ __forceinline__ void boundary_row_post(const unsigned char* stage, int offset,
+                                                  const BoundaryRow<kStreams>& r, bool store,
+                                                  uint16_t* x_out, uint16_t* y_out, int hidden,
+                                                  uint64_t keep_policy, uint4 (&x_packed)[kStreams],
+                                                  float& y_sum_sq) {
+  constexpr int n = kStreams;
+  using S = BoundaryShape<kStreams>;
+  uint4 xv[n];
+#pragma unroll
+  for (int j = 0; j < n; ++j)
+    xv[j] = *reinterpret_cast<const uint4*>(stage + j * S::kBoxBytes + offset);
+  float f[8];
+  unpack_bf16x8(*reinterpret_cast<const uint4*>(stage + S::kFOffset + offset), f);
+  float y[8] = {};
+#pragma unroll
+  for (int k = 0; k < n; ++k) {
+    float comb_to_k[n];
+#pragma unroll
+    for (int j = 0; j < n; ++j) comb_to_k[j] = r.comb_t[k * n + j];
+    const float post_k = r.post_pre_mix[2 * k], pre_mix_k = r.post_pre_mix[2 * k + 1];
+    float out[8];
+#pragma unroll
+    for (int e = 0; e < 8; ++e) {
+      float column[n];
+#pragma unroll
+      for (int j = 0; j < n; ++j) {
+        const uint32_t word = word_at(xv[j], e / 2);
+        column[j] = e % 2 == 0 ? bf16_lo(word) : bf16_hi(word);
+      }
+      out[e] = post_element<n>(column, f[e], post_k, comb_to_k);
+      y[e] = fmaf(pre_mix_k, out[e], y[e]);
+    }
+    x_packed[k] = pack_bf16x8(out);
+    if (store) store_u4(x_out + k * hidden, x_packed[k]);
+  }
+#pragma unroll
+  for (int e = 0; e < 8; ++e) {
+    y[e] = round_bf16(y[e]);
+    y_sum_sq = fmaf(y[e], y[e], y_sum_sq);
+  }
+  if (store) store_u4_hinted(y_out, pack_bf16x8(y), keep_policy);
+}
+
+// A consumer warp over the CTA's stages: per 32-column chunk, the post of its two rows, then the
+// MMAs of the n streams' K chunks from the packed x (chunk_mma; sum of squares of x included).
+// rows[h]: tile row of MMA row g + 8h; tokens[h] its token, or -1 past the batch. Lane 0 of warp
+// 0 also keeps the ring full: before stage i it waits until every warp has released stage i - 1
+// and refills that slot with stage i - 1 + kStages (the first kStages were issued up front).
+template <int kStreams>
+__device__ __forceinline__ void consume_boundary(
+    const PrenormArgs& a, const CUtensorMap* x_map, const CUtensorMap* f_map,
+    const CUtensorMap* w_map, unsigned char* stages, uint64_t* full, uint64_t* empty, int hidden,
+    int stage_begin, int stage_count, int64_t row0, const int (&rows)[2],
+    const int64_t (&tokens)[2], const BoundaryRow<kStreams> (&coefs)[2],
+    float (&acc)[1][kStreams * (kStreams + 2) / 8][4], float (&sumsq)[1][2], float (&y_sum_sq)[2]) {
+  constexpr int n = kStreams;
+  using S = BoundaryShape<kStreams>;
+  const int lane = threadIdx.x % kWarp, g = lane / 4, t = lane % 4;
+  const bool issuer = threadIdx.x == 0;
+  const uint64_t keep_policy = l2_policy<L2Eviction::last>();
+  const BoundaryPolicies policies{l2_policy<L2Eviction::first>(), l2_policy<L2Eviction::last>()};
+  auto issue = [&](int stage) {  // stage index within the split, into its ring slot
+    const int slot = stage % S::kStages;
+    produce_boundary_stage<kStreams>(x_map, f_map, w_map, stages + slot * S::kStageBytes,
+                                     &full[slot], hidden, (stage_begin + stage) * S::kStageColumns,
+                                     row0, policies);
+  };
+  if (issuer) {
+    for (int i = 0; i < min(S::kStages, stage_count); ++i) issue(i);
+  }
+  for (int i = 0; i < stage_count; ++i) {
+    const int refill = i - 1 + S::kStages;
+    if (issuer && i >= 1 && refill < stage_count) {
+      mbarrier_wait(&empty[(i - 1) % S::kStages], unsigned((i - 1) / S::kStages) & 1u);
+      issue(refill);
+    }
+    __syncwarp();
+    const int s = i % S::kStages;
+    mbarrier_wait(&full[s], unsigned(i / S::kStages) & 1u);
+    const unsigned char* stage = stages + s * S::kStageBytes;
+    const int col0 = (stage_begin + i) * S::kStageColumns;
+#pragma unroll
+    for (int c = 0; c < 2; ++c) {  // two 32-column chunks per 128-byte box row
+      const int col = col0 + c * 32 + t * kBf16PerVec;
+      uint4 x_packed[2][n];
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        const bool store = tokens[h] >= 0;
+        const int64_t token = store ? tokens[h] : 0;
+        boundary_row_post<n>(stage, swizzled(rows[h], c * 4 + t), coefs[h], store,
+                             a.previous.x_out + token * n * hidden + col,
+                             a.input.layer_input + token * hidden + col, hidden, keep_policy,
+                             x_packed[h], y_sum_sq[h]);
+      }
+#pragma unroll
+      for (int k = 0; k < n; ++k) {
+        const unsigned char* w_box = stage + S::kWOffset + (2 * k + c) * S::kWBoxBytes;
+        const uint4 xv[1][2] = {{x_packed[0][k], x_packed[1][k]}};
+        float4 wv[S::kNTiles][2];
+#pragma unroll
+        for (int nt = 0; nt < S::kNTiles; ++nt) {
+          wv[nt][0] = *reinterpret_cast<const float4*>(w_box + swizzled(nt * 8 + g, 2 * t));
+          wv[nt][1] = *reinterpret_cast<const float4*>(w_box + swizzled(nt * 8 + g, 2 * t + 1));
+        }
+        chunk_mma<n, 1, false>(xv, wv, acc, sumsq);
+      }
+    }
+    fence_shared_for_async_writes();  // these reads before the copy engine refills the stage
+    __syncwarp();
+    if (lane == 0) mbarrier_arrive(&empty[s]);
+  }
+}
+
+// The norm's scale of every row of the tile, in every CTA of the cluster: each CTA's per-row sums
+// of y^2 (row_sum_sq[rank][row], written into every CTA's shared memory), added in rank order.
+// Ends the relaxed arrival made at the kernel's start. All threads of the CTA call it.
+template <int kStreams>
+__device__ __forceinline__ void exchange_row_norms(
+    float (&row_sum_sq)[BoundaryShape<kStreams>::kMaxSplits][BoundaryShape<kStreams>::kRows],
+    float* row_scale, const float (&mine)[2], const int (&rows)[2], int rank, int ctas, int hidden,
+    float eps_n) {
+  using S = BoundaryShape<kStreams>;
+  cluster_wait();  // every CTA of the cluster has started: its shared memory can be written
+  if (threadIdx.x % 4 == 0) {
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      for (int q = 0; q < ctas; ++q) store_cluster_shared(&row_sum_sq[rank][rows[h]], q, mine[h]);
+    }
+  }
+  cluster_arrive();
+  cluster_wait();
+  for (int row = int(threadIdx.x); row < S::kRows; row += S::kThreads) {
+    float total = 0.f;
+    for (int q = 0; q < ctas; ++q) total += row_sum_sq[q][row];
+    row_scale[row] = rms_scale(total, hidden, eps_n);
+  }
+  __syncthreads();
+}
+
+// Scales this CTA's columns of the tile's rows in place: layer_input = bf16(y * scale * w), the
+// row kernels' formula (rms_norm_store), y read back from L2.
+__device__ __forceinline__ void scale_layer_input(uint16_t* layer_input, const float* norm_weight,
+                                                  const float* row_scale, int64_t row0,
+                                                  int rows_valid, int hidden, int col_begin,
+                                                  int col_end, int threads) {
+  const int vecs = (col_end - col_begin) / kBf16PerVec;
+  for (int i = int(threadIdx.x); i < rows_valid * vecs; i += threads) {
+    const int row = i / vecs;
+    const int c = col_begin + (i - row * vecs) * kBf16PerVec;
+    uint16_t* p = layer_input + (row0 + row) * hidden + c;
+    float y[8];
+    unpack_bf16x8(load_coherent_u4(p), y);
+    const float4 w0 = load_weight_f4(norm_weight + c);
+    const float4 w1 = load_weight_f4(norm_weight + c + 4);
+    const float wv[8] = {w0.x, w0.y, w0.z, w0.w, w1.x, w1.y, w1.z, w1.w};
+    const float scale = row_scale[row];
+    float o[8];
+#pragma unroll
+    for (int e = 0; e < 8; ++e) o[e] = y[e] * scale * wv[e];
+    store_u4(p, pack_bf16x8(o));
+  }
+}
+
+}  // namespace detail
+
+// args: the coefficient path's (partials, counters, coefficient parameters and outputs), with
+// args.previous (x_prev, post, comb, F, x_out) and args.input (pre_mix, norm weight or null,
+// layer_input, eps_n) set; args.splits CTAs per tile, one cluster.
+template <int kStreams>
+__global__ void __launch_bounds__(BoundaryShape<kStreams>::kThreads, 1)
+    sm90_boundary_kernel(const PrenormArgs args, const BoundaryColumns cols,
+                         const __grid_constant__ CUtensorMap x_map,
+                         const __grid_constant__ CUtensorMap f_map,
+                         const __grid_constant__ CUtensorMap w_map) {
+// The body exists in the sm_90a image only (the plan offers the kernel nowhere else).
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  using S = BoundaryShape<kStreams>;
+  extern __shared__ unsigned char smem_raw[];
+  __shared__ uint64_t full[S::kStages], empty[S::kStages];
+  __shared__ float row_sum_sq[S::kMaxSplits][S::kRows];
+  __shared__ float row_scale[S::kRows];
+  __shared__ float comb_t[S::kRows][kStreams * kStreams];  // per row (BoundaryRow)
+  __shared__ float post_pre_mix[S::kRows][2 * kStreams];
+  __shared__ int is_last_cta;
+  const uint32_t misalign = static_cast<uint32_t>(__cvta_generic_to_shared(smem_raw)) % S::kAlign;
+  unsigned char* stages = smem_raw + (misalign == 0 ? 0 : S::kAlign - misalign);
+  cluster_arrive_relaxed();
+
+  const int warp = threadIdx.x / kWarp, lane = threadIdx.x % kWarp;
+  const int split = blockIdx.x;  // the CTA's rank in its tile's cluster
+  const int64_t tile = blockIdx.y;
+  const int64_t row0 = tile * S::kRows;
+  const int rows_valid =
+      args.tokens - row0 < S::kRows ? static_cast<int>(args.tokens - row0) : S::kRows;
+  const int hidden = cols.hidden;
+  const int stage_begin = split * cols.stages_per_split;
+  const int stage_end = min(hidden / S::kStageColumns, stage_begin + cols.stages_per_split);
+  const int stage_count = max(0, stage_end - stage_begin);
+
+  if (threadIdx.x == 0) {  // the thread that issues the copies (consume_boundary)
+    prefetch_tensor_map(&x_map);
+    prefetch_tensor_map(&f_map);
+    prefetch_tensor_map(&w_map);
+    for (int s = 0; s < S::kStages; ++s) {
+      mbarrier_init(&full[s], 1);
+      mbarrier_init(&empty[s], S::kConsumerWarps);
+    }
+    mbarrier_init_fence();
+  }
+  __syncthreads();
+  allow_dependents();
+  wait_for_producer();  // x_prev, F and the coefficients come from earlier kernels
+
+  const int g = lane / 4;
+  // Tile rows of MMA rows g and g + 8, permuted so that the two rows a quarter-warp reads sit in
+  // opposite bank halves (as the TMA kernel's mma.sync consumers).
+  const int row_of_g = (g >> 1) | ((g & 1) << 2);
+  const int rows[2] = {warp * 16 + row_of_g, warp * 16 + row_of_g + 8};
+  float acc[1][S::kNTiles][4] = {};
+  float sumsq[1][2] = {};
+  float y_sum_sq[2] = {0.f, 0.f};
+  {
+    int64_t tokens[2];
+    detail::BoundaryRow<kStreams> coefs[2];
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      const bool valid = rows[h] < rows_valid;
+      tokens[h] = valid ? row0 + rows[h] : -1;
+      detail::load_boundary_row<kStreams>(args, row0 + rows[h], valid, lane % 4, comb_t[rows[h]],
+                                          post_pre_mix[rows[h]]);
+      coefs[h] = {comb_t[rows[h]], post_pre_mix[rows[h]]};
+    }
+    __syncwarp();  // the warp's rows' coefficients, written by their quads
+    detail::consume_boundary<kStreams>(args, &x_map, &f_map, &w_map, stages, full, empty, hidden,
+                                       stage_begin, stage_count, row0, rows, tokens, coefs, acc,
+                                       sumsq, y_sum_sq);
+    sumsq[0][0] = group_sum<4>(sumsq[0][0]);
+    sumsq[0][1] = group_sum<4>(sumsq[0][1]);
+    y_sum_sq[0] = group_sum<4>(y_sum_sq[0]);
+    y_sum_sq[1] = group_sum<4>(y_sum_sq[1]);
+  }
+  // Every stage consumed: the ring is idle and holds the epilogue's sums and staged outputs.
+  __syncthreads();
+  float* sums = reinterpret_cast<float*>(stages);
+  float* staging = sums + S::kRows * S::kStride;
+  const int n_out_padded = padded_partial_floats<kStreams>(rows_valid);
+  float* tile_partials = args.partials + row0 * S::kStride * args.splits;
+  float* dest = args.splits == 1 ? sums : tile_partials + int64_t(split) * n_out_padded;
+  store_fragment_rows<kStreams>(dest, warp * 16, rows_valid, acc[0], sumsq[0], row_of_g, lane % 4);
+  const int col_begin = stage_begin * S::kStageColumns;
+  const int col_end = stage_end * S::kStageColumns;
+  if (args.input.norm_weight != nullptr) {
+    detail::exchange_row_norms<kStreams>(row_sum_sq, row_scale, y_sum_sq, rows, split, args.splits,
+                                         hidden, args.input.eps_n);
+    detail::scale_layer_input(args.input.layer_input, args.input.norm_weight, row_scale, row0,
+                              rows_valid, hidden, col_begin, col_end, S::kThreads);
+  } else {
+    cluster_wait();  // the plain collapse: y is the output; only end the start's arrival
+  }
+  finish_prenorm_tile<kStreams, S::kThreads, S::kRows>(
+      args, tile, row0, rows_valid, sums, tile_partials, n_out_padded, staging, &is_last_cta);
+#endif
+}
+
+// Raw launcher (mhc::cuda::prenorm_coefficients checks the arguments and runs this only where
+// bulk_copies_enabled(), with 1 <= args.splits <= kMaxSplits and C a multiple of 64). The tensor
+// maps hold the previous x's and F's addresses and the token count: made per launch (a host call,
+// no allocation).
+template <int kStreams>
+cudaError_t launch_sm90_boundary(const PrenormArgs& args, const BoundaryColumns& cols,
+                                 LaunchTarget on) {
+  using S = BoundaryShape<kStreams>;
+  CUtensorMap x_map, f_map, w_map;
+  const uint64_t tokens = uint64_t(args.tokens);
+  cudaError_t err =
+      encode_tensor_map_2d(&x_map, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 2, args.previous.x,
+                           uint64_t(args.k), tokens, S::kStageColumns, S::kRows);
+  if (err == cudaSuccess) {
+    err = encode_tensor_map_2d(&f_map, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 2,
+                               args.previous.sublayer_out, uint64_t(cols.hidden), tokens,
+                               S::kStageColumns, S::kRows);
+  }
+  if (err == cudaSuccess) {
+    err = encode_tensor_map_2d(&w_map, CU_TENSOR_MAP_DATA_TYPE_FLOAT32, 4, args.hc_fn,
+                               uint64_t(args.k), uint64_t(S::kNmix), S::kWBoxK, S::kNmix);
+  }
+  if (err != cudaSuccess) return err;
+  const auto kernel = sm90_boundary_kernel<kStreams>;
+  err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, S::kSmemBytes);
+  if (err != cudaSuccess) return err;
+  const int64_t tiles = ceil_div(args.tokens, S::kRows);
+  const dim3 grid(static_cast<unsigned>(args.splits), static_cast<unsigned>(tiles));
+  return launch_kernel_in_clusters(kernel, grid, dim3(S::kThreads), S::kSmemBytes,
+                                   static_cast<unsigned>(args.splits), on, args, cols, x_map, f_map,
+                                   w_map);
+}
+
+}  // namespace mhc::cuda

@@ -1,0 +1,216 @@
+// The fused boundary (sm90_boundary.cuh: the previous site's post, the next input path and this
+// site's coefficients in one launch) against the float64 reference and against the unfused
+// launches it replaces (post + next input, then the coefficient launch): x bitwise the post
+// kernel's, layer_input within one bf16 ulp of the unfused path's (another order of the norm's
+// sum), coefficients and layer_input within the TF32 tier of the reference computed from that x.
+// Fresh random inputs, outputs poisoned. Skips without a GPU or without the sm_90a kernels.
+#include <cuda_runtime_api.h>
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <vector>
+
+#include "gpu_test_util.hpp"
+#include "mhc/cpu/reference.hpp"
+#include "mhc/cuda/check.hpp"
+
+namespace mhc {
+namespace {
+
+using test::FoldCase;
+using test::FoldOutputs;
+using test::to_host;
+
+#define MHC_SKIP_WITHOUT_BOUNDARY()                                                \
+  MHC_SKIP_WITHOUT_GPU();                                                          \
+  if (!cuda::tma_prenorm_available()) {                                            \
+    GTEST_SKIP() << "the fused boundary needs the sm_90a kernels (TMA, clusters)"; \
+  }
+
+// fused: the boundary kernel wherever it can run (from 1 token; the 16-row decode fold off so
+// that it does not take small sizes); else the unfused launches.
+cuda::PrenormTuning boundary_tuning(bool fused) {
+  cuda::PrenormTuning t;
+  t.fused_input_max_tokens = 0;
+  t.fused_boundary_min_tokens = fused ? 1 : 0;
+  return t;
+}
+
+void run_boundary(FoldCase& k, FoldOutputs& out, bool fused, cuda::SiteWorkspace& ws,
+                  bool with_norm = true) {
+  const cuda::InputPathBuffers input{k.pre_mix.get(), with_norm ? k.w.norm_weight.get() : nullptr,
+                                     out.layer_input.get()};
+  const cuda::PreviousPost previous{k.x_prev.get(), k.prev_post.get(), k.prev_comb.get(), k.f.get(),
+                                    out.x.get()};
+  const cuda::PrenormTuning t = boundary_tuning(fused);
+  ASSERT_EQ(cuda::boundary_fuses(k.p, k.m, t, Projection::tf32), fused);
+  cuda::prenorm_coefficients(k.p, k.m, out.coef.buffers(out.x, k.w), Projection::tf32, t, ws,
+                             nullptr, &input, &previous);
+  MHC_CUDA_CHECK(cudaDeviceSynchronize());
+}
+
+// Whether a and b are at most one bf16 ulp apart everywhere (NaN never is).
+bool within_one_ulp(const std::vector<Bf16>& a, const std::vector<Bf16>& b, std::string* where) {
+  for (size_t i = 0; i < a.size(); ++i) {
+    const float x = bf16_to_float(a[i]), y = bf16_to_float(b[i]);
+    const float larger = std::max(std::fabs(x), std::fabs(y));
+    const float ulp = larger > 0 ? std::ldexp(1.f, std::ilogb(larger) - 7) : 0.f;
+    if (!(std::fabs(x - y) <= ulp)) {
+      *where =
+          "element " + std::to_string(i) + ": " + std::to_string(x) + " vs " + std::to_string(y);
+      return false;
+    }
+  }
+  return a.size() == b.size();
+}
+
+void check_boundary(const MhcParams& p, int64_t m, uint64_t seed, double amplitude = 1.0,
+                    bool with_norm = true) {
+  FoldCase k(p, m, seed, amplitude);
+  cuda::SiteWorkspace ws(p, m, cuda::max_prenorm_splits(p));
+  FoldOutputs want(p, m), got(p, m);
+  run_boundary(k, want, false, ws, with_norm);
+  run_boundary(k, got, true, ws, with_norm);
+  const std::string label = test::case_name(p, m, amplitude) + (with_norm ? "" : " plain collapse");
+  const std::vector<Bf16> x = to_host(got.x);
+  EXPECT_TRUE(test::same_bits(x, to_host(want.x))) << label << " x (the post kernel's bits)";
+
+  const std::vector<float> post = to_host(k.prev_post), comb = to_host(k.prev_comb);
+  const std::vector<double> post_d(post.begin(), post.end()), comb_d(comb.begin(), comb.end());
+  const std::vector<double> x_ref =
+      ref::post(p, m, k.c.x.data(), post_d.data(), comb_d.data(), k.c.sublayer_out.data());
+  MHC_EXPECT_CLOSE(compare(x.data(), x_ref.data(), m * p.k()), kTf32Tolerances.activations,
+                   label + " x");
+
+  ref::SiteResult coef;
+  ref::coefficients(p, m, x.data(), k.c.weights.view(), coef);
+  const double tol = kTf32Tolerances.coefficients;
+  MHC_EXPECT_CLOSE(compare(to_host(got.coef.mixes).data(), coef.mixes.data(), m * p.nmix()), tol,
+                   label + " mixes");
+  MHC_EXPECT_CLOSE(compare(to_host(got.coef.pre).data(), coef.pre.data(), m * p.n), tol,
+                   label + " pre");
+  MHC_EXPECT_CLOSE(compare(to_host(got.coef.post).data(), coef.post.data(), m * p.n), tol,
+                   label + " post");
+  MHC_EXPECT_CLOSE(compare(to_host(got.coef.comb).data(), coef.comb.data(), m * p.n * p.n), tol,
+                   label + " comb");
+
+  const std::vector<Bf16> layer_input = to_host(got.layer_input);
+  const std::vector<double> li_ref = ref::input_path(
+      p, m, x.data(), k.c.pre_mix.data(), with_norm ? k.c.weights.norm_weight.data() : nullptr);
+  MHC_EXPECT_CLOSE(compare(layer_input.data(), li_ref.data(), m * p.hidden),
+                   kTf32Tolerances.activations, label + " layer_input");
+  std::string where;
+  EXPECT_TRUE(within_one_ulp(layer_input, to_host(want.layer_input), &where))
+      << label << " layer_input against the unfused path: " << where;
+}
+
+TEST(CudaFusedBoundary, MatchesTheReferenceAtEveryModelShape) {
+  MHC_SKIP_WITHOUT_BOUNDARY();
+  uint64_t seed = 7000;
+  for (int n : {2, 4}) {
+    for (int hidden : {4096, 5120, 7168}) {
+      for (int64_t m : {1, 17, 129, 300}) check_boundary(test::small_params(n, hidden), m, ++seed);
+    }
+  }
+}
+
+// Token counts on both sides of every tile edge (128) and of the split rule's steps (the splits
+// fall from 8 to 1 as the tiles fill the GPU), odd counts, one tile past 4096.
+TEST(CudaFusedBoundary, TokenCountsAcrossTilesAndSplits) {
+  MHC_SKIP_WITHOUT_BOUNDARY();
+  const MhcParams p = test::small_params(4, 5120);
+  uint64_t seed = 7100;
+  for (int64_t m : {2, 7, 8, 9, 15, 16, 31, 33, 64, 127, 128, 1000, 2048, 4097}) {
+    check_boundary(p, m, ++seed);
+  }
+}
+
+TEST(CudaFusedBoundary, AmplitudesAndThePlainCollapse) {
+  MHC_SKIP_WITHOUT_BOUNDARY();
+  const MhcParams p = test::small_params(4, 7168);
+  check_boundary(p, 200, 7200, 1e-3);
+  check_boundary(p, 200, 7201, 1e2);
+  check_boundary(p, 200, 7202, 1.0, false);
+  check_boundary(test::small_params(2, 4096), 45, 7203, 1.0, false);
+}
+
+// The same inputs twice: the same bits (fixed orders, no atomics in the sums), and zero tokens
+// writes nothing.
+TEST(CudaFusedBoundary, BitwiseRunToRunAndZeroTokens) {
+  MHC_SKIP_WITHOUT_BOUNDARY();
+  const MhcParams p = test::small_params(4, 5120);
+  FoldCase k(p, 1000, 7300);
+  cuda::SiteWorkspace ws(p, 1000, cuda::max_prenorm_splits(p));
+  FoldOutputs a(p, 1000), b(p, 1000);
+  run_boundary(k, a, true, ws);
+  run_boundary(k, b, true, ws);
+  EXPECT_TRUE(test::same_bits(to_host(a.x), to_host(b.x)));
+  EXPECT_TRUE(test::same_bits(to_host(a.layer_input), to_host(b.layer_input)));
+  EXPECT_TRUE(test::same_bits(to_host(a.coef.comb), to_host(b.coef.comb)));
+  EXPECT_TRUE(test::same_bits(to_host(a.coef.mixes), to_host(b.coef.mixes)));
+
+  FoldOutputs none(p, 1);
+  FoldCase one(p, 1, 7301);
+  const cuda::InputPathBuffers input{one.pre_mix.get(), one.w.norm_weight.get(),
+                                     none.layer_input.get()};
+  const cuda::PreviousPost previous{one.x_prev.get(), one.prev_post.get(), one.prev_comb.get(),
+                                    one.f.get(), none.x.get()};
+  cuda::prenorm_coefficients(p, 0, none.coef.buffers(none.x, one.w), Projection::tf32,
+                             boundary_tuning(true), ws, nullptr, &input, &previous);
+  MHC_CUDA_CHECK(cudaDeviceSynchronize());
+  for (Bf16 v : to_host(none.x)) ASSERT_EQ(v.bits, 0xFFFF) << "zero tokens wrote x";
+}
+
+// Where the plan sends a boundary: never the fp32 projection, batch-invariant mode, or a tuning
+// that says 0; from the tuning's count on. (The device plan says whether the image has it.)
+TEST(CudaFusedBoundary, Eligibility) {
+  MHC_SKIP_WITHOUT_GPU();
+  const MhcParams p = test::small_params(4, 5120);
+  cuda::PrenormTuning t = boundary_tuning(true);
+  t.fused_boundary_min_tokens = 100;
+  const bool image = cuda::tma_prenorm_available();
+  EXPECT_EQ(cuda::boundary_fuses(p, 100, t, Projection::tf32), image);
+  EXPECT_FALSE(cuda::boundary_fuses(p, 99, t, Projection::tf32));
+  EXPECT_FALSE(cuda::boundary_fuses(p, 100, t, Projection::fp32));
+  cuda::PrenormTuning invariant = t;
+  invariant.batch_invariant = true;
+  EXPECT_FALSE(cuda::boundary_fuses(p, 100, invariant, Projection::tf32));
+  EXPECT_FALSE(cuda::boundary_fuses(p, 100, boundary_tuning(false), Projection::tf32));
+}
+
+// The split rule: one wave of tiles x splits where it can, at most a cluster of 8, whole stages,
+// and never an empty split (the last split starts inside C).
+TEST(CudaFusedBoundary, SplitRule) {
+  const int stages_5120 = 5120 / 64;
+  EXPECT_EQ(cuda::boundary_splits(test::small_params(4, 5120), 4096, 132), 4);
+  EXPECT_EQ(cuda::boundary_splits(test::small_params(4, 5120), 8192, 132), 2);
+  EXPECT_EQ(cuda::boundary_splits(test::small_params(4, 5120), 20000, 132), 1);
+  EXPECT_EQ(cuda::boundary_splits(test::small_params(4, 5120), 1, 132), 8);
+  for (int hidden : {64, 192, 4096, 5120, 7168}) {
+    const int stages = hidden / 64;
+    for (int64_t m : {1, 128, 129, 2048, 4096, 8192}) {
+      const int splits = cuda::boundary_splits(test::small_params(4, hidden), m, 132);
+      ASSERT_GE(splits, 1);
+      ASSERT_LE(splits, 8);
+      const int per_split = (stages + splits - 1) / splits;
+      EXPECT_LT((splits - 1) * per_split, stages) << hidden << " " << m << ": an empty split";
+    }
+  }
+  EXPECT_EQ(stages_5120, 80);
+}
+
+// For compute-sanitizer (device-validate runs Sanitize*): small, a partial tile, several splits,
+// both stream counts.
+TEST(SanitizeFusedBoundary, PartialTileAndClusters) {
+  MHC_SKIP_WITHOUT_BOUNDARY();
+  for (int n : {2, 4}) {
+    const MhcParams p = test::small_params(n, 4096);
+    FoldCase k(p, 130, 7400 + uint64_t(n));
+    cuda::SiteWorkspace ws(p, 130, cuda::max_prenorm_splits(p));
+    FoldOutputs out(p, 130);
+    run_boundary(k, out, true, ws);
+  }
+}
+
+}  // namespace
+}  // namespace mhc
