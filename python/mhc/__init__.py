@@ -17,6 +17,7 @@ else:
     from mhc._api import (  # noqa: F401
         DEFAULT_POOL,
         OverlapDecision,
+        boundary,
         coefficients,
         hc_prenorm_gemm,
         join,
@@ -31,6 +32,7 @@ else:
     __all__ += [
         "DEFAULT_POOL",
         "OverlapDecision",
+        "boundary",
         "coefficients",
         "hc_prenorm_gemm",
         "join",

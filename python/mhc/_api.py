@@ -93,6 +93,24 @@ def post_pre(sublayer_out, residual, post_mix, comb, next_pre_mix, next_norm_wei
     return tuple(out)
 
 
+def boundary(sublayer_out, residual, post_mix, comb, pre_mix, norm_weight, fn, hc_scale, hc_base,
+             rms_eps, pre_eps, sinkhorn_eps, post_mult, sinkhorn_iters, norm_eps, *, out=None,
+             workspace=None, projection="tf32", batch_invariant=False):
+    """A whole V4.1 boundary in one call: this site's post, the next site's input path with the
+    carried pre_mix, and the next site's coefficients. Returns (residual_next, layer_input,
+    next_post, next_comb, next_pre_mix): post_pre then coefficients, fused where the kernel plan
+    can (docs/python.md)."""
+    args = (sublayer_out, residual, post_mix, comb, pre_mix, norm_weight, fn, hc_scale, hc_base,
+            rms_eps, pre_eps, sinkhorn_eps, post_mult, sinkhorn_iters, norm_eps)
+    opts = dict(workspace=workspace, projection=projection, batch_invariant=batch_invariant)
+    if out is None:
+        return _mhc.boundary(*args, **opts)
+    residual_next, layer_input, next_post, next_comb, next_pre_mix = out
+    _mhc.boundary_out(*args, residual_next=residual_next, layer_input=layer_input,
+                      next_post=next_post, next_comb=next_comb, next_pre_mix=next_pre_mix, **opts)
+    return tuple(out)
+
+
 class OverlapDecision(NamedTuple):
     overlap: bool
     reason_code: str  # stable identifier of the first failed condition; "" when overlapping

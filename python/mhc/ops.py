@@ -26,6 +26,10 @@ _COEF_OUT = "Tensor(a!) post, Tensor(b!) comb, Tensor(c!) next_pre_mix"
 _POST = "Tensor sublayer_out, Tensor residual, Tensor post, Tensor comb"
 _POST_PRE = f"{_POST}, Tensor next_pre_mix, Tensor? next_norm_weight, float norm_eps"
 _WS = "Tensor? workspace=None"
+_BOUNDARY = (f"{_POST}, Tensor pre_mix, Tensor? norm_weight, Tensor fn, Tensor hc_scale, "
+             f"Tensor hc_base, {_EPS}, float norm_eps")
+_BOUNDARY_OUT = ("Tensor(a!) residual_next, Tensor(b!) layer_input, Tensor(c!) next_post, "
+                 "Tensor(d!) next_comb, Tensor(e!) next_pre_mix")
 
 SCHEMAS = {
     "hc_prenorm_gemm": "(Tensor x, Tensor fn, Tensor(a!) out, Tensor(b!) sqrsum, int num_splits) -> ()",
@@ -41,6 +45,8 @@ SCHEMAS = {
     "post_pre": f"({_POST_PRE}, *, {_WS}) -> (Tensor, Tensor)",
     "post_pre_out": f"({_POST_PRE}, *, Tensor(a!) residual_next, Tensor(b!) next_layer_input, "
                     f"{_WS}) -> ()",
+    "boundary": f"({_BOUNDARY}, *, {_OPT}) -> (Tensor, Tensor, Tensor, Tensor, Tensor)",
+    "boundary_out": f"({_BOUNDARY}, *, {_BOUNDARY_OUT}, {_OPT}) -> ()",
 }
 
 
@@ -115,6 +121,29 @@ def _check_post_pre(op, sublayer_out, residual, post, comb, next_pre_mix, next_n
     check.optional(op, "next_norm_weight", next_norm_weight, check.NORM_WEIGHT, (c,), dev, "[C]")
     check.norm_eps(op, norm_eps)
     return t, n, c
+
+
+def _check_boundary(op, sublayer_out, residual, post, comb, pre_mix, norm_weight, fn, hc_scale,
+                    hc_base, rms_eps, pre_eps, sinkhorn_eps, post_mult, sinkhorn_iters, norm_eps,
+                    projection, batch_invariant):
+    t, n, c = check.post_inputs(op, sublayer_out, residual, post, comb)
+    dev = residual.device
+    check.tensor(op, "pre_mix", pre_mix, check.F32, (t, n), dev, "[T, n]")
+    check.optional(op, "norm_weight", norm_weight, check.NORM_WEIGHT, (c,), dev, "[C]")
+    check.norm_eps(op, norm_eps)
+    check.weights(op, fn, hc_scale, hc_base, n, c, dev)
+    check.scalars(op, rms_eps, pre_eps, sinkhorn_eps, post_mult, sinkhorn_iters, projection,
+                  batch_invariant)
+    return t, n, c
+
+
+def _check_boundary_out(op, residual, residual_next, layer_input, next_post, next_comb,
+                        next_pre_mix):
+    t, n, c = residual.shape
+    dev = residual.device
+    check.tensor(op, "residual_next", residual_next, check.BF16, (t, n, c), dev, "[T, n, C]")
+    check.tensor(op, "layer_input", layer_input, check.BF16, (t, c), dev, "[T, C]")
+    check.coefficient_outputs(op, next_post, next_comb, next_pre_mix, t, n, dev)
 
 
 def _check_gemm(x, fn, out, sqrsum, num_splits):
@@ -310,6 +339,44 @@ def post_pre_impl(sublayer_out, residual, post, comb, next_pre_mix, next_norm_we
     return residual_next, next_layer_input
 
 
+def boundary_out_impl(sublayer_out, residual, post, comb, pre_mix, norm_weight, fn, hc_scale,
+                      hc_base, rms_eps, pre_eps, sinkhorn_eps, post_mult, sinkhorn_iters, norm_eps,
+                      *, residual_next, layer_input, next_post, next_comb, next_pre_mix,
+                      workspace=None, projection="tf32", batch_invariant=False):
+    op = "boundary"
+    _check_boundary(op, sublayer_out, residual, post, comb, pre_mix, norm_weight, fn, hc_scale,
+                    hc_base, rms_eps, pre_eps, sinkhorn_eps, post_mult, sinkhorn_iters, norm_eps,
+                    projection, batch_invariant)
+    _check_boundary_out(op, residual, residual_next, layer_input, next_post, next_comb,
+                        next_pre_mix)
+    check.no_alias(op, "residual_next", residual_next, "residual", residual)
+    check.no_alias(op, "next_pre_mix", next_pre_mix, "pre_mix", pre_mix)
+    ws = _workspace(workspace, residual, MAIN)
+    with _on_device(residual):
+        _C.boundary(sublayer_out, residual, post, comb, pre_mix, norm_weight, fn, hc_scale,
+                    hc_base, residual_next, layer_input, next_pre_mix, next_post, next_comb, ws,
+                    rms_eps, pre_eps, sinkhorn_eps, post_mult, sinkhorn_iters, norm_eps,
+                    projection, _stream(residual), batch_invariant=batch_invariant)
+
+
+def _new_boundary_outputs(residual):
+    layer_input, next_post, next_comb, next_pre_mix = _new_pre_outputs(residual)
+    return torch.empty_like(residual), layer_input, next_post, next_comb, next_pre_mix
+
+
+def boundary_impl(sublayer_out, residual, post, comb, pre_mix, norm_weight, fn, hc_scale, hc_base,
+                  rms_eps, pre_eps, sinkhorn_eps, post_mult, sinkhorn_iters, norm_eps, *,
+                  workspace=None, projection="tf32", batch_invariant=False):
+    check.streams("boundary", residual)
+    out = _new_boundary_outputs(residual)
+    boundary_out_impl(sublayer_out, residual, post, comb, pre_mix, norm_weight, fn, hc_scale,
+                      hc_base, rms_eps, pre_eps, sinkhorn_eps, post_mult, sinkhorn_iters,
+                      norm_eps, residual_next=out[0], layer_input=out[1], next_post=out[2],
+                      next_comb=out[3], next_pre_mix=out[4], workspace=workspace,
+                      projection=projection, batch_invariant=batch_invariant)
+    return out
+
+
 def hc_prenorm_gemm_impl(x, fn, out, sqrsum, num_splits):
     _check_gemm(x, fn, out, sqrsum, num_splits)
     with _on_device(x):
@@ -405,6 +472,26 @@ def _fake_post_pre_out(sublayer_out, residual, post, comb, next_pre_mix, next_no
                  "[T, C]")
 
 
+def _fake_boundary(sublayer_out, residual, post, comb, pre_mix, norm_weight, fn, hc_scale, hc_base,
+                   rms_eps, pre_eps, sinkhorn_eps, post_mult, sinkhorn_iters, norm_eps, *,
+                   workspace=None, projection="tf32", batch_invariant=False):
+    _check_boundary("boundary", sublayer_out, residual, post, comb, pre_mix, norm_weight, fn,
+                    hc_scale, hc_base, rms_eps, pre_eps, sinkhorn_eps, post_mult, sinkhorn_iters,
+                    norm_eps, projection, batch_invariant)
+    return _new_boundary_outputs(residual)
+
+
+def _fake_boundary_out(sublayer_out, residual, post, comb, pre_mix, norm_weight, fn, hc_scale,
+                       hc_base, rms_eps, pre_eps, sinkhorn_eps, post_mult, sinkhorn_iters,
+                       norm_eps, *, residual_next, layer_input, next_post, next_comb,
+                       next_pre_mix, workspace=None, projection="tf32", batch_invariant=False):
+    _check_boundary("boundary", sublayer_out, residual, post, comb, pre_mix, norm_weight, fn,
+                    hc_scale, hc_base, rms_eps, pre_eps, sinkhorn_eps, post_mult, sinkhorn_iters,
+                    norm_eps, projection, batch_invariant)
+    _check_boundary_out("boundary", residual, residual_next, layer_input, next_post, next_comb,
+                        next_pre_mix)
+
+
 IMPLS = {
     "hc_prenorm_gemm": (hc_prenorm_gemm_impl, _check_gemm),
     "pre": (pre_impl, _fake_pre),
@@ -418,6 +505,8 @@ IMPLS = {
     "post_out": (post_out_impl, _fake_post_out),
     "post_pre": (post_pre_impl, _fake_post_pre),
     "post_pre_out": (post_pre_out_impl, _fake_post_pre_out),
+    "boundary": (boundary_impl, _fake_boundary),
+    "boundary_out": (boundary_out_impl, _fake_boundary_out),
 }
 
 for _name, _schema in SCHEMAS.items():

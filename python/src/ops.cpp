@@ -1,6 +1,6 @@
-// The kernels of mhc._C: prenorm_gemm, coefficients, input_path, post, post_pre. Each checks its
-// arrays (arrays.hpp), then runs the CPU backend (all arrays on the CPU, fp32) or the CUDA kernels
-// (all on one CUDA device, launched on `stream`). Thin: the work is the library's.
+// The kernels of mhc._C: prenorm_gemm, coefficients, input_path, post, post_pre, boundary. Each
+// checks its arrays (arrays.hpp), then runs the CPU backend (all arrays on the CPU, fp32) or the
+// CUDA kernels (all on one CUDA device, launched on `stream`). Thin: the work is the library's.
 #include <nanobind/nanobind.h>
 #include <nanobind/ndarray.h>
 #include <nanobind/stl/optional.h>
@@ -343,6 +343,99 @@ void post_pre(nb::handle sublayer_out, nb::handle residual, nb::handle post_coef
 #endif
 }
 
+// The coefficient path's output arrays for T tokens and n streams.
+struct CoefficientArrays {
+  Checked pre, post, comb;
+};
+
+// A whole V4.1 boundary: the previous site's post (residual -> residual_next), the next site's
+// input path on residual_next with the carried pre_mix, and its coefficients. On the CPU the
+// three backend functions in turn (post_pre's, then coefficients' bits); on CUDA one
+// prenorm_coefficients call with the previous post, which the kernel plan runs as one launch
+// where it can (the 16-row fold at decode sizes, the fused boundary where the plan enables it)
+// and else as post + next input, then the coefficient launch.
+void boundary(nb::handle sublayer_out, nb::handle residual, nb::handle post_coef, nb::handle comb,
+              nb::handle pre_mix, nb::handle norm_weight, nb::handle fn, nb::handle hc_scale,
+              nb::handle hc_base, nb::handle residual_next, nb::handle layer_input,
+              nb::handle next_pre_mix, nb::handle next_post, nb::handle next_comb,
+              nb::handle workspace, double rms_eps, double pre_eps, double sinkhorn_eps,
+              double post_mult, int sinkhorn_iters, double norm_eps, const std::string& projection,
+              uintptr_t stream, bool batch_invariant) {
+  const PostArgs a = check_post(sublayer_out, residual, post_coef, comb, residual_next, norm_eps);
+  const int64_t T = a.x.tokens, n = a.x.n, nmix = n * (n + 2);
+  const MhcParams p = make_params(a.x.hidden, n, {rms_eps, pre_eps, sinkhorn_eps, norm_eps},
+                                  post_mult, sinkhorn_iters);
+  const Projection proj = parse_projection(projection);
+  const Checked pm = check("pre_mix", pre_mix, DType::f32, {T, n});
+  const NormWeight w = check_norm_weight("norm_weight", norm_weight, a.x.hidden);
+  const Checked fa = check("fn", fn, DType::f32, {nmix, n * a.x.hidden});
+  const Checked scale = check("hc_scale", hc_scale, DType::f32, {3});
+  const Checked base = check("hc_base", hc_base, DType::f32, {nmix});
+  const Checked li = check("layer_input", layer_input, DType::bf16, {T, a.x.hidden});
+  const CoefficientArrays out{check("next_pre_mix", next_pre_mix, DType::f32, {T, n}),
+                              check("next_post", next_post, DType::f32, {T, n}),
+                              check("next_comb", next_comb, DType::f32, {T, n, n})};
+  const Checked ws = check("workspace", workspace, DType::u8, {-1});
+  std::vector<const Checked*> all = {&a.x.arg, &a.f,  &a.post, &a.comb,  &a.x_next, &pm,       &fa,
+                                     &scale,   &base, &li,     &out.pre, &out.post, &out.comb, &ws};
+  if (w.arg) all.push_back(&*w.arg);
+  Device device = same_device({&a.x.arg, &ws});
+  for (const Checked* arg : all) device = same_device({&a.x.arg, arg});
+  const Checked* outputs[] = {&a.x_next, &li, &out.pre, &out.post, &out.comb};
+  for (const Checked* o : outputs) {
+    for (const Checked* other : all) {
+      if (other != o) require_disjoint(*o, *other);
+    }
+  }
+  if (T == 0) return;
+  const SiteWeightsView sw{fa.f32(), base.f32(), scale.f32(), nullptr};
+  if (!device.cuda) {
+    std::vector<float> widened;
+    const float* weight = cpu_norm_weight(w, widened);
+    nb::gil_scoped_release release;
+    cpu::post(p, T, a.x.arg.bf16(), a.post.f32(), a.comb.f32(), a.f.bf16(), a.x_next.bf16_out());
+    cpu::input_path(p, T, a.x_next.bf16(), pm.f32(), weight, li.bf16_out());
+    cpu::coefficients(p, T, a.x_next.bf16(), sw, out.pre.f32_out(), out.post.f32_out(),
+                      out.comb.f32_out());
+    return;
+  }
+  DeviceScope scope(device);
+#if MHC_WITH_CUDA
+  check_cuda_shape(p);
+  const WorkspaceLayout layout = workspace_layout_for_bytes(p, ws.bytes());
+  if (layout.max_tokens < T) {
+    fail("workspace: " + std::to_string(ws.bytes()) + " bytes serve " +
+         std::to_string(layout.max_tokens) + " tokens, the call has " + std::to_string(T) +
+         " (size it with workspace_bytes)");
+  }
+  if (batch_invariant && cuda::batch_invariant_leaves(p) > layout.max_splits) {
+    fail("workspace: batch_invariant needs room for " +
+         std::to_string(cuda::batch_invariant_leaves(p)) +
+         " split partials per token, the workspace has " + std::to_string(layout.max_splits));
+  }
+  cuda::SiteWorkspace site_ws(p, ws.data(), ws.bytes());
+  const cuda::InputPathBuffers input{pm.f32(), cuda_norm_weight(w, p, workspace, to_stream(stream)),
+                                     li.bf16_out()};
+  const cuda::PreviousPost previous{a.x.arg.bf16(), a.post.f32(), a.comb.f32(), a.f.bf16(),
+                                    a.x_next.bf16_out()};
+  cuda::CoefficientBuffers b;
+  b.x = a.x_next.bf16();
+  b.hc_fn = fa.f32();
+  b.hc_base = base.f32();
+  b.hc_scale = scale.f32();
+  b.pre = out.pre.f32_out();
+  b.post = out.post.f32_out();
+  b.comb = out.comb.f32_out();
+  cuda::PrenormTuning tuning;
+  tuning.batch_invariant = batch_invariant;
+  cuda::prenorm_coefficients(p, T, b, proj, tuning, site_ws, to_stream(stream), &input, &previous);
+#else
+  (void)proj;
+  (void)stream;
+  (void)batch_invariant;
+#endif
+}
+
 }  // namespace
 
 void bind_ops(nb::module_& m) {
@@ -371,6 +464,15 @@ void bind_ops(nb::module_& m) {
         "stream"_a = 0, nb::kw_only(), "workspace"_a = nb::none(),
         "post, then the next site's input path on residual_next with next_pre_mix (one launch on "
         "CUDA).");
+  m.def("boundary", &boundary, "sublayer_out"_a, "residual"_a, "post"_a, "comb"_a, "pre_mix"_a,
+        "norm_weight"_a.none(), "fn"_a, "hc_scale"_a, "hc_base"_a, "residual_next"_a,
+        "layer_input"_a, "next_pre_mix"_a, "next_post"_a, "next_comb"_a, "workspace"_a, "rms_eps"_a,
+        "pre_eps"_a, "sinkhorn_eps"_a, "post_mult"_a, "sinkhorn_iters"_a, "norm_eps"_a,
+        "projection"_a, "stream"_a = 0, nb::kw_only(), "batch_invariant"_a = false,
+        "A V4.1 boundary: post (residual -> residual_next), the next input path with the carried "
+        "pre_mix (layer_input), and the coefficients of residual_next (next_pre_mix, next_post, "
+        "next_comb). The bits of post_pre followed by coefficients, except where the kernel plan "
+        "runs the fused boundary kernel (then within the TF32 tier; docs/kernels.md).");
 }
 
 }  // namespace mhc::python

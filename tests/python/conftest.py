@@ -60,6 +60,15 @@ class Site:
     def post_args(self):
         return (self.sublayer_out, self.residual, self.post, self.comb)
 
+    def boundary_args(self, norm_weight="default"):
+        """mhc.boundary's: this site's post inputs, the carried pre_mix and the next site's
+        weights (this Site's own weights stand in for the next site's)."""
+        e = self.eps
+        nw = self.norm_weight if norm_weight == "default" else norm_weight
+        return (*self.post_args(), self.pre_mix, nw, self.fn, self.hc_scale, self.hc_base,
+                e["rms_eps"], e["pre_eps"], e["sinkhorn_eps"], self.post_mult, self.iters,
+                e["norm_eps"])
+
 
 @pytest.fixture
 def mhc():

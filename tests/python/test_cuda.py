@@ -58,6 +58,7 @@ def test_every_out_op_captures_in_a_graph(mhc):
     li2 = torch.empty_like(bufs[0])
     x = s.residual.view(4, -1)
     gemm_out, gemm_sq = torch.empty(2, 4, 24, device="cuda"), torch.empty(2, 4, device="cuda")
+    boundary = [t.clone() for t in mhc.boundary(*s.boundary_args())]
     mhc.post_pre(*s.post_args(), s.pre_mix, s.norm_weight, 1e-6)  # warm the workspace
     torch.cuda.synchronize()
     graph = torch.cuda.CUDAGraph()
@@ -66,13 +67,15 @@ def test_every_out_op_captures_in_a_graph(mhc):
         mhc.post(bufs[0], s.residual, bufs[1], bufs[2], out=nxt)
         mhc.post_pre(*s.post_args(), s.pre_mix, s.norm_weight, 1e-6, out=(nxt, li2))
         mhc.hc_prenorm_gemm(x, s.fn, gemm_out, gemm_sq, 2)
-    for t in (*bufs, nxt, li2, gemm_out):
+        mhc.boundary(*s.boundary_args(), out=boundary)
+    for t in (*bufs, nxt, li2, gemm_out, *boundary):
         t.fill_(float("nan"))
     graph.replay()
     torch.cuda.synchronize()
     assert _equal(bufs, mhc.pre(*s.pre_args()))
     assert torch.equal(nxt, mhc.post_pre(*s.post_args(), s.pre_mix, s.norm_weight, 1e-6)[0])
     assert torch.isfinite(gemm_out).all()
+    assert _equal(boundary, mhc.boundary(*s.boundary_args()))
 
 
 def test_capture_without_workspace_raises(mhc):

@@ -102,6 +102,23 @@ def test_post_pre_errors(mhc):
         mhc.post_pre(*S.post_args(), S.pre_mix, S.norm_weight, -1.0)
 
 
+def test_boundary_errors(mhc):
+    args = S.boundary_args()
+    with pytest.raises(E, match=_escape("pre_mix has shape [4, 2]")):
+        mhc.boundary(*S.post_args(), S.pre_mix[:, :2].contiguous(), *args[5:])
+    with pytest.raises(E, match="norm_weight has dtype float16"):
+        mhc.boundary(*S.post_args(), S.pre_mix, S.norm_weight.half(), *args[6:])
+    with pytest.raises(E, match="norm_eps must be"):
+        mhc.boundary(*args[:-1], -1.0)
+    outs = mhc.boundary(*args)
+    with pytest.raises(E, match="residual_next must not overlap residual"):
+        mhc.boundary(*args, out=(S.residual, *outs[1:]))
+    with pytest.raises(E, match="next_pre_mix must not overlap pre_mix"):
+        mhc.boundary(*args, out=(*outs[:4], S.pre_mix))
+    with pytest.raises(E, match=_escape("fn has shape")):
+        mhc.boundary(*args[:6], S.fn[:, :8].contiguous(), *args[7:])
+
+
 def test_overlap_needs_pre_mix(mhc):
     args = list(S.pre_args())
     args[5] = None

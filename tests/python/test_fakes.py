@@ -34,12 +34,13 @@ def _functional_cases(s):
         "coefficients": (ops.coefficients, s.coef_args(), {}),
         "post": (ops.post, s.post_args(), {}),
         "post_pre": (ops.post_pre, (*s.post_args(), s.pre_mix, s.norm_weight, 1e-6), {}),
+        "boundary": (ops.boundary, s.boundary_args(), {}),
     }
 
 
 @pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize("case", ["pre_v41", "pre_v4", "pre_no_norm", "coefficients", "post",
-                                  "post_pre"])
+                                  "post_pre", "boundary"])
 def test_fake_matches_real(mhc, device, case):
     s = Site(tokens=6, device=device, seed=1)
     op, args, kwargs = _functional_cases(s)[case]
@@ -71,11 +72,15 @@ def _opcheck_cases(s):
         (ops.post_pre, (*s.post_args(), s.pre_mix, s.norm_weight, 1e-6), {}),
         (ops.post_pre_out, (*s.post_args(), s.pre_mix, s.norm_weight, 1e-6),
          dict(residual_next=torch.empty_like(s.residual), next_layer_input=outs["layer_input"])),
+        (ops.boundary, s.boundary_args(), {}),
+        (ops.boundary_out, s.boundary_args(),
+         dict(residual_next=torch.empty_like(s.residual), layer_input=outs["layer_input"],
+              next_post=outs["post"], next_comb=outs["comb"], next_pre_mix=outs["next_pre_mix"])),
     ]
 
 
 @pytest.mark.parametrize("device", DEVICES)
-@pytest.mark.parametrize("index", range(13))
+@pytest.mark.parametrize("index", range(15))
 def test_opcheck(mhc, device, index):
     s = Site(tokens=5, device=device, seed=2)
     op, args, kwargs = _opcheck_cases(s)[index]

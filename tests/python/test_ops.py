@@ -112,6 +112,39 @@ def test_post_pre_is_post_then_input_path(mhc, device, norm):
 
 
 @pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("tokens", [1, 9, 70, 300])
+@pytest.mark.parametrize("norm", ["f32", "bf16", "none"])
+def test_boundary_is_post_pre_then_coefficients(mhc, device, tokens, norm):
+    """One call per boundary: the bits of post_pre followed by coefficients on residual_next (the
+    plan's built-in rules: on CUDA the decode fold, or post + next input then the coefficient
+    launch), and every buffer of the out= form written."""
+    norm_dtype = torch.bfloat16 if norm == "bf16" else torch.float32
+    s = Site(tokens=tokens, device=device, seed=11, norm_dtype=norm_dtype)
+    weight = None if norm == "none" else s.norm_weight
+    args = s.boundary_args(norm_weight=weight)
+    got = mhc.boundary(*args)
+    residual_next, layer_input = mhc.post_pre(*s.post_args(), s.pre_mix, weight,
+                                              s.eps["norm_eps"])
+    e = s.eps
+    coef = mhc.coefficients(residual_next, s.fn, s.hc_scale, s.hc_base, e["rms_eps"],
+                            e["pre_eps"], e["sinkhorn_eps"], s.post_mult, s.iters)
+    names = ("residual_next", "layer_input", "next_post", "next_comb", "next_pre_mix")
+    for name, g, w in zip(names, got, (residual_next, layer_input, *coef)):
+        assert g.device.type == device and g.dtype == w.dtype and g.shape == w.shape, name
+        assert torch.equal(g, w), name
+    want = ref.pre(residual_next, s.fn, s.hc_scale, s.hc_base, weight, s.pre_mix, e["rms_eps"],
+                   e["pre_eps"], e["sinkhorn_eps"], s.post_mult, s.iters, e["norm_eps"])
+    assert_close("layer_input", got[1], want[0], BF16_TOL)
+    for name, g, w in zip(names[2:], got[2:], want[1:]):
+        assert_close(name, g, w, coef_tol(device, "tf32"))
+    out = poisoned(*got)
+    returned = mhc.boundary(*args, out=out)
+    assert all(a is b for a, b in zip(returned, out))
+    for name, a, b in zip(names, out, got):
+        assert torch.equal(a, b), name
+
+
+@pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize("num_splits", [1, 3])
 def test_hc_prenorm_gemm(mhc, device, num_splits):
     s = Site(tokens=10, device=device, seed=8)
