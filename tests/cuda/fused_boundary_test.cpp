@@ -186,6 +186,8 @@ TEST(CudaFusedBoundary, SplitRule) {
   EXPECT_EQ(cuda::boundary_splits(test::small_params(4, 5120), 8192, 132), 2);
   EXPECT_EQ(cuda::boundary_splits(test::small_params(4, 5120), 20000, 132), 1);
   EXPECT_EQ(cuda::boundary_splits(test::small_params(4, 5120), 1, 132), 8);
+  EXPECT_EQ(cuda::boundary_splits(test::small_params(4, 5120), 1, 132, 3), 3) << "workspace room";
+  EXPECT_EQ(cuda::boundary_splits(test::small_params(4, 5120), 1, 132, 0), 1);
   for (int hidden : {64, 192, 4096, 5120, 7168}) {
     const int stages = hidden / 64;
     for (int64_t m : {1, 128, 129, 2048, 4096, 8192}) {
