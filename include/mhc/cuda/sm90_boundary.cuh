@@ -8,14 +8,14 @@
 //
 // Work split. grid = (splits, tiles of 128 tokens); the splits of a tile cut C into column ranges
 // of whole 64-column stages (all n streams of those columns, so that the post has every source
-// stream of a column) and form one thread block cluster. One producer thread streams each stage
-// through the copy engine: the n x boxes and the F box (128 tokens x 64 bf16 each, 128-byte
-// swizzle, as sm90_prenorm_tma.cuh) and hc_fn's 2n boxes for those columns. Consumer warp w owns
-// tokens 16w..16w+15 over the CTA's columns; lane (g, t) reads the 16-byte pieces of rows g and
-// g + 8 that are exactly its mma.sync A fragment (chunk_mma's layout), forms x there with
-// post_stream8 (the post kernels' formula: the same bits), stores it, collapses it with the
-// carried pre_mix (collapse8: the same bf16 y as the row kernels) and runs the MMAs of the n
-// streams' K chunks from the same registers.
+// stream of a column) and form one thread block cluster. Thread 0 streams each stage through the
+// copy engine: the n x boxes and the F box (128 tokens x 64 bf16 each, 128-byte swizzle, as
+// sm90_prenorm_tma.cuh) and hc_fn's 2n boxes for those columns. Warp w owns tokens 16w..16w+15
+// over the CTA's columns; lane (g, t) reads the 16-byte pieces of rows g and g + 8 that are
+// exactly its mma.sync A fragment (chunk_mma's layout), forms x there with post_element (the
+// post kernels' formula: the same bits), stores it, collapses it with the carried pre_mix
+// (collapse8's sum: the same bf16 y as the row kernels) and runs the MMAs of the n streams' K
+// chunks from the same registers.
 //
 // The norm needs the whole row, which the cluster's CTAs share: each CTA writes its y (unscaled)
 // to layer_input with an L2 evict-last hint, sends its per-token sums of y^2 to every CTA of the
@@ -266,22 +266,30 @@ __device__ __forceinline__ void consume_boundary(
 
 // The norm's scale of every row of the tile, in every CTA of the cluster: each CTA's per-row sums
 // of y^2 (row_sum_sq[rank][row], written into every CTA's shared memory), added in rank order.
-// Ends the relaxed arrival made at the kernel's start. All threads of the CTA call it.
+// With several CTAs it ends the relaxed arrival made at the kernel's start; one CTA (launched
+// without a cluster) keeps to its own shared memory. All threads of the CTA call it.
 template <int kStreams>
 __device__ __forceinline__ void exchange_row_norms(
     float (&row_sum_sq)[BoundaryShape<kStreams>::kMaxSplits][BoundaryShape<kStreams>::kRows],
     float* row_scale, const float (&mine)[2], const int (&rows)[2], int rank, int ctas, int hidden,
     float eps_n) {
   using S = BoundaryShape<kStreams>;
-  cluster_wait();  // every CTA of the cluster has started: its shared memory can be written
-  if (threadIdx.x % 4 == 0) {
+  if (ctas == 1) {
+    if (threadIdx.x % 4 == 0) row_sum_sq[0][rows[0]] = mine[0], row_sum_sq[0][rows[1]] = mine[1];
+    __syncthreads();
+  } else {
+    cluster_wait();  // every CTA of the cluster has started: its shared memory can be written
+    if (threadIdx.x % 4 == 0) {
 #pragma unroll
-    for (int h = 0; h < 2; ++h) {
-      for (int q = 0; q < ctas; ++q) store_cluster_shared(&row_sum_sq[rank][rows[h]], q, mine[h]);
+      for (int h = 0; h < 2; ++h) {
+        for (int q = 0; q < ctas; ++q) {
+          store_cluster_shared(&row_sum_sq[rank][rows[h]], q, mine[h]);
+        }
+      }
     }
+    cluster_arrive();
+    cluster_wait();
   }
-  cluster_arrive();
-  cluster_wait();
   for (int row = int(threadIdx.x); row < S::kRows; row += S::kThreads) {
     float total = 0.f;
     for (int q = 0; q < ctas; ++q) total += row_sum_sq[q][row];
@@ -337,7 +345,7 @@ __global__ void __launch_bounds__(BoundaryShape<kStreams>::kThreads, 1)
   __shared__ int is_last_cta;
   const uint32_t misalign = static_cast<uint32_t>(__cvta_generic_to_shared(smem_raw)) % S::kAlign;
   unsigned char* stages = smem_raw + (misalign == 0 ? 0 : S::kAlign - misalign);
-  cluster_arrive_relaxed();
+  if (args.splits > 1) cluster_arrive_relaxed();
 
   const int warp = threadIdx.x / kWarp, lane = threadIdx.x % kWarp;
   const int split = blockIdx.x;  // the CTA's rank in its tile's cluster
@@ -407,7 +415,7 @@ __global__ void __launch_bounds__(BoundaryShape<kStreams>::kThreads, 1)
                                          hidden, args.input.eps_n);
     detail::scale_layer_input(args.input.layer_input, args.input.norm_weight, row_scale, row0,
                               rows_valid, hidden, col_begin, col_end, S::kThreads);
-  } else {
+  } else if (args.splits > 1) {
     cluster_wait();  // the plain collapse: y is the output; only end the start's arrival
   }
   finish_prenorm_tile<kStreams, S::kThreads, S::kRows>(
