@@ -1,0 +1,46 @@
+#!/usr/bin/env bash
+# Run THERE (the GPU machine) on binaries built HERE (scripts/pack-device.sh, carried in
+# .carry/bin), after scripts/device-validate.sh (whose suites include the fused boundary's tests):
+# the fused boundary (issue 17, sm90_boundary.cuh) against the two launches it replaces, per size
+# and hidden size (`mhc bench kernels`: "fused boundary (one launch)" beside "coef + post with
+# next input", and the stacks' steady states), then one Nsight Compute profile of the kernel at
+# 4096 tokens. JSON and logs go to $OUT/boundary/, a short table to stdout.
+# MHC_COMMIT names the binary's commit in the JSON.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+export NCCL_NVLS_ENABLE=0
+OUT=${OUT:-/tmp/mhc-out}
+dir="$OUT/boundary"
+mkdir -p "$dir"
+[ -x /tmp/pk/mhc ] || tar xJf .carry/bin/bin.tar.xz -C /tmp
+bin=/tmp/pk
+commit=${MHC_COMMIT:-unknown}
+date_utc=$(date -u +%Y-%m-%d)
+run() {  # run NAME HIDDEN TOKENS
+  local name=$1 hidden=$2 tokens=$3
+  timeout 240 "$bin/mhc" bench kernels --hidden "$hidden" --tokens "$tokens" --reps 30 \
+    --commit "$commit" --json "$dir/h200-$date_utc-$name-$commit.json" >"$dir/$name.log" 2>&1
+  echo "$name rc=$?"
+}
+run c5120 5120 1,16,128,512,1024,2048,4096,8192
+run c4096 4096 1024,4096,8192
+run c7168 7168 1024,4096,8192
+timeout 120 ncu --kernel-name regex:sm90_boundary_kernel --launch-count 1 --set full \
+  -o "$dir/ncu-boundary-4096" "$bin/mhc" bench kernels --tokens 4096 --reps 5 \
+  >"$dir/ncu.log" 2>&1
+echo "ncu rc=$?"
+python3 - "$dir" <<'PY'
+import glob, json, sys
+for path in sorted(glob.glob(sys.argv[1] + "/*.json")):
+    d = json.load(open(path))
+    t = {}
+    for r in d["results"]:
+        t.setdefault(r["tokens"], {})[r["kernel"]] = r["median_us"]
+    print(path.rsplit("/", 1)[-1])
+    for m in sorted(t):
+        k = t[m]
+        print(f"  M={m:5d} fused {k.get('fused boundary (one launch)', float('nan')):8.2f}"
+              f"  unfused {k.get('coef + post with next input', float('nan')):8.2f}"
+              f"  stack fused {k.get('site in stack, fused boundary (each)', float('nan')):8.2f}"
+              f"  stack {k.get('site in stack, 8 per graph (each)', float('nan')):8.2f} us")
+PY
