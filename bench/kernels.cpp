@@ -122,6 +122,26 @@ EnqueueFn stack_steady_state(const Setup& c, StackLayout layout, const PrenormTu
   };
 }
 
+// The boundary in one call with a previous post: prenorm_coefficients with `previous`, whose
+// launch `tuning` decides (the fused boundary kernel where it forces it).
+void add_boundary_item(const Setup& c, const char* name, const PrenormTuning& tuning,
+                       std::vector<Item>& items) {
+  const double md = double(c.m), K = double(c.p.k()), C = double(c.p.hidden);
+  items.push_back(
+      {name, c.coef_bytes + md * (2 * K + 4 * C),
+       [&c, tuning](DeviceSiteBuffers& b, cudaStream_t s) {
+         CoefficientBuffers out = b.coefficients(c.w);
+         out.x = b.x_next.get();
+         out.post = b.post_alt.get();
+         out.comb = b.comb_alt.get();
+         const InputPathBuffers input{b.pre_mix.get(), c.w.norm_weight.get(), b.layer_input.get()};
+         const PreviousPost previous{b.x.get(), b.post.get(), b.comb.get(), b.sublayer_out.get(),
+                                     b.x_next.get()};
+         prenorm_coefficients(c.p, c.m, out, c.proj, tuning, c.ws, s, &input, &previous);
+       },
+       tuning});
+}
+
 void add_site_items(const Setup& c, bool sweep, std::vector<Item>& items) {
   const MhcParams& p = c.p;
   const double md = double(c.m), K = double(p.k()), C = double(p.hidden);
@@ -201,20 +221,13 @@ void add_site_items(const Setup& c, bool sweep, std::vector<Item>& items) {
     PrenormTuning fused = chosen;
     fused.fused_input_max_tokens = 0;  // not the 16-row decode fold
     fused.fused_boundary_min_tokens = 1;
-    items.push_back({"fused boundary (one launch)", c.coef_bytes + md * (2 * K + 4 * C),
-                     [&c, fused](DeviceSiteBuffers& b, cudaStream_t s) {
-                       CoefficientBuffers out = b.coefficients(c.w);
-                       out.x = b.x_next.get();
-                       out.post = b.post_alt.get();
-                       out.comb = b.comb_alt.get();
-                       const InputPathBuffers input{b.pre_mix.get(), c.w.norm_weight.get(),
-                                                    b.layer_input.get()};
-                       const PreviousPost previous{b.x.get(), b.post.get(), b.comb.get(),
-                                                   b.sublayer_out.get(), b.x_next.get()};
-                       prenorm_coefficients(c.p, c.m, out, c.proj, fused, c.ws, s, &input,
-                                            &previous);
-                     },
-                     fused});
+    add_boundary_item(c, "fused boundary (one launch)", fused, items);
+    if (sweep) {
+      for (int splits : {1, 2, 4, 8}) {
+        fused.boundary_splits = splits;
+        add_boundary_item(c, "  fused boundary sweep", fused, items);
+      }
+    }
   }
 }
 
@@ -225,10 +238,10 @@ void add_site_items(const Setup& c, bool sweep, std::vector<Item>& items) {
 // forward, not per site: kSitesPerGraph sites per graph, times per site.
 void add_stack_items(const Setup& c, std::vector<Item>& items) {
   const bool decode = input_path_fuses(c.p, c.m, c.chosen);
-  items.push_back({"site in stack, 8 per graph (each)", c.site_bytes,
-                   stack_steady_state(c, decode ? StackLayout::decode : StackLayout::fused_post,
-                                      c.chosen),
-                   c.chosen, kSitesPerGraph});
+  items.push_back(
+      {"site in stack, 8 per graph (each)", c.site_bytes,
+       stack_steady_state(c, decode ? StackLayout::decode : StackLayout::fused_post, c.chosen),
+       c.chosen, kSitesPerGraph});
   if (decode) {
     items.push_back({"site in stack, post folded (each)", c.site_bytes,
                      stack_steady_state(c, StackLayout::folded_decode, c.chosen), c.chosen,
@@ -284,6 +297,7 @@ nlohmann::json time_item(const Item& item, const MhcParams& p, int64_t m, const 
           {"fraction_of_4.27TBps", floor_us / r.median_us},
           {"fraction_of_measured_copy", gbps * 1e9 / copy_bw},
           {"splits", item.tuning.splits},
+          {"boundary_splits", item.tuning.boundary_splits},
           {"rows_per_tile", item.tuning.rows_per_tile},
           {"input_sets", r.sets},
           {"instances_per_graph", item.per_graph},

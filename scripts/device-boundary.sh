@@ -25,6 +25,10 @@ run() {  # run NAME HIDDEN TOKENS
 run c5120 5120 1,16,128,512,1024,2048,4096,8192
 run c4096 4096 1024,4096,8192
 run c7168 7168 1024,4096,8192
+# The boundary's split count swept (1, 2, 4, 8 CTAs per tile; "  fused boundary sweep" rows).
+timeout 240 "$bin/mhc" bench kernels --tokens 512,1024,2048,4096,8192 --reps 20 --sweep \
+  --commit "$commit" --json "$dir/h200-$date_utc-sweep-$commit.json" >"$dir/sweep.log" 2>&1
+echo "sweep rc=$?"
 timeout 120 ncu --kernel-name regex:sm90_boundary_kernel --launch-count 1 --set full \
   -o "$dir/ncu-boundary-4096" "$bin/mhc" bench kernels --tokens 4096 --reps 5 \
   >"$dir/ncu.log" 2>&1

@@ -112,8 +112,9 @@ SiteWorkspace::~SiteWorkspace() {
 }
 
 std::string PrenormTuning::describe() const {
-  return msg("splits={} rows_per_tile={}{}{}", splits, rows_per_tile,
-             batch_invariant ? " batch_invariant" : "", pdl ? "" : " no_pdl");
+  return msg("splits={} rows_per_tile={}{}{}{}", splits, rows_per_tile,
+             batch_invariant ? " batch_invariant" : "", pdl ? "" : " no_pdl",
+             boundary_splits > 0 ? msg(" boundary_splits={}", boundary_splits) : std::string());
 }
 
 int max_prenorm_splits(const MhcParams& p) {
@@ -214,13 +215,24 @@ bool boundary_fuses(const MhcParams& p, int64_t tokens, const PrenormTuning& tun
          projection == Projection::tf32 && p.hidden % kBoundaryStageColumns == 0;
 }
 
+namespace {
+
+// About `requested` splits of C's 64-column stages (1..8, at most one per stage), rebalanced so
+// that none is empty.
+int whole_stage_splits(const MhcParams& p, int64_t requested) {
+  const int stages = std::max(1, p.hidden / kBoundaryStageColumns);
+  const int64_t want =
+      std::clamp<int64_t>(requested, 1, std::min<int64_t>(kBoundaryMaxSplits, stages));
+  const int64_t per_split = ceil_div(stages, want);
+  return static_cast<int>(ceil_div(stages, per_split));
+}
+
+}  // namespace
+
 int boundary_splits(const MhcParams& p, int64_t tokens, int sm_count, int max_splits) {
   const int64_t tiles = std::max<int64_t>(1, ceil_div(tokens, kBoundaryRowsPerTile));
-  const int stages = std::max(1, p.hidden / kBoundaryStageColumns);
   const int64_t cap = std::clamp(max_splits, 1, kBoundaryMaxSplits);
-  const int64_t fill = std::clamp<int64_t>(sm_count / tiles, 1, cap);
-  const int per_split = static_cast<int>(ceil_div(stages, std::min<int64_t>(fill, stages)));
-  return static_cast<int>(ceil_div(stages, per_split));
+  return whole_stage_splits(p, std::clamp<int64_t>(sm_count / tiles, 1, cap));
 }
 
 namespace {
@@ -228,8 +240,8 @@ namespace {
 // The fused boundary (prenorm_coefficients with `previous` where boundary_fuses): `args` holds
 // the coefficient path's outputs and parameters; the split count is the boundary's own.
 void launch_boundary(const MhcParams& p, int64_t tokens, const InputPathBuffers& input,
-                     const PreviousPost& previous, SiteWorkspace& ws, PrenormArgs args,
-                     LaunchTarget stream) {
+                     const PreviousPost& previous, const PrenormTuning& tuning, SiteWorkspace& ws,
+                     PrenormArgs args, LaunchTarget stream) {
   constexpr const char* what = "prenorm_coefficients (fused boundary)";
   require_that(input.pre_mix != nullptr, "{}: input pre_mix is null", what);
   check_ptr(input.layer_input, "layer_input", what);
@@ -238,9 +250,14 @@ void launch_boundary(const MhcParams& p, int64_t tokens, const InputPathBuffers&
   // shared memory); a small workspace gets fewer splits rather than an error.
   const int64_t tiles = ceil_div(tokens, kBoundaryRowsPerTile);
   const int64_t per_split = tiles * kBoundaryRowsPerTile * (p.nmix() + 1);
-  const int64_t room = ws.partial_capacity() / per_split;
-  args.splits = boundary_splits(p, tokens, current_sm_count(),
-                                static_cast<int>(std::clamp<int64_t>(room, 1, kBoundaryMaxSplits)));
+  const int room = static_cast<int>(
+      std::clamp<int64_t>(ws.partial_capacity() / per_split, 1, kBoundaryMaxSplits));
+  require_that(tuning.boundary_splits >= 0 && tuning.boundary_splits <= kBoundaryMaxSplits,
+               "{}: boundary_splits={} must be in 0..{} (0: the rule)", what,
+               tuning.boundary_splits, kBoundaryMaxSplits);
+  args.splits = tuning.boundary_splits > 0
+                    ? whole_stage_splits(p, std::min(tuning.boundary_splits, room))
+                    : boundary_splits(p, tokens, current_sm_count(), room);
   args.leaf_chunks = 0;
   args.chunks_per_split = 0;  // the boundary cuts C into column stages instead (cols)
   const int stages = p.hidden / kBoundaryStageColumns;
@@ -374,7 +391,7 @@ void prenorm_coefficients(const MhcParams& p, int64_t tokens, const CoefficientB
   // batch-invariant mode) gets the post + next input launch first.
   const bool folds = fuses && tuning.rows_per_tile == 16;
   if (previous != nullptr && !folds && boundary_fuses(p, tokens, tuning, projection)) {
-    launch_boundary(p, tokens, *input, *previous, ws, args, stream);
+    launch_boundary(p, tokens, *input, *previous, tuning, ws, args, stream);
     return;
   }
   if (previous != nullptr && !folds) {  // the post + next input launch, then the plain one

@@ -29,20 +29,21 @@ using test::to_host;
 
 // fused: the boundary kernel wherever it can run (from 1 token; the 16-row decode fold off so
 // that it does not take small sizes); else the unfused launches.
-cuda::PrenormTuning boundary_tuning(bool fused) {
+cuda::PrenormTuning boundary_tuning(bool fused, int splits = 0) {
   cuda::PrenormTuning t;
   t.fused_input_max_tokens = 0;
   t.fused_boundary_min_tokens = fused ? 1 : 0;
+  t.boundary_splits = splits;
   return t;
 }
 
 void run_boundary(FoldCase& k, FoldOutputs& out, bool fused, cuda::SiteWorkspace& ws,
-                  bool with_norm = true) {
+                  bool with_norm = true, int splits = 0) {
   const cuda::InputPathBuffers input{k.pre_mix.get(), with_norm ? k.w.norm_weight.get() : nullptr,
                                      out.layer_input.get()};
   const cuda::PreviousPost previous{k.x_prev.get(), k.prev_post.get(), k.prev_comb.get(), k.f.get(),
                                     out.x.get()};
-  const cuda::PrenormTuning t = boundary_tuning(fused);
+  const cuda::PrenormTuning t = boundary_tuning(fused, splits);
   ASSERT_EQ(cuda::boundary_fuses(k.p, k.m, t, Projection::tf32), fused);
   cuda::prenorm_coefficients(k.p, k.m, out.coef.buffers(out.x, k.w), Projection::tf32, t, ws,
                              nullptr, &input, &previous);
@@ -65,13 +66,15 @@ bool within_one_ulp(const std::vector<Bf16>& a, const std::vector<Bf16>& b, std:
 }
 
 void check_boundary(const MhcParams& p, int64_t m, uint64_t seed, double amplitude = 1.0,
-                    bool with_norm = true) {
+                    bool with_norm = true, int splits = 0) {
   FoldCase k(p, m, seed, amplitude);
   cuda::SiteWorkspace ws(p, m, cuda::max_prenorm_splits(p));
   FoldOutputs want(p, m), got(p, m);
   run_boundary(k, want, false, ws, with_norm);
-  run_boundary(k, got, true, ws, with_norm);
-  const std::string label = test::case_name(p, m, amplitude) + (with_norm ? "" : " plain collapse");
+  run_boundary(k, got, true, ws, with_norm, splits);
+  const std::string label = test::case_name(p, m, amplitude) +
+                            (with_norm ? "" : " plain collapse") +
+                            (splits > 0 ? " boundary_splits=" + std::to_string(splits) : "");
   const std::vector<Bf16> x = to_host(got.x);
   EXPECT_TRUE(test::same_bits(x, to_host(want.x))) << label << " x (the post kernel's bits)";
 
@@ -132,6 +135,17 @@ TEST(CudaFusedBoundary, AmplitudesAndThePlainCollapse) {
   check_boundary(p, 200, 7201, 1e2);
   check_boundary(p, 200, 7202, 1.0, false);
   check_boundary(test::small_params(2, 4096), 45, 7203, 1.0, false);
+}
+
+// Every split count the tuning can force, including one split (no cluster, totals kept in shared
+// memory) and counts that leave the last split shorter (80 stages of C=5120 over 3 or 7).
+TEST(CudaFusedBoundary, ForcedSplitCounts) {
+  MHC_SKIP_WITHOUT_BOUNDARY();
+  uint64_t seed = 7250;
+  for (int splits : {1, 2, 3, 7, 8}) {
+    check_boundary(test::small_params(4, 5120), 300, ++seed, 1.0, true, splits);
+  }
+  check_boundary(test::small_params(2, 7168), 140, ++seed, 1.0, false, 1);
 }
 
 // The same inputs twice: the same bits (fixed orders, no atomics in the sums), and zero tokens

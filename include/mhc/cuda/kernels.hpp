@@ -71,6 +71,8 @@ struct PrenormTuning {
   // The fused boundary (prenorm_coefficients with `previous`: one launch, sm90_boundary.cuh) from
   // this many tokens where it is eligible (boundary_fuses); 0: never; < 0: the device plan's.
   int64_t fused_boundary_min_tokens = -1;
+  // The fused boundary's CTAs per tile (1..8); 0: boundary_splits' rule. For sweeps.
+  int boundary_splits = 0;
   std::string describe() const;
 };
 // Whether the current device runs the bulk-copy (TMA) prenorm kernel (its kernel plan's answer).
