@@ -70,6 +70,27 @@ void check_cuda_shape(const MhcParams& p) {
          std::to_string(p.hidden));
   }
 }
+
+// The coefficient path's workspace over the caller's bytes, refused when it is too small for T
+// tokens (or for the batch-invariant tree).
+cuda::SiteWorkspace coefficient_workspace(const MhcParams& p, const Checked& ws, int64_t T,
+                                          bool batch_invariant) {
+  const WorkspaceLayout layout = workspace_layout_for_bytes(p, ws.bytes());
+  if (layout.max_tokens < T) {
+    fail("workspace: " + std::to_string(ws.bytes()) + " bytes serve " +
+         std::to_string(layout.max_tokens) + " tokens, the call has " + std::to_string(T) +
+         " (size it with workspace_bytes)");
+  }
+  // The batch-invariant tree stores up to one partial block per leaf; workspace_bytes sizes for
+  // the default mode's most splits, never fewer (docs/batch_invariance.md), so this cannot fail
+  // on a workspace from workspace_bytes.
+  if (batch_invariant && cuda::batch_invariant_leaves(p) > layout.max_splits) {
+    fail("workspace: batch_invariant needs room for " +
+         std::to_string(cuda::batch_invariant_leaves(p)) +
+         " split partials per token, the workspace has " + std::to_string(layout.max_splits));
+  }
+  return cuda::SiteWorkspace(p, ws.data(), ws.bytes());
+}
 #endif
 
 Projection parse_projection(const std::string& projection) {
@@ -168,21 +189,7 @@ void coefficients(nb::handle residual, nb::handle fn, nb::handle hc_scale, nb::h
   DeviceScope scope(device);
 #if MHC_WITH_CUDA
   check_cuda_shape(p);
-  const WorkspaceLayout layout = workspace_layout_for_bytes(p, ws.bytes());
-  if (layout.max_tokens < T) {
-    fail("workspace: " + std::to_string(ws.bytes()) + " bytes serve " +
-         std::to_string(layout.max_tokens) + " tokens, the call has " + std::to_string(T) +
-         " (size it with workspace_bytes)");
-  }
-  // The batch-invariant tree stores up to one partial block per leaf; workspace_bytes sizes for
-  // the default mode's most splits, never fewer (docs/batch_invariance.md), so this cannot fail
-  // on a workspace from workspace_bytes.
-  if (batch_invariant && cuda::batch_invariant_leaves(p) > layout.max_splits) {
-    fail("workspace: batch_invariant needs room for " +
-         std::to_string(cuda::batch_invariant_leaves(p)) +
-         " split partials per token, the workspace has " + std::to_string(layout.max_splits));
-  }
-  cuda::SiteWorkspace site_ws(p, ws.data(), ws.bytes());
+  cuda::SiteWorkspace site_ws = coefficient_workspace(p, ws, T, batch_invariant);
   cuda::CoefficientBuffers b;
   b.x = s.arg.bf16();
   b.hc_fn = fa.f32();
@@ -402,18 +409,7 @@ void boundary(nb::handle sublayer_out, nb::handle residual, nb::handle post_coef
   DeviceScope scope(device);
 #if MHC_WITH_CUDA
   check_cuda_shape(p);
-  const WorkspaceLayout layout = workspace_layout_for_bytes(p, ws.bytes());
-  if (layout.max_tokens < T) {
-    fail("workspace: " + std::to_string(ws.bytes()) + " bytes serve " +
-         std::to_string(layout.max_tokens) + " tokens, the call has " + std::to_string(T) +
-         " (size it with workspace_bytes)");
-  }
-  if (batch_invariant && cuda::batch_invariant_leaves(p) > layout.max_splits) {
-    fail("workspace: batch_invariant needs room for " +
-         std::to_string(cuda::batch_invariant_leaves(p)) +
-         " split partials per token, the workspace has " + std::to_string(layout.max_splits));
-  }
-  cuda::SiteWorkspace site_ws(p, ws.data(), ws.bytes());
+  cuda::SiteWorkspace site_ws = coefficient_workspace(p, ws, T, batch_invariant);
   const cuda::InputPathBuffers input{pm.f32(), cuda_norm_weight(w, p, workspace, to_stream(stream)),
                                      li.bf16_out()};
   const cuda::PreviousPost previous{a.x.arg.bf16(), a.post.f32(), a.comb.f32(), a.f.bf16(),

@@ -149,6 +149,18 @@ __device__ __forceinline__ void mbarrier_arrive(uint64_t* bar) {
   asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];" ::"r"(shared_address(bar)) : "memory");
 #endif
 }
+// A copy ring's barriers, by thread 0: full[s] completes on one arrival (with the bytes it
+// announces), empty[s] on `consumers` arrivals. The caller syncs the CTA before their first use.
+template <int kStages>
+__device__ __forceinline__ void init_ring_barriers(uint64_t* full, uint64_t* empty,
+                                                   unsigned consumers) {
+  if (threadIdx.x != 0) return;
+  for (int s = 0; s < kStages; ++s) {
+    mbarrier_init(&full[s], 1);
+    mbarrier_init(&empty[s], consumers);
+  }
+  mbarrier_init_fence();
+}
 // Spins until the barrier's phase with this parity has completed.
 __device__ __forceinline__ void mbarrier_wait(uint64_t* bar, unsigned parity) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900

@@ -362,12 +362,8 @@ __global__ void __launch_bounds__(BoundaryShape<kStreams>::kThreads, 1)
     prefetch_tensor_map(&x_map);
     prefetch_tensor_map(&f_map);
     prefetch_tensor_map(&w_map);
-    for (int s = 0; s < S::kStages; ++s) {
-      mbarrier_init(&full[s], 1);
-      mbarrier_init(&empty[s], S::kConsumerWarps);
-    }
-    mbarrier_init_fence();
   }
+  init_ring_barriers<S::kStages>(full, empty, S::kConsumerWarps);
   __syncthreads();
   allow_dependents();
   wait_for_producer();  // x_prev, F and the coefficients come from earlier kernels

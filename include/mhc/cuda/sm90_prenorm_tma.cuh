@@ -349,13 +349,7 @@ __global__ void __launch_bounds__(TmaShape<kStreams>::kThreads, 1)
     prefetch_tensor_map(&x_map);
     prefetch_tensor_map(&w_map);
   }
-  if (threadIdx.x == 0) {
-    for (int s = 0; s < S::kStages; ++s) {
-      mbarrier_init(&full[s], 1);
-      mbarrier_init(&empty[s], S::kConsumerWarps);
-    }
-    mbarrier_init_fence();
-  }
+  init_ring_barriers<S::kStages>(full, empty, S::kConsumerWarps);
   __syncthreads();
   allow_dependents();
   wait_for_producer();  // x comes from the previous kernel
