@@ -299,26 +299,46 @@ __device__ __forceinline__ void exchange_row_norms(
 }
 
 // Scales this CTA's columns of the tile's rows in place: layer_input = bf16(y * scale * w), the
-// row kernels' formula (rms_norm_store), y read back from L2.
+// row kernels' formula (rms_norm_store), y read back from L2. kBatch vectors per thread are loaded
+// before any is used: one at a time, each pass would wait out an L2 round trip (a CTA scales
+// hundreds of KB here).
+template <int kThreads, int kBatch = 8>
 __device__ __forceinline__ void scale_layer_input(uint16_t* layer_input, const float* norm_weight,
                                                   const float* row_scale, int64_t row0,
                                                   int rows_valid, int hidden, int col_begin,
-                                                  int col_end, int threads) {
+                                                  int col_end) {
   const int vecs = (col_end - col_begin) / kBf16PerVec;
-  for (int i = int(threadIdx.x); i < rows_valid * vecs; i += threads) {
-    const int row = i / vecs;
-    const int c = col_begin + (i - row * vecs) * kBf16PerVec;
-    uint16_t* p = layer_input + (row0 + row) * hidden + c;
-    float y[8];
-    unpack_bf16x8(load_coherent_u4(p), y);
-    const float4 w0 = load_weight_f4(norm_weight + c);
-    const float4 w1 = load_weight_f4(norm_weight + c + 4);
-    const float wv[8] = {w0.x, w0.y, w0.z, w0.w, w1.x, w1.y, w1.z, w1.w};
-    const float scale = row_scale[row];
-    float o[8];
+  const int total = rows_valid * vecs;
+  auto address = [&](int i, int& row, int& c) {
+    row = i / vecs;
+    c = col_begin + (i - row * vecs) * kBf16PerVec;
+    return layer_input + (row0 + row) * hidden + c;
+  };
+  for (int base = int(threadIdx.x); base < total; base += kBatch * kThreads) {
+    uint4 y_bits[kBatch];
 #pragma unroll
-    for (int e = 0; e < 8; ++e) o[e] = y[e] * scale * wv[e];
-    store_u4(p, pack_bf16x8(o));
+    for (int b = 0; b < kBatch; ++b) {
+      const int i = base + b * kThreads;
+      int row, c;
+      y_bits[b] = i < total ? load_coherent_u4(address(i, row, c)) : make_uint4(0, 0, 0, 0);
+    }
+#pragma unroll
+    for (int b = 0; b < kBatch; ++b) {
+      const int i = base + b * kThreads;
+      if (i >= total) continue;
+      int row, c;
+      uint16_t* p = address(i, row, c);
+      float y[8];
+      unpack_bf16x8(y_bits[b], y);
+      const float4 w0 = load_weight_f4(norm_weight + c);
+      const float4 w1 = load_weight_f4(norm_weight + c + 4);
+      const float wv[8] = {w0.x, w0.y, w0.z, w0.w, w1.x, w1.y, w1.z, w1.w};
+      const float scale = row_scale[row];
+      float o[8];
+#pragma unroll
+      for (int e = 0; e < 8; ++e) o[e] = y[e] * scale * wv[e];
+      store_u4(p, pack_bf16x8(o));
+    }
   }
 }
 
@@ -409,8 +429,8 @@ __global__ void __launch_bounds__(BoundaryShape<kStreams>::kThreads, 1)
   if (args.input.norm_weight != nullptr) {
     detail::exchange_row_norms<kStreams>(row_sum_sq, row_scale, y_sum_sq, rows, split, args.splits,
                                          hidden, args.input.eps_n);
-    detail::scale_layer_input(args.input.layer_input, args.input.norm_weight, row_scale, row0,
-                              rows_valid, hidden, col_begin, col_end, S::kThreads);
+    detail::scale_layer_input<S::kThreads>(args.input.layer_input, args.input.norm_weight,
+                                           row_scale, row0, rows_valid, hidden, col_begin, col_end);
   } else if (args.splits > 1) {
     cluster_wait();  // the plain collapse: y is the output; only end the start's arrival
   }
