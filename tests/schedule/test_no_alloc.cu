@@ -162,5 +162,24 @@ TEST_F(NoAllocationGpu, SecondEagerForwardAllocatesNothing) {
   }
 }
 
+// The fused boundary layout (kernel config fused_boundary, above the decode sizes; not yet run on
+// a GPU): an eager forward after the first, and a FULL replay, allocate nothing (the launcher
+// encodes its tensor maps on the stack and formats messages only on failure).
+TEST_F(NoAllocationGpu, FusedBoundaryLayoutAllocatesNothing) {
+  if (!tma_prenorm_available()) GTEST_SKIP() << "the fused boundary needs the sm_90a kernels";
+  const MhcParams p = two_layers();
+  const ModelWeights w = synthetic_model(p, 9);
+  StackOptions opt;
+  opt.max_tokens = 130;
+  StackExecutor ex(w, KernelConfig::parse(R"({"fused_boundary": true})"), opt);
+  ASSERT_STREQ(to_string(ex.layout(130, false)), "fused_boundary");
+  ex.forward(130, ExecMode::eager, stream_);
+  EXPECT_EQ(allocations_in([&] { ex.forward(130, ExecMode::eager, stream_); }), 0) << "eager";
+  ex.prepare_full_graph(130, stream_);
+  ex.forward(130, ExecMode::full, stream_);
+  EXPECT_EQ(allocations_in([&] { ex.forward(130, ExecMode::full, stream_); }), 0) << "full";
+  MHC_CUDA_CHECK(cudaStreamSynchronize(stream_));
+}
+
 }  // namespace
 }  // namespace mhc::cuda
