@@ -223,7 +223,7 @@ void add_site_items(const Setup& c, bool sweep, std::vector<Item>& items) {
     fused.fused_boundary_min_tokens = 1;
     add_boundary_item(c, "fused boundary (one launch)", fused, items);
     if (sweep) {
-      for (int splits : {1, 2, 4, 8}) {
+      for (int splits : {1, 2, 3, 4, 5, 6, 7, 8}) {
         fused.boundary_splits = splits;
         add_boundary_item(c, "  fused boundary sweep", fused, items);
       }

@@ -3,6 +3,8 @@
 #include <fmt/core.h>
 
 #include <algorithm>
+#include <array>
+#include <limits>
 
 #include "mhc/core/error.hpp"
 #include "mhc/core/workspace.hpp"
@@ -229,13 +231,35 @@ int whole_stage_splits(const MhcParams& p, int64_t requested) {
 
 }  // namespace
 
-int boundary_splits(const MhcParams& p, int64_t tokens, int sm_count, int max_splits) {
+int boundary_splits(const MhcParams& p, int64_t tokens, const std::array<int, 8>& cluster_capacity,
+                    int max_splits) {
+  static_assert(kBoundaryMaxSplits == 8, "one capacity per cluster size");
   const int64_t tiles = std::max<int64_t>(1, ceil_div(tokens, kBoundaryRowsPerTile));
-  const int64_t cap = std::clamp(max_splits, 1, kBoundaryMaxSplits);
-  return whole_stage_splits(p, std::clamp<int64_t>(sm_count / tiles, 1, cap));
+  const int stages = std::max(1, p.hidden / kBoundaryStageColumns);
+  const int cap = std::clamp(max_splits, 1, kBoundaryMaxSplits);
+  int best = 1;
+  int64_t best_cost = std::numeric_limits<int64_t>::max();
+  for (int want = 1; want <= cap; ++want) {
+    const int splits = whole_stage_splits(p, want);
+    const int64_t at_once = std::max(1, cluster_capacity[splits - 1]);
+    const int64_t cost = ceil_div(tiles, at_once) * ceil_div(stages, splits);
+    if (cost < best_cost) best = splits, best_cost = cost;
+  }
+  return best;
 }
 
 namespace {
+
+// cluster_capacity for boundary_splits: clusters of 1..8 CTAs the current device holds at once.
+std::array<int, 8> device_cluster_capacity(const MhcParams& p) {
+  std::array<int, 8> capacity{};
+  for (int ctas = 1; ctas <= kBoundaryMaxSplits; ++ctas) {
+    int& clusters = capacity[ctas - 1];
+    MHC_CUDA_CHECK(p.n == 2 ? boundary_cluster_capacity<2>(ctas, &clusters)
+                            : boundary_cluster_capacity<4>(ctas, &clusters));
+  }
+  return capacity;
+}
 
 // The fused boundary (prenorm_coefficients with `previous` where boundary_fuses): `args` holds
 // the coefficient path's outputs and parameters; the split count is the boundary's own.
@@ -257,7 +281,7 @@ void launch_boundary(const MhcParams& p, int64_t tokens, const InputPathBuffers&
                tuning.boundary_splits, kBoundaryMaxSplits);
   args.splits = tuning.boundary_splits > 0
                     ? whole_stage_splits(p, std::min(tuning.boundary_splits, room))
-                    : boundary_splits(p, tokens, current_sm_count(), room);
+                    : boundary_splits(p, tokens, device_cluster_capacity(p), room);
   args.leaf_chunks = 0;
   args.chunks_per_split = 0;  // the boundary cuts C into column stages instead (cols)
   const int stages = p.hidden / kBoundaryStageColumns;

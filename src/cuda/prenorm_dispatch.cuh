@@ -48,4 +48,9 @@ cudaError_t dispatch_boundary(const PrenormArgs& args, const BoundaryColumns& co
   return launch_sm90_boundary<kStreams>(args, cols, stream);
 }
 
+template <int kStreams>
+cudaError_t boundary_cluster_capacity(int ctas, int* clusters) {
+  return sm90_boundary_cluster_capacity<kStreams>(ctas, clusters);
+}
+
 }  // namespace mhc::cuda

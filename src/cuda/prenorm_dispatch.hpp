@@ -27,5 +27,8 @@ cudaError_t dispatch_prenorm(const PrenormArgs& args, bool compensated, int rows
 template <int kStreams>
 cudaError_t dispatch_boundary(const PrenormArgs& args, const BoundaryColumns& cols,
                               LaunchTarget stream);
+// How many clusters of `ctas` CTAs of that kernel the current device holds at once.
+template <int kStreams>
+cudaError_t boundary_cluster_capacity(int ctas, int* clusters);
 
 }  // namespace mhc::cuda

@@ -8,6 +8,7 @@
 #pragma once
 #include <cuda_runtime_api.h>
 
+#include <array>
 #include <cstdint>
 #include <string>
 
@@ -123,9 +124,12 @@ bool input_path_fuses(const MhcParams& p, int64_t tokens, const PrenormTuning& t
 // kernels, the TF32 projection, not batch-invariant, and the 16-row fold does not apply.
 bool boundary_fuses(const MhcParams& p, int64_t tokens, const PrenormTuning& tuning,
                     Projection projection);
-// The fused boundary's CTAs per 128-token tile (one cluster, at most 8 and at most max_splits):
-// as many as fill the multiprocessors once, whole 64-column stages each, no split empty.
-int boundary_splits(const MhcParams& p, int64_t tokens, int sm_count, int max_splits = 8);
+// The fused boundary's CTAs per 128-token tile (one cluster, at most 8 and at most max_splits),
+// whole 64-column stages each, no split empty: the count with the fewest stage times per CTA,
+// waves x stages per split, where a wave is cluster_capacity[s - 1] clusters of s CTAs (1..8) (what
+// the device holds at once: GPCs fit fewer large clusters than SMs / s); ties to fewer splits.
+int boundary_splits(const MhcParams& p, int64_t tokens, const std::array<int, 8>& cluster_capacity,
+                    int max_splits = 8);
 
 // The previous site's post, folded into this site's coefficient launch (decode sizes): this
 // site's x is not read but formed, x = bf16(post * F + comb^T x_prev), and written to x_next.

@@ -45,17 +45,19 @@ __device__ __forceinline__ void post_stream8(const float (&xs)[kStreams][8], con
   }
 }
 
-// post_stream8's formula for one column (xs[j]: source stream j there), for the fused boundary
-// (sm90_boundary.cuh), which widens x per column to save registers. Kept beside post_stream8
-// rather than under it: routing the row kernels through it reordered their sm_90a SASS. The
-// fused boundary's x is tested bitwise against the post kernel's (fused_boundary_test.cpp).
+// post_stream8's sum for one column before its bf16 rounding (xs[j]: source stream j there), for
+// the fused boundary (sm90_boundary.cuh), which widens x per column to save registers and rounds
+// pairs with one packing conversion (the same bits: rounding is idempotent). Kept beside
+// post_stream8 rather than under it: routing the row kernels through it reordered their sm_90a
+// SASS. The fused boundary's x is tested bitwise against the post kernel's
+// (fused_boundary_test.cpp).
 template <int kStreams>
-__device__ __forceinline__ float post_element(const float (&xs)[kStreams], float f, float post_k,
-                                              const float (&comb_to_k)[kStreams]) {
+__device__ __forceinline__ float post_sum(const float (&xs)[kStreams], float f, float post_k,
+                                          const float (&comb_to_k)[kStreams]) {
   float acc = post_k * f;
 #pragma unroll
   for (int j = 0; j < kStreams; ++j) acc = fmaf(comb_to_k[j], xs[j], acc);
-  return round_bf16(acc);
+  return acc;
 }
 
 // post_stream8 for output stream k, from comb's column k (what flows into stream k).

@@ -110,13 +110,17 @@ __device__ __forceinline__ void sum_chains(float (&chains)[kChains][kValues]) {
 }
 
 // One 32-wide chunk: 4 MMA k-steps; step s uses the lane's elements 2s (logical k = t) and
-// 2s + 1 (logical k = t + 4).
-template <int kStreams, int kMTiles, bool kCompensated>
+// 2s + 1 (logical k = t + 4). kTruncateWeights: hc_fn's fp32 bits go to the tensor cores as they
+// are, which read the top 19 (TF32 truncation, as wgmma does: the same error tier as rounding).
+// The rounding costs a compare, a branch and two integer operations per weight per MMA, and with
+// one M tile per warp (the fused boundary) it was a third of the kernel's instructions.
+template <int kStreams, int kMTiles, bool kCompensated, bool kTruncateWeights = false>
 __device__ __forceinline__ void chunk_mma(const uint4 (&xv)[kMTiles][2],
                                           const float4 (&wv)[kStreams * (kStreams + 2) / 8][2],
                                           float (&acc)[kMTiles][kStreams * (kStreams + 2) / 8][4],
                                           float (&sumsq)[kMTiles][2]) {
   constexpr int kNTiles = kStreams * (kStreams + 2) / 8;
+  static_assert(!(kCompensated && kTruncateWeights), "the compensated projection needs hi + lo");
   // The compensated (fp32) projection runs a second pass with the low parts of hc_fn; the hi and
   // lo fragments are never live together, which keeps the 64-row tile within 255 registers.
   auto pass = [&](auto s_const, auto lo_const) {
@@ -127,8 +131,8 @@ __device__ __forceinline__ void chunk_mma(const uint4 (&xv)[kMTiles][2],
     for (int nt = 0; nt < kNTiles; ++nt) {
       const float w0 = lane_of<(2 * s) % 4>(wv[nt][s / 2]);
       const float w1 = lane_of<(2 * s + 1) % 4>(wv[nt][s / 2]);
-      b[nt][0] = to_tf32(w0);
-      b[nt][1] = to_tf32(w1);
+      b[nt][0] = kTruncateWeights ? __float_as_uint(w0) : to_tf32(w0);
+      b[nt][1] = kTruncateWeights ? __float_as_uint(w1) : to_tf32(w1);
       if constexpr (kLo) {
         b[nt][0] = to_tf32(w0 - __uint_as_float(b[nt][0]));
         b[nt][1] = to_tf32(w1 - __uint_as_float(b[nt][1]));

@@ -12,7 +12,7 @@
 // copy engine: the n x boxes and the F box (128 tokens x 64 bf16 each, 128-byte swizzle, as
 // sm90_prenorm_tma.cuh) and hc_fn's 2n boxes for those columns. Warp w owns tokens 16w..16w+15
 // over the CTA's columns; lane (g, t) reads the 16-byte pieces of rows g and g + 8 that are
-// exactly its mma.sync A fragment (chunk_mma's layout), forms x there with post_element (the
+// exactly its mma.sync A fragment (chunk_mma's layout), forms x there with post_sum (the
 // post kernels' formula: the same bits), stores it, collapses it with the carried pre_mix
 // (collapse8's sum: the same bf16 y as the row kernels) and runs the MMAs of the n streams' K
 // chunks from the same registers.
@@ -24,8 +24,9 @@
 // kernel's epilogue (finish_prenorm_tile). Every order is fixed by the shape and the split count
 // (not by M), but the GEMM's K order (column stage, then stream) and the norm's sum order are not
 // those of the unfused kernels: coefficients and layer_input agree with them within the TF32
-// tier, not bitwise; x is bitwise the post kernel's. TF32 projection only; not in batch-invariant
-// mode (the executor keeps the unfused launches there).
+// tier, not bitwise; x is bitwise the post kernel's. hc_fn reaches the tensor cores truncated to
+// TF32, as in the wgmma kernel (chunk_mma's kTruncateWeights). TF32 projection only; not in
+// batch-invariant mode (the executor keeps the unfused launches there).
 #pragma once
 #include <cuda.h>
 #include <cuda_runtime.h>
@@ -149,7 +150,7 @@ __device__ __forceinline__ void produce_boundary_stage(const CUtensorMap* x_map,
 // into y_sum_sq. `offset`: the lane's 16-byte piece in every box of the stage. Register economy
 // (at n = 4 whole rows in floats spilled beside the MMA fragments): x stays packed and is widened
 // per output stream, the coefficients are read per output stream. Each value is still
-// post_element's, and y is collapse8's sum (the same fmas in stream order).
+// post_sum's rounded, and y is collapse8's sum (the same fmas in stream order).
 template <int kStreams>
 __device__ __forceinline__ void boundary_row_post(const unsigned char* stage, int offset,
                                                   const BoundaryRow<kStreams>& r, bool store,
@@ -171,7 +172,7 @@ __device__ __forceinline__ void boundary_row_post(const unsigned char* stage, in
 #pragma unroll
     for (int j = 0; j < n; ++j) comb_to_k[j] = r.comb_t[k * n + j];
     const float post_k = r.post_pre_mix[2 * k], pre_mix_k = r.post_pre_mix[2 * k + 1];
-    float out[8];
+    float sums[8];
 #pragma unroll
     for (int e = 0; e < 8; ++e) {
       float column[n];
@@ -180,18 +181,22 @@ __device__ __forceinline__ void boundary_row_post(const unsigned char* stage, in
         const uint32_t word = word_at(xv[j], e / 2);
         column[j] = e % 2 == 0 ? bf16_lo(word) : bf16_hi(word);
       }
-      out[e] = post_element<n>(column, f[e], post_k, comb_to_k);
-      y[e] = fmaf(pre_mix_k, out[e], y[e]);
+      sums[e] = post_sum<n>(column, f[e], post_k, comb_to_k);
     }
-    x_packed[k] = pack_bf16x8(out);
+    // Rounded in pairs by the packing conversion; the collapse reads the rounded values back.
+    x_packed[k] = pack_bf16x8(sums);
     if (store) store_u4(x_out + k * hidden, x_packed[k]);
-  }
+    float out[8];
+    unpack_bf16x8(x_packed[k], out);
 #pragma unroll
-  for (int e = 0; e < 8; ++e) {
-    y[e] = round_bf16(y[e]);
-    y_sum_sq = fmaf(y[e], y[e], y_sum_sq);
+    for (int e = 0; e < 8; ++e) y[e] = fmaf(pre_mix_k, out[e], y[e]);
   }
-  if (store) store_u4_hinted(y_out, pack_bf16x8(y), keep_policy);
+  const uint4 y_packed = pack_bf16x8(y);
+  float y_rounded[8];
+  unpack_bf16x8(y_packed, y_rounded);
+#pragma unroll
+  for (int e = 0; e < 8; ++e) y_sum_sq = fmaf(y_rounded[e], y_rounded[e], y_sum_sq);
+  if (store) store_u4_hinted(y_out, y_packed, keep_policy);
 }
 
 // A consumer warp over the CTA's stages: per 32-column chunk, the post of its two rows, then the
@@ -255,7 +260,7 @@ __device__ __forceinline__ void consume_boundary(
           wv[nt][0] = *reinterpret_cast<const float4*>(w_box + swizzled(nt * 8 + g, 2 * t));
           wv[nt][1] = *reinterpret_cast<const float4*>(w_box + swizzled(nt * 8 + g, 2 * t + 1));
         }
-        chunk_mma<n, 1, false>(xv, wv, acc, sumsq);
+        chunk_mma<n, 1, false, /*kTruncateWeights=*/true>(xv, wv, acc, sumsq);
       }
     }
     fence_shared_for_async_writes();  // these reads before the copy engine refills the stage
@@ -437,6 +442,29 @@ __global__ void __launch_bounds__(BoundaryShape<kStreams>::kThreads, 1)
   finish_prenorm_tile<kStreams, S::kThreads, S::kRows>(
       args, tile, row0, rows_valid, sums, tile_partials, n_out_padded, staging, &is_last_cta);
 #endif
+}
+
+// How many clusters of `ctas` CTAs (1..kMaxSplits) of the kernel the device holds at once
+// (cudaOccupancyMaxActiveClusters: one CTA per SM, clusters within a GPC), into *clusters.
+template <int kStreams>
+cudaError_t sm90_boundary_cluster_capacity(int ctas, int* clusters) {
+  using S = BoundaryShape<kStreams>;
+  const auto kernel = sm90_boundary_kernel<kStreams>;
+  cudaError_t err =
+      cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, S::kSmemBytes);
+  if (err != cudaSuccess) return err;
+  cudaLaunchAttribute cluster{};
+  cluster.id = cudaLaunchAttributeClusterDimension;
+  cluster.val.clusterDim.x = static_cast<unsigned>(ctas);
+  cluster.val.clusterDim.y = 1;
+  cluster.val.clusterDim.z = 1;
+  cudaLaunchConfig_t config{};
+  config.gridDim = dim3(static_cast<unsigned>(ctas), 1);
+  config.blockDim = dim3(S::kThreads);
+  config.dynamicSmemBytes = S::kSmemBytes;
+  config.attrs = &cluster;
+  config.numAttrs = 1;
+  return cudaOccupancyMaxActiveClusters(clusters, kernel, &config);
 }
 
 // Raw launcher (mhc::cuda::prenorm_coefficients checks the arguments and runs this only where
