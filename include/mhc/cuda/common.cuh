@@ -220,6 +220,41 @@ __device__ __forceinline__ void fence_shared_for_async_writes() {
 #endif
 }
 
+// Copies a box from shared memory (laid out as the map's swizzle) to the map's global tensor at
+// coordinates (inner, outer) through the copy engine, in the issuing thread's bulk async group,
+// with an L2 eviction policy; rows past the tensor's extent are not written. The writers of
+// the box fence (fence_shared_for_async_writes) and synchronise with the issuing thread first.
+__device__ __forceinline__ void tensor_copy_to_global(const void* map, int inner, int outer,
+                                                      const void* src, uint64_t l2_policy) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile(
+      "cp.async.bulk.tensor.2d.global.shared::cta.bulk_group.L2::cache_hint [%0, {%1, %2}], "
+      "[%3], %4;" ::"l"(reinterpret_cast<uint64_t>(map)),
+      "r"(inner), "r"(outer), "r"(shared_address(src)), "l"(l2_policy)
+      : "memory");
+#endif
+}
+__device__ __forceinline__ void bulk_commit_group() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("cp.async.bulk.commit_group;" ::: "memory");
+#endif
+}
+// Waits until the issuing thread's bulk groups, all but the kPending newest, have read their
+// shared memory (the buffer may be reused) ...
+template <int kPending>
+__device__ __forceinline__ void bulk_wait_group_read() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("cp.async.bulk.wait_group.read %0;" ::"n"(kPending) : "memory");
+#endif
+}
+// ... or have completed their writes; the fence then orders them (async proxy) before this
+// thread's later generic accesses to global memory, which a barrier extends to the CTA.
+__device__ __forceinline__ void bulk_wait_all_written() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("cp.async.bulk.wait_group 0;\n\tfence.proxy.async.global;" ::: "memory");
+#endif
+}
+
 // ---- programmatic dependent launch (sm_90) ---------------------------------------------------
 // Kernels launched with launch_kernel may start while the previous kernel in the stream is still
 // finishing (its launch latency is hidden). Each kernel calls wait_for_producer() before it reads

@@ -13,9 +13,11 @@
 // sm90_prenorm_tma.cuh) and hc_fn's 2n boxes for those columns. Warp w owns tokens 16w..16w+15
 // over the CTA's columns; lane (g, t) reads the 16-byte pieces of rows g and g + 8 that are
 // exactly its mma.sync A fragment (chunk_mma's layout), forms x there with post_sum (the
-// post kernels' formula: the same bits), stores it, collapses it with the carried pre_mix
-// (collapse8's sum: the same bf16 y as the row kernels) and runs the MMAs of the n streams' K
-// chunks from the same registers.
+// post kernels' formula: the same bits), collapses it with the carried pre_mix (collapse8's sum:
+// the same bf16 y as the row kernels) and runs the MMAs of the n streams' K chunks from the same
+// registers. x and y go back into the stage (over x_prev and F) and the copy engine stores a
+// warp's 16 rows of them as whole 128-byte lines: from registers, the lanes' 16-byte stores
+// left the kernel bound by store transactions (docs/decisions.md).
 //
 // The norm needs the whole row, which the cluster's CTAs share: each CTA writes its y (unscaled)
 // to layer_input with an L2 evict-last hint, sends its per-token sums of y^2 to every CTA of the
@@ -145,18 +147,17 @@ __device__ __forceinline__ void produce_boundary_stage(const CUtensorMap* x_map,
   }
 }
 
-// One consumer lane's post of its 8 columns of one row: x for every stream (packed bf16, stored
-// when the row is in the batch) and y = the collapse with the carried pre_mix, whose squares go
-// into y_sum_sq. `offset`: the lane's 16-byte piece in every box of the stage. Register economy
-// (at n = 4 whole rows in floats spilled beside the MMA fragments): x stays packed and is widened
-// per output stream, the coefficients are read per output stream. Each value is still
-// post_sum's rounded, and y is collapse8's sum (the same fmas in stream order).
+// One consumer lane's post of its 8 columns of one row: x for every stream (packed bf16, written
+// back over x_prev in the stage) and y = the collapse with the carried pre_mix (written over F's
+// piece, which this lane alone reads), whose squares go into y_sum_sq; the copy engine stores
+// both boxes (consume_boundary). `offset`: the lane's 16-byte piece in every box of the stage.
+// Register economy (at n = 4 whole rows in floats spilled beside the MMA fragments): x stays packed
+// and is widened per output stream, the coefficients are read per output stream. Each value is
+// still post_sum's rounded, and y is collapse8's sum (the same fmas in stream order).
 template <int kStreams>
-__device__ __forceinline__ void boundary_row_post(const unsigned char* stage, int offset,
-                                                  const BoundaryRow<kStreams>& r, bool store,
-                                                  uint16_t* x_out, uint16_t* y_out, int hidden,
-                                                  uint64_t keep_policy, uint4 (&x_packed)[kStreams],
-                                                  float& y_sum_sq) {
+__device__ __forceinline__ void boundary_row_post(unsigned char* stage, int offset,
+                                                  const BoundaryRow<kStreams>& r,
+                                                  uint4 (&x_packed)[kStreams], float& y_sum_sq) {
   constexpr int n = kStreams;
   using S = BoundaryShape<kStreams>;
   uint4 xv[n];
@@ -185,7 +186,7 @@ __device__ __forceinline__ void boundary_row_post(const unsigned char* stage, in
     }
     // Rounded in pairs by the packing conversion; the collapse reads the rounded values back.
     x_packed[k] = pack_bf16x8(sums);
-    if (store) store_u4(x_out + k * hidden, x_packed[k]);
+    *reinterpret_cast<uint4*>(stage + k * S::kBoxBytes + offset) = x_packed[k];
     float out[8];
     unpack_bf16x8(x_packed[k], out);
 #pragma unroll
@@ -196,26 +197,49 @@ __device__ __forceinline__ void boundary_row_post(const unsigned char* stage, in
   unpack_bf16x8(y_packed, y_rounded);
 #pragma unroll
   for (int e = 0; e < 8; ++e) y_sum_sq = fmaf(y_rounded[e], y_rounded[e], y_sum_sq);
-  if (store) store_u4_hinted(y_out, y_packed, keep_policy);
+  *reinterpret_cast<uint4*>(stage + S::kFOffset + offset) = y_packed;
+}
+
+// The copies out of one stage: warp `warp`'s 16 rows of the n x boxes and of the y box (over F),
+// 64 columns at `col`; rows past the batch are clipped by the copy engine. Lane 0 of the warp
+// issues them once the warp's writes are fenced and synchronised, and waits until they have
+// read the stage before the warp releases it.
+template <int kStreams>
+__device__ __forceinline__ void store_boundary_stage(const CUtensorMap* x_out_map,
+                                                     const CUtensorMap* y_map,
+                                                     const unsigned char* stage, int warp,
+                                                     int hidden, int col, int64_t row0,
+                                                     const BoundaryPolicies& policies) {
+  using S = BoundaryShape<kStreams>;
+  const int row = static_cast<int>(row0) + 16 * warp;
+  const int offset = 16 * warp * 128;  // 16 box rows of 128 bytes: the swizzle's 1024-byte period
+#pragma unroll
+  for (int k = 0; k < kStreams; ++k) {
+    tensor_copy_to_global(x_out_map, k * hidden + col, row, stage + k * S::kBoxBytes + offset,
+                          policies.stream);
+  }
+  tensor_copy_to_global(y_map, col, row, stage + S::kFOffset + offset, policies.weight);
+  bulk_commit_group();
+  bulk_wait_group_read<0>();
 }
 
 // A consumer warp over the CTA's stages: per 32-column chunk, the post of its two rows, then the
-// MMAs of the n streams' K chunks from the packed x (chunk_mma; sum of squares of x included).
-// rows[h]: tile row of MMA row g + 8h; tokens[h] its token, or -1 past the batch. Lane 0 of warp
-// 0 also keeps the ring full: before stage i it waits until every warp has released stage i - 1
-// and refills that slot with stage i - 1 + kStages (the first kStages were issued up front).
+// MMAs of the n streams' K chunks from the packed x (chunk_mma; sum of squares of x included);
+// then the copy engine stores the warp's rows of x and y from the stage. rows[h]: tile row of
+// MMA row g + 8h. Lane 0 of warp 0 also keeps the ring full: before stage i it waits until every
+// warp has released stage i - 1 and refills that slot with stage i - 1 + kStages (the first
+// kStages were issued up front).
 template <int kStreams>
 __device__ __forceinline__ void consume_boundary(
-    const PrenormArgs& a, const CUtensorMap* x_map, const CUtensorMap* f_map,
-    const CUtensorMap* w_map, unsigned char* stages, uint64_t* full, uint64_t* empty, int hidden,
-    int stage_begin, int stage_count, int64_t row0, const int (&rows)[2],
-    const int64_t (&tokens)[2], const BoundaryRow<kStreams> (&coefs)[2],
+    const CUtensorMap* x_map, const CUtensorMap* f_map, const CUtensorMap* w_map,
+    const CUtensorMap* x_out_map, const CUtensorMap* y_map, unsigned char* stages, uint64_t* full,
+    uint64_t* empty, int hidden, int stage_begin, int stage_count, int64_t row0, bool warp_has_rows,
+    const int (&rows)[2], const BoundaryRow<kStreams> (&coefs)[2],
     float (&acc)[1][kStreams * (kStreams + 2) / 8][4], float (&sumsq)[1][2], float (&y_sum_sq)[2]) {
   constexpr int n = kStreams;
   using S = BoundaryShape<kStreams>;
-  const int lane = threadIdx.x % kWarp, g = lane / 4, t = lane % 4;
+  const int warp = threadIdx.x / kWarp, lane = threadIdx.x % kWarp, g = lane / 4, t = lane % 4;
   const bool issuer = threadIdx.x == 0;
-  const uint64_t keep_policy = l2_policy<L2Eviction::last>();
   const BoundaryPolicies policies{l2_policy<L2Eviction::first>(), l2_policy<L2Eviction::last>()};
   auto issue = [&](int stage) {  // stage index within the split, into its ring slot
     const int slot = stage % S::kStages;
@@ -235,20 +259,15 @@ __device__ __forceinline__ void consume_boundary(
     __syncwarp();
     const int s = i % S::kStages;
     mbarrier_wait(&full[s], unsigned(i / S::kStages) & 1u);
-    const unsigned char* stage = stages + s * S::kStageBytes;
+    unsigned char* stage = stages + s * S::kStageBytes;
     const int col0 = (stage_begin + i) * S::kStageColumns;
 #pragma unroll
     for (int c = 0; c < 2; ++c) {  // two 32-column chunks per 128-byte box row
-      const int col = col0 + c * 32 + t * kBf16PerVec;
       uint4 x_packed[2][n];
 #pragma unroll
       for (int h = 0; h < 2; ++h) {
-        const bool store = tokens[h] >= 0;
-        const int64_t token = store ? tokens[h] : 0;
-        boundary_row_post<n>(stage, swizzled(rows[h], c * 4 + t), coefs[h], store,
-                             a.previous.x_out + token * n * hidden + col,
-                             a.input.layer_input + token * hidden + col, hidden, keep_policy,
-                             x_packed[h], y_sum_sq[h]);
+        boundary_row_post<n>(stage, swizzled(rows[h], c * 4 + t), coefs[h], x_packed[h],
+                             y_sum_sq[h]);
       }
 #pragma unroll
       for (int k = 0; k < n; ++k) {
@@ -263,9 +282,15 @@ __device__ __forceinline__ void consume_boundary(
         chunk_mma<n, 1, false, /*kTruncateWeights=*/true>(xv, wv, acc, sumsq);
       }
     }
-    fence_shared_for_async_writes();  // these reads before the copy engine refills the stage
+    // This warp's reads and writes of the stage before the copy engine stores and refills it.
+    fence_shared_for_async_writes();
     __syncwarp();
-    if (lane == 0) mbarrier_arrive(&empty[s]);
+    if (lane == 0) {
+      if (warp_has_rows) {
+        store_boundary_stage<n>(x_out_map, y_map, stage, warp, hidden, col0, row0, policies);
+      }
+      mbarrier_arrive(&empty[s]);
+    }
   }
 }
 
@@ -357,7 +382,9 @@ __global__ void __launch_bounds__(BoundaryShape<kStreams>::kThreads, 1)
     sm90_boundary_kernel(const PrenormArgs args, const BoundaryColumns cols,
                          const __grid_constant__ CUtensorMap x_map,
                          const __grid_constant__ CUtensorMap f_map,
-                         const __grid_constant__ CUtensorMap w_map) {
+                         const __grid_constant__ CUtensorMap w_map,
+                         const __grid_constant__ CUtensorMap x_out_map,
+                         const __grid_constant__ CUtensorMap y_map) {
 // The body exists in the sm_90a image only (the plan offers the kernel nowhere else).
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
   using S = BoundaryShape<kStreams>;
@@ -387,6 +414,8 @@ __global__ void __launch_bounds__(BoundaryShape<kStreams>::kThreads, 1)
     prefetch_tensor_map(&x_map);
     prefetch_tensor_map(&f_map);
     prefetch_tensor_map(&w_map);
+    prefetch_tensor_map(&x_out_map);
+    prefetch_tensor_map(&y_map);
   }
   init_ring_barriers<S::kStages>(full, empty, S::kConsumerWarps);
   __syncthreads();
@@ -401,26 +430,27 @@ __global__ void __launch_bounds__(BoundaryShape<kStreams>::kThreads, 1)
   float acc[1][S::kNTiles][4] = {};
   float sumsq[1][2] = {};
   float y_sum_sq[2] = {0.f, 0.f};
+  const bool warp_has_rows = warp * 16 < rows_valid;
   {
-    int64_t tokens[2];
     detail::BoundaryRow<kStreams> coefs[2];
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
       const bool valid = rows[h] < rows_valid;
-      tokens[h] = valid ? row0 + rows[h] : -1;
       detail::load_boundary_row<kStreams>(args, row0 + rows[h], valid, lane % 4, comb_t[rows[h]],
                                           post_pre_mix[rows[h]]);
       coefs[h] = {comb_t[rows[h]], post_pre_mix[rows[h]]};
     }
     __syncwarp();  // the warp's rows' coefficients, written by their quads
-    detail::consume_boundary<kStreams>(args, &x_map, &f_map, &w_map, stages, full, empty, hidden,
-                                       stage_begin, stage_count, row0, rows, tokens, coefs, acc,
-                                       sumsq, y_sum_sq);
+    detail::consume_boundary<kStreams>(&x_map, &f_map, &w_map, &x_out_map, &y_map, stages, full,
+                                       empty, hidden, stage_begin, stage_count, row0, warp_has_rows,
+                                       rows, coefs, acc, sumsq, y_sum_sq);
     sumsq[0][0] = group_sum<4>(sumsq[0][0]);
     sumsq[0][1] = group_sum<4>(sumsq[0][1]);
     y_sum_sq[0] = group_sum<4>(y_sum_sq[0]);
     y_sum_sq[1] = group_sum<4>(y_sum_sq[1]);
   }
+  // The norm reads y back from layer_input: the copy engine's writes complete first.
+  if (lane == 0 && warp_has_rows) bulk_wait_all_written();
   // Every stage consumed: the ring is idle and holds the epilogue's sums and staged outputs.
   __syncthreads();
   float* sums = reinterpret_cast<float*>(stages);
@@ -475,7 +505,7 @@ template <int kStreams>
 cudaError_t launch_sm90_boundary(const PrenormArgs& args, const BoundaryColumns& cols,
                                  LaunchTarget on) {
   using S = BoundaryShape<kStreams>;
-  CUtensorMap x_map, f_map, w_map;
+  CUtensorMap x_map, f_map, w_map, x_out_map, y_map;
   const uint64_t tokens = uint64_t(args.tokens);
   cudaError_t err =
       encode_tensor_map_2d(&x_map, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 2, args.previous.x,
@@ -489,6 +519,14 @@ cudaError_t launch_sm90_boundary(const PrenormArgs& args, const BoundaryColumns&
     err = encode_tensor_map_2d(&w_map, CU_TENSOR_MAP_DATA_TYPE_FLOAT32, 4, args.hc_fn,
                                uint64_t(args.k), uint64_t(S::kNmix), S::kWBoxK, S::kNmix);
   }
+  if (err == cudaSuccess) {  // the stores: a warp's 16 rows of a stage's boxes
+    err = encode_tensor_map_2d(&x_out_map, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 2, args.previous.x_out,
+                               uint64_t(args.k), tokens, S::kStageColumns, 16);
+  }
+  if (err == cudaSuccess) {
+    err = encode_tensor_map_2d(&y_map, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 2, args.input.layer_input,
+                               uint64_t(cols.hidden), tokens, S::kStageColumns, 16);
+  }
   if (err != cudaSuccess) return err;
   const auto kernel = sm90_boundary_kernel<kStreams>;
   err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, S::kSmemBytes);
@@ -497,7 +535,7 @@ cudaError_t launch_sm90_boundary(const PrenormArgs& args, const BoundaryColumns&
   const dim3 grid(static_cast<unsigned>(args.splits), static_cast<unsigned>(tiles));
   return launch_kernel_in_clusters(kernel, grid, dim3(S::kThreads), S::kSmemBytes,
                                    static_cast<unsigned>(args.splits), on, args, cols, x_map, f_map,
-                                   w_map);
+                                   w_map, x_out_map, y_map);
 }
 
 }  // namespace mhc::cuda
