@@ -4,7 +4,8 @@
 # the fused boundary (issue 17, sm90_boundary.cuh) against the two launches it replaces, per size
 # and hidden size (`mhc bench kernels`: "fused boundary (one launch)" beside "coef + post with
 # next input", and the stacks' steady states), then one Nsight Compute profile of the kernel at
-# 4096 tokens. JSON and logs go to $OUT/boundary/, a short table to stdout.
+# 4096 tokens (with its details and per-instruction counters as text). JSON and an archive of
+# the logs go to $OUT/boundary/, a short table to stdout.
 # MHC_COMMIT names the binary's commit in the JSON.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -29,10 +30,21 @@ run c7168 7168 1024,4096,8192
 timeout 240 "$bin/mhc" bench kernels --tokens 512,1024,2048,4096,8192 --reps 20 --sweep \
   --commit "$commit" --json "$dir/h200-$date_utc-sweep-$commit.json" >"$dir/sweep.log" 2>&1
 echo "sweep rc=$?"
+logs="$dir/logs"
+mkdir -p "$logs"
 timeout 120 ncu --kernel-name regex:sm90_boundary_kernel --launch-count 1 --set full \
-  -o "$dir/ncu-boundary-4096" "$bin/mhc" bench kernels --tokens 4096 --reps 5 \
-  >"$dir/ncu.log" 2>&1
+  -o "$logs/ncu-boundary-4096" "$bin/mhc" bench kernels --tokens 4096 --reps 5 \
+  >"$logs/ncu.log" 2>&1
 echo "ncu rc=$?"
+ncu --import "$logs/ncu-boundary-4096.ncu-rep" --page details --print-details all \
+  >"$logs/ncu-details.txt" 2>&1
+ncu --import "$logs/ncu-boundary-4096.ncu-rep" --page source --csv --print-source sass \
+  >"$logs/ncu-sass.csv" 2>&1
+grep -E "^ +(Duration|Issued Ipc Active|Warp Cycles Per Issued Instruction|DRAM Throughput|Stall (Long|Short) Scoreboard|Stall Wait|Stall Barrier)" \
+  "$logs/ncu-details.txt" | head -12
+# At most 8 files come back from the device: the JSON beside one archive of the logs.
+mv "$dir"/*.log "$logs/" 2>/dev/null
+tar czf "$dir/logs.tar.gz" -C "$dir" logs && rm -rf "$logs"
 python3 - "$dir" <<'PY'
 import glob, json, sys
 for path in sorted(glob.glob(sys.argv[1] + "/*.json")):
