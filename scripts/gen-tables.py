@@ -22,6 +22,9 @@ Kinds:
                 item, with the fraction of the 4.27 TB/s copy anchor where it means something
   kernels_ab    two `mhc bench kernels` JSONs of one binary under two kernel configs, then the
                 items to compare (spaces as \s): per size, each one's median µs and the ratio
+  boundary      `mhc bench kernels` JSONs, one per hidden size: the fused boundary against the
+                launches it replaces, alone and in the stack's steady state, with the ratios
+  boundary_sweep  one `mhc bench kernels --sweep` JSON: the fused boundary per forced split count
 
 Every table ends with the line saying where its numbers come from (GPU, driver, commit, date).
 With --check nothing is written; the exit status is 1 when a table is stale.
@@ -224,6 +227,59 @@ def table_kernels_ab(args):
     return lines
 
 
+def table_boundary(paths):
+    """`mhc bench kernels` JSONs of the fused boundary (one per hidden size): per size, the fused
+    launch against the two launches it replaces, and the stack's steady state with and without
+    it, each with fused / unfused."""
+    pairs = [("fused boundary (one launch)", "coef + post with next input"),
+             ("site in stack, fused boundary (each)", "site in stack, 8 per graph (each)")]
+    lines = ["| C | M | fused boundary (one launch) | coef + post with next input | ratio | "
+             "site in stack, fused boundary | site in stack, unfused | ratio |",
+             "|---:|---:|---:|---:|---:|---:|---:|---:|"]
+    for path in paths:
+        doc = load(path)
+        hidden = re.search(r"C=(\d+)", doc.get("params", "")).group(1)
+        times = {(r["kernel"], r["tokens"]): r["median_us"] for r in doc["results"]}
+        for m in sorted({r["tokens"] for r in doc["results"]}):
+            cells = []
+            for fused, unfused in pairs:
+                a, b = times.get((fused, m)), times.get((unfused, m))
+                cells += [f"{a:.2f}", f"{b:.2f}", f"{a / b:.2f}"] if a and b else ["", "", ""]
+            lines.append(f"| {hidden} | {m} | " + " | ".join(cells) + " |")
+    sources = " and ".join(f"`{p}`" for p in paths)
+    lines += ["", f"`mhc bench kernels` (median µs) on {provenance(load(paths[0]))}; sources "
+              f"{sources}."]
+    return lines
+
+
+def table_boundary_sweep(paths):
+    """One `mhc bench kernels --sweep` JSON: per size, the fused boundary at each forced split
+    count (CTAs per 128-token tile, one cluster) and at the plan's rule; the fastest in bold."""
+    (path,) = paths
+    doc = load(path)
+    sweep = {}
+    rule = {}
+    for r in doc["results"]:
+        if r["kernel"].strip() == "fused boundary sweep":
+            sweep[(r["tokens"], r["boundary_splits"])] = r["median_us"]
+        elif r["kernel"] == "fused boundary (one launch)":
+            rule[r["tokens"]] = r["median_us"]
+    counts = sorted({s for (_, s) in sweep})
+    lines = ["| M | " + " | ".join(f"{s} split{'s' if s > 1 else ''}" for s in counts)
+             + " | the rule |", "|---:|" + "---:|" * (len(counts) + 1)]
+    for m in sorted({m for (m, _) in sweep}):
+        best = min(sweep[(m, s)] for s in counts if (m, s) in sweep)
+        cells = []
+        for s in counts:
+            t = sweep.get((m, s))
+            cells.append("" if t is None else (f"**{t:.1f}**" if t == best else f"{t:.1f}"))
+        cells.append(f"{rule[m]:.1f}" if m in rule else "")
+        lines.append(f"| {m} | " + " | ".join(cells) + " |")
+    lines += ["", f"`mhc bench kernels --sweep` (median µs) on {provenance(doc)}; source "
+              f"`{path}`."]
+    return lines
+
+
 def table_log(args):
     path, *pattern = args
     text = (ROOT / path).read_text().splitlines()
@@ -234,7 +290,8 @@ def table_log(args):
 
 KINDS = {"tune": table_tune, "overlap": table_overlap, "log": table_log,
          "prenorm": table_prenorm, "invariance": table_invariance, "kernels": table_kernels,
-         "kernels_ab": table_kernels_ab}
+         "kernels_ab": table_kernels_ab, "boundary": table_boundary,
+         "boundary_sweep": table_boundary_sweep}
 
 
 def render(text):

@@ -22,8 +22,9 @@ ArchRules sm90_rules() {
   // 4096 / 7168 (ties at 64 there) and tied at 128, lost from 256 (docs/decisions.md, "Cluster
   // post").
   r.cluster_post_max_tokens = 64;
-  // The fused boundary kernel (sm90_boundary.cuh) has not run on a GPU yet: off until measured
-  // (kernel config fused_boundary=true forces it).
+  // The fused boundary kernel (sm90_boundary.cuh) lost to the two launches it replaces at every
+  // measured size but one tie (C=7168, 8192 tokens; docs/benchmarks.md, "The fused boundary
+  // measured"): off (kernel config fused_boundary=true forces it).
   r.fused_boundary_min_tokens = 0;
   r.pdl = true;
   r.overlap = OverlapAvailability::opt_in;
