@@ -222,10 +222,15 @@ void add_site_items(const Setup& c, bool sweep, std::vector<Item>& items) {
     fused.fused_input_max_tokens = 0;  // not the 16-row decode fold
     fused.fused_boundary_min_tokens = 1;
     add_boundary_item(c, "fused boundary (one launch)", fused, items);
+    PrenormTuning narrow = fused;  // 32-column stages: 4 in the ring at n = 4 instead of 2
+    narrow.boundary_stage_columns = 32;
+    add_boundary_item(c, "fused boundary, 32-column stages", narrow, items);
     if (sweep) {
-      for (int splits : {1, 2, 3, 4, 5, 6, 7, 8}) {
-        fused.boundary_splits = splits;
-        add_boundary_item(c, "  fused boundary sweep", fused, items);
+      for (PrenormTuning* t : {&fused, &narrow}) {
+        for (int splits : {1, 2, 3, 4, 5, 6, 7, 8}) {
+          t->boundary_splits = splits;
+          add_boundary_item(c, "  fused boundary sweep", *t, items);
+        }
       }
     }
   }
@@ -298,6 +303,7 @@ nlohmann::json time_item(const Item& item, const MhcParams& p, int64_t m, const 
           {"fraction_of_measured_copy", gbps * 1e9 / copy_bw},
           {"splits", item.tuning.splits},
           {"boundary_splits", item.tuning.boundary_splits},
+          {"boundary_stage_columns", item.tuning.boundary_stage_columns},
           {"rows_per_tile", item.tuning.rows_per_tile},
           {"input_sets", r.sets},
           {"instances_per_graph", item.per_graph},

@@ -56,6 +56,7 @@ for path in sorted(glob.glob(sys.argv[1] + "/*.json")):
     for m in sorted(t):
         k = t[m]
         print(f"  M={m:5d} fused {k.get('fused boundary (one launch)', float('nan')):8.2f}"
+              f" (32 cols {k.get('fused boundary, 32-column stages', float('nan')):8.2f})"
               f"  unfused {k.get('coef + post with next input', float('nan')):8.2f}"
               f"  stack fused {k.get('site in stack, fused boundary (each)', float('nan')):8.2f}"
               f"  stack {k.get('site in stack, 8 per graph (each)', float('nan')):8.2f} us")

@@ -25,6 +25,7 @@ Kinds:
   boundary      `mhc bench kernels` JSONs, one per hidden size: the fused boundary against the
                 launches it replaces, alone and in the stack's steady state, with the ratios
   boundary_sweep  one `mhc bench kernels --sweep` JSON: the fused boundary per forced split count
+                and stage width
 
 Every table ends with the line saying where its numbers come from (GPU, driver, commit, date).
 With --check nothing is written; the exit status is 1 when a table is stale.
@@ -253,28 +254,30 @@ def table_boundary(paths):
 
 
 def table_boundary_sweep(paths):
-    """One `mhc bench kernels --sweep` JSON: per size, the fused boundary at each forced split
-    count (CTAs per 128-token tile, one cluster) and at the plan's rule; the fastest in bold."""
+    """One `mhc bench kernels --sweep` JSON: per size and stage width (64 or 32 columns), the
+    fused boundary at each forced split count (CTAs per 128-token tile, one cluster) and at the
+    plan's rule; the fastest of each row in bold."""
     (path,) = paths
     doc = load(path)
-    sweep = {}
-    rule = {}
+    rule_items = {"fused boundary (one launch)": 64, "fused boundary, 32-column stages": 32}
+    sweep, rule = {}, {}
     for r in doc["results"]:
+        columns = r.get("boundary_stage_columns") or 64
         if r["kernel"].strip() == "fused boundary sweep":
-            sweep[(r["tokens"], r["boundary_splits"])] = r["median_us"]
-        elif r["kernel"] == "fused boundary (one launch)":
-            rule[r["tokens"]] = r["median_us"]
-    counts = sorted({s for (_, s) in sweep})
-    lines = ["| M | " + " | ".join(f"{s} split{'s' if s > 1 else ''}" for s in counts)
-             + " | the rule |", "|---:|" + "---:|" * (len(counts) + 1)]
-    for m in sorted({m for (m, _) in sweep}):
-        best = min(sweep[(m, s)] for s in counts if (m, s) in sweep)
-        cells = []
-        for s in counts:
-            t = sweep.get((m, s))
-            cells.append("" if t is None else (f"**{t:.1f}**" if t == best else f"{t:.1f}"))
-        cells.append(f"{rule[m]:.1f}" if m in rule else "")
-        lines.append(f"| {m} | " + " | ".join(cells) + " |")
+            sweep[(r["tokens"], columns, r["boundary_splits"])] = r["median_us"]
+        elif r["kernel"] in rule_items:
+            rule[(r["tokens"], rule_items[r["kernel"]])] = r["median_us"]
+    counts = sorted({s for (_, _, s) in sweep})
+    lines = ["| M | stage columns | " + " | ".join(f"{s} split{'s' if s > 1 else ''}"
+                                                   for s in counts) + " | the rule |",
+             "|---:|---:|" + "---:|" * (len(counts) + 1)]
+    for m, columns in sorted({(m, c) for (m, c, _) in sweep}, key=lambda k: (k[0], -k[1])):
+        times = [sweep.get((m, columns, s)) for s in counts]
+        best = min(t for t in times if t is not None)
+        cells = ["" if t is None else (f"**{t:.1f}**" if t == best else f"{t:.1f}")
+                 for t in times]
+        cells.append(f"{rule[(m, columns)]:.1f}" if (m, columns) in rule else "")
+        lines.append(f"| {m} | {columns} | " + " | ".join(cells) + " |")
     lines += ["", f"`mhc bench kernels --sweep` (median µs) on {provenance(doc)}; source "
               f"`{path}`."]
     return lines

@@ -114,9 +114,11 @@ SiteWorkspace::~SiteWorkspace() {
 }
 
 std::string PrenormTuning::describe() const {
-  return msg("splits={} rows_per_tile={}{}{}{}", splits, rows_per_tile,
+  return msg("splits={} rows_per_tile={}{}{}{}{}", splits, rows_per_tile,
              batch_invariant ? " batch_invariant" : "", pdl ? "" : " no_pdl",
-             boundary_splits > 0 ? msg(" boundary_splits={}", boundary_splits) : std::string());
+             boundary_splits > 0 ? msg(" boundary_splits={}", boundary_splits) : std::string(),
+             boundary_stage_columns > 0 ? msg(" boundary_stage_columns={}", boundary_stage_columns)
+                                        : std::string());
 }
 
 int max_prenorm_splits(const MhcParams& p) {
@@ -219,10 +221,10 @@ bool boundary_fuses(const MhcParams& p, int64_t tokens, const PrenormTuning& tun
 
 namespace {
 
-// About `requested` splits of C's 64-column stages (1..8, at most one per stage), rebalanced so
-// that none is empty.
-int whole_stage_splits(const MhcParams& p, int64_t requested) {
-  const int stages = std::max(1, p.hidden / kBoundaryStageColumns);
+// About `requested` splits of C's stages of stage_columns columns (1..8, at most one per stage),
+// rebalanced so that none is empty.
+int whole_stage_splits(const MhcParams& p, int64_t requested, int stage_columns) {
+  const int stages = std::max(1, p.hidden / stage_columns);
   const int64_t want =
       std::clamp<int64_t>(requested, 1, std::min<int64_t>(kBoundaryMaxSplits, stages));
   const int64_t per_split = ceil_div(stages, want);
@@ -232,15 +234,17 @@ int whole_stage_splits(const MhcParams& p, int64_t requested) {
 }  // namespace
 
 int boundary_splits(const MhcParams& p, int64_t tokens, const std::array<int, 8>& cluster_capacity,
-                    int max_splits) {
+                    int max_splits, int stage_columns) {
   static_assert(kBoundaryMaxSplits == 8, "one capacity per cluster size");
+  require_that(stage_columns == 64 || stage_columns == 32,
+               "boundary_splits: stage_columns={} must be 64 or 32", stage_columns);
   const int64_t tiles = std::max<int64_t>(1, ceil_div(tokens, kBoundaryRowsPerTile));
-  const int stages = std::max(1, p.hidden / kBoundaryStageColumns);
+  const int stages = std::max(1, p.hidden / stage_columns);
   const int cap = std::clamp(max_splits, 1, kBoundaryMaxSplits);
   int best = 1;
   int64_t best_cost = std::numeric_limits<int64_t>::max();
   for (int want = 1; want <= cap; ++want) {
-    const int splits = whole_stage_splits(p, want);
+    const int splits = whole_stage_splits(p, want, stage_columns);
     const int64_t at_once = std::max(1, cluster_capacity[splits - 1]);
     const int64_t cost = ceil_div(tiles, at_once) * ceil_div(stages, splits);
     if (cost < best_cost) best = splits, best_cost = cost;
@@ -251,12 +255,15 @@ int boundary_splits(const MhcParams& p, int64_t tokens, const std::array<int, 8>
 namespace {
 
 // cluster_capacity for boundary_splits: clusters of 1..8 CTAs the current device holds at once.
-std::array<int, 8> device_cluster_capacity(const MhcParams& p) {
+std::array<int, 8> device_cluster_capacity(const MhcParams& p, int stage_columns) {
   std::array<int, 8> capacity{};
   for (int ctas = 1; ctas <= kBoundaryMaxSplits; ++ctas) {
     int& clusters = capacity[ctas - 1];
-    MHC_CUDA_CHECK(p.n == 2 ? boundary_cluster_capacity<2>(ctas, &clusters)
-                            : boundary_cluster_capacity<4>(ctas, &clusters));
+    const bool narrow = stage_columns == 32;
+    MHC_CUDA_CHECK(p.n == 2 ? (narrow ? boundary_cluster_capacity<2, 32>(ctas, &clusters)
+                                      : boundary_cluster_capacity<2, 64>(ctas, &clusters))
+                            : (narrow ? boundary_cluster_capacity<4, 32>(ctas, &clusters)
+                                      : boundary_cluster_capacity<4, 64>(ctas, &clusters)));
   }
   return capacity;
 }
@@ -279,12 +286,19 @@ void launch_boundary(const MhcParams& p, int64_t tokens, const InputPathBuffers&
   require_that(tuning.boundary_splits >= 0 && tuning.boundary_splits <= kBoundaryMaxSplits,
                "{}: boundary_splits={} must be in 0..{} (0: the rule)", what,
                tuning.boundary_splits, kBoundaryMaxSplits);
+  require_that(tuning.boundary_stage_columns == 0 || tuning.boundary_stage_columns == 64 ||
+                   tuning.boundary_stage_columns == 32,
+               "{}: boundary_stage_columns={} must be 0 (64), 64 or 32", what,
+               tuning.boundary_stage_columns);
+  const int stage_columns =
+      tuning.boundary_stage_columns > 0 ? tuning.boundary_stage_columns : kBoundaryStageColumns;
   args.splits = tuning.boundary_splits > 0
-                    ? whole_stage_splits(p, std::min(tuning.boundary_splits, room))
-                    : boundary_splits(p, tokens, device_cluster_capacity(p), room);
+                    ? whole_stage_splits(p, std::min(tuning.boundary_splits, room), stage_columns)
+                    : boundary_splits(p, tokens, device_cluster_capacity(p, stage_columns), room,
+                                      stage_columns);
   args.leaf_chunks = 0;
   args.chunks_per_split = 0;  // the boundary cuts C into column stages instead (cols)
-  const int stages = p.hidden / kBoundaryStageColumns;
+  const int stages = p.hidden / stage_columns;
   const BoundaryColumns cols{p.hidden, static_cast<int>(ceil_div(stages, args.splits))};
   args.previous.x = bits(previous.x);
   args.previous.post = previous.post;
@@ -297,8 +311,11 @@ void launch_boundary(const MhcParams& p, int64_t tokens, const InputPathBuffers&
   args.input.hidden = p.hidden;
   args.input.row_threads = row_kernel_threads(p.hidden);
   args.input.eps_n = static_cast<float>(p.norm_eps());
-  const cudaError_t err = p.n == 2 ? dispatch_boundary<2>(args, cols, stream)
-                                   : dispatch_boundary<4>(args, cols, stream);
+  const bool narrow = stage_columns == 32;
+  const cudaError_t err = p.n == 2 ? (narrow ? dispatch_boundary<2, 32>(args, cols, stream)
+                                             : dispatch_boundary<2, 64>(args, cols, stream))
+                                   : (narrow ? dispatch_boundary<4, 32>(args, cols, stream)
+                                             : dispatch_boundary<4, 64>(args, cols, stream));
   check_launch(err, what);
 }
 

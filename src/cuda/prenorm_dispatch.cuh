@@ -42,15 +42,15 @@ cudaError_t dispatch_prenorm(const PrenormArgs& args, bool compensated, int rows
                      : launch_prenorm_coefficients<kStreams, 4, false>(args, stream);
 }
 
-template <int kStreams>
+template <int kStreams, int kColumns>
 cudaError_t dispatch_boundary(const PrenormArgs& args, const BoundaryColumns& cols,
                               LaunchTarget stream) {
-  return launch_sm90_boundary<kStreams>(args, cols, stream);
+  return launch_sm90_boundary<kStreams, kColumns>(args, cols, stream);
 }
 
-template <int kStreams>
+template <int kStreams, int kColumns>
 cudaError_t boundary_cluster_capacity(int ctas, int* clusters) {
-  return sm90_boundary_cluster_capacity<kStreams>(ctas, clusters);
+  return sm90_boundary_cluster_capacity<kStreams, kColumns>(ctas, clusters);
 }
 
 }  // namespace mhc::cuda

@@ -23,12 +23,14 @@ template <int kStreams>
 cudaError_t dispatch_prenorm(const PrenormArgs& args, bool compensated, int rows_per_tile,
                              LaunchTarget stream);
 
-// The fused boundary kernel (sm90_boundary.cuh) for kStreams.
-template <int kStreams>
+// The fused boundary kernel (sm90_boundary.cuh) for kStreams with kColumns (64 or 32) columns
+// per pipeline stage. The 64-column instantiations live in prenorm_n2/n4.cu, the 32-column ones
+// in boundary_32.cu: in one translation unit the two changed each other's SASS.
+template <int kStreams, int kColumns>
 cudaError_t dispatch_boundary(const PrenormArgs& args, const BoundaryColumns& cols,
                               LaunchTarget stream);
 // How many clusters of `ctas` CTAs of that kernel the current device holds at once.
-template <int kStreams>
+template <int kStreams, int kColumns>
 cudaError_t boundary_cluster_capacity(int ctas, int* clusters);
 
 }  // namespace mhc::cuda

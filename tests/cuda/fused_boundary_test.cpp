@@ -29,22 +29,24 @@ using test::to_host;
   }
 
 // fused: the boundary kernel wherever it can run (from 1 token; the 16-row decode fold off so
-// that it does not take small sizes); else the unfused launches.
-cuda::PrenormTuning boundary_tuning(bool fused, int splits = 0) {
+// that it does not take small sizes); else the unfused launches. splits, stage_columns: forced
+// (0: the rule, 64 columns).
+cuda::PrenormTuning boundary_tuning(bool fused, int splits = 0, int stage_columns = 0) {
   cuda::PrenormTuning t;
   t.fused_input_max_tokens = 0;
   t.fused_boundary_min_tokens = fused ? 1 : 0;
   t.boundary_splits = splits;
+  t.boundary_stage_columns = stage_columns;
   return t;
 }
 
 void run_boundary(FoldCase& k, FoldOutputs& out, bool fused, cuda::SiteWorkspace& ws,
-                  bool with_norm = true, int splits = 0) {
+                  bool with_norm = true, int splits = 0, int stage_columns = 0) {
   const cuda::InputPathBuffers input{k.pre_mix.get(), with_norm ? k.w.norm_weight.get() : nullptr,
                                      out.layer_input.get()};
   const cuda::PreviousPost previous{k.x_prev.get(), k.prev_post.get(), k.prev_comb.get(), k.f.get(),
                                     out.x.get()};
-  const cuda::PrenormTuning t = boundary_tuning(fused, splits);
+  const cuda::PrenormTuning t = boundary_tuning(fused, splits, stage_columns);
   ASSERT_EQ(cuda::boundary_fuses(k.p, k.m, t, Projection::tf32), fused);
   cuda::prenorm_coefficients(k.p, k.m, out.coef.buffers(out.x, k.w), Projection::tf32, t, ws,
                              nullptr, &input, &previous);
@@ -67,15 +69,16 @@ bool within_one_ulp(const std::vector<Bf16>& a, const std::vector<Bf16>& b, std:
 }
 
 void check_boundary(const MhcParams& p, int64_t m, uint64_t seed, double amplitude = 1.0,
-                    bool with_norm = true, int splits = 0) {
+                    bool with_norm = true, int splits = 0, int stage_columns = 0) {
   FoldCase k(p, m, seed, amplitude);
   cuda::SiteWorkspace ws(p, m, cuda::max_prenorm_splits(p));
   FoldOutputs want(p, m), got(p, m);
   run_boundary(k, want, false, ws, with_norm);
-  run_boundary(k, got, true, ws, with_norm, splits);
-  const std::string label = test::case_name(p, m, amplitude) +
-                            (with_norm ? "" : " plain collapse") +
-                            (splits > 0 ? " boundary_splits=" + std::to_string(splits) : "");
+  run_boundary(k, got, true, ws, with_norm, splits, stage_columns);
+  const std::string label =
+      test::case_name(p, m, amplitude) + (with_norm ? "" : " plain collapse") +
+      (splits > 0 ? " boundary_splits=" + std::to_string(splits) : "") +
+      (stage_columns > 0 ? " stage_columns=" + std::to_string(stage_columns) : "");
   const std::vector<Bf16> x = to_host(got.x);
   EXPECT_TRUE(test::same_bits(x, to_host(want.x))) << label << " x (the post kernel's bits)";
 
@@ -149,6 +152,27 @@ TEST(CudaFusedBoundary, ForcedSplitCounts) {
   check_boundary(test::small_params(2, 7168), 140, ++seed, 1.0, false, 1);
 }
 
+// 32-column stages (64-byte swizzle, 4 stages in the ring at n = 4): every model shape, tile
+// edges, forced split counts over 160 stages of C=5120, amplitudes, the plain collapse.
+TEST(CudaFusedBoundary, ThirtyTwoColumnStages) {
+  MHC_SKIP_WITHOUT_BOUNDARY();
+  uint64_t seed = 7500;
+  for (int n : {2, 4}) {
+    for (int hidden : {4096, 5120, 7168}) {
+      for (int64_t m : {1, 129, 300}) {
+        check_boundary(test::small_params(n, hidden), m, ++seed, 1.0, true, 0, 32);
+      }
+    }
+  }
+  const MhcParams p = test::small_params(4, 5120);
+  for (int64_t m : {2, 127, 128, 1000, 4097}) check_boundary(p, m, ++seed, 1.0, true, 0, 32);
+  for (int splits : {1, 3, 7, 8}) check_boundary(p, 300, ++seed, 1.0, true, splits, 32);
+  check_boundary(p, 200, ++seed, 1e-3, true, 0, 32);
+  check_boundary(p, 200, ++seed, 1e2, true, 0, 32);
+  check_boundary(p, 200, ++seed, 1.0, false, 0, 32);
+  check_boundary(test::small_params(2, 7168), 140, ++seed, 1.0, false, 1, 32);
+}
+
 // The same inputs twice: the same bits (fixed orders, no atomics in the sums), and zero tokens
 // writes nothing.
 TEST(CudaFusedBoundary, BitwiseRunToRunAndZeroTokens) {
@@ -157,12 +181,15 @@ TEST(CudaFusedBoundary, BitwiseRunToRunAndZeroTokens) {
   FoldCase k(p, 1000, 7300);
   cuda::SiteWorkspace ws(p, 1000, cuda::max_prenorm_splits(p));
   FoldOutputs a(p, 1000), b(p, 1000);
-  run_boundary(k, a, true, ws);
-  run_boundary(k, b, true, ws);
-  EXPECT_TRUE(test::same_bits(to_host(a.x), to_host(b.x)));
-  EXPECT_TRUE(test::same_bits(to_host(a.layer_input), to_host(b.layer_input)));
-  EXPECT_TRUE(test::same_bits(to_host(a.coef.comb), to_host(b.coef.comb)));
-  EXPECT_TRUE(test::same_bits(to_host(a.coef.mixes), to_host(b.coef.mixes)));
+  for (int stage_columns : {64, 32}) {
+    run_boundary(k, a, true, ws, true, 0, stage_columns);
+    run_boundary(k, b, true, ws, true, 0, stage_columns);
+    const std::string label = "stage_columns=" + std::to_string(stage_columns);
+    EXPECT_TRUE(test::same_bits(to_host(a.x), to_host(b.x))) << label;
+    EXPECT_TRUE(test::same_bits(to_host(a.layer_input), to_host(b.layer_input))) << label;
+    EXPECT_TRUE(test::same_bits(to_host(a.coef.comb), to_host(b.coef.comb))) << label;
+    EXPECT_TRUE(test::same_bits(to_host(a.coef.mixes), to_host(b.coef.mixes))) << label;
+  }
 
   FoldOutputs none(p, 1);
   FoldCase one(p, 1, 7301);
@@ -208,6 +235,11 @@ TEST(CudaFusedBoundary, SplitRule) {
   EXPECT_EQ(cuda::boundary_splits(p, 1, h200), 8);
   EXPECT_EQ(cuda::boundary_splits(p, 1, h200, 3), 3) << "workspace room";
   EXPECT_EQ(cuda::boundary_splits(p, 1, h200, 0), 1);
+  // 32-column stages: 160 at C=5120; 3 splits (one wave of 54 stages) ties 6 (two waves of 27)
+  // and the tie goes to fewer.
+  EXPECT_EQ(cuda::boundary_splits(p, 4096, h200, 8, 32), 3);
+  EXPECT_EQ(cuda::boundary_splits(p, 1, h200, 8, 32), 8);
+  EXPECT_THROW(cuda::boundary_splits(p, 1, h200, 8, 48), Error) << "64 or 32 columns only";
   // The rule only ever needs capacities up to the cap; a device holding one cluster of each
   // size still gets a valid count.
   const std::array<int, 8> tiny = {1, 1, 1, 1, 1, 1, 1, 1};
@@ -234,6 +266,7 @@ TEST(SanitizeFusedBoundary, PartialTileAndClusters) {
     cuda::SiteWorkspace ws(p, 130, cuda::max_prenorm_splits(p));
     FoldOutputs out(p, 130);
     run_boundary(k, out, true, ws);
+    run_boundary(k, out, true, ws, true, 3, 32);
   }
 }
 

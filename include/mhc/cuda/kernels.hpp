@@ -74,6 +74,9 @@ struct PrenormTuning {
   int64_t fused_boundary_min_tokens = -1;
   // The fused boundary's CTAs per tile (1..8); 0: boundary_splits' rule. For sweeps.
   int boundary_splits = 0;
+  // The fused boundary's columns per pipeline stage: 64 (2 stages of 104 KB in the ring at
+  // n = 4) or 32 (4 of 52 KB); 0: 64. For sweeps.
+  int boundary_stage_columns = 0;
   std::string describe() const;
 };
 // Whether the current device runs the bulk-copy (TMA) prenorm kernel (its kernel plan's answer).
@@ -129,7 +132,7 @@ bool boundary_fuses(const MhcParams& p, int64_t tokens, const PrenormTuning& tun
 // waves x stages per split, where a wave is cluster_capacity[s - 1] clusters of s CTAs (1..8) (what
 // the device holds at once: GPCs fit fewer large clusters than SMs / s); ties to fewer splits.
 int boundary_splits(const MhcParams& p, int64_t tokens, const std::array<int, 8>& cluster_capacity,
-                    int max_splits = 8);
+                    int max_splits = 8, int stage_columns = 64);
 
 // The previous site's post, folded into this site's coefficient launch (decode sizes): this
 // site's x is not read but formed, x = bf16(post * F + comb^T x_prev), and written to x_next.

@@ -43,11 +43,14 @@
 namespace mhc::cuda {
 
 inline constexpr int kBoundaryRowsPerTile = 128;
-inline constexpr int kBoundaryStageColumns = 64;  // of C, for every stream: one 128-byte box row
+// Columns of C per pipeline stage, for every stream: 64 (one 128-byte box row, the default) or
+// 32 (64-byte box rows: half the stage, twice the stages in the ring).
+inline constexpr int kBoundaryStageColumns = 64;
 inline constexpr int kBoundaryMaxSplits = kPostClusterMaxCtas;  // a tile's splits: one cluster
 
-template <int kStreams>
+template <int kStreams, int kColumns = kBoundaryStageColumns>
 struct BoundaryShape {
+  static_assert(kColumns == 64 || kColumns == 32, "64 or 32 columns per stage");
   static constexpr int kNmix = kStreams * (kStreams + 2);
   static constexpr int kNTiles = kNmix / 8;
   static constexpr int kStride = kNmix + 1;
@@ -57,16 +60,22 @@ struct BoundaryShape {
   // warps on one of the SM's four schedulers and cap every thread at 168 registers, where the
   // consumers need about 210 at n = 4 (ptxas spilled).
   static constexpr int kThreads = kWarp * kConsumerWarps;
-  static constexpr int kStageColumns = kBoundaryStageColumns;
-  static constexpr int kBoxBytes = kRows * 128;  // an x or F box: 128 tokens x 64 bf16
-  static constexpr int kWBoxK = 32;              // fp32 per hc_fn box row
+  static constexpr int kStageColumns = kColumns;
+  static constexpr int kChunks = kColumns / 32;        // 32-column MMA chunks per stage
+  static constexpr int kRowBytes = kColumns * 2;       // an x or F box row: the swizzle's span
+  static constexpr int kBoxBytes = kRows * kRowBytes;  // an x or F box: 128 tokens x kColumns bf16
+  static constexpr int kWBoxK = 32;                    // fp32 per hc_fn box row
   static constexpr int kWBoxBytes = kNmix * 128;
   static constexpr int kFOffset = kStreams * kBoxBytes;
   static constexpr int kWOffset = kFOffset + kBoxBytes;
-  static constexpr int kStageBytes = kWOffset + kStreams * 2 * kWBoxBytes;
-  // As many stages as fit beside the static shared memory (n = 4: 104 KB each, 2 stages).
-  static constexpr int kStages = 3 * kStageBytes <= 200 * 1024 ? 3 : 2;
-  static constexpr int kAlign = 1024;  // the 128-byte swizzle repeats every 8 rows
+  static constexpr int kStageBytes = kWOffset + kStreams * kChunks * kWBoxBytes;
+  // As many stages as fit beside the static shared memory (~17 KB at n = 4): with 64 columns 2
+  // of 104 KB at n = 4, 3 of 52 KB at n = 2; with 32 columns 4 of 52 KB at n = 4, at most 6.
+  static constexpr int kStages =
+      kColumns == 64 ? (3 * kStageBytes <= 200 * 1024 ? 3 : 2)
+                     : (208 * 1024 / kStageBytes < 6 ? 208 * 1024 / kStageBytes : 6);
+  static_assert(kStages >= 2, "a ring of at least two stages");
+  static constexpr int kAlign = 1024;  // both swizzles repeat within 1024 bytes
   static constexpr int kSmemBytes = kStages * kStageBytes + kAlign;
   static constexpr int kMaxSplits = kBoundaryMaxSplits;
   static_assert(kBoxBytes % kAlign == 0 && kWBoxBytes % kAlign == 0, "boxes stay aligned");
@@ -82,6 +91,19 @@ struct BoundaryColumns {
 };
 
 namespace detail {
+
+// Byte offset of 16-byte chunk `chunk` of row `row` in a box of kRowBytes-byte rows with the
+// matching swizzle: 128 (chunk ^ row % 8) or 64 (chunk ^ (row / 2) % 4), the copy engine's
+// 128- and 64-byte swizzles.
+template <int kRowBytes>
+__device__ __forceinline__ int box_offset(int row, int chunk) {
+  if constexpr (kRowBytes == 128) {
+    return swizzled(row, chunk);
+  } else {
+    static_assert(kRowBytes == 64, "128- or 64-byte box rows");
+    return row * 64 + ((chunk ^ ((row >> 1) & 3)) << 4);
+  }
+}
 
 // Word i (0..3) of a 16-byte vector; i is a constant once the callers' loops unroll.
 __device__ __forceinline__ uint32_t word_at(const uint4& v, int i) {
@@ -120,16 +142,16 @@ struct BoundaryPolicies {
   uint64_t stream, weight;
 };
 
-// One stage's copies: the n x boxes and the F box at (column col, token row0), hc_fn's two
-// 32-wide boxes per stream.
-template <int kStreams>
+// One stage's copies: the n x boxes and the F box at (column col, token row0), hc_fn's 32-wide
+// boxes (kChunks per stream).
+template <int kStreams, int kColumns>
 __device__ __forceinline__ void produce_boundary_stage(const CUtensorMap* x_map,
                                                        const CUtensorMap* f_map,
                                                        const CUtensorMap* w_map,
                                                        unsigned char* stage, uint64_t* full,
                                                        int hidden, int col, int64_t row0,
                                                        const BoundaryPolicies& policies) {
-  using S = BoundaryShape<kStreams>;
+  using S = BoundaryShape<kStreams, kColumns>;
   mbarrier_arrive_expect_bytes(full, S::kStageBytes);
 #pragma unroll
   for (int j = 0; j < kStreams; ++j) {
@@ -140,8 +162,8 @@ __device__ __forceinline__ void produce_boundary_stage(const CUtensorMap* x_map,
 #pragma unroll
   for (int j = 0; j < kStreams; ++j) {
 #pragma unroll
-    for (int h = 0; h < 2; ++h) {
-      tensor_copy_to_shared(stage + S::kWOffset + (2 * j + h) * S::kWBoxBytes, w_map,
+    for (int h = 0; h < S::kChunks; ++h) {
+      tensor_copy_to_shared(stage + S::kWOffset + (S::kChunks * j + h) * S::kWBoxBytes, w_map,
                             j * hidden + col + h * S::kWBoxK, 0, full, policies.weight);
     }
   }
@@ -154,12 +176,12 @@ __device__ __forceinline__ void produce_boundary_stage(const CUtensorMap* x_map,
 // Register economy (at n = 4 whole rows in floats spilled beside the MMA fragments): x stays packed
 // and is widened per output stream, the coefficients are read per output stream. Each value is
 // still post_sum's rounded, and y is collapse8's sum (the same fmas in stream order).
-template <int kStreams>
+template <int kStreams, int kColumns>
 __device__ __forceinline__ void boundary_row_post(unsigned char* stage, int offset,
                                                   const BoundaryRow<kStreams>& r,
                                                   uint4 (&x_packed)[kStreams], float& y_sum_sq) {
   constexpr int n = kStreams;
-  using S = BoundaryShape<kStreams>;
+  using S = BoundaryShape<kStreams, kColumns>;
   uint4 xv[n];
 #pragma unroll
   for (int j = 0; j < n; ++j)
@@ -201,18 +223,18 @@ __device__ __forceinline__ void boundary_row_post(unsigned char* stage, int offs
 }
 
 // The copies out of one stage: warp `warp`'s 16 rows of the n x boxes and of the y box (over F),
-// 64 columns at `col`; rows past the batch are clipped by the copy engine. Lane 0 of the warp
-// issues them once the warp's writes are fenced and synchronised, and waits until they have
-// read the stage before the warp releases it.
-template <int kStreams>
+// kColumns columns at `col`; rows past the batch are clipped by the copy engine. Lane 0 of the
+// warp issues them once the warp's writes are fenced and synchronised, and waits until they
+// have read the stage before the warp releases it.
+template <int kStreams, int kColumns>
 __device__ __forceinline__ void store_boundary_stage(const CUtensorMap* x_out_map,
                                                      const CUtensorMap* y_map,
                                                      const unsigned char* stage, int warp,
                                                      int hidden, int col, int64_t row0,
                                                      const BoundaryPolicies& policies) {
-  using S = BoundaryShape<kStreams>;
+  using S = BoundaryShape<kStreams, kColumns>;
   const int row = static_cast<int>(row0) + 16 * warp;
-  const int offset = 16 * warp * 128;  // 16 box rows of 128 bytes: the swizzle's 1024-byte period
+  const int offset = 16 * warp * S::kRowBytes;  // whole swizzle periods (8 rows) of the box
 #pragma unroll
   for (int k = 0; k < kStreams; ++k) {
     tensor_copy_to_global(x_out_map, k * hidden + col, row, stage + k * S::kBoxBytes + offset,
@@ -229,7 +251,7 @@ __device__ __forceinline__ void store_boundary_stage(const CUtensorMap* x_out_ma
 // MMA row g + 8h. Lane 0 of warp 0 also keeps the ring full: before stage i it waits until every
 // warp has released stage i - 1 and refills that slot with stage i - 1 + kStages (the first
 // kStages were issued up front).
-template <int kStreams>
+template <int kStreams, int kColumns>
 __device__ __forceinline__ void consume_boundary(
     const CUtensorMap* x_map, const CUtensorMap* f_map, const CUtensorMap* w_map,
     const CUtensorMap* x_out_map, const CUtensorMap* y_map, unsigned char* stages, uint64_t* full,
@@ -237,15 +259,15 @@ __device__ __forceinline__ void consume_boundary(
     const int (&rows)[2], const BoundaryRow<kStreams> (&coefs)[2],
     float (&acc)[1][kStreams * (kStreams + 2) / 8][4], float (&sumsq)[1][2], float (&y_sum_sq)[2]) {
   constexpr int n = kStreams;
-  using S = BoundaryShape<kStreams>;
+  using S = BoundaryShape<kStreams, kColumns>;
   const int warp = threadIdx.x / kWarp, lane = threadIdx.x % kWarp, g = lane / 4, t = lane % 4;
   const bool issuer = threadIdx.x == 0;
   const BoundaryPolicies policies{l2_policy<L2Eviction::first>(), l2_policy<L2Eviction::last>()};
   auto issue = [&](int stage) {  // stage index within the split, into its ring slot
     const int slot = stage % S::kStages;
-    produce_boundary_stage<kStreams>(x_map, f_map, w_map, stages + slot * S::kStageBytes,
-                                     &full[slot], hidden, (stage_begin + stage) * S::kStageColumns,
-                                     row0, policies);
+    produce_boundary_stage<kStreams, kColumns>(
+        x_map, f_map, w_map, stages + slot * S::kStageBytes, &full[slot], hidden,
+        (stage_begin + stage) * S::kStageColumns, row0, policies);
   };
   if (issuer) {
     for (int i = 0; i < min(S::kStages, stage_count); ++i) issue(i);
@@ -262,16 +284,16 @@ __device__ __forceinline__ void consume_boundary(
     unsigned char* stage = stages + s * S::kStageBytes;
     const int col0 = (stage_begin + i) * S::kStageColumns;
 #pragma unroll
-    for (int c = 0; c < 2; ++c) {  // two 32-column chunks per 128-byte box row
+    for (int c = 0; c < S::kChunks; ++c) {  // 32-column chunks of the stage
       uint4 x_packed[2][n];
 #pragma unroll
       for (int h = 0; h < 2; ++h) {
-        boundary_row_post<n>(stage, swizzled(rows[h], c * 4 + t), coefs[h], x_packed[h],
-                             y_sum_sq[h]);
+        boundary_row_post<n, kColumns>(stage, box_offset<S::kRowBytes>(rows[h], c * 4 + t),
+                                       coefs[h], x_packed[h], y_sum_sq[h]);
       }
 #pragma unroll
       for (int k = 0; k < n; ++k) {
-        const unsigned char* w_box = stage + S::kWOffset + (2 * k + c) * S::kWBoxBytes;
+        const unsigned char* w_box = stage + S::kWOffset + (S::kChunks * k + c) * S::kWBoxBytes;
         const uint4 xv[1][2] = {{x_packed[0][k], x_packed[1][k]}};
         float4 wv[S::kNTiles][2];
 #pragma unroll
@@ -287,7 +309,8 @@ __device__ __forceinline__ void consume_boundary(
     __syncwarp();
     if (lane == 0) {
       if (warp_has_rows) {
-        store_boundary_stage<n>(x_out_map, y_map, stage, warp, hidden, col0, row0, policies);
+        store_boundary_stage<n, kColumns>(x_out_map, y_map, stage, warp, hidden, col0, row0,
+                                          policies);
       }
       mbarrier_arrive(&empty[s]);
     }
@@ -377,8 +400,8 @@ __device__ __forceinline__ void scale_layer_input(uint16_t* layer_input, const f
 // args: the coefficient path's (partials, counters, coefficient parameters and outputs), with
 // args.previous (x_prev, post, comb, F, x_out) and args.input (pre_mix, norm weight or null,
 // layer_input, eps_n) set; args.splits CTAs per tile, one cluster.
-template <int kStreams>
-__global__ void __launch_bounds__(BoundaryShape<kStreams>::kThreads, 1)
+template <int kStreams, int kColumns>
+__global__ void __launch_bounds__(BoundaryShape<kStreams, kColumns>::kThreads, 1)
     sm90_boundary_kernel(const PrenormArgs args, const BoundaryColumns cols,
                          const __grid_constant__ CUtensorMap x_map,
                          const __grid_constant__ CUtensorMap f_map,
@@ -387,7 +410,7 @@ __global__ void __launch_bounds__(BoundaryShape<kStreams>::kThreads, 1)
                          const __grid_constant__ CUtensorMap y_map) {
 // The body exists in the sm_90a image only (the plan offers the kernel nowhere else).
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
-  using S = BoundaryShape<kStreams>;
+  using S = BoundaryShape<kStreams, kColumns>;
   extern __shared__ unsigned char smem_raw[];
   __shared__ uint64_t full[S::kStages], empty[S::kStages];
   __shared__ float row_sum_sq[S::kMaxSplits][S::kRows];
@@ -425,7 +448,8 @@ __global__ void __launch_bounds__(BoundaryShape<kStreams>::kThreads, 1)
   const int g = lane / 4;
   // Tile rows of MMA rows g and g + 8, permuted so that the two rows a quarter-warp reads sit in
   // opposite bank halves (as the TMA kernel's mma.sync consumers).
-  const int row_of_g = (g >> 1) | ((g & 1) << 2);
+  // With 64-byte rows, rows g and g + 1 already sit in opposite bank halves.
+  const int row_of_g = S::kRowBytes == 128 ? (g >> 1) | ((g & 1) << 2) : g;
   const int rows[2] = {warp * 16 + row_of_g, warp * 16 + row_of_g + 8};
   float acc[1][S::kNTiles][4] = {};
   float sumsq[1][2] = {};
@@ -441,9 +465,9 @@ __global__ void __launch_bounds__(BoundaryShape<kStreams>::kThreads, 1)
       coefs[h] = {comb_t[rows[h]], post_pre_mix[rows[h]]};
     }
     __syncwarp();  // the warp's rows' coefficients, written by their quads
-    detail::consume_boundary<kStreams>(&x_map, &f_map, &w_map, &x_out_map, &y_map, stages, full,
-                                       empty, hidden, stage_begin, stage_count, row0, warp_has_rows,
-                                       rows, coefs, acc, sumsq, y_sum_sq);
+    detail::consume_boundary<kStreams, kColumns>(
+        &x_map, &f_map, &w_map, &x_out_map, &y_map, stages, full, empty, hidden, stage_begin,
+        stage_count, row0, warp_has_rows, rows, coefs, acc, sumsq, y_sum_sq);
     sumsq[0][0] = group_sum<4>(sumsq[0][0]);
     sumsq[0][1] = group_sum<4>(sumsq[0][1]);
     y_sum_sq[0] = group_sum<4>(y_sum_sq[0]);
@@ -476,10 +500,10 @@ __global__ void __launch_bounds__(BoundaryShape<kStreams>::kThreads, 1)
 
 // How many clusters of `ctas` CTAs (1..kMaxSplits) of the kernel the device holds at once
 // (cudaOccupancyMaxActiveClusters: one CTA per SM, clusters within a GPC), into *clusters.
-template <int kStreams>
+template <int kStreams, int kColumns>
 cudaError_t sm90_boundary_cluster_capacity(int ctas, int* clusters) {
-  using S = BoundaryShape<kStreams>;
-  const auto kernel = sm90_boundary_kernel<kStreams>;
+  using S = BoundaryShape<kStreams, kColumns>;
+  const auto kernel = sm90_boundary_kernel<kStreams, kColumns>;
   cudaError_t err =
       cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, S::kSmemBytes);
   if (err != cudaSuccess) return err;
@@ -498,22 +522,24 @@ cudaError_t sm90_boundary_cluster_capacity(int ctas, int* clusters) {
 }
 
 // Raw launcher (mhc::cuda::prenorm_coefficients checks the arguments and runs this only where
-// bulk_copies_enabled(), with 1 <= args.splits <= kMaxSplits and C a multiple of 64). The tensor
-// maps hold the previous x's and F's addresses and the token count: made per launch (a host call,
-// no allocation).
-template <int kStreams>
+// bulk_copies_enabled(), with 1 <= args.splits <= kMaxSplits, C a multiple of 64 and
+// cols.stages_per_split in kColumns-column stages). The tensor maps hold the previous x's and F's
+// addresses and the token count: made per launch (a host call, no allocation).
+template <int kStreams, int kColumns>
 cudaError_t launch_sm90_boundary(const PrenormArgs& args, const BoundaryColumns& cols,
                                  LaunchTarget on) {
-  using S = BoundaryShape<kStreams>;
+  using S = BoundaryShape<kStreams, kColumns>;
+  const CUtensorMapSwizzle swizzle =
+      S::kRowBytes == 128 ? CU_TENSOR_MAP_SWIZZLE_128B : CU_TENSOR_MAP_SWIZZLE_64B;
   CUtensorMap x_map, f_map, w_map, x_out_map, y_map;
   const uint64_t tokens = uint64_t(args.tokens);
   cudaError_t err =
       encode_tensor_map_2d(&x_map, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 2, args.previous.x,
-                           uint64_t(args.k), tokens, S::kStageColumns, S::kRows);
+                           uint64_t(args.k), tokens, S::kStageColumns, S::kRows, swizzle);
   if (err == cudaSuccess) {
     err = encode_tensor_map_2d(&f_map, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 2,
                                args.previous.sublayer_out, uint64_t(cols.hidden), tokens,
-                               S::kStageColumns, S::kRows);
+                               S::kStageColumns, S::kRows, swizzle);
   }
   if (err == cudaSuccess) {
     err = encode_tensor_map_2d(&w_map, CU_TENSOR_MAP_DATA_TYPE_FLOAT32, 4, args.hc_fn,
@@ -521,14 +547,14 @@ cudaError_t launch_sm90_boundary(const PrenormArgs& args, const BoundaryColumns&
   }
   if (err == cudaSuccess) {  // the stores: a warp's 16 rows of a stage's boxes
     err = encode_tensor_map_2d(&x_out_map, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 2, args.previous.x_out,
-                               uint64_t(args.k), tokens, S::kStageColumns, 16);
+                               uint64_t(args.k), tokens, S::kStageColumns, 16, swizzle);
   }
   if (err == cudaSuccess) {
     err = encode_tensor_map_2d(&y_map, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 2, args.input.layer_input,
-                               uint64_t(cols.hidden), tokens, S::kStageColumns, 16);
+                               uint64_t(cols.hidden), tokens, S::kStageColumns, 16, swizzle);
   }
   if (err != cudaSuccess) return err;
-  const auto kernel = sm90_boundary_kernel<kStreams>;
+  const auto kernel = sm90_boundary_kernel<kStreams, kColumns>;
   err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, S::kSmemBytes);
   if (err != cudaSuccess) return err;
   const int64_t tiles = ceil_div(args.tokens, S::kRows);
