@@ -21,20 +21,29 @@ step() {  # step NAME SECONDS COMMAND...
   echo "$name rc=$? $((SECONDS - t0))s" >>"$logs/steps.txt"
 }
 { nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm --format=csv; date -u; } >"$logs/info.log" 2>&1
-step test_cuda "${MHC_T_CUDA:-330}" "$bin/test_cuda" &
+# The fused boundary's 32-column stages have their own step until they have run on a GPU: a
+# hang there must not cost the rest of the suite.
+new_kernels='*ThirtyTwoColumnStages*'
+{ step test_cuda "${MHC_T_CUDA:-330}" "$bin/test_cuda" --gtest_filter="-$new_kernels"
+  step test_cuda_new 90 "$bin/test_cuda" --gtest_filter="$new_kernels"; } &
 { step test_schedule 240 "$bin/test_schedule"; step dropped_join 60 "$bin/test_schedule_dropped_join"; } &
 PYTHONPATH=$PWD/python step pytest 240 python3 -m pytest -q -ra -p no:cacheprovider tests/python &
 wait
 for tool in memcheck racecheck synccheck; do
   step "sanitize-$tool" 60 compute-sanitizer --tool "$tool" --error-exitcode 9 "$bin/test_cuda" \
-    --gtest_filter='Sanitize*'
+    --gtest_filter="Sanitize*:-$new_kernels"
+  step "sanitize-$tool-new" 60 compute-sanitizer --tool "$tool" --error-exitcode 9 \
+    "$bin/test_cuda" --gtest_filter="Sanitize*$new_kernels"
 done
 step plan 30 "$bin/mhc" plan
 step run 90 "$bin/mhc" run
 tar czf "$OUT/logs.tar.gz" -C /tmp mhc-logs
 cat "$logs/info.log"
-for f in test_cuda test_schedule dropped_join; do grep -E "^\[  (PASSED|FAILED) |^\[  FAILED  \]|tests ran" "$logs/$f.log" | head -12; done
+for f in test_cuda test_cuda_new test_schedule dropped_join; do grep -E "^\[  (PASSED|FAILED) |^\[  FAILED  \]|tests ran" "$logs/$f.log" | head -12; done
 tail -4 "$logs/pytest.log"
-for tool in memcheck racecheck synccheck; do tail -1 "$logs/sanitize-$tool.log"; done
+for tool in memcheck racecheck synccheck; do
+  tail -1 "$logs/sanitize-$tool.log"
+  tail -1 "$logs/sanitize-$tool-new.log"
+done
 grep -E "result:|dispatch|side by side|native|overlap" "$logs/run.log" | head -8
 cat "$logs/steps.txt"
