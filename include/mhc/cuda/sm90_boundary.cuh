@@ -7,17 +7,18 @@
 // launch, which reads x again (docs/benchmarks.md, "The fused boundary's bytes floor").
 //
 // Work split. grid = (splits, tiles of 128 tokens); the splits of a tile cut C into column ranges
-// of whole 64-column stages (all n streams of those columns, so that the post has every source
-// stream of a column) and form one thread block cluster. Thread 0 streams each stage through the
-// copy engine: the n x boxes and the F box (128 tokens x 64 bf16 each, 128-byte swizzle, as
-// sm90_prenorm_tma.cuh) and hc_fn's 2n boxes for those columns. Warp w owns tokens 16w..16w+15
+// of whole stages of kColumns columns (64, or 32 for a deeper ring; all n streams of those
+// columns, so that the post has every source stream of a column) and form one thread block
+// cluster. Thread 0 streams each stage through the copy engine: the n x boxes and the F box (128
+// tokens x kColumns bf16 each, 128- or 64-byte swizzle) and hc_fn's 32-column boxes of every
+// stream for those columns. Warp w owns tokens 16w..16w+15
 // over the CTA's columns; lane (g, t) reads the 16-byte pieces of rows g and g + 8 that are
 // exactly its mma.sync A fragment (chunk_mma's layout), forms x there with post_sum (the
 // post kernels' formula: the same bits), collapses it with the carried pre_mix (collapse8's sum:
 // the same bf16 y as the row kernels) and runs the MMAs of the n streams' K chunks from the same
 // registers. x and y go back into the stage (over x_prev and F) and the copy engine stores a
-// warp's 16 rows of them as whole 128-byte lines: from registers, the lanes' 16-byte stores
-// left the kernel bound by store transactions (docs/decisions.md).
+// warp's 16 rows of them as whole lines: from registers, the lanes' 16-byte stores left the
+// kernel bound by store transactions (docs/decisions.md).
 //
 // The norm needs the whole row, which the cluster's CTAs share: each CTA writes its y (unscaled)
 // to layer_input with an L2 evict-last hint, sends its per-token sums of y^2 to every CTA of the
