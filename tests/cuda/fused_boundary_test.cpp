@@ -152,6 +152,33 @@ TEST(CudaFusedBoundary, ForcedSplitCounts) {
   check_boundary(test::small_params(2, 7168), 140, ++seed, 1.0, false, 1);
 }
 
+// The same inputs twice through the fused launch: the same bits (fixed orders, no atomics in the
+// sums).
+void expect_bitwise_run_to_run(const MhcParams& p, int64_t m, uint64_t seed, int stage_columns) {
+  FoldCase k(p, m, seed);
+  cuda::SiteWorkspace ws(p, m, cuda::max_prenorm_splits(p));
+  FoldOutputs a(p, m), b(p, m);
+  run_boundary(k, a, true, ws, true, 0, stage_columns);
+  run_boundary(k, b, true, ws, true, 0, stage_columns);
+  const std::string label = "stage_columns=" + std::to_string(stage_columns);
+  EXPECT_TRUE(test::same_bits(to_host(a.x), to_host(b.x))) << label;
+  EXPECT_TRUE(test::same_bits(to_host(a.layer_input), to_host(b.layer_input))) << label;
+  EXPECT_TRUE(test::same_bits(to_host(a.coef.comb), to_host(b.coef.comb))) << label;
+  EXPECT_TRUE(test::same_bits(to_host(a.coef.mixes), to_host(b.coef.mixes))) << label;
+}
+
+// Small, a partial tile, both stream counts: for compute-sanitizer (device-validate runs
+// Sanitize*).
+void sanitize_case(int splits, int stage_columns, uint64_t seed) {
+  for (int n : {2, 4}) {
+    const MhcParams p = test::small_params(n, 4096);
+    FoldCase k(p, 130, seed + uint64_t(n));
+    cuda::SiteWorkspace ws(p, 130, cuda::max_prenorm_splits(p));
+    FoldOutputs out(p, 130);
+    run_boundary(k, out, true, ws, true, splits, stage_columns);
+  }
+}
+
 // 32-column stages (64-byte swizzle, 4 stages in the ring at n = 4): every model shape, tile
 // edges, forced split counts over 160 stages of C=5120, amplitudes, the plain collapse, bitwise
 // run to run. Its own test (and scripts/device-validate.sh's own step) until it has run on a GPU.
@@ -172,15 +199,7 @@ TEST(CudaFusedBoundary, ThirtyTwoColumnStages) {
   check_boundary(p, 200, ++seed, 1e2, true, 0, 32);
   check_boundary(p, 200, ++seed, 1.0, false, 0, 32);
   check_boundary(test::small_params(2, 7168), 140, ++seed, 1.0, false, 1, 32);
-  FoldCase k(p, 1000, ++seed);
-  cuda::SiteWorkspace ws(p, 1000, cuda::max_prenorm_splits(p));
-  FoldOutputs a(p, 1000), b(p, 1000);
-  run_boundary(k, a, true, ws, true, 0, 32);
-  run_boundary(k, b, true, ws, true, 0, 32);
-  EXPECT_TRUE(test::same_bits(to_host(a.x), to_host(b.x)));
-  EXPECT_TRUE(test::same_bits(to_host(a.layer_input), to_host(b.layer_input)));
-  EXPECT_TRUE(test::same_bits(to_host(a.coef.comb), to_host(b.coef.comb)));
-  EXPECT_TRUE(test::same_bits(to_host(a.coef.mixes), to_host(b.coef.mixes)));
+  expect_bitwise_run_to_run(p, 1000, ++seed, 32);
 }
 
 // The same inputs twice: the same bits (fixed orders, no atomics in the sums), and zero tokens
@@ -188,15 +207,8 @@ TEST(CudaFusedBoundary, ThirtyTwoColumnStages) {
 TEST(CudaFusedBoundary, BitwiseRunToRunAndZeroTokens) {
   MHC_SKIP_WITHOUT_BOUNDARY();
   const MhcParams p = test::small_params(4, 5120);
-  FoldCase k(p, 1000, 7300);
+  expect_bitwise_run_to_run(p, 1000, 7300, 0);
   cuda::SiteWorkspace ws(p, 1000, cuda::max_prenorm_splits(p));
-  FoldOutputs a(p, 1000), b(p, 1000);
-  run_boundary(k, a, true, ws);
-  run_boundary(k, b, true, ws);
-  EXPECT_TRUE(test::same_bits(to_host(a.x), to_host(b.x)));
-  EXPECT_TRUE(test::same_bits(to_host(a.layer_input), to_host(b.layer_input)));
-  EXPECT_TRUE(test::same_bits(to_host(a.coef.comb), to_host(b.coef.comb)));
-  EXPECT_TRUE(test::same_bits(to_host(a.coef.mixes), to_host(b.coef.mixes)));
 
   FoldOutputs none(p, 1);
   FoldCase one(p, 1, 7301);
@@ -263,28 +275,14 @@ TEST(CudaFusedBoundary, SplitRule) {
   }
 }
 
-// For compute-sanitizer (device-validate runs Sanitize*): small, a partial tile, several splits,
-// both stream counts.
 TEST(SanitizeFusedBoundary, PartialTileAndClusters) {
   MHC_SKIP_WITHOUT_BOUNDARY();
-  for (int n : {2, 4}) {
-    const MhcParams p = test::small_params(n, 4096);
-    FoldCase k(p, 130, 7400 + uint64_t(n));
-    cuda::SiteWorkspace ws(p, 130, cuda::max_prenorm_splits(p));
-    FoldOutputs out(p, 130);
-    run_boundary(k, out, true, ws);
-  }
+  sanitize_case(0, 0, 7400);
 }
 
 TEST(SanitizeFusedBoundary, ThirtyTwoColumnStages) {
   MHC_SKIP_WITHOUT_BOUNDARY();
-  for (int n : {2, 4}) {
-    const MhcParams p = test::small_params(n, 4096);
-    FoldCase k(p, 130, 7410 + uint64_t(n));
-    cuda::SiteWorkspace ws(p, 130, cuda::max_prenorm_splits(p));
-    FoldOutputs out(p, 130);
-    run_boundary(k, out, true, ws, true, 3, 32);
-  }
+  sanitize_case(3, 32, 7410);
 }
 
 }  // namespace
