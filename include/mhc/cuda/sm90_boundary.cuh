@@ -353,45 +353,50 @@ __device__ __forceinline__ void exchange_row_norms(
 }
 
 // Scales this CTA's columns of the tile's rows in place: layer_input = bf16(y * scale * w), the
-// row kernels' formula (rms_norm_store), y read back from L2. kBatch vectors per thread are loaded
-// before any is used: one at a time, each pass would wait out an L2 round trip (a CTA scales
-// hundreds of KB here).
+// row kernels' formula (rms_norm_store), y read back from L2. Thread t owns one 8-column vector
+// (t % vecs, or t, t + kThreads, ... when the CTA has more vectors than threads) in rows t / vecs,
+// t / vecs + groups, ...: the vector's norm weights are loaded once, no index is divided per
+// vector, and kBatch rows' loads are in flight before any is used (one at a time, each would wait
+// out an L2 round trip; a CTA scales hundreds of KB here). Nsight Compute had the first form, a
+// flat index divided per vector and the weights reloaded per row, at a quarter of the kernel.
 template <int kThreads, int kBatch = 8>
 __device__ __forceinline__ void scale_layer_input(uint16_t* layer_input, const float* norm_weight,
                                                   const float* row_scale, int64_t row0,
                                                   int rows_valid, int hidden, int col_begin,
                                                   int col_end) {
   const int vecs = (col_end - col_begin) / kBf16PerVec;
-  const int total = rows_valid * vecs;
-  auto address = [&](int i, int& row, int& c) {
-    row = i / vecs;
-    c = col_begin + (i - row * vecs) * kBf16PerVec;
-    return layer_input + (row0 + row) * hidden + c;
-  };
-  for (int base = int(threadIdx.x); base < total; base += kBatch * kThreads) {
-    uint4 y_bits[kBatch];
+  if (vecs <= 0) return;
+  const int tid = static_cast<int>(threadIdx.x);
+  const int groups = vecs >= kThreads ? 1 : kThreads / vecs;  // threads per column vector
+  if (tid >= groups * vecs) return;
+  const int col_stride = groups == 1 ? kThreads : vecs;
+  const int row_first = groups == 1 ? 0 : tid / vecs;
+  for (int v = tid % vecs; v < vecs; v += col_stride) {
+    const int c = col_begin + v * kBf16PerVec;
+    const float4 w0 = load_weight_f4(norm_weight + c);
+    const float4 w1 = load_weight_f4(norm_weight + c + 4);
+    const float wv[8] = {w0.x, w0.y, w0.z, w0.w, w1.x, w1.y, w1.z, w1.w};
+    uint16_t* column = layer_input + row0 * hidden + c;
+    for (int r0 = row_first; r0 < rows_valid; r0 += kBatch * groups) {
+      uint4 y_bits[kBatch];
 #pragma unroll
-    for (int b = 0; b < kBatch; ++b) {
-      const int i = base + b * kThreads;
-      int row, c;
-      y_bits[b] = i < total ? load_coherent_u4(address(i, row, c)) : make_uint4(0, 0, 0, 0);
-    }
+      for (int b = 0; b < kBatch; ++b) {
+        const int row = r0 + b * groups;
+        y_bits[b] = row < rows_valid ? load_coherent_u4(column + int64_t(row) * hidden)
+                                     : make_uint4(0, 0, 0, 0);
+      }
 #pragma unroll
-    for (int b = 0; b < kBatch; ++b) {
-      const int i = base + b * kThreads;
-      if (i >= total) continue;
-      int row, c;
-      uint16_t* p = address(i, row, c);
-      float y[8];
-      unpack_bf16x8(y_bits[b], y);
-      const float4 w0 = load_weight_f4(norm_weight + c);
-      const float4 w1 = load_weight_f4(norm_weight + c + 4);
-      const float wv[8] = {w0.x, w0.y, w0.z, w0.w, w1.x, w1.y, w1.z, w1.w};
-      const float scale = row_scale[row];
-      float o[8];
+      for (int b = 0; b < kBatch; ++b) {
+        const int row = r0 + b * groups;
+        if (row >= rows_valid) break;
+        float y[8];
+        unpack_bf16x8(y_bits[b], y);
+        const float scale = row_scale[row];
+        float o[8];
 #pragma unroll
-      for (int e = 0; e < 8; ++e) o[e] = y[e] * scale * wv[e];
-      store_u4(p, pack_bf16x8(o));
+        for (int e = 0; e < 8; ++e) o[e] = y[e] * scale * wv[e];
+        store_u4(column + int64_t(row) * hidden, pack_bf16x8(o));
+      }
     }
   }
 }
