@@ -80,9 +80,13 @@ struct BoundaryShape {
   static constexpr int kSmemBytes = kStages * kStageBytes + kAlign;
   static constexpr int kMaxSplits = kBoundaryMaxSplits;
   static_assert(kBoxBytes % kAlign == 0 && kWBoxBytes % kAlign == 0, "boxes stay aligned");
-  static_assert(kStages * kStageBytes >=
-                    (kRows * kStride + staged_output_floats<kStreams>(kRows)) * int(sizeof(float)),
-                "the idle stage ring holds the epilogue's sums and staged outputs");
+  // The epilogue's use of the idle ring: the split sums and staged outputs, then the norm's two
+  // buffers of kScaleSlots 16-byte vectors per thread (detail::scale_layer_input).
+  static constexpr int kEpilogueBytes =
+      ((kRows * kStride + staged_output_floats<kStreams>(kRows)) * int(sizeof(float)) + 15) / 16 *
+      16;
+  static constexpr int kScaleSlots = (kStages * kStageBytes - kEpilogueBytes) / (2 * kThreads * 16);
+  static_assert(kScaleSlots >= 4, "the idle stage ring holds the epilogue and the norm's buffers");
 };
 
 // Which columns each split covers: stages_per_split whole 64-column stages of C.
@@ -355,15 +359,19 @@ __device__ __forceinline__ void exchange_row_norms(
 // Scales this CTA's columns of the tile's rows in place: layer_input = bf16(y * scale * w), the
 // row kernels' formula (rms_norm_store), y read back from L2. Thread t owns one 8-column vector
 // (t % vecs, or t, t + kThreads, ... when the CTA has more vectors than threads) in rows t / vecs,
-// t / vecs + groups, ...: the vector's norm weights are loaded once, no index is divided per
-// vector, and kBatch rows' loads are in flight before any is used (one at a time, each would wait
-// out an L2 round trip; a CTA scales hundreds of KB here). Nsight Compute had the first form, a
-// flat index divided per vector and the weights reloaded per row, at a quarter of the kernel.
-template <int kThreads, int kBatch = 8>
+// t / vecs + groups, ...: the vector's norm weights are loaded once and no index is divided per
+// vector. Its rows come back by asynchronous copies into `staging` (the idle stage ring: kSlots
+// vectors per thread in each of two buffers, [slot][thread] so that a warp's accesses are
+// contiguous), one batch landing while the thread scales the other: a CTA scales hundreds of KB
+// here, and loads into registers left too few bytes in flight to cover L2's latency. Each thread
+// reads back only what it copied, so the copies need no barrier. Nsight Compute had the first
+// form, a flat index divided per vector and the weights reloaded per row, at a quarter of the
+// kernel (docs/decisions.md).
+template <int kThreads, int kSlots>
 __device__ __forceinline__ void scale_layer_input(uint16_t* layer_input, const float* norm_weight,
                                                   const float* row_scale, int64_t row0,
                                                   int rows_valid, int hidden, int col_begin,
-                                                  int col_end) {
+                                                  int col_end, uint4* staging) {
   const int vecs = (col_end - col_begin) / kBf16PerVec;
   if (vecs <= 0) return;
   const int tid = static_cast<int>(threadIdx.x);
@@ -371,33 +379,39 @@ __device__ __forceinline__ void scale_layer_input(uint16_t* layer_input, const f
   if (tid >= groups * vecs) return;
   const int col_stride = groups == 1 ? kThreads : vecs;
   const int row_first = groups == 1 ? 0 : tid / vecs;
+  const int count = rows_valid > row_first ? (rows_valid - row_first + groups - 1) / groups : 0;
+  const int batches = (count + kSlots - 1) / kSlots;
+  const int64_t row_step = int64_t(groups) * hidden;  // elements between a thread's rows
   for (int v = tid % vecs; v < vecs; v += col_stride) {
     const int c = col_begin + v * kBf16PerVec;
+    uint16_t* first = layer_input + (row0 + row_first) * hidden + c;
+    auto fetch = [&](int batch) {  // one commit group per batch, possibly empty
+      uint4* buffer = staging + (batch & 1) * kSlots * kThreads + tid;
+      for (int j = 0; j < kSlots && batch * kSlots + j < count; ++j) {
+        cp_async_16(buffer + j * kThreads, first + (batch * kSlots + j) * row_step, true);
+      }
+      cp_async_commit();
+    };
+    fetch(0);
     const float4 w0 = load_weight_f4(norm_weight + c);
     const float4 w1 = load_weight_f4(norm_weight + c + 4);
     const float wv[8] = {w0.x, w0.y, w0.z, w0.w, w1.x, w1.y, w1.z, w1.w};
-    uint16_t* column = layer_input + row0 * hidden + c;
-    for (int r0 = row_first; r0 < rows_valid; r0 += kBatch * groups) {
-      uint4 y_bits[kBatch];
-#pragma unroll
-      for (int b = 0; b < kBatch; ++b) {
-        const int row = r0 + b * groups;
-        y_bits[b] = row < rows_valid ? load_coherent_u4(column + int64_t(row) * hidden)
-                                     : make_uint4(0, 0, 0, 0);
-      }
-#pragma unroll
-      for (int b = 0; b < kBatch; ++b) {
-        const int row = r0 + b * groups;
-        if (row >= rows_valid) break;
+    for (int b = 0; b < batches; ++b) {
+      fetch(b + 1);  // empty past the last batch: the wait below then covers batch b
+      cp_async_wait<1>();
+      const uint4* buffer = staging + (b & 1) * kSlots * kThreads + tid;
+      for (int j = 0; j < kSlots && b * kSlots + j < count; ++j) {
+        const int k = b * kSlots + j;
         float y[8];
-        unpack_bf16x8(y_bits[b], y);
-        const float scale = row_scale[row];
+        unpack_bf16x8(buffer[j * kThreads], y);
+        const float scale = row_scale[row_first + k * groups];
         float o[8];
 #pragma unroll
         for (int e = 0; e < 8; ++e) o[e] = y[e] * scale * wv[e];
-        store_u4(column + int64_t(row) * hidden, pack_bf16x8(o));
+        store_u4(first + k * row_step, pack_bf16x8(o));
       }
     }
+    cp_async_wait<0>();  // the empty group; the buffers are reused by the next column vector
   }
 }
 
@@ -494,8 +508,9 @@ __global__ void __launch_bounds__(BoundaryShape<kStreams, kColumns>::kThreads, 1
   if (args.input.norm_weight != nullptr) {
     detail::exchange_row_norms<kStreams>(row_sum_sq, row_scale, y_sum_sq, rows, split, args.splits,
                                          hidden, args.input.eps_n);
-    detail::scale_layer_input<S::kThreads>(args.input.layer_input, args.input.norm_weight,
-                                           row_scale, row0, rows_valid, hidden, col_begin, col_end);
+    detail::scale_layer_input<S::kThreads, S::kScaleSlots>(
+        args.input.layer_input, args.input.norm_weight, row_scale, row0, rows_valid, hidden,
+        col_begin, col_end, reinterpret_cast<uint4*>(stages + S::kEpilogueBytes));
   } else if (args.splits > 1) {
     cluster_wait();  // the plain collapse: y is the output; only end the start's arrival
   }
