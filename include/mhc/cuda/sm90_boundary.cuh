@@ -154,16 +154,16 @@ __device__ __forceinline__ void produce_boundary_stage(const CUtensorMap* x_map,
                                                        const CUtensorMap* f_map,
                                                        const CUtensorMap* w_map,
                                                        unsigned char* stage, uint64_t* full,
-                                                       int hidden, int col, int row0,
+                                                       int hidden, int col, int64_t row0,
                                                        const BoundaryPolicies& policies) {
   using S = BoundaryShape<kStreams, kColumns>;
   mbarrier_arrive_expect_bytes(full, S::kStageBytes);
 #pragma unroll
   for (int j = 0; j < kStreams; ++j) {
-    tensor_copy_to_shared(stage + j * S::kBoxBytes, x_map, j * hidden + col, row0, full,
+    tensor_copy_to_shared(stage + j * S::kBoxBytes, x_map, j * hidden + col, int(row0), full,
                           policies.stream);
   }
-  tensor_copy_to_shared(stage + S::kFOffset, f_map, col, row0, full, policies.stream);
+  tensor_copy_to_shared(stage + S::kFOffset, f_map, col, int(row0), full, policies.stream);
 #pragma unroll
   for (int j = 0; j < kStreams; ++j) {
 #pragma unroll
@@ -227,42 +227,40 @@ __device__ __forceinline__ void boundary_row_post(unsigned char* stage, int offs
   *reinterpret_cast<uint4*>(stage + S::kFOffset + offset) = y_packed;
 }
 
-// The copies out of one stage: the tile's rows of the n x boxes and of the y box (over F),
-// kColumns columns at `col`; rows past the batch are clipped by the copy engine. One thread
-// issues them once every warp's writes are fenced and have arrived on the slot's `written`
-// barrier, and waits until they have read the stage before the slot is refilled.
+// The copies out of one stage: warp `warp`'s 16 rows of the n x boxes and of the y box (over F),
+// kColumns columns at `col`; rows past the batch are clipped by the copy engine. Lane 0 of the
+// warp issues them once the warp's writes are fenced and synchronised, and waits until they
+// have read the stage before the warp releases it.
 template <int kStreams, int kColumns>
 __device__ __forceinline__ void store_boundary_stage(const CUtensorMap* x_out_map,
                                                      const CUtensorMap* y_map,
-                                                     const unsigned char* stage, int hidden,
-                                                     int col, int row0,
+                                                     const unsigned char* stage, int warp,
+                                                     int hidden, int col, int64_t row0,
                                                      const BoundaryPolicies& policies) {
   using S = BoundaryShape<kStreams, kColumns>;
-  const int row = row0;
+  const int row = static_cast<int>(row0) + 16 * warp;
+  const int offset = 16 * warp * S::kRowBytes;  // whole swizzle periods (8 rows) of the box
 #pragma unroll
   for (int k = 0; k < kStreams; ++k) {
-    tensor_copy_to_global(x_out_map, k * hidden + col, row, stage + k * S::kBoxBytes,
+    tensor_copy_to_global(x_out_map, k * hidden + col, row, stage + k * S::kBoxBytes + offset,
                           policies.stream);
   }
-  tensor_copy_to_global(y_map, col, row, stage + S::kFOffset, policies.weight);
+  tensor_copy_to_global(y_map, col, row, stage + S::kFOffset + offset, policies.weight);
   bulk_commit_group();
   bulk_wait_group_read<0>();
 }
 
 // A consumer warp over the CTA's stages: per 32-column chunk, the post of its two rows, then the
 // MMAs of the n streams' K chunks from the packed x (chunk_mma; sum of squares of x included);
-// x and y go back into the stage. Then the warp arrives on the slot's `written` barrier and goes
-// on to the next stage. Stage i's stores are issued by lane 0 of warp i % 8 once all 8 warps
-// wrote it; it releases the slot (`empty`) once the copy engine has read it. The role rotates
-// so that waiting for that read costs each warp one stage in eight (with each warp storing its
-// own rows, the warps spent an eighth of the kernel there; docs/decisions.md). Thread 0 keeps
-// the ring full: before stage i it waits until stage i - 1's slot is released and refills it
-// with stage i - 1 + kStages (the first kStages were issued up front).
+// then the copy engine stores the warp's rows of x and y from the stage. rows[h]: tile row of
+// MMA row g + 8h. Lane 0 of warp 0 also keeps the ring full: before stage i it waits until every
+// warp has released stage i - 1 and refills that slot with stage i - 1 + kStages (the first
+// kStages were issued up front).
 template <int kStreams, int kColumns>
 __device__ __forceinline__ void consume_boundary(
     const CUtensorMap* x_map, const CUtensorMap* f_map, const CUtensorMap* w_map,
     const CUtensorMap* x_out_map, const CUtensorMap* y_map, unsigned char* stages, uint64_t* full,
-    uint64_t* written, uint64_t* empty, int hidden, int stage_begin, int stage_count, int row0,
+    uint64_t* empty, int hidden, int stage_begin, int stage_count, int64_t row0, bool warp_has_rows,
     const int (&rows)[2], const BoundaryRow<kStreams> (&coefs)[2],
     float (&acc)[1][kStreams * (kStreams + 2) / 8][4], float (&sumsq)[1][2], float (&y_sum_sq)[2]) {
   constexpr int n = kStreams;
@@ -287,9 +285,9 @@ __device__ __forceinline__ void consume_boundary(
     }
     __syncwarp();
     const int s = i % S::kStages;
-    const unsigned phase = unsigned(i / S::kStages) & 1u;
-    mbarrier_wait(&full[s], phase);
+    mbarrier_wait(&full[s], unsigned(i / S::kStages) & 1u);
     unsigned char* stage = stages + s * S::kStageBytes;
+    const int col0 = (stage_begin + i) * S::kStageColumns;
 #pragma unroll
     for (int c = 0; c < S::kChunks; ++c) {  // 32-column chunks of the stage
       uint4 x_packed[2][n];
@@ -315,15 +313,12 @@ __device__ __forceinline__ void consume_boundary(
     fence_shared_for_async_writes();
     __syncwarp();
     if (lane == 0) {
-      mbarrier_arrive(&written[s]);
-      if (warp == i % S::kConsumerWarps) {
-        mbarrier_wait(&written[s], phase);
-        store_boundary_stage<n, kColumns>(x_out_map, y_map, stage, hidden,
-                                          (stage_begin + i) * S::kStageColumns, row0, policies);
-        mbarrier_arrive(&empty[s]);
+      if (warp_has_rows) {
+        store_boundary_stage<n, kColumns>(x_out_map, y_map, stage, warp, hidden, col0, row0,
+                                          policies);
       }
+      mbarrier_arrive(&empty[s]);
     }
-    __syncwarp();
   }
 }
 
@@ -438,7 +433,7 @@ __global__ void __launch_bounds__(BoundaryShape<kStreams, kColumns>::kThreads, 1
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
   using S = BoundaryShape<kStreams, kColumns>;
   extern __shared__ unsigned char smem_raw[];
-  __shared__ uint64_t full[S::kStages], written[S::kStages], empty[S::kStages];
+  __shared__ uint64_t full[S::kStages], empty[S::kStages];
   __shared__ float row_sum_sq[S::kMaxSplits][S::kRows];
   __shared__ float row_scale[S::kRows];
   __shared__ float comb_t[S::kRows][kStreams * kStreams];  // per row (BoundaryRow)
@@ -466,11 +461,7 @@ __global__ void __launch_bounds__(BoundaryShape<kStreams, kColumns>::kThreads, 1
     prefetch_tensor_map(&x_out_map);
     prefetch_tensor_map(&y_map);
   }
-  // full: the copy engine's bytes; written: all warps' x and y; empty: the stores have read it.
-  if (threadIdx.x == 0) {
-    for (int i = 0; i < S::kStages; ++i) mbarrier_init(&written[i], S::kConsumerWarps);
-  }
-  init_ring_barriers<S::kStages>(full, empty, 1);
+  init_ring_barriers<S::kStages>(full, empty, S::kConsumerWarps);
   __syncthreads();
   allow_dependents();
   wait_for_producer();  // x_prev, F and the coefficients come from earlier kernels
@@ -484,6 +475,7 @@ __global__ void __launch_bounds__(BoundaryShape<kStreams, kColumns>::kThreads, 1
   float acc[1][S::kNTiles][4] = {};
   float sumsq[1][2] = {};
   float y_sum_sq[2] = {0.f, 0.f};
+  const bool warp_has_rows = warp * 16 < rows_valid;
   {
     detail::BoundaryRow<kStreams> coefs[2];
 #pragma unroll
@@ -495,16 +487,15 @@ __global__ void __launch_bounds__(BoundaryShape<kStreams, kColumns>::kThreads, 1
     }
     __syncwarp();  // the warp's rows' coefficients, written by their quads
     detail::consume_boundary<kStreams, kColumns>(
-        &x_map, &f_map, &w_map, &x_out_map, &y_map, stages, full, written, empty, hidden,
-        stage_begin, stage_count, static_cast<int>(row0), rows, coefs, acc, sumsq, y_sum_sq);
+        &x_map, &f_map, &w_map, &x_out_map, &y_map, stages, full, empty, hidden, stage_begin,
+        stage_count, row0, warp_has_rows, rows, coefs, acc, sumsq, y_sum_sq);
     sumsq[0][0] = group_sum<4>(sumsq[0][0]);
     sumsq[0][1] = group_sum<4>(sumsq[0][1]);
     y_sum_sq[0] = group_sum<4>(y_sum_sq[0]);
     y_sum_sq[1] = group_sum<4>(y_sum_sq[1]);
   }
-  // The norm reads y back from layer_input: the copy engine's writes complete first (each
-  // warp's lane 0 waits for the stores it issued).
-  if (lane == 0) bulk_wait_all_written();
+  // The norm reads y back from layer_input: the copy engine's writes complete first.
+  if (lane == 0 && warp_has_rows) bulk_wait_all_written();
   // Every stage consumed: the ring is idle and holds the epilogue's sums and staged outputs.
   __syncthreads();
   float* sums = reinterpret_cast<float*>(stages);
@@ -576,13 +567,13 @@ cudaError_t launch_sm90_boundary(const PrenormArgs& args, const BoundaryColumns&
     err = encode_tensor_map_2d(&w_map, CU_TENSOR_MAP_DATA_TYPE_FLOAT32, 4, args.hc_fn,
                                uint64_t(args.k), uint64_t(S::kNmix), S::kWBoxK, S::kNmix);
   }
-  if (err == cudaSuccess) {  // the stores: a stage's boxes, the tile's rows
+  if (err == cudaSuccess) {  // the stores: a warp's 16 rows of a stage's boxes
     err = encode_tensor_map_2d(&x_out_map, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 2, args.previous.x_out,
-                               uint64_t(args.k), tokens, S::kStageColumns, S::kRows, swizzle);
+                               uint64_t(args.k), tokens, S::kStageColumns, 16, swizzle);
   }
   if (err == cudaSuccess) {
     err = encode_tensor_map_2d(&y_map, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 2, args.input.layer_input,
-                               uint64_t(cols.hidden), tokens, S::kStageColumns, S::kRows, swizzle);
+                               uint64_t(cols.hidden), tokens, S::kStageColumns, 16, swizzle);
   }
   if (err != cudaSuccess) return err;
   const auto kernel = sm90_boundary_kernel<kStreams, kColumns>;
