@@ -147,6 +147,8 @@ void apply_switches(KernelPlan& plan, const KernelConfig& config) {
           plan.image ? plan.image->name() : "none"));
     }
     plan.fused_boundary_min_tokens = *config.fused_boundary ? 1 : 0;
+    plan.fused_boundary_min_hidden = 0;  // forced: every shape
+    plan.fused_boundary_streams = 0;
     plan.overrides.push_back(fmt::format("fused_boundary={}", *config.fused_boundary));
   }
   if (config.pdl) {
@@ -310,6 +312,8 @@ KernelPlan make_plan(ComputeCapability cc, int sm_count, std::optional<KernelIma
   const bool clusters = image && image->has_sm90_instructions();
   plan.cluster_post_max_tokens = clusters ? plan.rules.cluster_post_max_tokens : 0;
   plan.fused_boundary_min_tokens = plan.tma128_available ? plan.rules.fused_boundary_min_tokens : 0;
+  plan.fused_boundary_min_hidden = plan.rules.fused_boundary_min_hidden;
+  plan.fused_boundary_streams = plan.rules.fused_boundary_streams;
   plan.overlap = image ? plan.rules.overlap : OverlapAvailability::never;
   apply_threshold(plan, config);
   apply_prenorm_tactics(plan, config);
@@ -321,6 +325,11 @@ KernelPlan make_plan(ComputeCapability cc, int sm_count, std::optional<KernelIma
 KernelPlan simulated_plan(ComputeCapability cc, int sm_count, const std::vector<KernelImage>& built,
                           const KernelConfig& config) {
   return make_plan(cc, sm_count, image_for(cc, built), false, built, config);
+}
+
+bool KernelPlan::fuses_boundary(int hidden, int streams, int64_t tokens) const {
+  return boundary_rule_holds(fused_boundary_min_tokens, fused_boundary_min_hidden,
+                             fused_boundary_streams, hidden, streams, tokens);
 }
 
 PrenormKernel KernelPlan::prenorm_kernel(int64_t tokens) const {

@@ -26,6 +26,18 @@ std::string from_text(int64_t min_tokens) {
   return fmt::format("from {} tokens", min_tokens);
 }
 
+// The shapes the fused boundary is limited to, if any: " at n = 4, C >= 7168".
+std::string boundary_shapes_text(const KernelPlan& plan) {
+  if (plan.fused_boundary_min_tokens <= 0) return "";
+  std::string out;
+  if (plan.fused_boundary_streams > 0)
+    out += fmt::format(" at n = {}", plan.fused_boundary_streams);
+  if (plan.fused_boundary_min_hidden > 0) {
+    out += fmt::format("{} C >= {}", out.empty() ? " at" : ",", plan.fused_boundary_min_hidden);
+  }
+  return out;
+}
+
 std::string kernel_title(PrenormKernel k) {
   switch (k) {
     case PrenormKernel::mma16:
@@ -139,7 +151,8 @@ std::string KernelPlan::describe() const {
   line("cluster post", "post + next input by one cluster per token, " +
                            limit_text(has_kernels() ? cluster_post_max_tokens : 0));
   line("fused boundary", "post + next input + coefficients in one launch (sm_90a), " +
-                             from_text(has_kernels() ? fused_boundary_min_tokens : 0));
+                             from_text(has_kernels() ? fused_boundary_min_tokens : 0) +
+                             boundary_shapes_text(*this));
   line("pdl", pdl ? "yes (griddepcontrol in the image)" : "no");
   line("overlap", overlap_text(*this));
   line("threshold from", overlap_max_tokens_source);
@@ -177,7 +190,8 @@ std::string KernelPlan::summary() const {
   }
   const std::string boundary =
       fused_boundary_min_tokens > 0
-          ? fmt::format(", fused boundary M>={}", fused_boundary_min_tokens)
+          ? fmt::format(", fused boundary M>={}{}", fused_boundary_min_tokens,
+                        boundary_shapes_text(*this))
           : "";
   return fmt::format("{} {}, prenorm{}{}{}{}{}", image->name(), image->ptx ? "PTX (JIT)" : "SASS",
                      ranges, pdl ? ", pdl" : "", cluster_post, boundary,
@@ -218,6 +232,8 @@ std::string KernelPlan::to_json() const {
       {"folded_post_max_tokens", limit(folded_post_max_tokens)},
       {"cluster_post_max_tokens", limit(cluster_post_max_tokens)},
       {"fused_boundary_min_tokens", fused_boundary_min_tokens},
+      {"fused_boundary_min_hidden", fused_boundary_min_hidden},
+      {"fused_boundary_streams", fused_boundary_streams},
       {"overlap", std::string(mhc::to_string(overlap))},
       {"overlap_max_tokens", overlap_max_tokens},
       {"overlap_max_tokens_source", overlap_max_tokens_source},

@@ -22,10 +22,14 @@ ArchRules sm90_rules() {
   // 4096 / 7168 (ties at 64 there) and tied at 128, lost from 256 (docs/decisions.md, "Cluster
   // post").
   r.cluster_post_max_tokens = 64;
-  // The fused boundary kernel (sm90_boundary.cuh) lost to the two launches it replaces at every
-  // measured size but one tie (C=7168, 8192 tokens; docs/benchmarks.md, "The fused boundary
-  // measured"): off (kernel config fused_boundary=true forces it).
-  r.fused_boundary_min_tokens = 0;
+  // The fused boundary kernel (sm90_boundary.cuh) beats the two launches it replaces in a stack
+  // graph at n = 4, C = 7168 from 2048 tokens (8-11% at 2048-16384; loses at 1024) and loses at
+  // every measured size at C = 4096 and 5120 and at n = 2 (docs/benchmarks.md, "The fused
+  // boundary measured"; docs/decisions.md, "Fused boundary where it wins"). C above 7168 was not
+  // measured; the kernel's margin grew with C.
+  r.fused_boundary_min_tokens = 2048;
+  r.fused_boundary_min_hidden = 7168;
+  r.fused_boundary_streams = 4;
   r.pdl = true;
   r.overlap = OverlapAvailability::opt_in;
   // The smallest threshold `mhc tune` measured over the three hidden sizes, so that no measured

@@ -133,7 +133,7 @@ PrenormTuning choose_prenorm_tuning(const KernelPlan& plan, const MhcParams& p, 
     t.fused_input_max_tokens = plan.fused_input_max_tokens;
     t.pdl = plan.pdl;
     t.cluster_post_max_tokens = plan.cluster_post_max_tokens;
-    t.fused_boundary_min_tokens = plan.fused_boundary_min_tokens;
+    t.fused_boundary_min_tokens = plan.fused_boundary_min_tokens;  // 0 in this mode
     return t;
   }
   const PrenormChoice c = plan.prenorm_choice(tokens, max_prenorm_splits(p));
@@ -144,6 +144,8 @@ PrenormTuning choose_prenorm_tuning(const KernelPlan& plan, const MhcParams& p, 
   t.pdl = plan.pdl;
   t.cluster_post_max_tokens = plan.cluster_post_max_tokens;
   t.fused_boundary_min_tokens = plan.fused_boundary_min_tokens;
+  t.fused_boundary_min_hidden = plan.fused_boundary_min_hidden;
+  t.fused_boundary_streams = plan.fused_boundary_streams;
   return t;
 }
 
@@ -212,10 +214,12 @@ bool input_path_fuses(const MhcParams& p, int64_t tokens, const PrenormTuning& t
 
 bool boundary_fuses(const MhcParams& p, int64_t tokens, const PrenormTuning& tuning,
                     Projection projection) {
-  const int64_t from = tuning.fused_boundary_min_tokens >= 0
-                           ? tuning.fused_boundary_min_tokens
-                           : default_device_plan().fused_boundary_min_tokens;
-  return from > 0 && tokens >= from && tma_prenorm_available() && !tuning.batch_invariant &&
+  const bool rule_holds =
+      tuning.fused_boundary_min_tokens >= 0
+          ? boundary_rule_holds(tuning.fused_boundary_min_tokens, tuning.fused_boundary_min_hidden,
+                                tuning.fused_boundary_streams, p.hidden, p.n, tokens)
+          : default_device_plan().fuses_boundary(p.hidden, p.n, tokens);
+  return rule_holds && tma_prenorm_available() && !tuning.batch_invariant &&
          projection == Projection::tf32 && p.hidden % kBoundaryStageColumns == 0;
 }
 

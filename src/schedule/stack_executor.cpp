@@ -138,10 +138,13 @@ StackLayout StackExecutor::Impl::layout(int64_t tokens, bool overlap) const {
   if (overlap) return StackLayout::fused_post;
   const PrenormTuning tuning = prenorm_tuning_for(plan, config, p, tokens);
   const bool input_fuses = input_path_fuses(p, tokens, tuning);
-  // Native, above the decode sizes (where the input path rides in the coefficient launch and the
-  // overlap may run) and where the plan fuses the boundary (off in the built-in plans until
-  // measured): the previous post, the input path and the coefficients in one launch.
-  if (!input_fuses && boundary_fuses(p, tokens, tuning, config.projection)) {
+  // Native, above the decode sizes (where the input path rides in the coefficient launch) and
+  // where the plan fuses the boundary (sm90: n = 4, C >= 7168, from 2048 tokens): the previous
+  // post, the input path and the coefficients in one launch. Never at sizes where the overlap
+  // may run (its launches are the unfused ones, whose coefficients differ in the last bits), so
+  // that the two schedules agree bitwise wherever the policy could pick either.
+  if (!input_fuses && tokens > plan.overlap_max_tokens &&
+      boundary_fuses(p, tokens, tuning, config.projection)) {
     return StackLayout::fused_boundary;
   }
   if (!options.native_decode_schedule || !input_fuses) return StackLayout::fused_post;

@@ -159,14 +159,30 @@ TEST(KernelPlanSwitches, ClusterPost) {
   EXPECT_THROW(KernelConfig::parse(R"({"cluster_post": 3})"), Error);
 }
 
-// The fused boundary: off in the sm90 rules until measured, forced on at every size by the
-// switch where the image has the sm_90a kernels, refused without them and in batch-invariant mode
-// (its split count follows the batch size).
+// The fused boundary: in the sm90 rules only where it was measured to win (n = 4, C >= 7168,
+// from 2048 tokens), forced on at every size and shape by the switch where the image has the
+// sm_90a kernels, refused without them and in batch-invariant mode (its split count follows the
+// batch size).
 TEST(KernelPlanSwitches, FusedBoundary) {
   const KernelPlan plain = plan("9.0", kWithSm100);
   EXPECT_EQ(plain.fused_boundary_min_tokens, sm90_rules().fused_boundary_min_tokens);
+  EXPECT_TRUE(plain.fuses_boundary(7168, 4, 2048));
+  EXPECT_TRUE(plain.fuses_boundary(7168, 4, 16384));
+  EXPECT_FALSE(plain.fuses_boundary(7168, 4, 2047));  // lost at 1024 tokens
+  EXPECT_FALSE(plain.fuses_boundary(5120, 4, 8192));  // lost at C=4096 and 5120
+  EXPECT_FALSE(plain.fuses_boundary(7168, 2, 8192));  // lost at n = 2
+  EXPECT_TRUE(
+      contains(plain.describe(), "one launch (sm_90a), from 2048 tokens at n = 4, C >= 7168"))
+      << plain.describe();
+  EXPECT_TRUE(contains(plain.summary(), ", fused boundary M>=2048 at n = 4, C >= 7168"))
+      << plain.summary();
+  EXPECT_TRUE(contains(plain.to_json(), R"("fused_boundary_min_hidden":7168)")) << plain.to_json();
+  EXPECT_TRUE(contains(plain.to_json(), R"("fused_boundary_streams":4)")) << plain.to_json();
   const KernelPlan forced = plan("9.0", kWithSm100, R"({"fused_boundary": true})");
   EXPECT_EQ(forced.fused_boundary_min_tokens, 1);
+  EXPECT_TRUE(forced.fuses_boundary(4096, 2, 1));  // every shape
+  EXPECT_FALSE(
+      plan("9.0", kWithSm100, R"({"fused_boundary": false})").fuses_boundary(7168, 4, 8192));
   EXPECT_TRUE(contains(forced.describe(), "fused_boundary=true"));
   EXPECT_TRUE(contains(forced.describe(),
                        "fused boundary   post + next input + coefficients in "

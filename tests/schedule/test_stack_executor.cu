@@ -160,7 +160,7 @@ TEST_F(StackStressTest, NativeDecodeScheduleMatchesFloat64Reference) {
   }
 }
 
-// The fused boundary layout (kernel config fused_boundary; not yet run on a GPU): above the decode
+// The fused boundary layout (kernel config fused_boundary): above the decode
 // sizes each site after the first is one launch besides its sublayer. Within the stack bounds of
 // the float64 reference at every layer, and a FULL-graph replay gives the eager forward's bits.
 TEST_F(StackStressTest, FusedBoundaryLayoutMatchesFloat64Reference) {
@@ -186,6 +186,41 @@ TEST_F(StackStressTest, FusedBoundaryLayoutMatchesFloat64Reference) {
     ASSERT_FALSE(ex.forward(tokens, ExecMode::full, stream_).overlapped);
     EXPECT_EQ(test::results(ex, tokens, stream_), eager) << tokens << " tokens: graph vs eager";
   }
+}
+
+// The built-in plan's fused boundary: the native schedule takes it exactly where the sm90 rule
+// holds (n = 4, C >= 7168, from 2048 tokens) and never at sizes the overlap threshold covers
+// (the overlap's launches are the unfused ones); at 2048 tokens of a DeepSeek-V4-Pro-sized stack
+// within the float64 reference's bounds.
+TEST_F(StackStressTest, PlanFusesTheBoundaryWhereItWins) {
+  if (!tma_prenorm_available()) GTEST_SKIP() << "the fused boundary needs the sm_90a kernels";
+  const int64_t tokens = 2048;
+  StackOptions opt;
+  opt.max_tokens = tokens;
+  opt.trace_layers = true;
+  const auto layout = [&](int hidden, int n, const char* config, int64_t m) {
+    MhcParams p = small_stack(hidden, n, 2);
+    StackExecutor ex(synthetic_model(p, 4), KernelConfig::parse(config), opt);
+    return std::string(to_string(ex.layout(m, false)));
+  };
+  const char* plain = R"({"enable_mhc_overlap": false})";
+  EXPECT_EQ(layout(7168, 4, plain, tokens), "fused_boundary");
+  EXPECT_EQ(layout(7168, 4, plain, tokens - 1), "fused_post");
+  EXPECT_EQ(layout(5120, 4, plain, tokens), "fused_post");
+  EXPECT_EQ(layout(7168, 2, plain, tokens), "fused_post");
+  EXPECT_EQ(layout(7168, 4, R"({"enable_mhc_overlap": true, "overlap_max_tokens": 2048})", tokens),
+            "fused_post");
+
+  MhcParams p = preset("dsv4-pro");
+  p.layers = 2;
+  const ModelWeights w = synthetic_model(p, 16);
+  StackExecutor ex(w, KernelConfig::parse(plain), opt);
+  ASSERT_STREQ(to_string(ex.layout(tokens, false)), "fused_boundary");
+  const auto x0 = synthetic_embeddings(p, tokens, 17);
+  MHC_CUDA_CHECK(cudaMemcpy(ex.x_in(), x0.data(), x0.size() * 2, cudaMemcpyHostToDevice));
+  MHC_CUDA_CHECK(cudaDeviceSynchronize());  // pageable copies land asynchronously
+  ex.forward(tokens, ExecMode::eager, stream_);
+  expect_within_stack_bounds(ex, w, tokens, x0);
 }
 
 // The 80-site DeepSeek-V4.1-Flash stack, FULL graph with overlap, against float64 per layer.

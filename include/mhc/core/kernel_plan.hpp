@@ -43,12 +43,23 @@ struct ArchRules {
   // tokens; by one CTA per token above.
   int64_t cluster_post_max_tokens = 0;
   // The fused boundary (post + next input path + coefficients in one launch, sm_90 TMA and
-  // clusters) from this many tokens; 0: never.
+  // clusters) from this many tokens; 0: never. Only where C >= fused_boundary_min_hidden and
+  // n == fused_boundary_streams (0: any), the shapes where it was measured to win.
   int64_t fused_boundary_min_tokens = 0;
+  int fused_boundary_min_hidden = 0;
+  int fused_boundary_streams = 0;
   bool pdl = true;  // where the image has griddepcontrol
   OverlapAvailability overlap = OverlapAvailability::never;
   int overlap_max_tokens = 16;
 };
+// Whether a fused-boundary rule (ArchRules::fused_boundary_*) covers a site of C = hidden and
+// n = streams at this many tokens.
+inline bool boundary_rule_holds(int64_t min_tokens, int min_hidden, int rule_streams, int hidden,
+                                int streams, int64_t tokens) {
+  return min_tokens > 0 && tokens >= min_tokens && hidden >= min_hidden &&
+         (rule_streams == 0 || streams == rule_streams);
+}
+
 ArchRules sm80_rules();
 ArchRules sm90_rules();
 ArchRules sm100_rules();
@@ -92,6 +103,10 @@ struct KernelPlan {
   int64_t folded_post_max_tokens = 0;     // 0: never folded
   int64_t cluster_post_max_tokens = 0;    // 0: the post + next input by row CTAs only
   int64_t fused_boundary_min_tokens = 0;  // 0: the boundary's launches are never fused
+  int fused_boundary_min_hidden = 0;      // ... and only from this C (0: any)
+  int fused_boundary_streams = 0;         // ... and only at this n (0: any)
+  // Whether the plan fuses the boundary of a site of this shape at this many tokens.
+  bool fuses_boundary(int hidden, int streams, int64_t tokens) const;
   OverlapAvailability overlap = OverlapAvailability::never;
   int overlap_max_tokens = 0;
   std::string overlap_max_tokens_source;

@@ -70,8 +70,11 @@ struct PrenormTuning {
   // device plan's.
   int64_t cluster_post_max_tokens = -1;
   // The fused boundary (prenorm_coefficients with `previous`: one launch, sm90_boundary.cuh) from
-  // this many tokens where it is eligible (boundary_fuses); 0: never; < 0: the device plan's.
+  // this many tokens where it is eligible (boundary_fuses), at C >= fused_boundary_min_hidden and
+  // n == fused_boundary_streams (0: any); 0 tokens: never; < 0: the device plan's three.
   int64_t fused_boundary_min_tokens = -1;
+  int fused_boundary_min_hidden = 0;
+  int fused_boundary_streams = 0;
   // The fused boundary's CTAs per tile (1..8); 0: boundary_splits' rule. For sweeps.
   int boundary_splits = 0;
   // The fused boundary's columns per pipeline stage: 64 (2 stages of 104 KB in the ring at
@@ -123,7 +126,7 @@ struct InputPathBuffers {
 bool input_path_fuses(const MhcParams& p, int64_t tokens, const PrenormTuning& tuning);
 
 // Whether prenorm_coefficients with `previous` (and `input`) runs the fused boundary kernel: the
-// tuning's (or the device plan's) fused_boundary_min_tokens reached, the image has the sm_90a
+// tuning's (or the device plan's) fused_boundary_* rule holds, the image has the sm_90a
 // kernels, the TF32 projection, not batch-invariant, and the 16-row fold does not apply.
 bool boundary_fuses(const MhcParams& p, int64_t tokens, const PrenormTuning& tuning,
                     Projection projection);
