@@ -234,19 +234,20 @@ def table_boundary(paths):
     it, each with fused / unfused."""
     pairs = [("fused boundary (one launch)", "coef + post with next input"),
              ("site in stack, fused boundary (each)", "site in stack, 8 per graph (each)")]
-    lines = ["| C | M | fused boundary (one launch) | coef + post with next input | ratio | "
+    lines = ["| C | n | M | fused boundary (one launch) | coef + post with next input | ratio | "
              "site in stack, fused boundary | site in stack, unfused | ratio |",
-             "|---:|---:|---:|---:|---:|---:|---:|---:|"]
+             "|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
     for path in paths:
         doc = load(path)
         hidden = re.search(r"C=(\d+)", doc.get("params", "")).group(1)
+        streams = re.search(r"n=(\d+)", doc.get("params", "")).group(1)
         times = {(r["kernel"], r["tokens"]): r["median_us"] for r in doc["results"]}
         for m in sorted({r["tokens"] for r in doc["results"]}):
             cells = []
             for fused, unfused in pairs:
                 a, b = times.get((fused, m)), times.get((unfused, m))
                 cells += [f"{a:.2f}", f"{b:.2f}", f"{a / b:.2f}"] if a and b else ["", "", ""]
-            lines.append(f"| {hidden} | {m} | " + " | ".join(cells) + " |")
+            lines.append(f"| {hidden} | {streams} | {m} | " + " | ".join(cells) + " |")
     sources = " and ".join(f"`{p}`" for p in paths)
     lines += ["", f"`mhc bench kernels` (median µs) on {provenance(load(paths[0]))}; sources "
               f"{sources}."]

@@ -365,9 +365,8 @@ __device__ __forceinline__ void exchange_row_norms(
 // contiguous), one batch landing while the thread scales the other: a CTA scales hundreds of KB
 // here, and loads into registers left too few bytes in flight to cover L2's latency. Each thread
 // reads back only what it copied, so the copies need no barrier. Not inlined: inlined, it moved
-// the consumers' register allocation at n = 4 into a spill. Nsight Compute had the first
-// form, a flat index divided per vector and the weights reloaded per row, at a quarter of the
-// kernel (docs/decisions.md).
+// the consumers' register allocation at n = 4 into a spill (docs/decisions.md, "Fused
+// boundary where it wins").
 template <int kThreads, int kSlots>
 __device__ __noinline__ void scale_layer_input(uint16_t* layer_input, const float* norm_weight,
                                                const float* row_scale, int64_t row0, int rows_valid,
