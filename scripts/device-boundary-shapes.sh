@@ -27,18 +27,4 @@ run c7168-mid --hidden 7168 --tokens 2048,3072,16384
 run c5120-16k --hidden 5120 --tokens 16384
 run c4096-16k --hidden 4096 --tokens 16384
 tar czf "$OUT/logs.tar.gz" -C "$OUT" logs && rm -rf "$OUT/logs"
-python3 - "$OUT" <<'PY'
-import glob, json, sys
-for path in sorted(glob.glob(sys.argv[1] + "/*.json")):
-    d = json.load(open(path))
-    t = {}
-    for r in d["results"]:
-        t.setdefault(r["tokens"], {})[r["kernel"]] = r["median_us"]
-    print(path.rsplit("/", 1)[-1])
-    for m in sorted(t):
-        g = lambda name: t[m].get(name, float("nan"))
-        print(f"  M={m:5d} fused {g('fused boundary (one launch)'):8.2f}"
-              f" unfused {g('coef + post with next input'):8.2f}"
-              f"  stack fused {g('site in stack, fused boundary (each)'):8.2f}"
-              f" stack {g('site in stack, 8 per graph (each)'):8.2f}")
-PY
+python3 scripts/boundary-summary.py "$OUT"

@@ -45,19 +45,4 @@ grep -E "^ +(Duration|Issued Ipc Active|Warp Cycles Per Issued Instruction|DRAM 
 # At most 8 files come back from the device: the JSON beside one archive of the logs.
 mv "$dir"/*.log "$logs/" 2>/dev/null
 tar czf "$dir/logs.tar.gz" -C "$dir" logs && rm -rf "$logs"
-python3 - "$dir" <<'PY'
-import glob, json, sys
-for path in sorted(glob.glob(sys.argv[1] + "/*.json")):
-    d = json.load(open(path))
-    t = {}
-    for r in d["results"]:
-        t.setdefault(r["tokens"], {})[r["kernel"]] = r["median_us"]
-    print(path.rsplit("/", 1)[-1])
-    for m in sorted(t):
-        k = t[m]
-        print(f"  M={m:5d} fused {k.get('fused boundary (one launch)', float('nan')):8.2f}"
-              f" (32 cols {k.get('fused boundary, 32-column stages', float('nan')):8.2f})"
-              f"  unfused {k.get('coef + post with next input', float('nan')):8.2f}"
-              f"  stack fused {k.get('site in stack, fused boundary (each)', float('nan')):8.2f}"
-              f"  stack {k.get('site in stack, 8 per graph (each)', float('nan')):8.2f} us")
-PY
+python3 scripts/boundary-summary.py "$dir"
