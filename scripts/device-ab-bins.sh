@@ -6,6 +6,7 @@
 # MHC_AB_SANITIZE (optional), then MHC_AB_ROUNDS rounds (default 2) of the command MHC_AB_ARGS,
 # the binaries interleaved (A B A B) so that drift hits both alike. JSON per run and logs go to
 # $OUT/ab/; the lines matching MHC_AB_GREP of every run are printed last, by name and round.
+# MHC_AB_CHECK_ONLY=NAME: tests and sanitizers for that binary only (the others are landed code).
 #   MHC_AB_ARGS="bench kernels --hidden 5120 --tokens 2048,4096 --reps 30"
 #   MHC_AB_GREP="fused boundary|site in stack"  MHC_AB_TESTS="CudaFusedBoundary.*"
 set -uo pipefail
@@ -24,6 +25,7 @@ for tarball in .carry/ab/*.tar.xz; do
   rm -rf "/tmp/ab/$name" && mkdir -p "/tmp/ab/$name"
   tar xJf "$tarball" -C "/tmp/ab/$name" || { echo "$name: bad tarball"; exit 1; }
   bin="/tmp/ab/$name/pk"
+  [ -n "${MHC_AB_CHECK_ONLY:-}" ] && [ "$name" != "$MHC_AB_CHECK_ONLY" ] && continue
   if [ -n "${MHC_AB_TESTS:-}" ]; then
     timeout 400 "$bin/test_cuda" --gtest_filter="$MHC_AB_TESTS" >"$dir/logs/test-$name.log" 2>&1
     echo "$name tests rc=$? $(grep -E '^\[  (PASSED|FAILED) ' "$dir/logs/test-$name.log" | tr '\n' ' ')"
