@@ -216,11 +216,12 @@ void add_site_items(const Setup& c, bool sweep, std::vector<Item>& items) {
                    },
                    chosen});
   // The same boundary in one launch (sm90_boundary.cuh) at every size, whatever the plan's rule:
-  // the previous post (x -> x_next), the next input path and the coefficients of x_next.
-  if (tma_prenorm_available() && c.proj == Projection::tf32) {
-    PrenormTuning fused = chosen;
-    fused.fused_input_max_tokens = 0;  // not the 16-row decode fold
-    fused.fused_boundary_min_tokens = 1;
+  // the previous post (x -> x_next), the next input path and the coefficients of x_next. Only
+  // where the forced tuning does take the kernel: a row named "fused boundary" must never time
+  // the two launches it replaces.
+  PrenormTuning fused = forcing_fused_boundary(chosen);
+  fused.fused_input_max_tokens = 0;  // not the 16-row decode fold
+  if (boundary_fuses(c.p, c.m, fused, c.proj)) {
     add_boundary_item(c, "fused boundary (one launch)", fused, items);
     if (sweep) {
       // 32-column stages (4 in the ring at n = 4 instead of 2): in the sweep only until they
@@ -256,10 +257,9 @@ void add_stack_items(const Setup& c, std::vector<Item>& items) {
   }
   // The fused boundary layout (one launch per site besides the sublayer) at every size the image
   // has it, whatever the plan's rule; bytes as the fused launch's floor.
-  if (tma_prenorm_available() && c.proj == Projection::tf32) {
-    PrenormTuning fused = c.chosen;
-    fused.fused_input_max_tokens = 0;
-    fused.fused_boundary_min_tokens = 1;
+  PrenormTuning fused = forcing_fused_boundary(c.chosen);
+  fused.fused_input_max_tokens = 0;
+  if (boundary_fuses(c.p, c.m, fused, c.proj)) {
     const double md = double(c.m), K = double(c.p.k()), C = double(c.p.hidden);
     items.push_back({"site in stack, fused boundary (each)", c.coef_bytes + md * (2 * K + 4 * C),
                      stack_steady_state(c, StackLayout::fused_boundary, fused), fused,

@@ -223,6 +223,13 @@ bool boundary_fuses(const MhcParams& p, int64_t tokens, const PrenormTuning& tun
          projection == Projection::tf32 && p.hidden % kBoundaryStageColumns == 0;
 }
 
+PrenormTuning forcing_fused_boundary(PrenormTuning t) {
+  t.fused_boundary_min_tokens = 1;
+  t.fused_boundary_min_hidden = 0;
+  t.fused_boundary_streams = 0;
+  return t;
+}
+
 namespace {
 
 // About `requested` splits of C's stages of stage_columns columns (1..8, at most one per stage),

@@ -32,9 +32,9 @@ using test::to_host;
 // that it does not take small sizes); else the unfused launches. splits, stage_columns: forced
 // (0: the rule, 64 columns).
 cuda::PrenormTuning boundary_tuning(bool fused, int splits = 0, int stage_columns = 0) {
-  cuda::PrenormTuning t;
+  cuda::PrenormTuning t = cuda::forcing_fused_boundary({});
+  if (!fused) t.fused_boundary_min_tokens = 0;
   t.fused_input_max_tokens = 0;
-  t.fused_boundary_min_tokens = fused ? 1 : 0;
   t.boundary_splits = splits;
   t.boundary_stage_columns = stage_columns;
   return t;
@@ -237,6 +237,32 @@ TEST(CudaFusedBoundary, Eligibility) {
   invariant.batch_invariant = true;
   EXPECT_FALSE(cuda::boundary_fuses(p, 100, invariant, Projection::tf32));
   EXPECT_FALSE(cuda::boundary_fuses(p, 100, boundary_tuning(false), Projection::tf32));
+}
+
+// The forced form (the benchmarks' "fused boundary" rows) sets the plan's whole rule aside: with
+// only the token count forced, a tuning that carries the sm90 rule (n = 4, C >= 7168) timed the
+// unfused launches at C = 5120 under the fused boundary's name (sessions 11-12).
+TEST(CudaFusedBoundary, ForcingSetsThePlansRuleAside) {
+  MHC_SKIP_WITHOUT_GPU();
+  cuda::PrenormTuning with_rule;
+  with_rule.fused_boundary_min_tokens = 2048;
+  with_rule.fused_boundary_min_hidden = 7168;
+  with_rule.fused_boundary_streams = 4;
+  const bool image = cuda::tma_prenorm_available();
+  const cuda::PrenormTuning forced = cuda::forcing_fused_boundary(with_rule);
+  for (int n : {2, 4}) {
+    for (int hidden : {4096, 5120, 7168}) {
+      const MhcParams p = test::small_params(n, hidden);
+      for (int64_t m : {1, 129, 4096}) {
+        EXPECT_EQ(cuda::boundary_fuses(p, m, forced, Projection::tf32), image)
+            << n << " " << hidden;
+        EXPECT_EQ(cuda::boundary_fuses(p, m, with_rule, Projection::tf32),
+                  image && n == 4 && hidden >= 7168 && m >= 2048)
+            << n << " " << hidden << " " << m;
+      }
+    }
+  }
+  EXPECT_FALSE(cuda::boundary_fuses(test::small_params(4, 5120), 1, forced, Projection::fp32));
 }
 
 // The split rule: one wave of tiles x splits where it can, at most a cluster of 8, whole stages,
