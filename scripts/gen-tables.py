@@ -212,10 +212,13 @@ def table_kernels_ab(args):
     items = [i.replace("\\s", " ") for i in items]
     docs = [load(path_a), load(path_b)]
     times = [{(r["kernel"], r["tokens"]): r["median_us"] for r in d["results"]} for d in docs]
-    labels = [json.dumps(d.get("cluster_post", "plan")) for d in docs]
+    # Two binaries (commits differ): labelled by commit; one binary: by its kernel config.
+    if docs[0].get("commit") != docs[1].get("commit"):
+        labels = [f"commit {d.get('commit', '?')}" for d in docs]
+    else:
+        labels = [f"cluster_post={json.dumps(d.get('cluster_post', 'plan'))}" for d in docs]
     sizes = sorted({m for (_, m) in times[0]} & {m for (_, m) in times[1]})
-    head = "| M |" + "".join(f" {i}, cluster_post={labels[0]} | {i}, cluster_post={labels[1]} | "
-                             f"ratio |" for i in items)
+    head = "| M |" + "".join(f" {i}, {labels[0]} | {i}, {labels[1]} | ratio |" for i in items)
     lines = [head, "|---:|" + "---:|---:|---:|" * len(items)]
     for m in sizes:
         cells = []
@@ -284,6 +287,27 @@ def table_boundary_sweep(paths):
     return lines
 
 
+def table_tma_stream(paths):
+    """The copy-engine streaming micro-benchmark (bench/tma_stream_microbench.cu): per variant,
+    µs and TB/s of x at each token count."""
+    (path,) = paths
+    doc = load(path)
+    sizes = sorted({r["tokens"] for r in doc["results"]})
+    variants = list(dict.fromkeys(r["variant"] for r in doc["results"]))
+    cell = {(r["variant"], r["tokens"]): r for r in doc["results"]}
+    lines = ["| variant | " + " | ".join(f"M={m} µs | TB/s" for m in sizes) + " |",
+             "|---|" + "---:|---:|" * len(sizes)]
+    for v in variants:
+        cells = []
+        for m in sizes:
+            r = cell.get((v, m))
+            cells += [f"{r['median_us']:.2f}", f"{r['tb_per_s']:.2f}"] if r else ["", ""]
+        lines.append(f"| {v} | " + " | ".join(cells) + " |")
+    lines += ["", f"{doc.get('tool', '?')} on {provenance(doc)}; {doc.get('method', '')}; source "
+              f"`{path}`."]
+    return lines
+
+
 def table_log(args):
     path, *pattern = args
     text = (ROOT / path).read_text().splitlines()
@@ -295,7 +319,7 @@ def table_log(args):
 KINDS = {"tune": table_tune, "overlap": table_overlap, "log": table_log,
          "prenorm": table_prenorm, "invariance": table_invariance, "kernels": table_kernels,
          "kernels_ab": table_kernels_ab, "boundary": table_boundary,
-         "boundary_sweep": table_boundary_sweep}
+         "boundary_sweep": table_boundary_sweep, "tma_stream": table_tma_stream}
 
 
 def render(text):
