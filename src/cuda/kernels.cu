@@ -114,8 +114,9 @@ SiteWorkspace::~SiteWorkspace() {
 }
 
 std::string PrenormTuning::describe() const {
-  return msg("splits={} rows_per_tile={}{}{}{}{}", splits, rows_per_tile,
+  return msg("splits={} rows_per_tile={}{}{}{}{}{}", splits, rows_per_tile,
              batch_invariant ? " batch_invariant" : "", pdl ? "" : " no_pdl",
+             tma_cluster_epilogue ? "" : " no_cluster_epilogue",
              boundary_splits > 0 ? msg(" boundary_splits={}", boundary_splits) : std::string(),
              boundary_stage_columns > 0 ? msg(" boundary_stage_columns={}", boundary_stage_columns)
                                         : std::string());
@@ -126,6 +127,14 @@ int max_prenorm_splits(const MhcParams& p) {
 }
 
 bool tma_prenorm_available() { return bulk_copies_enabled(); }
+
+bool tma_cluster_epilogue_fits(const MhcParams& p, int64_t tokens, int splits) {
+  if (!tma_prenorm_available() || splits < 2 || splits > kTmaMaxClusterSplits) return false;
+  int clusters = 0;
+  MHC_CUDA_CHECK(p.n == 2 ? tma_cluster_capacity<2>(splits, &clusters)
+                          : tma_cluster_capacity<4>(splits, &clusters));
+  return clusters >= ceil_div(tokens, kTmaRowsPerTile);
+}
 
 PrenormTuning choose_prenorm_tuning(const KernelPlan& plan, const MhcParams& p, int64_t tokens) {
   if (plan.batch_invariant) {
@@ -428,6 +437,7 @@ void prenorm_coefficients(const MhcParams& p, int64_t tokens, const CoefficientB
                what, tuning.splits, tuning.rows_per_tile, need, ws.partial_capacity());
   args.partials = ws.partials();
   args.tile_counters = ws.tile_counters();
+  args.cluster_epilogue = tuning.tma_cluster_epilogue;
   args.coef.hc_base = b.hc_base;
   args.coef.hc_scale = b.hc_scale;
   args.coef.pre_eps = static_cast<float>(p.pre_eps());

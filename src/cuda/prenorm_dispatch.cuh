@@ -48,6 +48,11 @@ cudaError_t dispatch_boundary(const PrenormArgs& args, const BoundaryColumns& co
   return launch_sm90_boundary<kStreams, kColumns>(args, cols, stream);
 }
 
+template <int kStreams>
+cudaError_t tma_cluster_capacity(int splits, int* clusters) {
+  return sm90_prenorm_tma_cluster_capacity<kStreams, false>(splits, clusters);
+}
+
 template <int kStreams, int kColumns>
 cudaError_t boundary_cluster_capacity(int ctas, int* clusters) {
   return sm90_boundary_cluster_capacity<kStreams, kColumns>(ctas, clusters);

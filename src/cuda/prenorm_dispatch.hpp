@@ -23,6 +23,11 @@ template <int kStreams>
 cudaError_t dispatch_prenorm(const PrenormArgs& args, bool compensated, int rows_per_tile,
                              LaunchTarget stream);
 
+// How many clusters of `splits` CTAs of the TMA kernel's cluster-epilogue form (TF32) the current
+// device holds at once.
+template <int kStreams>
+cudaError_t tma_cluster_capacity(int splits, int* clusters);
+
 // The fused boundary kernel (sm90_boundary.cuh) for kStreams with kColumns (64 or 32) columns
 // per pipeline stage. The 64-column instantiations live in prenorm_n2/n4.cu, the 32-column ones
 // in boundary_32.cu: in one translation unit the two changed each other's SASS.

@@ -255,6 +255,54 @@ __device__ __forceinline__ void bulk_wait_all_written() {
 #endif
 }
 
+// ---- thread block clusters (sm_90; no-ops elsewhere, where no cluster kernel is launched) -----
+__device__ __forceinline__ int cluster_cta_rank() {
+  unsigned rank = 0;
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("mov.u32 %0, %%cluster_ctarank;" : "=r"(rank));
+#endif
+  return int(rank);
+}
+// A relaxed arrival: its wait only proves that every CTA of the cluster has started (before
+// writing into another CTA's shared memory).
+__device__ __forceinline__ void cluster_arrive_relaxed() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("barrier.cluster.arrive.relaxed.aligned;" ::: "memory");
+#endif
+}
+// Arrive releases this thread's earlier writes (distributed shared memory included); wait
+// acquires every other CTA's.
+__device__ __forceinline__ void cluster_arrive() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("barrier.cluster.arrive.aligned;" ::: "memory");
+#endif
+}
+__device__ __forceinline__ void cluster_wait() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("barrier.cluster.wait.aligned;" ::: "memory");
+#endif
+}
+// Writes v at `local` (a __shared__ address) in the CTA of cluster rank `rank`.
+__device__ __forceinline__ void store_cluster_shared(float* local, int rank, float v) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  const auto addr = static_cast<uint32_t>(__cvta_generic_to_shared(local));
+  uint32_t remote;
+  asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(remote) : "r"(addr), "r"(rank));
+  asm volatile("st.shared::cluster.f32 [%0], %1;" ::"r"(remote), "f"(v) : "memory");
+#endif
+}
+// Reads the float at `local` (a __shared__ address) in the CTA of cluster rank `rank`.
+__device__ __forceinline__ float load_cluster_shared(const float* local, int rank) {
+  float v = 0.f;
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  const auto addr = static_cast<uint32_t>(__cvta_generic_to_shared(local));
+  uint32_t remote;
+  asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(remote) : "r"(addr), "r"(rank));
+  asm volatile("ld.shared::cluster.f32 %0, [%1];" : "=f"(v) : "r"(remote) : "memory");
+#endif
+  return v;
+}
+
 // ---- programmatic dependent launch (sm_90) ---------------------------------------------------
 // Kernels launched with launch_kernel may start while the previous kernel in the stream is still
 // finishing (its launch latency is hidden). Each kernel calls wait_for_producer() before it reads

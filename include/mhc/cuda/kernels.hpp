@@ -80,6 +80,10 @@ struct PrenormTuning {
   // The fused boundary's columns per pipeline stage: 64 (2 stages of 104 KB in the ring at
   // n = 4) or 32 (4 of 52 KB); 0: 64. For sweeps.
   int boundary_stage_columns = 0;
+  // The TMA kernel's tiles of 2-8 splits as thread block clusters that reduce through distributed
+  // shared memory and share the stats (the same bits; PrenormArgs::cluster_epilogue), where the
+  // device holds every tile's cluster at once. False: the workspace and the tile's last CTA.
+  bool tma_cluster_epilogue = true;
   std::string describe() const;
 };
 // `t` with the fused boundary at every token count, hidden size and stream count the kernel takes
@@ -89,6 +93,10 @@ struct PrenormTuning {
 PrenormTuning forcing_fused_boundary(PrenormTuning t);
 // Whether the current device runs the bulk-copy (TMA) prenorm kernel (its kernel plan's answer).
 bool tma_prenorm_available();
+// Whether a TMA-kernel launch of `tokens` with `splits` splits (after prenorm_coefficients'
+// rebalancing) takes the cluster epilogue (PrenormTuning::tma_cluster_epilogue): 2-8 splits, not
+// batch-invariant, and every tile's cluster resident on the current device at once.
+bool tma_cluster_epilogue_fits(const MhcParams& p, int64_t tokens, int splits);
 // The kernel plan's tuning for this shape and token count (mhc/core/kernel_plan.hpp); a
 // batch-invariant plan's is batch_invariant_tuning with the plan's kernel and multiprocessors.
 PrenormTuning choose_prenorm_tuning(const KernelPlan& plan, const MhcParams& p, int64_t tokens);

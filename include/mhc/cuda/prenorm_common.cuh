@@ -56,6 +56,10 @@ struct PrenormArgs {
     const uint16_t* sublayer_out = nullptr;  // [M, C]
     uint16_t* x_out = nullptr;               // [M, n, C] this site's streams, written
   } previous;
+  // The TMA kernel may launch a tile's splits as one thread block cluster that reduces them
+  // through distributed shared memory (finish_prenorm_tile_in_cluster); its launcher decides
+  // where the device holds the clusters. False: always the workspace and the last CTA.
+  bool cluster_epilogue = false;
 };
 
 // Batch-invariant mode: the most tree levels a CTA adds in registers before it stores a subtree's
@@ -466,6 +470,84 @@ __device__ __forceinline__ void finish_prenorm_tile(const PrenormArgs& args, int
     detail::store_coalesced<kThreads>(args.out.mixes + row0 * kNmix, staged.mixes,
                                       rows_valid * kNmix);
   }
+}
+
+namespace detail {
+
+// One value's total over the cluster's kCtas partials in reduce_splits' order: kWidth lanes, lane
+// l adding partials l, l + kWidth, ... from zero in ascending order, then the lanes' butterfly
+// (lane l adds lane l ^ offset's sum, offsets kWidth / 2 down to 1), lane 0's result.
+template <int kWidth, int kCtas>
+__device__ __forceinline__ float sum_in_split_order(const float (&parts)[kCtas], int ctas) {
+  float lanes[kWidth];
+#pragma unroll
+  for (int l = 0; l < kWidth; ++l) lanes[l] = 0.f;
+#pragma unroll
+  for (int q = 0; q < kCtas; ++q) {
+    if (q < ctas) lanes[q % kWidth] += parts[q];
+  }
+#pragma unroll
+  for (int offset = kWidth / 2; offset > 0; offset /= 2) {
+    float next[kWidth];
+#pragma unroll
+    for (int l = 0; l < kWidth; ++l) next[l] = lanes[l] + lanes[l ^ offset];
+#pragma unroll
+    for (int l = 0; l < kWidth; ++l) lanes[l] = next[l];
+  }
+  return lanes[0];
+}
+
+}  // namespace detail
+
+// finish_prenorm_tile for a tile whose `ctas` (2..8) splits are one thread block cluster (the TMA
+// kernel with PrenormArgs::cluster_epilogue), called by every thread of every CTA once its totals
+// are in its own `sums` (kRows x kStride floats of shared memory): no workspace, no arrival
+// counter. CTA `rank` owns rows [rank * per, rank * per + per) of the tile (per =
+// ceil(rows_valid / ctas)), sums those rows' values over the cluster's `sums` in reduce_splits'
+// order for this tile (its lanes per float4 and their butterfly, sum_in_split_order), and runs the
+// stats and stores for them: n lanes per token where its rows allow (token_coefficients_by_rows,
+// the bits of one thread per token). So the results are the workspace path's, bit for bit, and a
+// tile's serial Sinkhorn steps and stores are shared by its CTAs. `scratch`: shared memory the
+// kernel no longer uses, at least per * kStride + staged_output_floats(per) floats. A CTA leaves
+// only once every CTA of the cluster has read its `sums`.
+template <int kStreams, int kThreads, int kRows>
+__device__ __forceinline__ void finish_prenorm_tile_in_cluster(const PrenormArgs& args,
+                                                               int64_t row0, int rows_valid,
+                                                               const float* sums, int rank,
+                                                               int ctas, float* scratch) {
+  constexpr int kStride = kStreams * (kStreams + 2) + 1;
+  constexpr int kMaxCtas = 8;
+  // reduce_splits' lanes per float4 for this tile (a power of two up to the split count).
+  const int n_vec = padded_partial_floats<kStreams>(rows_valid) / 4;
+  int width = 1;
+  while (width < kWarp && width * 2 * n_vec <= kThreads && width < ctas) width *= 2;
+  cluster_arrive();  // this CTA's sums, released to the cluster ...
+  cluster_wait();    // ... and every other CTA's acquired
+  const int per = (rows_valid + ctas - 1) / ctas;
+  const int first = min(rows_valid, rank * per);
+  const int mine = min(rows_valid, first + per) - first;
+  float* reduced = scratch;
+  float* staging = scratch + (per * kStride + 3) / 4 * 4;
+  const float* base = sums + first * kStride;
+  for (int i = int(threadIdx.x); i < mine * kStride; i += kThreads) {
+    float parts[kMaxCtas];
+#pragma unroll
+    for (int q = 0; q < kMaxCtas; ++q) parts[q] = q < ctas ? load_cluster_shared(base + i, q) : 0.f;
+    reduced[i] = width == 1   ? detail::sum_in_split_order<1>(parts, ctas)
+                 : width == 2 ? detail::sum_in_split_order<2>(parts, ctas)
+                 : width == 4 ? detail::sum_in_split_order<4>(parts, ctas)
+                              : detail::sum_in_split_order<8>(parts, ctas);
+  }
+  // The remote reads are done (their values were added above): the other CTAs may leave once
+  // every CTA arrived. Relaxed: a release would fence this CTA's memory operations for nothing.
+  cluster_arrive_relaxed();
+  __syncthreads();
+  PrenormArgs own = args;  // this CTA's rows alone, totals in shared memory: no split path
+  own.splits = 1;
+  own.leaf_chunks = 0;
+  finish_prenorm_tile<kStreams, kThreads, kRows>(own, 0, row0 + first, mine, reduced, nullptr, 0,
+                                                 staging, nullptr);
+  cluster_wait();
 }
 
 }  // namespace mhc::cuda

@@ -29,43 +29,6 @@ inline bool post_cluster_fits(int hidden) {
   return row_kernel_threads(hidden) <= kPostClusterMaxCtas * kWarp;
 }
 
-// ---- cluster primitives (sm_90; no-ops elsewhere, where these kernels are never launched) ----
-__device__ __forceinline__ int cluster_cta_rank() {
-  unsigned rank = 0;
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  asm volatile("mov.u32 %0, %%cluster_ctarank;" : "=r"(rank));
-#endif
-  return int(rank);
-}
-// A relaxed arrival: its wait only proves that every CTA of the cluster has started (before
-// writing into another CTA's shared memory).
-__device__ __forceinline__ void cluster_arrive_relaxed() {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  asm volatile("barrier.cluster.arrive.relaxed.aligned;" ::: "memory");
-#endif
-}
-// Arrive releases this thread's earlier writes (distributed shared memory included); wait
-// acquires every other CTA's.
-__device__ __forceinline__ void cluster_arrive() {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  asm volatile("barrier.cluster.arrive.aligned;" ::: "memory");
-#endif
-}
-__device__ __forceinline__ void cluster_wait() {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  asm volatile("barrier.cluster.wait.aligned;" ::: "memory");
-#endif
-}
-// Writes v at `local` (a __shared__ address) in the CTA of cluster rank `rank`.
-__device__ __forceinline__ void store_cluster_shared(float* local, int rank, float v) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  const auto addr = static_cast<uint32_t>(__cvta_generic_to_shared(local));
-  uint32_t remote;
-  asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(remote) : "r"(addr), "r"(rank));
-  asm volatile("st.shared::cluster.f32 [%0], %1;" ::"r"(remote), "f"(v) : "memory");
-#endif
-}
-
 // A row thread's sum of squares when its kRowVecs vectors sit in consecutive lanes (lane v of
 // the group holds vector v): post_token's fma chain, vector after vector, each lane continuing
 // from the one before. Exact in the group's last lane. All 32 lanes must call it.

@@ -61,6 +61,8 @@ struct TmaShape {
 // K chunks (32 wide) per split must be a multiple of this for the bulk kernel.
 inline constexpr int kTmaChunksPerStage = TmaShape<4>::kChunksPerStage;
 inline constexpr int kTmaRowsPerTile = TmaShape<4>::kRows;
+// Most splits whose tile the kernel reduces in one cluster (the portable cluster size).
+inline constexpr int kTmaMaxClusterSplits = 8;
 
 namespace detail {
 
@@ -306,7 +308,9 @@ __device__ __forceinline__ void consume_leaves(const PrenormArgs& args, const un
 
 }  // namespace detail
 
-template <int kStreams, bool kCompensated>
+// kCluster: grid (splits, tiles), each tile's splits one cluster (finish_prenorm_tile_in_cluster);
+// else grid (tiles, splits + input-path CTAs) and the workspace's split reduction.
+template <int kStreams, bool kCompensated, bool kCluster = false>
 __global__ void __launch_bounds__(TmaShape<kStreams>::kThreads, 1)
     sm90_prenorm_tma_kernel(const PrenormArgs args, const __grid_constant__ CUtensorMap x_map,
                             const __grid_constant__ CUtensorMap w_map) {
@@ -324,10 +328,10 @@ __global__ void __launch_bounds__(TmaShape<kStreams>::kThreads, 1)
   unsigned char* stages = smem_raw + (misalign == 0 ? 0 : S::kAlign - misalign);
 
   const int warp = threadIdx.x / kWarp, lane = threadIdx.x % kWarp;
-  const int64_t tile = blockIdx.x;
-  const int split = blockIdx.y;
+  const int64_t tile = kCluster ? blockIdx.y : blockIdx.x;
+  const int split = kCluster ? blockIdx.x : blockIdx.y;
   const int64_t row0 = tile * S::kRows;
-  if (split >= args.splits) {  // a fused input-path CTA: one token's input path
+  if (!kCluster && split >= args.splits) {  // a fused input-path CTA: one token's input path
     const int64_t token = row0 + (split - args.splits);
     allow_dependents();
     wait_for_producer();
@@ -366,11 +370,11 @@ __global__ void __launch_bounds__(TmaShape<kStreams>::kThreads, 1)
     const int g = lane / 4;
     constexpr bool kWgmma = kDeviceHasWgmma && !kCompensated;
     const int row_of_g = kWgmma ? g : (g >> 1) | ((g & 1) << 2);
-    if (args.leaf_chunks > 0 && blocks > 1) {
+    if (!kCluster && args.leaf_chunks > 0 && blocks > 1) {  // clusters: never batch-invariant
       detail::consume_leaves<kStreams, kCompensated>(
           args, stages, full, empty, stage_count, warp, row_of_g, tile_partials,
           split * (blocks / args.splits), rows_valid, n_out_padded);
-    } else if (args.leaf_chunks > 0) {  // the whole tree in this CTA: straight to `sums`
+    } else if (!kCluster && args.leaf_chunks > 0) {  // the whole tree in this CTA: to `sums`
       detail::consume_leaves<kStreams, kCompensated>(args, stages, full, empty, stage_count, warp,
                                                      row_of_g, sums, 0, rows_valid, 0);
     } else {
@@ -378,16 +382,26 @@ __global__ void __launch_bounds__(TmaShape<kStreams>::kThreads, 1)
       float sumsq[1][2];
       detail::consume_range<kStreams, kCompensated>(stages, full, empty, 0, stage_count, false,
                                                     warp, row_of_g, acc, sumsq);
-      float* dest = args.splits == 1 ? sums : tile_partials + int64_t(split) * n_out_padded;
+      // In a cluster always `sums`, but through a flag the launch set rather than a constant:
+      // with the destination known to be shared memory, ptxas serialised the wgmma pipeline
+      // above (its C7515 note).
+      const bool to_shared = kCluster ? args.cluster_epilogue : args.splits == 1;
+      float* dest = to_shared ? sums : tile_partials + int64_t(split) * n_out_padded;
       store_fragment_rows<kStreams>(dest, warp * 16, rows_valid, acc[0], sumsq[0], row_of_g,
                                     lane % 4);
     }
   }
   // The stage ring is idle once every stage was consumed: it stages the outputs.
-  static_assert(staged_output_floats<kStreams>(S::kRows) * 4 <= S::kStages * S::kStageBytes);
-  finish_prenorm_tile<kStreams, S::kThreads, S::kRows>(
-      args, tile, row0, rows_valid, sums, tile_partials, n_out_padded,
-      reinterpret_cast<float*>(stages), &is_last_cta);
+  static_assert((S::kRows * S::kStride + 4 + staged_output_floats<kStreams>(S::kRows)) * 4 <=
+                S::kStages * S::kStageBytes);
+  if constexpr (kCluster) {
+    finish_prenorm_tile_in_cluster<kStreams, S::kThreads, S::kRows>(
+        args, row0, rows_valid, sums, split, args.splits, reinterpret_cast<float*>(stages));
+  } else {
+    finish_prenorm_tile<kStreams, S::kThreads, S::kRows>(
+        args, tile, row0, rows_valid, sums, tile_partials, n_out_padded,
+        reinterpret_cast<float*>(stages), &is_last_cta);
+  }
 #endif
 }
 
@@ -421,6 +435,30 @@ inline cudaError_t encode_tensor_map_2d(CUtensorMap* map, CUtensorMapDataType ty
   return r == CUDA_SUCCESS ? cudaSuccess : cudaErrorInvalidValue;
 }
 
+// How many clusters of `splits` CTAs of the cluster-epilogue kernel the current device holds at
+// once (cudaOccupancyMaxActiveClusters: one CTA per SM, clusters within a GPC); sets the kernel's
+// shared-memory attribute on the way (per call: it is per device).
+template <int kStreams, bool kCompensated>
+cudaError_t sm90_prenorm_tma_cluster_capacity(int splits, int* clusters) {
+  using S = TmaShape<kStreams>;
+  const auto kernel = sm90_prenorm_tma_kernel<kStreams, kCompensated, true>;
+  const cudaError_t err =
+      cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, S::kSmemBytes);
+  if (err != cudaSuccess) return err;
+  cudaLaunchAttribute cluster{};
+  cluster.id = cudaLaunchAttributeClusterDimension;
+  cluster.val.clusterDim.x = static_cast<unsigned>(splits);
+  cluster.val.clusterDim.y = 1;
+  cluster.val.clusterDim.z = 1;
+  cudaLaunchConfig_t config{};
+  config.gridDim = dim3(static_cast<unsigned>(splits), 1);
+  config.blockDim = dim3(S::kThreads);
+  config.dynamicSmemBytes = S::kSmemBytes;
+  config.attrs = &cluster;
+  config.numAttrs = 1;
+  return cudaOccupancyMaxActiveClusters(clusters, kernel, &config);
+}
+
 // Raw launcher: no argument checks (mhc::cuda::prenorm_coefficients does them, and runs this only
 // where bulk_copies_enabled()). args.chunks_per_split must be a multiple of kTmaChunksPerStage.
 // The tensor maps hold x's address and token count, so they are made per launch (a host call,
@@ -441,17 +479,32 @@ cudaError_t launch_sm90_prenorm_tma(const PrenormArgs& args, LaunchTarget on) {
       err != cudaSuccess) {
     return err;
   }
+  // With the input path fused: one more CTA per token of the tile (per token with one tile).
+  const int64_t tiles = ceil_div(args.tokens, S::kRows);
+  const int64_t input_ctas =
+      args.input.layer_input == nullptr ? 0 : (tiles == 1 ? args.tokens : S::kRows);
+  const bool clusters = args.cluster_epilogue && args.leaf_chunks == 0 && input_ctas == 0 &&
+                        args.splits >= 2 && args.splits <= kTmaMaxClusterSplits;
+  if (clusters) {
+    // Only where every tile's cluster is resident at once: a second wave of clusters would cost
+    // more than the workspace path's arrival (a host query, no synchronisation).
+    int resident = 0;
+    cudaError_t err =
+        sm90_prenorm_tma_cluster_capacity<kStreams, kCompensated>(args.splits, &resident);
+    if (err != cudaSuccess) return err;
+    if (resident >= tiles) {
+      return launch_kernel_in_clusters(
+          sm90_prenorm_tma_kernel<kStreams, kCompensated, true>,
+          dim3(static_cast<unsigned>(args.splits), static_cast<unsigned>(tiles)), dim3(S::kThreads),
+          S::kSmemBytes, static_cast<unsigned>(args.splits), on, args, x_map, w_map);
+    }
+  }
   const auto kernel = sm90_prenorm_tma_kernel<kStreams, kCompensated>;
-  // Per call rather than once: the attribute is per device, and a process may drive several.
   if (const cudaError_t err =
           cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, S::kSmemBytes);
       err != cudaSuccess) {
     return err;
   }
-  // With the input path fused: one more CTA per token of the tile (per token with one tile).
-  const int64_t tiles = ceil_div(args.tokens, S::kRows);
-  const int64_t input_ctas =
-      args.input.layer_input == nullptr ? 0 : (tiles == 1 ? args.tokens : S::kRows);
   const dim3 grid(static_cast<unsigned>(tiles), static_cast<unsigned>(args.splits + input_ctas));
   return launch_kernel(kernel, grid, dim3(S::kThreads), S::kSmemBytes, on, args, x_map, w_map);
 }
