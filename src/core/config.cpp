@@ -15,7 +15,8 @@ using json = nlohmann::json;
 
 constexpr const char* kKnownKeys =
     "batch_invariant, enable_mhc_overlap, overlap_max_tokens, projection, prenorm_kernel, "
-    "prenorm_splits, fused_input, folded_post, cluster_post, fused_boundary, pdl, tactics";
+    "prenorm_splits, fused_input, folded_post, cluster_post, cluster_epilogue, fused_boundary, "
+    "pdl, tactics";
 constexpr uint64_t kMaxOverlapTokens = uint64_t{1} << 20;
 
 // The offending value as it appeared, shortened so a huge value cannot flood the message.
@@ -181,6 +182,8 @@ KernelConfig KernelConfig::parse(std::string_view json_text) {
       config.folded_post = parse_switch(key, value);
     } else if (key == "cluster_post") {
       config.cluster_post = parse_switch(key, value);
+    } else if (key == "cluster_epilogue") {
+      config.cluster_epilogue = parse_switch(key, value);
     } else if (key == "fused_boundary") {
       config.fused_boundary = parse_switch(key, value);
     } else if (key == "pdl") {
@@ -224,8 +227,11 @@ std::string KernelConfig::to_json() const {
   if (prenorm_splits) tail += fmt::format(R"(,"prenorm_splits":{})", *prenorm_splits);
   tail += fmt::format(R"(,"projection":"{}")", to_string(projection));
   if (tactics) tail += fmt::format(R"(,"tactics":{})", tactics->to_json());
-  const std::string cluster =
-      cluster_post ? fmt::format(R"("cluster_post":{},)", bool_text(*cluster_post)) : "";
+  std::string cluster;
+  if (cluster_epilogue) {
+    cluster += fmt::format(R"("cluster_epilogue":{},)", bool_text(*cluster_epilogue));
+  }
+  if (cluster_post) cluster += fmt::format(R"("cluster_post":{},)", bool_text(*cluster_post));
   return fmt::format(R"({{{}{}"enable_mhc_overlap":{},{}"overlap_max_tokens":{}{}}})",
                      batch_invariant ? R"("batch_invariant":true,)" : "", cluster, enable,
                      optional_fields(*this), max_tokens, tail);
@@ -252,6 +258,7 @@ std::string KernelConfig::describe() const {
   if (fused_input) text += " fused_input=" + bool_text(*fused_input);
   if (folded_post) text += " folded_post=" + bool_text(*folded_post);
   if (cluster_post) text += " cluster_post=" + bool_text(*cluster_post);
+  if (cluster_epilogue) text += " cluster_epilogue=" + bool_text(*cluster_epilogue);
   if (fused_boundary) text += " fused_boundary=" + bool_text(*fused_boundary);
   if (pdl) text += " pdl=" + bool_text(*pdl);
   if (tactics) text += " tactics=" + tactics->source;

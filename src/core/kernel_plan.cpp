@@ -139,6 +139,16 @@ void apply_switches(KernelPlan& plan, const KernelConfig& config) {
     plan.cluster_post_max_tokens = *config.cluster_post ? kNoTokenLimit : 0;
     plan.overrides.push_back(fmt::format("cluster_post={}", *config.cluster_post));
   }
+  if (config.cluster_epilogue) {
+    if (*config.cluster_epilogue && !plan.tma128_available) {
+      throw Error(fmt::format(
+          "kernel config cluster_epilogue=true: the TMA prenorm kernel is not in the image this "
+          "GPU loads ({}); it needs the sm_90a instructions (TMA, clusters)",
+          plan.image ? plan.image->name() : "none"));
+    }
+    plan.tma_cluster_epilogue = *config.cluster_epilogue;
+    plan.overrides.push_back(fmt::format("cluster_epilogue={}", *config.cluster_epilogue));
+  }
   if (config.fused_boundary) {
     if (*config.fused_boundary && !plan.tma128_available) {
       throw Error(fmt::format(
@@ -178,6 +188,8 @@ void apply_batch_invariance(KernelPlan& plan, const KernelConfig& config) {
   if (config.folded_post.value_or(false)) refuse("folded_post=true");
   // Its split count follows the batch size, and with it the GEMM's K order.
   if (config.fused_boundary.value_or(false)) refuse("fused_boundary=true");
+  // The leaves' pairwise tree is reduced by the last CTA (reduce_splits_pairwise) only.
+  if (config.cluster_epilogue.value_or(false)) refuse("cluster_epilogue=true");
   plan.batch_invariant = true;
   plan.prenorm.clear();
   plan.prenorm_source = "batch-invariant mode (batch_invariant_kernel)";
@@ -192,6 +204,7 @@ void apply_batch_invariance(KernelPlan& plan, const KernelConfig& config) {
   // and separate give the same bits); the folded post does not (its CTAs are the 16-row kernel's).
   plan.folded_post_max_tokens = 0;
   plan.fused_boundary_min_tokens = 0;
+  plan.tma_cluster_epilogue = false;
   plan.overrides.push_back("batch_invariant=true");
 }
 
@@ -314,6 +327,7 @@ KernelPlan make_plan(ComputeCapability cc, int sm_count, std::optional<KernelIma
   plan.fused_boundary_min_tokens = plan.tma128_available ? plan.rules.fused_boundary_min_tokens : 0;
   plan.fused_boundary_min_hidden = plan.rules.fused_boundary_min_hidden;
   plan.fused_boundary_streams = plan.rules.fused_boundary_streams;
+  plan.tma_cluster_epilogue = plan.tma128_available && plan.rules.tma_cluster_epilogue;
   plan.overlap = image ? plan.rules.overlap : OverlapAvailability::never;
   apply_threshold(plan, config);
   apply_prenorm_tactics(plan, config);

@@ -150,6 +150,9 @@ std::string KernelPlan::describe() const {
                           limit_text(has_kernels() ? folded_post_max_tokens : 0));
   line("cluster post", "post + next input by one cluster per token, " +
                            limit_text(has_kernels() ? cluster_post_max_tokens : 0));
+  line("cluster epilogue",
+       tma_cluster_epilogue ? "yes: a TMA tile's 2-8 splits as one cluster where they fit at once"
+                            : "no (the TMA kernel's splits reduce through the workspace)");
   line("fused boundary", "post + next input + coefficients in one launch (sm_90a), " +
                              from_text(has_kernels() ? fused_boundary_min_tokens : 0) +
                              boundary_shapes_text(*this));
@@ -159,7 +162,8 @@ std::string KernelPlan::describe() const {
   line("overrides", overrides_text());
   line("switches",
        "kernel config prenorm_kernel (mma16|mma64|tma128), prenorm_splits, "
-       "fused_input, folded_post, cluster_post, fused_boundary, pdl, batch_invariant, "
+       "fused_input, folded_post, cluster_post, cluster_epilogue, fused_boundary, pdl, "
+       "batch_invariant, "
        "enable_mhc_overlap, "
        "overlap_max_tokens, "
        "tactics");
@@ -193,8 +197,9 @@ std::string KernelPlan::summary() const {
           ? fmt::format(", fused boundary M>={}{}", fused_boundary_min_tokens,
                         boundary_shapes_text(*this))
           : "";
-  return fmt::format("{} {}, prenorm{}{}{}{}{}", image->name(), image->ptx ? "PTX (JIT)" : "SASS",
-                     ranges, pdl ? ", pdl" : "", cluster_post, boundary,
+  return fmt::format("{} {}, prenorm{}{}{}{}{}{}", image->name(), image->ptx ? "PTX (JIT)" : "SASS",
+                     ranges, pdl ? ", pdl" : "", cluster_post,
+                     tma_cluster_epilogue ? ", cluster epilogue" : "", boundary,
                      batch_invariant ? ", batch-invariant" : "");
 }
 
@@ -234,6 +239,7 @@ std::string KernelPlan::to_json() const {
       {"fused_boundary_min_tokens", fused_boundary_min_tokens},
       {"fused_boundary_min_hidden", fused_boundary_min_hidden},
       {"fused_boundary_streams", fused_boundary_streams},
+      {"tma_cluster_epilogue", tma_cluster_epilogue},
       {"overlap", std::string(mhc::to_string(overlap))},
       {"overlap_max_tokens", overlap_max_tokens},
       {"overlap_max_tokens_source", overlap_max_tokens_source},

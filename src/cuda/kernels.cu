@@ -116,7 +116,9 @@ SiteWorkspace::~SiteWorkspace() {
 std::string PrenormTuning::describe() const {
   return msg("splits={} rows_per_tile={}{}{}{}{}{}", splits, rows_per_tile,
              batch_invariant ? " batch_invariant" : "", pdl ? "" : " no_pdl",
-             tma_cluster_epilogue ? "" : " no_cluster_epilogue",
+             tma_cluster_epilogue == 0  ? " no_cluster_epilogue"
+             : tma_cluster_epilogue > 0 ? " cluster_epilogue"
+                                        : "",
              boundary_splits > 0 ? msg(" boundary_splits={}", boundary_splits) : std::string(),
              boundary_stage_columns > 0 ? msg(" boundary_stage_columns={}", boundary_stage_columns)
                                         : std::string());
@@ -155,6 +157,7 @@ PrenormTuning choose_prenorm_tuning(const KernelPlan& plan, const MhcParams& p, 
   t.fused_boundary_min_tokens = plan.fused_boundary_min_tokens;
   t.fused_boundary_min_hidden = plan.fused_boundary_min_hidden;
   t.fused_boundary_streams = plan.fused_boundary_streams;
+  t.tma_cluster_epilogue = plan.tma_cluster_epilogue ? 1 : 0;
   return t;
 }
 
@@ -437,7 +440,9 @@ void prenorm_coefficients(const MhcParams& p, int64_t tokens, const CoefficientB
                what, tuning.splits, tuning.rows_per_tile, need, ws.partial_capacity());
   args.partials = ws.partials();
   args.tile_counters = ws.tile_counters();
-  args.cluster_epilogue = tuning.tma_cluster_epilogue;
+  args.cluster_epilogue = tuning.tma_cluster_epilogue >= 0
+                              ? tuning.tma_cluster_epilogue > 0
+                              : default_device_plan().tma_cluster_epilogue;
   args.coef.hc_base = b.hc_base;
   args.coef.hc_scale = b.hc_scale;
   args.coef.pre_eps = static_cast<float>(p.pre_eps());

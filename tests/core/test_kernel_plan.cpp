@@ -159,6 +159,37 @@ TEST(KernelPlanSwitches, ClusterPost) {
   EXPECT_THROW(KernelConfig::parse(R"({"cluster_post": 3})"), Error);
 }
 
+// The TMA kernel's cluster epilogue: on in the sm90 rules where the image has the TMA kernel,
+// off elsewhere and in batch-invariant mode (refused there when forced), and the switch turns it
+// off or insists on it.
+TEST(KernelPlanSwitches, ClusterEpilogue) {
+  const KernelPlan plain = plan("9.0", kWithSm100);
+  EXPECT_TRUE(sm90_rules().tma_cluster_epilogue);
+  EXPECT_EQ(plain.tma_cluster_epilogue, plain.tma128_available);
+  EXPECT_TRUE(plain.tma_cluster_epilogue) << "the sm_90a image has the TMA kernel";
+  EXPECT_TRUE(contains(plain.summary(), ", cluster epilogue")) << plain.summary();
+  EXPECT_TRUE(contains(plain.describe(), "cluster epilogue yes")) << plain.describe();
+  EXPECT_TRUE(contains(plain.to_json(), R"("tma_cluster_epilogue":true)")) << plain.to_json();
+  const KernelPlan off = plan("9.0", kWithSm100, R"({"cluster_epilogue": false})");
+  EXPECT_FALSE(off.tma_cluster_epilogue);
+  EXPECT_FALSE(contains(off.summary(), "cluster epilogue")) << off.summary();
+  EXPECT_TRUE(contains(off.describe(), "cluster_epilogue=false")) << off.describe();
+  EXPECT_TRUE(plan("9.0", kWithSm100, R"({"cluster_epilogue": true})").tma_cluster_epilogue);
+  EXPECT_FALSE(plan("8.0", kWithSm100).tma_cluster_epilogue);
+  EXPECT_THROW(plan("8.0", kWithSm100, R"({"cluster_epilogue": true})"), Error);
+  EXPECT_FALSE(plan("9.0", kWithSm100, R"({"batch_invariant": true})").tma_cluster_epilogue);
+  EXPECT_THROW(plan("9.0", kWithSm100, R"({"cluster_epilogue": true, "batch_invariant": true})"),
+               Error);
+  const KernelConfig c =
+      KernelConfig::parse(R"({"cluster_epilogue": false, "cluster_post": true})");
+  EXPECT_EQ(KernelConfig::parse(c.to_json()).to_json(), c.to_json());
+  EXPECT_TRUE(contains(c.to_json(), R"("cluster_epilogue":false,"cluster_post":true,)"))
+      << c.to_json();
+  EXPECT_NE(c.hash(), KernelConfig::parse(R"({"cluster_post": true})").hash());
+  EXPECT_TRUE(contains(c.describe(), "cluster_epilogue=false")) << c.describe();
+  EXPECT_THROW(KernelConfig::parse(R"({"cluster_epilogue": "yes"})"), Error);
+}
+
 // The fused boundary: in the sm90 rules only where it was measured to win (n = 4, C >= 7168,
 // from 2048 tokens), forced on at every size and shape by the switch where the image has the
 // sm_90a kernels, refused without them and in batch-invariant mode (its split count follows the

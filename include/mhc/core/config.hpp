@@ -31,7 +31,10 @@ struct KernelConfig {
   std::optional<bool> fused_input;            // false: never; true: wherever 16-row tiles run
   std::optional<bool> folded_post;            // false: never; true: wherever the input fuses
   std::optional<bool> cluster_post;           // false: never; true: at every size it fits (sm_90)
-  std::optional<bool> fused_boundary;         // false: never; true: wherever eligible (sm_90)
+  // The TMA prenorm kernel's splits of a tile as one cluster (sm_90a): false: never; true: the
+  // plan's default, wherever the clusters fit.
+  std::optional<bool> cluster_epilogue;
+  std::optional<bool> fused_boundary;  // false: never; true: wherever eligible (sm_90)
   std::optional<bool> pdl;  // programmatic dependent launch; true needs the sm_90 instructions
   // Measured by `mhc tune`: "tactics": "FILE" (loaded and validated at parse) or the object.
   std::optional<Tactics> tactics;

@@ -48,6 +48,10 @@ struct ArchRules {
   int64_t fused_boundary_min_tokens = 0;
   int fused_boundary_min_hidden = 0;
   int fused_boundary_streams = 0;
+  // The TMA prenorm kernel's splits of a tile as one thread block cluster (2-8 splits, where the
+  // device holds every tile's cluster at once): the split reduction through distributed shared
+  // memory and the stats shared, the same bits.
+  bool tma_cluster_epilogue = false;
   bool pdl = true;  // where the image has griddepcontrol
   OverlapAvailability overlap = OverlapAvailability::never;
   int overlap_max_tokens = 16;
@@ -105,6 +109,7 @@ struct KernelPlan {
   int64_t fused_boundary_min_tokens = 0;  // 0: the boundary's launches are never fused
   int fused_boundary_min_hidden = 0;      // ... and only from this C (0: any)
   int fused_boundary_streams = 0;         // ... and only at this n (0: any)
+  bool tma_cluster_epilogue = false;      // ArchRules::tma_cluster_epilogue, in the image
   // Whether the plan fuses the boundary of a site of this shape at this many tokens.
   bool fuses_boundary(int hidden, int streams, int64_t tokens) const;
   OverlapAvailability overlap = OverlapAvailability::never;

@@ -82,8 +82,9 @@ struct PrenormTuning {
   int boundary_stage_columns = 0;
   // The TMA kernel's tiles of 2-8 splits as thread block clusters that reduce through distributed
   // shared memory and share the stats (the same bits; PrenormArgs::cluster_epilogue), where the
-  // device holds every tile's cluster at once. False: the workspace and the tile's last CTA.
-  bool tma_cluster_epilogue = true;
+  // device holds every tile's cluster at once. 0: the workspace and the tile's last CTA; 1: the
+  // clusters where they fit; < 0: the device plan's (KernelPlan::tma_cluster_epilogue).
+  int tma_cluster_epilogue = -1;
   std::string describe() const;
 };
 // `t` with the fused boundary at every token count, hidden size and stream count the kernel takes
@@ -94,8 +95,9 @@ PrenormTuning forcing_fused_boundary(PrenormTuning t);
 // Whether the current device runs the bulk-copy (TMA) prenorm kernel (its kernel plan's answer).
 bool tma_prenorm_available();
 // Whether a TMA-kernel launch of `tokens` with `splits` splits (after prenorm_coefficients'
-// rebalancing) takes the cluster epilogue (PrenormTuning::tma_cluster_epilogue): 2-8 splits, not
-// batch-invariant, and every tile's cluster resident on the current device at once.
+// rebalancing) that asks for the cluster epilogue (PrenormTuning::tma_cluster_epilogue, not
+// batch-invariant) gets it: 2-8 splits, and every tile's cluster resident on the current device
+// at once.
 bool tma_cluster_epilogue_fits(const MhcParams& p, int64_t tokens, int splits);
 // The kernel plan's tuning for this shape and token count (mhc/core/kernel_plan.hpp); a
 // batch-invariant plan's is batch_invariant_tuning with the plan's kernel and multiprocessors.
