@@ -89,23 +89,27 @@ void expect_same_bits(const MhcParams& p, int64_t m, int splits, uint64_t seed,
   for (float v : b.mixes) ASSERT_FALSE(std::isnan(v)) << label << " mixes has NaN";
 }
 
-// Every model shape; token counts with a partial last tile (1 and 1 + 128 rows: reduce_splits'
-// lanes per float4 then differ from one) and whole tiles; the split counts a cluster takes.
+// Every model shape at two tile counts; at C=5120 every split count a cluster takes, with a
+// partial last tile (1, 7 and 130 tokens: reduce_splits' lanes per float4 then differ from one)
+// and two whole-GPU sizes; both projections and three amplitudes. Kept small: the random cases are
+// made on the host.
 TEST(CudaTmaClusterEpilogue, SameBitsAsTheWorkspacePath) {
   MHC_SKIP_WITHOUT_TMA();
   uint64_t seed = 9100;
   for (int n : {2, 4}) {
     for (int hidden : {4096, 5120, 7168}) {
       const MhcParams p = test::small_params(n, hidden);
-      for (int64_t m : {129, 2049}) {
-        for (int splits : {2, 3, 8}) expect_same_bits(p, m, splits, ++seed);
-      }
+      expect_same_bits(p, 129, 2, ++seed);
+      expect_same_bits(p, 129, 3, ++seed);
+      expect_same_bits(p, 1000, 8, ++seed);
     }
   }
   const MhcParams p = test::small_params(4, 5120);
   for (int splits : {2, 3, 4, 5, 6, 7, 8}) {
-    for (int64_t m : {1, 7, 130, 1000, 4097}) expect_same_bits(p, m, splits, ++seed);
+    for (int64_t m : {1, 7, 130}) expect_same_bits(p, m, splits, ++seed);
   }
+  expect_same_bits(p, 1000, 5, ++seed);
+  expect_same_bits(p, 4097, 2, ++seed);
   expect_same_bits(p, 300, 4, ++seed, Projection::fp32);
   expect_same_bits(p, 300, 4, ++seed, Projection::tf32, 1e-3);
   expect_same_bits(p, 300, 4, ++seed, Projection::tf32, 1e2);
