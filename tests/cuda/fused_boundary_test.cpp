@@ -7,8 +7,10 @@
 #include <cuda_runtime_api.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <array>
 #include <cmath>
+#include <string>
 #include <vector>
 
 #include "gpu_test_util.hpp"
@@ -41,12 +43,14 @@ cuda::PrenormTuning boundary_tuning(bool fused, int splits = 0, int stage_column
 }
 
 void run_boundary(FoldCase& k, FoldOutputs& out, bool fused, cuda::SiteWorkspace& ws,
-                  bool with_norm = true, int splits = 0, int stage_columns = 0) {
+                  bool with_norm = true, int splits = 0, int stage_columns = 0,
+                  int cluster_epilogue = -1) {
   const cuda::InputPathBuffers input{k.pre_mix.get(), with_norm ? k.w.norm_weight.get() : nullptr,
                                      out.layer_input.get()};
   const cuda::PreviousPost previous{k.x_prev.get(), k.prev_post.get(), k.prev_comb.get(), k.f.get(),
                                     out.x.get()};
-  const cuda::PrenormTuning t = boundary_tuning(fused, splits, stage_columns);
+  cuda::PrenormTuning t = boundary_tuning(fused, splits, stage_columns);
+  t.tma_cluster_epilogue = cluster_epilogue;
   ASSERT_EQ(cuda::boundary_fuses(k.p, k.m, t, Projection::tf32), fused);
   cuda::prenorm_coefficients(k.p, k.m, out.coef.buffers(out.x, k.w), Projection::tf32, t, ws,
                              nullptr, &input, &previous);
@@ -165,6 +169,49 @@ void expect_bitwise_run_to_run(const MhcParams& p, int64_t m, uint64_t seed, int
   EXPECT_TRUE(test::same_bits(to_host(a.layer_input), to_host(b.layer_input))) << label;
   EXPECT_TRUE(test::same_bits(to_host(a.coef.comb), to_host(b.coef.comb))) << label;
   EXPECT_TRUE(test::same_bits(to_host(a.coef.mixes), to_host(b.coef.mixes))) << label;
+}
+
+// The cluster epilogue (the tile's CTAs reduce their partials through distributed shared memory,
+// the plan's default) and the workspace path give the same bits, and only the latter writes split
+// partials into the workspace: every model shape, forced split counts, a partial tile, both
+// stage widths.
+TEST(CudaFusedBoundary, ClusterEpilogueGivesTheWorkspacePathsBits) {
+  MHC_SKIP_WITHOUT_BOUNDARY();
+  uint64_t seed = 7600;
+  auto check = [&](const MhcParams& p, int64_t m, int splits, int stage_columns) {
+    FoldCase k(p, m, ++seed);
+    FoldOutputs a(p, m), b(p, m);
+    cuda::SiteWorkspace ws(p, m, cuda::max_prenorm_splits(p));
+    const size_t watched = size_t(std::min<int64_t>(ws.partial_capacity(), 4096));
+    std::vector<float> partials(watched);
+    auto workspace_written = [&] {
+      MHC_CUDA_CHECK(cudaMemcpy(partials.data(), ws.partials(), watched * sizeof(float),
+                                cudaMemcpyDeviceToHost));
+      for (float v : partials) {
+        if (!std::isnan(v)) return true;
+      }
+      return false;
+    };
+    MHC_CUDA_CHECK(cudaMemset(ws.partials(), 0xFF, watched * sizeof(float)));
+    run_boundary(k, a, true, ws, true, splits, stage_columns, 0);
+    EXPECT_TRUE(workspace_written()) << "the workspace path wrote no partials";
+    MHC_CUDA_CHECK(cudaMemset(ws.partials(), 0xFF, watched * sizeof(float)));
+    run_boundary(k, b, true, ws, true, splits, stage_columns, 1);
+    EXPECT_FALSE(workspace_written()) << "the cluster epilogue wrote partials";
+    const std::string label = test::case_name(p, m, 1.0) + " splits=" + std::to_string(splits) +
+                              " columns=" + std::to_string(stage_columns);
+    EXPECT_TRUE(test::same_bits(to_host(a.x), to_host(b.x))) << label << " x";
+    EXPECT_TRUE(test::same_bits(to_host(a.layer_input), to_host(b.layer_input))) << label;
+    EXPECT_TRUE(test::same_bits(to_host(a.coef.pre), to_host(b.coef.pre))) << label << " pre";
+    EXPECT_TRUE(test::same_bits(to_host(a.coef.comb), to_host(b.coef.comb))) << label << " comb";
+    EXPECT_TRUE(test::same_bits(to_host(a.coef.mixes), to_host(b.coef.mixes))) << label;
+  };
+  for (int n : {2, 4}) {
+    for (int hidden : {4096, 5120, 7168}) check(test::small_params(n, hidden), 129, 0, 0);
+  }
+  for (int splits : {2, 3, 5, 8}) check(test::small_params(4, 5120), 300, splits, 0);
+  check(test::small_params(4, 5120), 1, 8, 0);
+  check(test::small_params(4, 5120), 200, 3, 32);
 }
 
 // Small, a partial tile, both stream counts: for compute-sanitizer (device-validate runs

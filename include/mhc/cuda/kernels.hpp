@@ -82,8 +82,9 @@ struct PrenormTuning {
   int boundary_stage_columns = 0;
   // The TMA kernel's tiles of 2-8 splits as thread block clusters that reduce through distributed
   // shared memory and share the stats (the same bits; PrenormArgs::cluster_epilogue), where the
-  // device holds every tile's cluster at once. 0: the workspace and the tile's last CTA; 1: the
-  // clusters where they fit; < 0: the device plan's (KernelPlan::tma_cluster_epilogue).
+  // device holds every tile's cluster at once; and the fused boundary's (always a cluster) the
+  // same way. 0: the workspace and the tile's last CTA; 1: the clusters (where they fit); < 0:
+  // the device plan's (KernelPlan::tma_cluster_epilogue).
   int tma_cluster_epilogue = -1;
   std::string describe() const;
 };

@@ -58,7 +58,8 @@ struct PrenormArgs {
   } previous;
   // The TMA kernel may launch a tile's splits as one thread block cluster that reduces them
   // through distributed shared memory (finish_prenorm_tile_in_cluster); its launcher decides
-  // where the device holds the clusters. False: always the workspace and the last CTA.
+  // where the device holds the clusters. The fused boundary's splits are always a cluster and
+  // reduce so whenever this is set. False: the workspace and the last CTA.
   bool cluster_epilogue = false;
 };
 

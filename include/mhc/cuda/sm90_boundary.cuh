@@ -23,13 +23,14 @@
 // The norm needs the whole row, which the cluster's CTAs share: each CTA writes its y (unscaled)
 // to layer_input with an L2 evict-last hint, sends its per-token sums of y^2 to every CTA of the
 // cluster (distributed shared memory), and after one cluster barrier each CTA scales its own
-// columns in place (read back from L2). The GEMM's split partials and the stats are the TMA
-// kernel's epilogue (finish_prenorm_tile). Every order is fixed by the shape and the split count
-// (not by M), but the GEMM's K order (column stage, then stream) and the norm's sum order are not
-// those of the unfused kernels: coefficients and layer_input agree with them within the TF32
-// tier, not bitwise; x is bitwise the post kernel's. hc_fn reaches the tensor cores truncated to
-// TF32, as in the wgmma kernel (chunk_mma's kTruncateWeights). TF32 projection only; not in
-// batch-invariant mode (the executor keeps the unfused launches there).
+// columns in place (read back from L2). The GEMM's split partials stay in each CTA's shared
+// memory and the cluster reduces them and shares the stats (finish_prenorm_tile_in_cluster, the
+// TMA kernel's cluster epilogue: no workspace, no arrival counter). Every order is fixed by the
+// shape and the split count (not by M), but the GEMM's K order (column stage, then stream) and the
+// norm's sum order are not those of the unfused kernels: coefficients and layer_input agree with
+// them within the TF32 tier, not bitwise; x is bitwise the post kernel's. hc_fn reaches the tensor
+// cores truncated to TF32, as in the wgmma kernel (chunk_mma's kTruncateWeights). TF32 projection
+// only; not in batch-invariant mode (the executor keeps the unfused launches there).
 #pragma once
 #include <cuda.h>
 #include <cuda_runtime.h>
@@ -415,6 +416,17 @@ __device__ __noinline__ void scale_layer_input(uint16_t* layer_input, const floa
   }
 }
 
+// finish_prenorm_tile_in_cluster, not inlined: inlined, it moved the n = 4 consumers' register
+// allocation (at ptxas's 255) into a spill, as scale_layer_input did. `args` is the kernel's
+// __grid_constant__ parameter, so the reference costs no copy.
+template <int kStreams, int kThreads, int kRows>
+__device__ __noinline__ void finish_boundary_tile(const PrenormArgs& args, int64_t row0,
+                                                  int rows_valid, const float* sums, int rank,
+                                                  int ctas, float* scratch) {
+  finish_prenorm_tile_in_cluster<kStreams, kThreads, kRows>(args, row0, rows_valid, sums, rank,
+                                                            ctas, scratch);
+}
+
 }  // namespace detail
 
 // args: the coefficient path's (partials, counters, coefficient parameters and outputs), with
@@ -422,7 +434,7 @@ __device__ __noinline__ void scale_layer_input(uint16_t* layer_input, const floa
 // layer_input, eps_n) set; args.splits CTAs per tile, one cluster.
 template <int kStreams, int kColumns>
 __global__ void __launch_bounds__(BoundaryShape<kStreams, kColumns>::kThreads, 1)
-    sm90_boundary_kernel(const PrenormArgs args, const BoundaryColumns cols,
+    sm90_boundary_kernel(const __grid_constant__ PrenormArgs args, const BoundaryColumns cols,
                          const __grid_constant__ CUtensorMap x_map,
                          const __grid_constant__ CUtensorMap f_map,
                          const __grid_constant__ CUtensorMap w_map,
@@ -497,11 +509,16 @@ __global__ void __launch_bounds__(BoundaryShape<kStreams, kColumns>::kThreads, 1
   if (lane == 0 && warp_has_rows) bulk_wait_all_written();
   // Every stage consumed: the ring is idle and holds the epilogue's sums and staged outputs.
   __syncthreads();
+  // With the cluster epilogue each CTA's totals stay in its own shared memory (the tile's CTAs
+  // are one cluster, which reduces them through distributed shared memory); else they go to the
+  // workspace for the tile's last CTA.
+  const bool in_cluster = args.cluster_epilogue && args.splits > 1;
   float* sums = reinterpret_cast<float*>(stages);
   float* staging = sums + S::kRows * S::kStride;
   const int n_out_padded = padded_partial_floats<kStreams>(rows_valid);
   float* tile_partials = args.partials + row0 * S::kStride * args.splits;
-  float* dest = args.splits == 1 ? sums : tile_partials + int64_t(split) * n_out_padded;
+  float* dest =
+      in_cluster || args.splits == 1 ? sums : tile_partials + int64_t(split) * n_out_padded;
   store_fragment_rows<kStreams>(dest, warp * 16, rows_valid, acc[0], sumsq[0], row_of_g, lane % 4);
   const int col_begin = stage_begin * S::kStageColumns;
   const int col_end = stage_end * S::kStageColumns;
@@ -514,8 +531,13 @@ __global__ void __launch_bounds__(BoundaryShape<kStreams, kColumns>::kThreads, 1
   } else if (args.splits > 1) {
     cluster_wait();  // the plain collapse: y is the output; only end the start's arrival
   }
-  finish_prenorm_tile<kStreams, S::kThreads, S::kRows>(
-      args, tile, row0, rows_valid, sums, tile_partials, n_out_padded, staging, &is_last_cta);
+  if (!in_cluster) {
+    finish_prenorm_tile<kStreams, S::kThreads, S::kRows>(
+        args, tile, row0, rows_valid, sums, tile_partials, n_out_padded, staging, &is_last_cta);
+  } else {
+    detail::finish_boundary_tile<kStreams, S::kThreads, S::kRows>(args, row0, rows_valid, sums,
+                                                                  split, args.splits, staging);
+  }
 #endif
 }
 
