@@ -3,6 +3,7 @@
 #pragma once
 #include <cuda_runtime_api.h>
 
+#include "mhc/cuda/kernels.hpp"
 #include "mhc/cuda/launch_target.hpp"
 
 namespace mhc::cuda {
@@ -34,6 +35,12 @@ cudaError_t tma_cluster_capacity(int splits, int* clusters);
 template <int kStreams, int kColumns>
 cudaError_t dispatch_boundary(const PrenormArgs& args, const BoundaryColumns& cols,
                               LaunchTarget stream);
+// The fused boundary's checked launch (boundary.cu): prenorm_coefficients with `previous` where
+// boundary_fuses; `args` holds the coefficient path's outputs and parameters, the split count
+// is the boundary's own.
+void launch_boundary(const MhcParams& p, int64_t tokens, const InputPathBuffers& input,
+                     const PreviousPost& previous, const PrenormTuning& tuning, SiteWorkspace& ws,
+                     PrenormArgs args, LaunchTarget stream);
 // How many clusters of `ctas` CTAs of that kernel the current device holds at once.
 template <int kStreams, int kColumns>
 cudaError_t boundary_cluster_capacity(int ctas, int* clusters);
