@@ -349,6 +349,30 @@ cudaError_t launch_kernel_in_clusters(void (*kernel)(KernelArgs...), dim3 grid, 
   return cudaLaunchKernelEx(&config, kernel, std::forward<Args>(args)...);
 }
 
+// How many clusters of `ctas` CTAs (along x) of `kernel`, `threads` threads and `smem_bytes` of
+// dynamic shared memory each, the current device holds at once (cudaOccupancyMaxActiveClusters);
+// sets the kernel's dynamic shared-memory limit on the way (per call: the attribute is per
+// device, and a process may drive several).
+template <typename... KernelArgs>
+cudaError_t max_active_clusters(void (*kernel)(KernelArgs...), int ctas, int threads,
+                                int smem_bytes, int* clusters) {
+  const cudaError_t err =
+      cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem_bytes);
+  if (err != cudaSuccess) return err;
+  cudaLaunchAttribute cluster{};
+  cluster.id = cudaLaunchAttributeClusterDimension;
+  cluster.val.clusterDim.x = static_cast<unsigned>(ctas);
+  cluster.val.clusterDim.y = 1;
+  cluster.val.clusterDim.z = 1;
+  cudaLaunchConfig_t config{};
+  config.gridDim = dim3(static_cast<unsigned>(ctas), 1);
+  config.blockDim = dim3(static_cast<unsigned>(threads));
+  config.dynamicSmemBytes = static_cast<size_t>(smem_bytes);
+  config.attrs = &cluster;
+  config.numAttrs = 1;
+  return cudaOccupancyMaxActiveClusters(clusters, kernel, &config);
+}
+
 template <typename... KernelArgs, typename... Args>
 cudaError_t launch_kernel(void (*kernel)(KernelArgs...), dim3 grid, dim3 block, size_t smem_bytes,
                           LaunchTarget on, Args&&... args) {

@@ -546,22 +546,8 @@ __global__ void __launch_bounds__(BoundaryShape<kStreams, kColumns>::kThreads, 1
 template <int kStreams, int kColumns>
 cudaError_t sm90_boundary_cluster_capacity(int ctas, int* clusters) {
   using S = BoundaryShape<kStreams, kColumns>;
-  const auto kernel = sm90_boundary_kernel<kStreams, kColumns>;
-  cudaError_t err =
-      cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, S::kSmemBytes);
-  if (err != cudaSuccess) return err;
-  cudaLaunchAttribute cluster{};
-  cluster.id = cudaLaunchAttributeClusterDimension;
-  cluster.val.clusterDim.x = static_cast<unsigned>(ctas);
-  cluster.val.clusterDim.y = 1;
-  cluster.val.clusterDim.z = 1;
-  cudaLaunchConfig_t config{};
-  config.gridDim = dim3(static_cast<unsigned>(ctas), 1);
-  config.blockDim = dim3(S::kThreads);
-  config.dynamicSmemBytes = S::kSmemBytes;
-  config.attrs = &cluster;
-  config.numAttrs = 1;
-  return cudaOccupancyMaxActiveClusters(clusters, kernel, &config);
+  return max_active_clusters(sm90_boundary_kernel<kStreams, kColumns>, ctas, S::kThreads,
+                             S::kSmemBytes, clusters);
 }
 
 // Raw launcher (mhc::cuda::prenorm_coefficients checks the arguments and runs this only where

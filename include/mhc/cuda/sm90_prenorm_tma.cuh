@@ -436,27 +436,12 @@ inline cudaError_t encode_tensor_map_2d(CUtensorMap* map, CUtensorMapDataType ty
 }
 
 // How many clusters of `splits` CTAs of the cluster-epilogue kernel the current device holds at
-// once (cudaOccupancyMaxActiveClusters: one CTA per SM, clusters within a GPC); sets the kernel's
-// shared-memory attribute on the way (per call: it is per device).
+// once (one CTA per SM, clusters within a GPC).
 template <int kStreams, bool kCompensated>
 cudaError_t sm90_prenorm_tma_cluster_capacity(int splits, int* clusters) {
   using S = TmaShape<kStreams>;
-  const auto kernel = sm90_prenorm_tma_kernel<kStreams, kCompensated, true>;
-  const cudaError_t err =
-      cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, S::kSmemBytes);
-  if (err != cudaSuccess) return err;
-  cudaLaunchAttribute cluster{};
-  cluster.id = cudaLaunchAttributeClusterDimension;
-  cluster.val.clusterDim.x = static_cast<unsigned>(splits);
-  cluster.val.clusterDim.y = 1;
-  cluster.val.clusterDim.z = 1;
-  cudaLaunchConfig_t config{};
-  config.gridDim = dim3(static_cast<unsigned>(splits), 1);
-  config.blockDim = dim3(S::kThreads);
-  config.dynamicSmemBytes = S::kSmemBytes;
-  config.attrs = &cluster;
-  config.numAttrs = 1;
-  return cudaOccupancyMaxActiveClusters(clusters, kernel, &config);
+  return max_active_clusters(sm90_prenorm_tma_kernel<kStreams, kCompensated, true>, splits,
+                             S::kThreads, S::kSmemBytes, clusters);
 }
 
 // Raw launcher: no argument checks (mhc::cuda::prenorm_coefficients does them, and runs this only
@@ -486,8 +471,8 @@ cudaError_t launch_sm90_prenorm_tma(const PrenormArgs& args, LaunchTarget on) {
   const bool clusters = args.cluster_epilogue && args.leaf_chunks == 0 && input_ctas == 0 &&
                         args.splits >= 2 && args.splits <= kTmaMaxClusterSplits;
   if (clusters) {
-    // Only where every tile's cluster is resident at once: a second wave of clusters would cost
-    // more than the workspace path's arrival (a host query, no synchronisation).
+    // Only where every tile's cluster is resident at once, the case measured (docs/kernels.md);
+    // a host query, no synchronisation.
     int resident = 0;
     cudaError_t err =
         sm90_prenorm_tma_cluster_capacity<kStreams, kCompensated>(args.splits, &resident);
