@@ -40,8 +40,11 @@ for tarball in .carry/ab/*.tar.xz; do
 done
 for round in $(seq 1 "$rounds"); do
   for name in "${names[@]}"; do
+    # `mhc bench kernels` labels its JSON with --commit; `mhc bench overlap` takes no such option.
+    commit=()
+    [[ "$args" == "bench kernels"* ]] && commit=(--commit "$name")
     # shellcheck disable=SC2086
-    timeout 300 "/tmp/ab/$name/pk/mhc" $args --commit "$name" \
+    timeout 300 "/tmp/ab/$name/pk/mhc" $args "${commit[@]}" \
       --json "$dir/$name-run$round.json" >"$dir/logs/run-$name-$round.log" 2>&1 ||
       echo "$name round $round failed: see logs/run-$name-$round.log"
   done

@@ -85,12 +85,12 @@ __device__ __forceinline__ void load_post_coefficients(const PostArgs& a, int64_
   }
 }
 
-// The post of one 8-column vector of a token (column c), all n output streams: loads x and F,
-// stores x_next and returns the stored values, out[k] for output stream k. kGuarded: c < 0 means
-// past the row (zeros in, nothing stored), as in post_token.
+// The post of one 8-column vector of a token (column c), all n output streams: loads x and F and
+// returns the values x_next takes, out[k] for output stream k (bf16-rounded), without storing
+// them. kGuarded: c < 0 means past the row (zeros in), as in post_token.
 template <int kStreams, bool kGuarded>
-__device__ __forceinline__ void post_vector(const PostArgs& a, int64_t token, int64_t c,
-                                            float (&out)[kStreams][8]) {
+__device__ __forceinline__ void post_vector_values(const PostArgs& a, int64_t token, int64_t c,
+                                                   float (&out)[kStreams][8]) {
   constexpr int n = kStreams;
   const bool inside = !kGuarded || c >= 0;
   const uint16_t* x_token = a.x + token * n * a.hidden;
@@ -107,12 +107,25 @@ __device__ __forceinline__ void post_vector(const PostArgs& a, int64_t token, in
 #pragma unroll
   for (int j = 0; j < n; ++j) unpack_bf16x8(xv[j], xs[j]);
   unpack_bf16x8(fv, f);
-  uint16_t* x_next_token = a.x_next + token * n * a.hidden;
 #pragma unroll
-  for (int k = 0; k < n; ++k) {
-    post_stream8_k<n>(xs, f, post, comb, k, out[k]);
-    if (inside) store_u4(x_next_token + k * a.hidden + c, pack_bf16x8(out[k]));
-  }
+  for (int k = 0; k < n; ++k) post_stream8_k<n>(xs, f, post, comb, k, out[k]);
+}
+
+// Stores post_vector_values' out as x_next's vector at column c of the token.
+template <int kStreams>
+__device__ __forceinline__ void store_post_vector(const PostArgs& a, int64_t token, int64_t c,
+                                                  const float (&out)[kStreams][8]) {
+  uint16_t* x_next_token = a.x_next + token * kStreams * a.hidden;
+#pragma unroll
+  for (int k = 0; k < kStreams; ++k) store_u4(x_next_token + k * a.hidden + c, pack_bf16x8(out[k]));
+}
+
+// post_vector_values, then the stores (none past the row).
+template <int kStreams, bool kGuarded>
+__device__ __forceinline__ void post_vector(const PostArgs& a, int64_t token, int64_t c,
+                                            float (&out)[kStreams][8]) {
+  post_vector_values<kStreams, kGuarded>(a, token, c, out);
+  if (!kGuarded || c >= 0) store_post_vector<kStreams>(a, token, c, out);
 }
 
 // One token's post (and next input path) by one CTA; `scratch` holds one float per warp. Also

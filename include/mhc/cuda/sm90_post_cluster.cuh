@@ -83,13 +83,17 @@ __global__ void __launch_bounds__(kPostClusterThreads) sm90_post_cluster_kernel(
   const int c = row_column(v, a.hidden, a.row_threads, rank * kWarp + row_thread_in_warp);
   const bool norm = a.next_norm_weight != nullptr;  // uniform over the grid
   const bool weighted = norm && c >= 0;
+  // Every load before any store, and x_next stored only after the norm's exchange: a load
+  // behind a store through another pointer cannot be hoisted above it (they might alias), which
+  // had put a second round trip (pre_mix) on the path, and the exchange's release barrier waits
+  // for this thread's earlier global stores (docs/decisions.md, "Cluster post: loads first").
   const float4 w0 = weighted ? load_weight_f4(a.next_norm_weight + c) : make_float4(0, 0, 0, 0);
   const float4 w1 = weighted ? load_weight_f4(a.next_norm_weight + c + 4) : make_float4(0, 0, 0, 0);
-  float out[kStreams][8];
-  post_vector<kStreams, true>(a, token, c, out);
-  float next_weights[kStreams], y[8];
+  float next_weights[kStreams];
 #pragma unroll
   for (int j = 0; j < kStreams; ++j) next_weights[j] = a.next_pre_mix[token * kStreams + j];
+  float out[kStreams][8], y[8];
+  post_vector_values<kStreams, true>(a, token, c, out);
   collapse8<kStreams>(out, next_weights, y);
   float scale = 1.f;
   if (norm) {
@@ -100,6 +104,7 @@ __global__ void __launch_bounds__(kPostClusterThreads) sm90_post_cluster_kernel(
     cluster_wait();
   }
   if (c < 0) return;
+  store_post_vector<kStreams>(a, token, c, out);
   const float wv[8] = {w0.x, w0.y, w0.z, w0.w, w1.x, w1.y, w1.z, w1.w};
   float o[8];
 #pragma unroll
