@@ -24,12 +24,6 @@ using test::FoldCase;
 using test::FoldOutputs;
 using test::to_host;
 
-#define MHC_SKIP_WITHOUT_BOUNDARY()                                                \
-  MHC_SKIP_WITHOUT_GPU();                                                          \
-  if (!cuda::tma_prenorm_available()) {                                            \
-    GTEST_SKIP() << "the fused boundary needs the sm_90a kernels (TMA, clusters)"; \
-  }
-
 // fused: the boundary kernel wherever it can run (from 1 token; the 16-row decode fold off so
 // that it does not take small sizes); else the unfused launches. splits, stage_columns: forced
 // (0: the rule, 64 columns).
@@ -116,7 +110,7 @@ void check_boundary(const MhcParams& p, int64_t m, uint64_t seed, double amplitu
 }
 
 TEST(CudaFusedBoundary, MatchesTheReferenceAtEveryModelShape) {
-  MHC_SKIP_WITHOUT_BOUNDARY();
+  MHC_SKIP_WITHOUT_SM90A_KERNELS("the fused boundary");
   uint64_t seed = 7000;
   for (int n : {2, 4}) {
     for (int hidden : {4096, 5120, 7168}) {
@@ -128,7 +122,7 @@ TEST(CudaFusedBoundary, MatchesTheReferenceAtEveryModelShape) {
 // Token counts on both sides of every tile edge (128) and of the split rule's steps (the splits
 // fall from 8 to 1 as the tiles fill the GPU), odd counts, one tile past 4096.
 TEST(CudaFusedBoundary, TokenCountsAcrossTilesAndSplits) {
-  MHC_SKIP_WITHOUT_BOUNDARY();
+  MHC_SKIP_WITHOUT_SM90A_KERNELS("the fused boundary");
   const MhcParams p = test::small_params(4, 5120);
   uint64_t seed = 7100;
   for (int64_t m : {2, 7, 8, 9, 15, 16, 31, 33, 64, 127, 128, 1000, 2048, 4097}) {
@@ -137,7 +131,7 @@ TEST(CudaFusedBoundary, TokenCountsAcrossTilesAndSplits) {
 }
 
 TEST(CudaFusedBoundary, AmplitudesAndThePlainCollapse) {
-  MHC_SKIP_WITHOUT_BOUNDARY();
+  MHC_SKIP_WITHOUT_SM90A_KERNELS("the fused boundary");
   const MhcParams p = test::small_params(4, 7168);
   check_boundary(p, 200, 7200, 1e-3);
   check_boundary(p, 200, 7201, 1e2);
@@ -148,7 +142,7 @@ TEST(CudaFusedBoundary, AmplitudesAndThePlainCollapse) {
 // Every split count the tuning can force, including one split (no cluster, totals kept in shared
 // memory) and counts that leave the last split shorter (80 stages of C=5120 over 3 or 7).
 TEST(CudaFusedBoundary, ForcedSplitCounts) {
-  MHC_SKIP_WITHOUT_BOUNDARY();
+  MHC_SKIP_WITHOUT_SM90A_KERNELS("the fused boundary");
   uint64_t seed = 7250;
   for (int splits : {1, 2, 3, 7, 8}) {
     check_boundary(test::small_params(4, 5120), 300, ++seed, 1.0, true, splits);
@@ -176,7 +170,7 @@ void expect_bitwise_run_to_run(const MhcParams& p, int64_t m, uint64_t seed, int
 // partials into the workspace: every model shape, forced split counts, a partial tile, both
 // stage widths.
 TEST(CudaFusedBoundary, ClusterEpilogueGivesTheWorkspacePathsBits) {
-  MHC_SKIP_WITHOUT_BOUNDARY();
+  MHC_SKIP_WITHOUT_SM90A_KERNELS("the fused boundary");
   uint64_t seed = 7600;
   auto check = [&](const MhcParams& p, int64_t m, int splits, int stage_columns) {
     FoldCase k(p, m, ++seed);
@@ -230,7 +224,7 @@ void sanitize_case(int splits, int stage_columns, uint64_t seed) {
 // edges, forced split counts over 160 stages of C=5120, amplitudes, the plain collapse, bitwise
 // run to run. Its own test (and scripts/device-validate.sh's own step) until it has run on a GPU.
 TEST(CudaFusedBoundary, ThirtyTwoColumnStages) {
-  MHC_SKIP_WITHOUT_BOUNDARY();
+  MHC_SKIP_WITHOUT_SM90A_KERNELS("the fused boundary");
   uint64_t seed = 7500;
   for (int n : {2, 4}) {
     for (int hidden : {4096, 5120, 7168}) {
@@ -252,7 +246,7 @@ TEST(CudaFusedBoundary, ThirtyTwoColumnStages) {
 // The same inputs twice: the same bits (fixed orders, no atomics in the sums), and zero tokens
 // writes nothing.
 TEST(CudaFusedBoundary, BitwiseRunToRunAndZeroTokens) {
-  MHC_SKIP_WITHOUT_BOUNDARY();
+  MHC_SKIP_WITHOUT_SM90A_KERNELS("the fused boundary");
   const MhcParams p = test::small_params(4, 5120);
   expect_bitwise_run_to_run(p, 1000, 7300, 0);
   cuda::SiteWorkspace ws(p, 1000, cuda::max_prenorm_splits(p));
@@ -349,12 +343,12 @@ TEST(CudaFusedBoundary, SplitRule) {
 }
 
 TEST(SanitizeFusedBoundary, PartialTileAndClusters) {
-  MHC_SKIP_WITHOUT_BOUNDARY();
+  MHC_SKIP_WITHOUT_SM90A_KERNELS("the fused boundary");
   sanitize_case(0, 0, 7400);
 }
 
 TEST(SanitizeFusedBoundary, ThirtyTwoColumnStages) {
-  MHC_SKIP_WITHOUT_BOUNDARY();
+  MHC_SKIP_WITHOUT_SM90A_KERNELS("the fused boundary");
   sanitize_case(3, 32, 7410);
 }
 

@@ -23,6 +23,13 @@ inline bool gpu_present() {
 #define MHC_SKIP_WITHOUT_GPU() \
   if (!::mhc::test::gpu_present()) GTEST_SKIP() << "no CUDA GPU visible"
 
+// Skips a test of a kernel that only the sm_90a image holds (TMA, clusters); `what` names it.
+#define MHC_SKIP_WITHOUT_SM90A_KERNELS(what)                     \
+  MHC_SKIP_WITHOUT_GPU();                                        \
+  if (!::mhc::cuda::tma_prenorm_available()) {                   \
+    GTEST_SKIP() << what << " needs the sm_90a image's kernels"; \
+  }
+
 template <typename T>
 cuda::DeviceBuffer<T> to_device(const std::vector<T>& host) {
   cuda::DeviceBuffer<T> d(host.size());

@@ -24,12 +24,6 @@ using test::DeviceWeights;
 using test::to_device;
 using test::to_host;
 
-#define MHC_SKIP_WITHOUT_TMA()                                               \
-  MHC_SKIP_WITHOUT_GPU();                                                    \
-  if (!cuda::tma_prenorm_available()) {                                      \
-    GTEST_SKIP() << "the cluster epilogue belongs to the sm_90a TMA kernel"; \
-  }
-
 struct Outputs {
   std::vector<float> pre, post, comb, mixes;
   std::vector<float> partials;  // the workspace's first floats after the launch
@@ -94,7 +88,7 @@ void expect_same_bits(const MhcParams& p, int64_t m, int splits, uint64_t seed,
 // and two whole-GPU sizes; both projections and three amplitudes. Kept small: the random cases are
 // made on the host.
 TEST(CudaTmaClusterEpilogue, SameBitsAsTheWorkspacePath) {
-  MHC_SKIP_WITHOUT_TMA();
+  MHC_SKIP_WITHOUT_SM90A_KERNELS("the TMA kernel's cluster epilogue");
   uint64_t seed = 9100;
   for (int n : {2, 4}) {
     for (int hidden : {4096, 5120, 7168}) {
@@ -119,7 +113,7 @@ TEST(CudaTmaClusterEpilogue, SameBitsAsTheWorkspacePath) {
 // (132 SMs) 64 tiles of 2 splits at 8192 tokens (4 splits at 4096 need 32 clusters of 4, and the
 // GPU holds 30). There it matches the float64 reference.
 TEST(CudaTmaClusterEpilogue, DefaultPathMatchesTheReference) {
-  MHC_SKIP_WITHOUT_TMA();
+  MHC_SKIP_WITHOUT_SM90A_KERNELS("the TMA kernel's cluster epilogue");
   int sms = 0;
   MHC_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0));
   if (sms < 128) GTEST_SKIP() << "64 clusters of 2 need 128 multiprocessors";
@@ -141,7 +135,7 @@ TEST(CudaTmaClusterEpilogue, DefaultPathMatchesTheReference) {
 // Small, for compute-sanitizer (device-validate runs Sanitize*): clusters of 2, 3 and 8 with
 // partial tiles.
 TEST(SanitizeTmaClusterEpilogue, PartialTiles) {
-  MHC_SKIP_WITHOUT_TMA();
+  MHC_SKIP_WITHOUT_SM90A_KERNELS("the TMA kernel's cluster epilogue");
   const MhcParams p = test::small_params(4, 1024);
   expect_same_bits(p, 130, 2, 9300);
   expect_same_bits(p, 200, 3, 9301);
