@@ -451,7 +451,9 @@ __device__ __forceinline__ void finish_prenorm_tile(const PrenormArgs& args, int
   staged.post = staged.pre + rows_valid * n;
   staged.comb = staged.post + rows_valid * n;
   staged.mixes = args.out.mixes != nullptr ? staged.comb + rows_valid * n * n : nullptr;
-  if (rows_valid * n <= kThreads) {
+  // Tiles whose kRows * n lanes fit in the CTA never take the one-thread-per-token form, which is
+  // then not compiled: less code on the launch's serial path, fetched cold after a sublayer.
+  if (kRows * n <= kThreads || rows_valid * n <= kThreads) {
     // n lanes per token (decode tiles): every lane of a warp that holds a token takes part.
     const int token = int(threadIdx.x) / n;
     const bool active = token < rows_valid;
