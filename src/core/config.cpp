@@ -16,7 +16,7 @@ using json = nlohmann::json;
 constexpr const char* kKnownKeys =
     "batch_invariant, enable_mhc_overlap, overlap_max_tokens, projection, prenorm_kernel, "
     "prenorm_splits, fused_input, folded_post, cluster_post, cluster_epilogue, fused_boundary, "
-    "pdl, tactics";
+    "overlap_side_ctas, pdl, tactics";
 constexpr uint64_t kMaxOverlapTokens = uint64_t{1} << 20;
 
 // The offending value as it appeared, shortened so a huge value cannot flood the message.
@@ -57,6 +57,18 @@ std::optional<int> parse_splits(const json& value) {
   if (huge || value.get<int64_t>() < 1 || value.get<int64_t>() > 1024) {
     throw Error(
         fmt::format("kernel config key '{}' must be in 1..1024, got {}", key, value.dump()));
+  }
+  return value.get<int>();
+}
+
+std::optional<int> parse_side_ctas(const json& value) {
+  constexpr std::string_view key = "overlap_side_ctas";
+  if (value.is_null()) return std::nullopt;
+  if (!value.is_number_integer()) wrong_type(key, "an integer in 0..1024 or null", value);
+  const bool huge = value.is_number_unsigned() && value.get<uint64_t>() > 1024;
+  if (huge || value.get<int64_t>() < 0 || value.get<int64_t>() > 1024) {
+    throw Error(
+        fmt::format("kernel config key '{}' must be in 0..1024, got {}", key, value.dump()));
   }
   return value.get<int>();
 }
@@ -186,6 +198,8 @@ KernelConfig KernelConfig::parse(std::string_view json_text) {
       config.cluster_epilogue = parse_switch(key, value);
     } else if (key == "fused_boundary") {
       config.fused_boundary = parse_switch(key, value);
+    } else if (key == "overlap_side_ctas") {
+      config.overlap_side_ctas = parse_side_ctas(value);
     } else if (key == "pdl") {
       config.pdl = parse_switch(key, value);
     } else if (key == "tactics") {
@@ -222,6 +236,7 @@ std::string KernelConfig::to_json() const {
   const std::string max_tokens =
       overlap_max_tokens ? std::to_string(*overlap_max_tokens) : std::string("null");
   std::string tail;
+  if (overlap_side_ctas) tail += fmt::format(R"(,"overlap_side_ctas":{})", *overlap_side_ctas);
   if (pdl) tail += fmt::format(R"(,"pdl":{})", bool_text(*pdl));
   if (prenorm_kernel) tail += fmt::format(R"(,"prenorm_kernel":"{}")", *prenorm_kernel);
   if (prenorm_splits) tail += fmt::format(R"(,"prenorm_splits":{})", *prenorm_splits);
@@ -255,6 +270,7 @@ std::string KernelConfig::describe() const {
                                  enable, max_tokens, to_string(projection));
   if (prenorm_kernel) text += " prenorm_kernel=" + *prenorm_kernel;
   if (prenorm_splits) text += fmt::format(" prenorm_splits={}", *prenorm_splits);
+  if (overlap_side_ctas) text += fmt::format(" overlap_side_ctas={}", *overlap_side_ctas);
   if (fused_input) text += " fused_input=" + bool_text(*fused_input);
   if (folded_post) text += " folded_post=" + bool_text(*folded_post);
   if (cluster_post) text += " cluster_post=" + bool_text(*cluster_post);

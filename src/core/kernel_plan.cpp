@@ -161,6 +161,10 @@ void apply_switches(KernelPlan& plan, const KernelConfig& config) {
     plan.fused_boundary_streams = 0;
     plan.overrides.push_back(fmt::format("fused_boundary={}", *config.fused_boundary));
   }
+  if (config.overlap_side_ctas) {
+    plan.overlap_side_ctas = *config.overlap_side_ctas;
+    plan.overrides.push_back(fmt::format("overlap_side_ctas={}", *config.overlap_side_ctas));
+  }
   if (config.pdl) {
     const bool waits = plan.image && plan.image->has_sm90_instructions();
     if (*config.pdl && !waits) {
@@ -185,12 +189,14 @@ void apply_batch_invariance(KernelPlan& plan, const KernelConfig& config) {
   };
   if (config.prenorm_kernel) refuse("prenorm_kernel");
   if (config.prenorm_splits) refuse("prenorm_splits");
+  if (config.overlap_side_ctas.value_or(0) > 0) refuse("overlap_side_ctas");
   if (config.folded_post.value_or(false)) refuse("folded_post=true");
   // Its split count follows the batch size, and with it the GEMM's K order.
   if (config.fused_boundary.value_or(false)) refuse("fused_boundary=true");
   // The leaves' pairwise tree is reduced by the last CTA (reduce_splits_pairwise) only.
   if (config.cluster_epilogue.value_or(false)) refuse("cluster_epilogue=true");
   plan.batch_invariant = true;
+  plan.overlap_side_ctas = 0;  // the leaf kernels' splits follow the K leaves
   plan.prenorm.clear();
   plan.prenorm_source = "batch-invariant mode (batch_invariant_kernel)";
   if (plan.tma128_available) {
@@ -328,6 +334,7 @@ KernelPlan make_plan(ComputeCapability cc, int sm_count, std::optional<KernelIma
   plan.fused_boundary_min_hidden = plan.rules.fused_boundary_min_hidden;
   plan.fused_boundary_streams = plan.rules.fused_boundary_streams;
   plan.tma_cluster_epilogue = plan.tma128_available && plan.rules.tma_cluster_epilogue;
+  plan.overlap_side_ctas = image ? plan.rules.overlap_side_ctas : 0;
   plan.overlap = image ? plan.rules.overlap : OverlapAvailability::never;
   apply_threshold(plan, config);
   apply_prenorm_tactics(plan, config);
@@ -370,6 +377,13 @@ PrenormChoice KernelPlan::prenorm_choice(int64_t tokens, int max_splits) const {
   const int64_t tiles = std::max<int64_t>(1, (tokens + rows - 1) / rows);
   c.splits = static_cast<int>(std::clamp<int64_t>(sm_count / tiles, 1, cap));
   return c;
+}
+
+int KernelPlan::side_split_ctas(int64_t tokens, int splits) const {
+  if (overlap_side_ctas <= 0 || tokens < 1) return 0;
+  const int64_t tiles = (tokens + 15) / 16;
+  const int64_t per_tile = std::max<int64_t>(1, overlap_side_ctas / tiles);
+  return per_tile < splits ? static_cast<int>(per_tile) : 0;
 }
 
 bool KernelPlan::fuses_input(int64_t tokens, PrenormKernel kernel) const {

@@ -157,12 +157,19 @@ std::string KernelPlan::describe() const {
                              from_text(has_kernels() ? fused_boundary_min_tokens : 0) +
                              boundary_shapes_text(*this));
   line("pdl", pdl ? "yes (griddepcontrol in the image)" : "no");
+  line("overlap side",
+       overlap_side_ctas > 0
+           ? fmt::format("the side stream's 16-row coefficient launch on at most {} CTAs "
+                         "(splits in turn, the same bits)",
+                         overlap_side_ctas)
+           : std::string("one CTA per split"));
   line("overlap", overlap_text(*this));
   line("threshold from", overlap_max_tokens_source);
   line("overrides", overrides_text());
   line("switches",
        "kernel config prenorm_kernel (mma16|mma64|tma128), prenorm_splits, "
        "fused_input, folded_post, cluster_post, cluster_epilogue, fused_boundary, pdl, "
+       "overlap_side_ctas, "
        "batch_invariant, "
        "enable_mhc_overlap, "
        "overlap_max_tokens, "
@@ -231,6 +238,7 @@ std::string KernelPlan::to_json() const {
       {"batch_invariant", batch_invariant},
       {"forced_splits", forced_splits ? nlohmann::json(*forced_splits) : nlohmann::json(nullptr)},
       {"decode_max_splits", rules.decode_max_splits},
+      {"overlap_side_ctas", overlap_side_ctas},
       {"tma128_available", tma128_available},
       {"pdl", pdl},
       {"fused_input_max_tokens", limit(fused_input_max_tokens)},

@@ -11,6 +11,7 @@ ArchRules sm80_rules() {
   r.tma128_from_tokens.reset();
   r.pdl = false;
   r.overlap = OverlapAvailability::never;
+  r.overlap_side_ctas = 0;  // no side stream
   r.overlap_max_tokens = 16;
   return r;
 }

@@ -36,6 +36,10 @@ ArchRules sm90_rules() {
   // (docs/decisions.md, "Cluster epilogue").
   r.tma_cluster_epilogue = true;
   r.pdl = true;
+  // Behind the stand-in sublayers the overlap's main stream paid 0.8-2.7 us less per site at
+  // 1-32 tokens with the side stream's coefficient launch on 8 CTAs than on one per split
+  // (docs/decisions.md, "The overlap's side stream on fewer SMs").
+  r.overlap_side_ctas = 8;
   r.overlap = OverlapAvailability::opt_in;
   // The smallest threshold `mhc tune` measured over the three hidden sizes, so that no measured
   // size loses (docs/tuning.md; docs/decisions.md, "Hopper overlap threshold").

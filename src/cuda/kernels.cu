@@ -81,14 +81,15 @@ SiteWorkspace::~SiteWorkspace() {
 }
 
 std::string PrenormTuning::describe() const {
-  return msg("splits={} rows_per_tile={}{}{}{}{}{}", splits, rows_per_tile,
+  return msg("splits={} rows_per_tile={}{}{}{}{}{}{}", splits, rows_per_tile,
              batch_invariant ? " batch_invariant" : "", pdl ? "" : " no_pdl",
              tma_cluster_epilogue == 0  ? " no_cluster_epilogue"
              : tma_cluster_epilogue > 0 ? " cluster_epilogue"
                                         : "",
              boundary_splits > 0 ? msg(" boundary_splits={}", boundary_splits) : std::string(),
              boundary_stage_columns > 0 ? msg(" boundary_stage_columns={}", boundary_stage_columns)
-                                        : std::string());
+                                        : std::string(),
+             split_ctas > 0 ? msg(" split_ctas={}", split_ctas) : std::string());
 }
 
 int max_prenorm_splits(const MhcParams& p) {
@@ -324,6 +325,12 @@ void prenorm_coefficients(const MhcParams& p, int64_t tokens, const CoefficientB
     args.previous.comb = previous->comb;
     args.previous.sublayer_out = bits(previous->sublayer_out);
     args.previous.x_out = bits(previous->x_next);
+  }
+  // The split loop (the 16-row kernel's kSplitLoop instantiation) where it is asked for and
+  // runs fewer CTAs than splits.
+  if (tuning.split_ctas > 0 && tuning.split_ctas < args.splits && tuning.rows_per_tile == 16 &&
+      !tuning.batch_invariant && args.previous.x == nullptr) {
+    args.split_ctas = tuning.split_ctas;
   }
   if (input != nullptr) {
     if (fuses) {

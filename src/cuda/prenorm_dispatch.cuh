@@ -34,6 +34,10 @@ cudaError_t dispatch_prenorm(const PrenormArgs& args, bool compensated, int rows
     return compensated ? launch_sm90_prenorm_tma<kStreams, true>(args, stream)
                        : launch_sm90_prenorm_tma<kStreams, false>(args, stream);
   }
+  if (rows_per_tile == 16 && args.split_ctas > 0) {  // a tile's splits in turn on fewer CTAs
+    return compensated ? launch_prenorm_coefficients<kStreams, 1, true, false, true>(args, stream)
+                       : launch_prenorm_coefficients<kStreams, 1, false, false, true>(args, stream);
+  }
   if (rows_per_tile == 16) {
     return compensated ? launch_prenorm_coefficients<kStreams, 1, true>(args, stream)
                        : launch_prenorm_coefficients<kStreams, 1, false>(args, stream);

@@ -1,5 +1,7 @@
 #include <nvtx3/nvToolsExt.h>
 
+#include <algorithm>
+#include <array>
 #include <string>
 
 #include "join.hpp"
@@ -24,7 +26,60 @@ const char* stage_name(Stage s) {
 
 constexpr int kStages = 4;
 
-StackSchedule::StackSchedule(int sites) : x_ready_(size_t(sites)), coef_ready_(size_t(sites)) {
+// A capturing stream's dependency set (the nodes its next node will depend on), copied into a
+// fixed array so that enqueueing allocates nothing; empty when the stream is not capturing or the
+// set has more than kMax nodes.
+struct CaptureDependencies {
+  static constexpr size_t kMax = 4;
+  std::array<cudaGraphNode_t, kMax> nodes{};
+  size_t count = 0;
+  bool operator==(const CaptureDependencies& o) const {
+    return count == o.count && std::equal(nodes.begin(), nodes.begin() + count, o.nodes.begin());
+  }
+};
+
+namespace {
+
+CaptureDependencies capture_dependencies(cudaStream_t stream) {
+  CaptureDependencies d;
+  cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
+  const cudaGraphNode_t* nodes = nullptr;
+  size_t count = 0;
+  MHC_CUDA_CHECK(
+      cudaStreamGetCaptureInfo(stream, &status, nullptr, nullptr, &nodes, nullptr, &count));
+  if (status != cudaStreamCaptureStatusActive || count > CaptureDependencies::kMax) return d;
+  std::copy(nodes, nodes + count, d.nodes.begin());
+  d.count = count;
+  return d;
+}
+
+bool all_kernels(const CaptureDependencies& d) {
+  for (size_t i = 0; i < d.count; ++i) {
+    cudaGraphNodeType type = cudaGraphNodeTypeEmpty;
+    MHC_CUDA_CHECK(cudaGraphNodeGetType(d.nodes[i], &type));
+    if (type != cudaGraphNodeTypeKernel) return false;
+  }
+  return d.count > 0;
+}
+
+// The next node captured on `stream` depends on `producers` alone, each by a programmatic edge:
+// it may start once every CTA of theirs has called griddepcontrol.launch_dependents (or exited)
+// and sees their writes after its griddepcontrol.wait.
+void depend_programmatically(cudaStream_t stream, CaptureDependencies producers) {
+  std::array<cudaGraphEdgeData, CaptureDependencies::kMax> edges{};
+  for (size_t i = 0; i < producers.count; ++i) {
+    edges[i].from_port = cudaGraphKernelNodePortProgrammatic;
+    edges[i].type = cudaGraphDependencyTypeProgrammatic;
+  }
+  MHC_CUDA_CHECK(cudaStreamUpdateCaptureDependencies(stream, producers.nodes.data(), edges.data(),
+                                                     producers.count,
+                                                     cudaStreamSetCaptureDependencies));
+}
+
+}  // namespace
+
+StackSchedule::StackSchedule(int sites, bool programmatic_fork)
+    : programmatic_fork_(programmatic_fork), x_ready_(size_t(sites)), coef_ready_(size_t(sites)) {
   MHC_CUDA_CHECK(cudaStreamCreateWithFlags(&side_, cudaStreamNonBlocking));
   // Named here once: formatting a name per stage would allocate on every forward.
   range_names_.reserve(size_t(sites) * kStages);
@@ -82,13 +137,35 @@ void StackSchedule::enqueue_native(cudaStream_t main, int site, const SiteLaunch
   ++native_sites_;
 }
 
+// The side stream's coefficients of `site`. With a programmatic fork, the launch depends on the
+// producers of x by programmatic edges. Only when the observer put nothing in front of it: the
+// edge must reach the coefficient launch itself, whose kernels wait (PDL); a kernel in between
+// that does not wait would hand the early start on without the wait. The side stream's previous
+// launch, which the event wait added as well, is an ancestor of the producers (the previous post
+// joined it), so replacing the set drops no ordering.
+void StackSchedule::run_coefficients(int site, const SiteLaunches& s,
+                                     const CaptureDependencies& producers) {
+  if (!s.coefficients) return;
+  nvtxRangePushA(range_names_[size_t(site) * kStages + size_t(Stage::coefficients)].c_str());
+  const CaptureDependencies before = capture_dependencies(side_);
+  if (observer_) observer_->begin(Stage::coefficients, site, side_);
+  if (all_kernels(producers) && capture_dependencies(side_) == before) {
+    depend_programmatically(side_, producers);
+  }
+  s.coefficients(side_);
+  if (observer_) observer_->end(Stage::coefficients, site, side_);
+  nvtxRangePop();
+}
+
 void StackSchedule::enqueue_overlap(cudaStream_t main, int site, const SiteLaunches& s) {
   cudaEvent_t x_ready = x_ready_[size_t(site)];
   cudaEvent_t coef_ready = coef_ready_[size_t(site)];
   // Fork: x (written by the previous post on main) is ready here.
+  const CaptureDependencies producers =
+      programmatic_fork_ ? capture_dependencies(main) : CaptureDependencies{};
   MHC_CUDA_CHECK(cudaEventRecord(x_ready, main));
   MHC_CUDA_CHECK(cudaStreamWaitEvent(side_, x_ready, 0));
-  run_stage(Stage::coefficients, site, s.coefficients, side_);
+  run_coefficients(site, s, producers);
   MHC_CUDA_CHECK(cudaEventRecord(coef_ready, side_));
 
   run_stage(Stage::input_path, site, s.input_path, main);

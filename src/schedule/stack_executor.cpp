@@ -99,7 +99,8 @@ StackExecutor::Impl::Impl(const ModelWeights& w, const KernelConfig& cfg, const 
   pre_mix_in.upload(hot.data(), hot.size());
 
   workspace = std::make_unique<SiteWorkspace>(p, options.max_tokens, max_prenorm_splits(p));
-  schedule = std::make_unique<StackSchedule>(p.sites());
+  // The programmatic fork needs every coefficient kernel to wait for its producer: the plan's pdl.
+  schedule = std::make_unique<StackSchedule>(p.sites(), plan.pdl);
   if (!sublayer) {
     sublayer = [this](int s, int64_t tokens, const Bf16* in, Bf16* out, cudaStream_t st) {
       standin_sublayer(p, tokens, in, gains[size_t(s)].get(), out, {st, plan.pdl});
@@ -153,7 +154,12 @@ StackLayout StackExecutor::Impl::layout(int64_t tokens, bool overlap) const {
 }
 
 StackExecutor::Impl::LaunchList StackExecutor::Impl::launches(int64_t tokens, bool overlap) {
-  const PrenormTuning tuning = prenorm_tuning_for(plan, config, p, tokens);
+  PrenormTuning tuning = prenorm_tuning_for(plan, config, p, tokens);
+  // The side stream's coefficient launch on fewer SMs: its time hides behind the sublayer, whose
+  // kernels want the SMs (the same bits, so the schedules still agree bitwise).
+  if (overlap && tuning.rows_per_tile == 16) {
+    tuning.split_ctas = plan.side_split_ctas(tokens, tuning.splits);
+  }
   LaunchList list;
   list.layout = layout(tokens, overlap);
   list.sites.reserve(size_t(p.sites()));

@@ -16,7 +16,13 @@ namespace {
 constexpr int kN = 4096;
 
 // coef = mean(x) * 0.5 + site, computed by one block in a fixed order (a toy coefficient path).
+// Like mhc's coefficient kernels it waits for its producer (griddepcontrol.wait) before reading
+// x, so that a programmatic edge into it (StackSchedule's programmatic fork) is safe; without a
+// programmatic dependency the wait returns at once.
 __global__ void toy_coefficients(const float* x, float* coef, int site) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.wait;" ::: "memory");
+#endif
   __shared__ float partial[256];
   float acc = 0;
   for (int i = threadIdx.x; i < kN; i += blockDim.x) acc += x[i];
@@ -39,7 +45,12 @@ __global__ void toy_sublayer(const float* layer_input, float* f) {
   if (i < kN) f[i] = sinf(layer_input[i]);
 }
 
+// Lets a programmatic dependent start at once (as mhc's posts do), so that a programmatic fork
+// really starts the next coefficients early.
 __global__ void toy_post(const float* x, const float* coef, const float* f, float* x_next) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.launch_dependents;");
+#endif
   int i = blockIdx.x * blockDim.x + threadIdx.x;
   if (i < kN) x_next[i] = x[i] * (*coef) + f[i];
 }

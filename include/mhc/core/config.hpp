@@ -36,6 +36,8 @@ struct KernelConfig {
   std::optional<bool> cluster_epilogue;
   std::optional<bool> fused_boundary;  // false: never; true: wherever eligible (sm_90)
   std::optional<bool> pdl;  // programmatic dependent launch; true needs the sm_90 instructions
+  // CTAs in all for the overlap's side-stream coefficient launch (0: one per split).
+  std::optional<int> overlap_side_ctas;
   // Measured by `mhc tune`: "tactics": "FILE" (loaded and validated at parse) or the object.
   std::optional<Tactics> tactics;
 

@@ -53,6 +53,10 @@ struct ArchRules {
   // memory and the stats shared, the same bits.
   bool tma_cluster_epilogue = false;
   bool pdl = true;  // where the image has griddepcontrol
+  // The overlap's side-stream coefficient launch (16-row tiles) on at most this many CTAs in all,
+  // each running several splits in turn (the same bits as one CTA per split); 0: one per split.
+  // Its time hides behind the sublayer, whose kernels want the SMs.
+  int overlap_side_ctas = 0;
   OverlapAvailability overlap = OverlapAvailability::never;
   int overlap_max_tokens = 16;
 };
@@ -110,6 +114,10 @@ struct KernelPlan {
   int fused_boundary_min_hidden = 0;      // ... and only from this C (0: any)
   int fused_boundary_streams = 0;         // ... and only at this n (0: any)
   bool tma_cluster_epilogue = false;      // ArchRules::tma_cluster_epilogue, in the image
+  int overlap_side_ctas = 0;              // ArchRules::overlap_side_ctas (0: one CTA per split)
+  // CTAs per 16-row tile for the overlap's side-stream coefficient launch of `splits` splits:
+  // overlap_side_ctas shared by the tiles, at least 1; 0 where that is not fewer than `splits`.
+  int side_split_ctas(int64_t tokens, int splits) const;
   // Whether the plan fuses the boundary of a site of this shape at this many tokens.
   bool fuses_boundary(int hidden, int streams, int64_t tokens) const;
   OverlapAvailability overlap = OverlapAvailability::never;

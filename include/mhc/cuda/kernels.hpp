@@ -86,6 +86,11 @@ struct PrenormTuning {
   // same way. 0: the workspace and the tile's last CTA; 1: the clusters (where they fit); < 0:
   // the device plan's (KernelPlan::tma_cluster_epilogue).
   int tma_cluster_epilogue = -1;
+  // The 16-row kernel's CTAs per tile, each running every split_ctas-th split in turn (the same
+  // bits as one CTA per split, on fewer SMs: the overlap's side stream,
+  // KernelPlan::side_split_ctas); 0, or not fewer than the splits: one CTA per split. Other
+  // tiles, batch-invariant mode and the folded post run one CTA per split.
+  int split_ctas = 0;
   std::string describe() const;
 };
 // `t` with the fused boundary at every token count, hidden size and stream count the kernel takes

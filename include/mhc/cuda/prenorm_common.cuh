@@ -21,6 +21,10 @@ struct PrenormArgs {
   int k = 0;  // K = n * C, a multiple of 32
   int splits = 1;
   int chunks_per_split = 0;  // 32-wide K chunks per split
+  // CTAs per tile that run the splits, each taking every split_ctas-th split in turn (the
+  // split-loop instantiation of the 16-row kernel; the same partials, so the same bits). Every
+  // other launch runs one CTA per split and ignores it.
+  int split_ctas = 0;
   // Batch-invariant mode (docs/batch_invariance.md) when leaf_chunks > 0: K is cut into a power
   // of two of leaves of leaf_chunks chunks, fixed by K alone; a split covers leaves_per_split
   // consecutive leaves (a power of two) and `splits` * leaves_per_split is the leaf count. Each

@@ -98,33 +98,18 @@ __device__ __forceinline__ void fused_input_token(const PrenormArgs& args, int64
   }
 }
 
-}  // namespace detail
-
-template <int kStreams, int kMTiles, bool kCompensated, bool kFromPost = false>
-__global__ void __launch_bounds__(256) prenorm_coefficients_kernel(const PrenormArgs args) {
-  static_assert(!kFromPost || kMTiles == 1, "the previous post folds in at decode sizes only");
+// Split `split` of the tile at row0: its partial block (the NMIX dots and the sum of squares of
+// each row over the split's K chunks) to the workspace, or with one split its totals to `sums`.
+// `exchange`: the warp tree's shared memory, free again when this returns. Sets the tile's
+// partial blocks and their padded size for the epilogue (computed after the K loop, so that they
+// hold no registers during it).
+template <int kStreams, int kMTiles, bool kCompensated, bool kFromPost>
+__device__ __forceinline__ void split_partial(const PrenormArgs& args, int split, int64_t row0,
+                                              int rows_valid, float* exchange, float* sums,
+                                              float*& tile_partials, int& n_out_padded) {
   using S = PrenormShape<kStreams, kMTiles>;
-  __shared__ float exchange[S::kExchangeFloats];  // [kWarps/2][kValuesPerLane][32], lane-minor
-  __shared__ float sums[S::kRows * S::kStride];   // [kRows][kStride]
-  __shared__ int is_last_cta;
-
-  const int64_t tile = blockIdx.x;
-  const int split = blockIdx.y;
-  const int64_t row0 = tile * S::kRows;
-  if constexpr (kMTiles == 1) {  // only the decode-size tile fuses the input path
-    if (split >= args.splits) {  // a fused input-path CTA
-      const int64_t token = row0 + (split - args.splits);
-      allow_dependents();
-      wait_for_producer();
-      if (token < args.tokens)
-        detail::fused_input_token<kStreams, kFromPost>(args, token, exchange);
-      return;
-    }
-  }
   const int lane = threadIdx.x % kWarp, warp = threadIdx.x / kWarp;
   const int g = lane / 4, t = lane % 4;
-  const int rows_valid =
-      args.tokens - row0 < S::kRows ? static_cast<int>(args.tokens - row0) : S::kRows;
   const int64_t k = args.k;
   const int chunk_begin = split * args.chunks_per_split;
   const int chunk_end = min(static_cast<int>(k / S::kChunk), chunk_begin + args.chunks_per_split);
@@ -266,8 +251,8 @@ __global__ void __launch_bounds__(256) prenorm_coefficients_kernel(const Prenorm
 
   // Warp 0 holds the CTA's totals. With one split they go straight to shared memory; otherwise
   // to this split's slot of the workspace.
-  const int n_out_padded = padded_partial_floats<kStreams>(rows_valid);
-  float* tile_partials = args.partials + row0 * S::kStride * partial_blocks(args);
+  n_out_padded = padded_partial_floats<kStreams>(rows_valid);
+  tile_partials = args.partials + row0 * S::kStride * partial_blocks(args);
   if (warp == 0) {
     float* dest = args.splits == 1 ? sums : tile_partials + int64_t(split) * n_out_padded;
 #pragma unroll
@@ -275,23 +260,73 @@ __global__ void __launch_bounds__(256) prenorm_coefficients_kernel(const Prenorm
       store_fragment_rows<kStreams>(dest, mt * 16, rows_valid, acc[mt], sumsq[mt], g, t);
     }
   }
+}
+
+}  // namespace detail
+
+// kSplitLoop: a tile's splits run on args.split_ctas CTAs, CTA y taking splits y, y +
+// split_ctas, ... in turn. Each split's partial block is the one its own CTA would store, and the
+// last CTA reduces them in the same order, so the bits are those of one CTA per split: a launch
+// on fewer SMs (the overlap's side stream, where the time is hidden and the SMs are the
+// sublayer's) that agrees bitwise with the native schedule's.
+template <int kStreams, int kMTiles, bool kCompensated, bool kFromPost = false,
+          bool kSplitLoop = false>
+__global__ void __launch_bounds__(256) prenorm_coefficients_kernel(const PrenormArgs args) {
+  static_assert(!kFromPost || kMTiles == 1, "the previous post folds in at decode sizes only");
+  static_assert(!kSplitLoop || (kMTiles == 1 && !kFromPost), "split loops at decode tiles only");
+  using S = PrenormShape<kStreams, kMTiles>;
+  __shared__ float exchange[S::kExchangeFloats];  // [kWarps/2][kValuesPerLane][32], lane-minor
+  __shared__ float sums[S::kRows * S::kStride];   // [kRows][kStride]
+  __shared__ int is_last_cta;
+
+  const int64_t tile = blockIdx.x;
+  const int64_t row0 = tile * S::kRows;
+  const int split_ctas = kSplitLoop ? args.split_ctas : args.splits;
+  if constexpr (kMTiles == 1) {           // only the decode-size tile fuses the input path
+    if (int(blockIdx.y) >= split_ctas) {  // a fused input-path CTA
+      const int64_t token = row0 + (int(blockIdx.y) - split_ctas);
+      allow_dependents();
+      wait_for_producer();
+      if (token < args.tokens)
+        detail::fused_input_token<kStreams, kFromPost>(args, token, exchange);
+      return;
+    }
+  }
+  const int rows_valid =
+      args.tokens - row0 < S::kRows ? static_cast<int>(args.tokens - row0) : S::kRows;
+  float* tile_partials = nullptr;
+  int n_out_padded = 0;
+  if constexpr (kSplitLoop) {
+    // The warp tree's last barrier frees `exchange` for the next split's tree.
+    for (int split = blockIdx.y; split < args.splits; split += split_ctas) {
+      detail::split_partial<kStreams, kMTiles, kCompensated, kFromPost>(
+          args, split, row0, rows_valid, exchange, sums, tile_partials, n_out_padded);
+    }
+  } else {
+    detail::split_partial<kStreams, kMTiles, kCompensated, kFromPost>(
+        args, blockIdx.y, row0, rows_valid, exchange, sums, tile_partials, n_out_padded);
+  }
 
   // The warp tree is done with `exchange`: it stages the outputs.
   static_assert(staged_output_floats<kStreams>(S::kRows) <= S::kExchangeFloats);
-  finish_prenorm_tile<kStreams, S::kThreads, S::kRows>(
-      args, tile, row0, rows_valid, sums, tile_partials, n_out_padded, exchange, &is_last_cta);
+  finish_prenorm_tile<kStreams, S::kThreads, S::kRows>(args, tile, row0, rows_valid, sums,
+                                                       tile_partials, n_out_padded, exchange,
+                                                       &is_last_cta, kSplitLoop ? split_ctas : 0);
 }
 
 // Raw launcher: no argument checks (the caller, mhc::cuda::prenorm_coefficients, does them).
-template <int kStreams, int kMTiles, bool kCompensated, bool kFromPost = false>
+template <int kStreams, int kMTiles, bool kCompensated, bool kFromPost = false,
+          bool kSplitLoop = false>
 cudaError_t launch_prenorm_coefficients(const PrenormArgs& args, LaunchTarget on) {
   using S = PrenormShape<kStreams, kMTiles>;
+  const int split_ctas = kSplitLoop ? args.split_ctas : args.splits;
   const dim3 grid(static_cast<unsigned>(ceil_div(args.tokens, S::kRows)),
-                  static_cast<unsigned>(args.splits));
+                  static_cast<unsigned>(split_ctas));
   const bool fused_input = kMTiles == 1 && args.input.layer_input != nullptr;
   const dim3 grid_with_input(grid.x, grid.y + (fused_input ? S::kRows : 0));
-  return launch_kernel(prenorm_coefficients_kernel<kStreams, kMTiles, kCompensated, kFromPost>,
-                       grid_with_input, dim3(S::kThreads), 0, on, args);
+  return launch_kernel(
+      prenorm_coefficients_kernel<kStreams, kMTiles, kCompensated, kFromPost, kSplitLoop>,
+      grid_with_input, dim3(S::kThreads), 0, on, args);
 }
 
 }  // namespace mhc::cuda

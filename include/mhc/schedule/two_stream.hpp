@@ -45,9 +45,15 @@ class StageObserver {
   virtual void end(Stage stage, int site, cudaStream_t stream) = 0;
 };
 
+struct CaptureDependencies;  // schedule.cpp
+
 class StackSchedule {
  public:
-  explicit StackSchedule(int sites);
+  // programmatic_fork: in a captured graph, the side stream's coefficient launch depends on the
+  // kernel that produced x by a programmatic edge (PDL across the streams), so it starts while
+  // that kernel runs and waits for it with griddepcontrol.wait. Only where every coefficient
+  // kernel waits so (the plan's pdl).
+  explicit StackSchedule(int sites, bool programmatic_fork = false);
   ~StackSchedule();
   StackSchedule(const StackSchedule&) = delete;
   StackSchedule& operator=(const StackSchedule&) = delete;
@@ -68,6 +74,8 @@ class StackSchedule {
   void enqueue_overlap(cudaStream_t main, int site, const SiteLaunches& s);
   void run_stage(Stage stage, int site, const std::function<void(cudaStream_t)>& fn,
                  cudaStream_t stream);
+  void run_coefficients(int site, const SiteLaunches& s, const CaptureDependencies& producers);
+  bool programmatic_fork_ = false;
   StageObserver* observer_ = nullptr;
   cudaStream_t side_ = nullptr;
   std::vector<cudaEvent_t> x_ready_, coef_ready_;  // one pair per site

@@ -1,0 +1,158 @@
+// The 16-row coefficient kernel's split loop (PrenormTuning::split_ctas; prenorm_mma.cuh,
+// kSplitLoop): a tile's splits on fewer CTAs, each running several in turn. It is what the
+// overlap's side stream launches, and the schedules must agree bitwise, so it must give the bits
+// of one CTA per split at every shape, split count, CTA count and partial tile; and it must
+// really launch fewer CTAs (read from the captured kernel node), or the comparison proves
+// nothing.
+#include <cuda_runtime_api.h>
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <string>
+#include <vector>
+
+#include "gpu_test_util.hpp"
+#include "mhc/cuda/check.hpp"
+
+namespace mhc {
+namespace {
+
+using test::DeviceCoefficients;
+using test::DeviceWeights;
+using test::to_device;
+using test::to_host;
+
+struct Outputs {
+  std::vector<float> pre, post, comb, mixes;
+};
+
+cuda::PrenormTuning tuning(int splits, int split_ctas) {
+  cuda::PrenormTuning t;
+  t.splits = splits;
+  t.rows_per_tile = 16;
+  t.split_ctas = split_ctas;
+  return t;
+}
+
+Outputs run(const MhcParams& p, int64_t m, const test::SiteCase& c, Projection projection,
+            int splits, int split_ctas) {
+  const DeviceWeights w(c.weights);
+  const auto x = to_device(c.x);
+  const DeviceCoefficients out(p, m);  // poisoned
+  cuda::SiteWorkspace ws(p, m, cuda::max_prenorm_splits(p));
+  cuda::prenorm_coefficients(p, m, out.buffers(x, w), projection, tuning(splits, split_ctas), ws,
+                             nullptr);
+  MHC_CUDA_CHECK(cudaDeviceSynchronize());
+  return {to_host(out.pre), to_host(out.post), to_host(out.comb), to_host(out.mixes)};
+}
+
+bool same_outputs(const Outputs& a, const Outputs& b) {
+  return test::same_bits(a.pre, b.pre) && test::same_bits(a.post, b.post) &&
+         test::same_bits(a.comb, b.comb) && test::same_bits(a.mixes, b.mixes);
+}
+
+void expect_same_bits(const MhcParams& p, int64_t m, int splits, int split_ctas, uint64_t seed,
+                      Projection projection = Projection::tf32) {
+  const test::SiteCase c = test::random_site_case(p, m, seed, 1.0);
+  const Outputs want = run(p, m, c, projection, splits, 0);
+  const Outputs got = run(p, m, c, projection, splits, split_ctas);
+  const std::string label = test::case_name(p, m, 1.0) + " splits=" + std::to_string(splits) +
+                            " split_ctas=" + std::to_string(split_ctas) + " " +
+                            std::string(to_string(projection));
+  EXPECT_TRUE(test::same_bits(want.pre, got.pre)) << label << " pre";
+  EXPECT_TRUE(test::same_bits(want.post, got.post)) << label << " post";
+  EXPECT_TRUE(test::same_bits(want.comb, got.comb)) << label << " comb";
+  EXPECT_TRUE(test::same_bits(want.mixes, got.mixes)) << label << " mixes";
+  for (float v : got.comb) ASSERT_TRUE(std::isfinite(v)) << label << " comb not finite";
+  for (float v : got.mixes) ASSERT_TRUE(std::isfinite(v)) << label << " mixes not finite";
+}
+
+// The grid of the one kernel prenorm_coefficients launches, from a captured graph.
+dim3 captured_grid(const MhcParams& p, int64_t m, int splits, int split_ctas) {
+  const test::SiteCase c = test::random_site_case(p, m, 1, 1.0);
+  const DeviceWeights w(c.weights);
+  const auto x = to_device(c.x);
+  const DeviceCoefficients out(p, m);
+  cuda::SiteWorkspace ws(p, m, cuda::max_prenorm_splits(p));
+  cudaStream_t stream = nullptr;
+  MHC_CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+  cudaGraph_t graph = nullptr;
+  MHC_CUDA_CHECK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal));
+  cuda::prenorm_coefficients(p, m, out.buffers(x, w), Projection::tf32, tuning(splits, split_ctas),
+                             ws, stream);
+  MHC_CUDA_CHECK(cudaStreamEndCapture(stream, &graph));
+  size_t count = 0;
+  MHC_CUDA_CHECK(cudaGraphGetNodes(graph, nullptr, &count));
+  std::vector<cudaGraphNode_t> nodes(count);
+  MHC_CUDA_CHECK(cudaGraphGetNodes(graph, nodes.data(), &count));
+  dim3 grid(0, 0, 0);
+  int kernels = 0;
+  for (cudaGraphNode_t node : nodes) {
+    cudaGraphNodeType type;
+    MHC_CUDA_CHECK(cudaGraphNodeGetType(node, &type));
+    if (type != cudaGraphNodeTypeKernel) continue;
+    cudaKernelNodeParams params{};
+    MHC_CUDA_CHECK(cudaGraphKernelNodeGetParams(node, &params));
+    grid = params.gridDim;
+    ++kernels;
+  }
+  MHC_CUDA_CHECK(cudaGraphDestroy(graph));
+  MHC_CUDA_CHECK(cudaStreamDestroy(stream));
+  EXPECT_EQ(kernels, 1);
+  return grid;
+}
+
+// Every model shape; the decode split counts (the plan's 40 at K >= 10240, a prime, the largest
+// K / 256 allows at C = 4096, n = 2) over 1, 3 and 8 CTAs (uneven shares: 40 / 3), 1 to 33
+// tokens (partial tiles, two and three tiles), and the fp32 projection.
+TEST(CudaSplitLoop, SameBitsAsOneCtaPerSplit) {
+  MHC_SKIP_WITHOUT_GPU();
+  uint64_t seed = 9500;
+  for (int n : {2, 4}) {
+    for (int hidden : {4096, 5120, 7168}) {
+      const MhcParams p = test::small_params(n, hidden);
+      const int splits = std::min(40, cuda::max_prenorm_splits(p));
+      for (int64_t m : {1, 16, 17}) expect_same_bits(p, m, splits, 8, ++seed);
+      expect_same_bits(p, 7, 13, 3, ++seed);
+    }
+  }
+  const MhcParams p = test::small_params(4, 5120);
+  for (int split_ctas : {1, 2, 3, 5, 8, 39}) expect_same_bits(p, 5, 40, split_ctas, ++seed);
+  expect_same_bits(p, 33, 40, 4, ++seed);
+  expect_same_bits(p, 16, 40, 8, ++seed, Projection::fp32);
+}
+
+// The comparison above can fail: another split count changes the bits (the K order differs).
+TEST(CudaSplitLoop, AnotherSplitCountChangesTheBits) {
+  MHC_SKIP_WITHOUT_GPU();
+  const MhcParams p = test::small_params(4, 5120);
+  const test::SiteCase c = test::random_site_case(p, 16, 9600, 1.0);
+  EXPECT_FALSE(
+      same_outputs(run(p, 16, c, Projection::tf32, 40, 0), run(p, 16, c, Projection::tf32, 20, 0)));
+}
+
+// The launch shape: split_ctas CTAs per tile where that is fewer than the splits, one per split
+// otherwise (and with the split count after the launcher's rebalancing).
+TEST(CudaSplitLoop, LaunchesSplitCtasPerTile) {
+  MHC_SKIP_WITHOUT_GPU();
+  const MhcParams p = test::small_params(4, 5120);
+  EXPECT_EQ(captured_grid(p, 16, 40, 8).y, 8u);
+  EXPECT_EQ(captured_grid(p, 16, 40, 8).x, 1u);
+  EXPECT_EQ(captured_grid(p, 33, 40, 4).x, 3u);
+  EXPECT_EQ(captured_grid(p, 33, 40, 4).y, 4u);
+  EXPECT_EQ(captured_grid(p, 16, 40, 0).y, 40u);
+  EXPECT_EQ(captured_grid(p, 16, 8, 8).y, 8u);   // not fewer: one CTA per split
+  EXPECT_EQ(captured_grid(p, 16, 8, 40).y, 8u);  // more CTAs than splits: one per split
+}
+
+// Small, for compute-sanitizer (device-validate runs Sanitize*): uneven shares, a partial tile.
+TEST(SanitizeSplitLoop, UnevenShares) {
+  MHC_SKIP_WITHOUT_GPU();
+  const MhcParams p = test::small_params(4, 1024);
+  expect_same_bits(p, 7, 16, 3, 9700);
+  expect_same_bits(test::small_params(2, 2048), 17, 16, 5, 9701);
+}
+
+}  // namespace
+}  // namespace mhc
