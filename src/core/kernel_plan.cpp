@@ -380,10 +380,8 @@ PrenormChoice KernelPlan::prenorm_choice(int64_t tokens, int max_splits) const {
 }
 
 int KernelPlan::side_split_ctas(int64_t tokens, int splits) const {
-  if (overlap_side_ctas <= 0 || tokens < 1) return 0;
-  const int64_t tiles = (tokens + 15) / 16;
-  const int64_t per_tile = std::max<int64_t>(1, overlap_side_ctas / tiles);
-  return per_tile < splits ? static_cast<int>(per_tile) : 0;
+  if (overlap_side_ctas <= 0 || tokens < 1 || tokens > 16) return 0;
+  return overlap_side_ctas < splits ? overlap_side_ctas : 0;
 }
 
 bool KernelPlan::fuses_input(int64_t tokens, PrenormKernel kernel) const {

@@ -159,7 +159,7 @@ std::string KernelPlan::describe() const {
   line("pdl", pdl ? "yes (griddepcontrol in the image)" : "no");
   line("overlap side",
        overlap_side_ctas > 0
-           ? fmt::format("the side stream's 16-row coefficient launch on at most {} CTAs "
+           ? fmt::format("the side stream's coefficient launch of 1-16 tokens on {} CTAs "
                          "(splits in turn, the same bits)",
                          overlap_side_ctas)
            : std::string("one CTA per split"));

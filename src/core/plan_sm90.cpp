@@ -36,9 +36,10 @@ ArchRules sm90_rules() {
   // (docs/decisions.md, "Cluster epilogue").
   r.tma_cluster_epilogue = true;
   r.pdl = true;
-  // Behind the stand-in sublayers the overlap's main stream paid 0.8-2.7 us less per site at
-  // 1-32 tokens with the side stream's coefficient launch on 8 CTAs than on one per split
-  // (docs/decisions.md, "The overlap's side stream on fewer SMs").
+  // Behind the stand-in sublayers the overlap's main stream paid 0.9-1.4 us less per site at
+  // 1-16 tokens with the side stream's coefficient launch on 8 CTAs than on one per split (40);
+  // 4, 12 and 16 CTAs were slower there, and at 32-64 tokens (2-4 tiles) the longer launches
+  // stopped hiding (docs/overlap.md, "The side stream on fewer SMs").
   r.overlap_side_ctas = 8;
   r.overlap = OverlapAvailability::opt_in;
   // The smallest threshold `mhc tune` measured over the three hidden sizes, so that no measured

@@ -252,20 +252,19 @@ TEST(KernelPlanSwitches, ForcingAPathTheImageLacksIsAnError) {
   EXPECT_THROW(KernelConfig::parse(R"({"fused_input": 1})"), Error);
 }
 
-// The overlap's side-stream coefficient launch on at most overlap_side_ctas CTAs: the sm90 rule,
-// shared by the 16-row tiles, at least one per tile, none (0: one CTA per split) where that is not
-// fewer than the splits; the switch sets it (0 turns it off), batch-invariant mode refuses it.
+// The overlap's side-stream coefficient launch of one 16-row tile on overlap_side_ctas CTAs: the
+// sm90 rule, none (0: one CTA per split) above 16 tokens or where that is not fewer than the
+// splits; the switch sets it (0 turns it off), batch-invariant mode refuses it.
 TEST(KernelPlanOverlap, SideStreamCtas) {
   const KernelPlan hopper = plan("9.0", kWithSm100);
   EXPECT_EQ(hopper.overlap_side_ctas, 8);
   EXPECT_EQ(hopper.side_split_ctas(1, 40), 8);
   EXPECT_EQ(hopper.side_split_ctas(16, 40), 8);
-  EXPECT_EQ(hopper.side_split_ctas(17, 40), 4);   // two tiles
-  EXPECT_EQ(hopper.side_split_ctas(33, 40), 2);   // three tiles: 8 / 3
-  EXPECT_EQ(hopper.side_split_ctas(200, 40), 1);  // more tiles than CTAs: one per tile
-  EXPECT_EQ(hopper.side_split_ctas(16, 8), 0);    // not fewer than the splits
+  EXPECT_EQ(hopper.side_split_ctas(17, 40), 0);  // two tiles: one CTA per split
+  EXPECT_EQ(hopper.side_split_ctas(200, 40), 0);
+  EXPECT_EQ(hopper.side_split_ctas(16, 8), 0);  // not fewer than the splits
   EXPECT_EQ(hopper.side_split_ctas(0, 40), 0);
-  EXPECT_TRUE(contains(hopper.describe(), "at most 8 CTAs")) << hopper.describe();
+  EXPECT_TRUE(contains(hopper.describe(), "1-16 tokens on 8 CTAs")) << hopper.describe();
   EXPECT_TRUE(contains(hopper.to_json(), R"("overlap_side_ctas":8)"));
   EXPECT_EQ(plan("8.0", kWithSm100).overlap_side_ctas, 0) << "no overlap there";
   EXPECT_EQ(plan("10.0", kWithSm100).overlap_side_ctas, 8) << "the H200's, as its other cut-offs";

@@ -53,9 +53,10 @@ struct ArchRules {
   // memory and the stats shared, the same bits.
   bool tma_cluster_epilogue = false;
   bool pdl = true;  // where the image has griddepcontrol
-  // The overlap's side-stream coefficient launch (16-row tiles) on at most this many CTAs in all,
-  // each running several splits in turn (the same bits as one CTA per split); 0: one per split.
-  // Its time hides behind the sublayer, whose kernels want the SMs.
+  // The overlap's side-stream coefficient launch of one 16-row tile (1-16 tokens) on this many
+  // CTAs, each running several splits in turn (the same bits as one CTA per split); 0, and at
+  // more tokens: one CTA per split. Its time hides behind the sublayer, whose kernels want the
+  // SMs; with more tiles the longer launch stopped hiding (docs/overlap.md).
   int overlap_side_ctas = 0;
   OverlapAvailability overlap = OverlapAvailability::never;
   int overlap_max_tokens = 16;
@@ -115,8 +116,8 @@ struct KernelPlan {
   int fused_boundary_streams = 0;         // ... and only at this n (0: any)
   bool tma_cluster_epilogue = false;      // ArchRules::tma_cluster_epilogue, in the image
   int overlap_side_ctas = 0;              // ArchRules::overlap_side_ctas (0: one CTA per split)
-  // CTAs per 16-row tile for the overlap's side-stream coefficient launch of `splits` splits:
-  // overlap_side_ctas shared by the tiles, at least 1; 0 where that is not fewer than `splits`.
+  // CTAs for the overlap's side-stream coefficient launch of 1-16 tokens in `splits` splits:
+  // overlap_side_ctas; 0 (one CTA per split) at more tokens, or where that is not fewer.
   int side_split_ctas(int64_t tokens, int splits) const;
   // Whether the plan fuses the boundary of a site of this shape at this many tokens.
   bool fuses_boundary(int hidden, int streams, int64_t tokens) const;
