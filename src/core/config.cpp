@@ -49,26 +49,15 @@ std::optional<std::string> parse_prenorm_kernel(const json& value) {
       fmt::format("kernel config key '{}' must be {}, got {}", key, expected, value.dump()));
 }
 
-std::optional<int> parse_splits(const json& value) {
-  constexpr std::string_view key = "prenorm_splits";
+// A small integer key: null (unset) or an integer in lo..hi (at most 1024).
+std::optional<int> parse_small_int(std::string_view key, const json& value, int lo, int hi) {
   if (value.is_null()) return std::nullopt;
-  if (!value.is_number_integer()) wrong_type(key, "an integer in 1..1024 or null", value);
-  const bool huge = value.is_number_unsigned() && value.get<uint64_t>() > 1024;
-  if (huge || value.get<int64_t>() < 1 || value.get<int64_t>() > 1024) {
+  const std::string range = fmt::format("{}..{}", lo, hi);
+  if (!value.is_number_integer()) wrong_type(key, "an integer in " + range + " or null", value);
+  const bool huge = value.is_number_unsigned() && value.get<uint64_t>() > uint64_t(hi);
+  if (huge || value.get<int64_t>() < lo || value.get<int64_t>() > hi) {
     throw Error(
-        fmt::format("kernel config key '{}' must be in 1..1024, got {}", key, value.dump()));
-  }
-  return value.get<int>();
-}
-
-std::optional<int> parse_side_ctas(const json& value) {
-  constexpr std::string_view key = "overlap_side_ctas";
-  if (value.is_null()) return std::nullopt;
-  if (!value.is_number_integer()) wrong_type(key, "an integer in 0..1024 or null", value);
-  const bool huge = value.is_number_unsigned() && value.get<uint64_t>() > 1024;
-  if (huge || value.get<int64_t>() < 0 || value.get<int64_t>() > 1024) {
-    throw Error(
-        fmt::format("kernel config key '{}' must be in 0..1024, got {}", key, value.dump()));
+        fmt::format("kernel config key '{}' must be in {}, got {}", key, range, value.dump()));
   }
   return value.get<int>();
 }
@@ -187,7 +176,7 @@ KernelConfig KernelConfig::parse(std::string_view json_text) {
     } else if (key == "prenorm_kernel") {
       config.prenorm_kernel = parse_prenorm_kernel(value);
     } else if (key == "prenorm_splits") {
-      config.prenorm_splits = parse_splits(value);
+      config.prenorm_splits = parse_small_int(key, value, 1, 1024);
     } else if (key == "fused_input") {
       config.fused_input = parse_switch(key, value);
     } else if (key == "folded_post") {
@@ -199,7 +188,7 @@ KernelConfig KernelConfig::parse(std::string_view json_text) {
     } else if (key == "fused_boundary") {
       config.fused_boundary = parse_switch(key, value);
     } else if (key == "overlap_side_ctas") {
-      config.overlap_side_ctas = parse_side_ctas(value);
+      config.overlap_side_ctas = parse_small_int(key, value, 0, 1024);
     } else if (key == "pdl") {
       config.pdl = parse_switch(key, value);
     } else if (key == "tactics") {
