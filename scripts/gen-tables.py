@@ -26,6 +26,8 @@ Kinds:
                 launches it replaces, alone and in the stack's steady state, with the ratios
   boundary_sweep  one `mhc bench kernels --sweep` JSON: the fused boundary per forced split count
                 and stage width
+  python_overlap  one bench/python_overlap.py JSON: per size and round, the sublayers alone and
+                each arm's mHC cost per site, and whether the arms agreed bitwise
 
 Every table ends with the line saying where its numbers come from (GPU, driver, commit, date).
 With --check nothing is written; the exit status is 1 when a table is stale.
@@ -308,6 +310,28 @@ def table_tma_stream(paths):
     return lines
 
 
+def table_python_overlap(paths):
+    (path,) = paths
+    doc = load(path)
+    params = doc["params"]
+    lines = [
+        f"C={params['hidden']} n={params['n']} layers={params['layers']} ({params['sites']} sites)",
+        "",
+        "| tokens | round | sublayers alone µs/site | native mHC µs/site | overlap main stream "
+        "µs/site | the same, side launch as before µs/site | bitwise |",
+        "|---:|---:|---:|---:|---:|---:|:---:|",
+    ]
+    for row in sorted(doc["results"], key=lambda r: (r["tokens"], r["round"])):
+        cost = row["mhc_us_per_site"]
+        lines.append(
+            f"| {row['tokens']} | {row['round']} | {row['sublayers_us_per_site']:.2f} "
+            f"| {cost['native']:.2f} | {cost['overlap']:.2f} | {cost['overlap_plain']:.2f} "
+            f"| {'yes' if row['bitwise_equal'] else 'NO'} |")
+    lines += ["", f"`bench/python_overlap.py` (torch {doc.get('torch', '?')}) on {provenance(doc)};"
+              f" source `{path}`."]
+    return lines
+
+
 def table_log(args):
     path, *pattern = args
     text = (ROOT / path).read_text().splitlines()
@@ -319,7 +343,8 @@ def table_log(args):
 KINDS = {"tune": table_tune, "overlap": table_overlap, "log": table_log,
          "prenorm": table_prenorm, "invariance": table_invariance, "kernels": table_kernels,
          "kernels_ab": table_kernels_ab, "boundary": table_boundary,
-         "boundary_sweep": table_boundary_sweep, "tma_stream": table_tma_stream}
+         "boundary_sweep": table_boundary_sweep, "tma_stream": table_tma_stream,
+         "python_overlap": table_python_overlap}
 
 
 def render(text):

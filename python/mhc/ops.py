@@ -230,10 +230,13 @@ def coefficients_out_impl(residual, fn, hc_scale, hc_base, rms_eps, pre_eps, sin
     on_side = side_stream != 0 and residual.is_cuda
     ws = _workspace(workspace, residual, side_stream if on_side else MAIN)
     with _on_device(residual):
-        stream = _side_stream_enter(residual, side_stream) if on_side else _stream(residual)
+        main = _stream(residual)
+        stream = _side_stream_enter(residual, side_stream) if on_side else main
+        # fork_from: the C++ side takes the plan's side-stream launch and, under capture, hangs
+        # it off main's last nodes alone where it can (mhc/schedule/capture_edges.hpp).
         _C.coefficients(residual, fn, hc_scale, hc_base, next_pre_mix, post, comb, ws, rms_eps,
                         pre_eps, sinkhorn_eps, post_mult, sinkhorn_iters, projection, stream,
-                        batch_invariant=batch_invariant)
+                        batch_invariant=batch_invariant, fork_from=main if on_side else 0)
 
 
 def coefficients_impl(residual, fn, hc_scale, hc_base, rms_eps, pre_eps, sinkhorn_eps, post_mult,

@@ -22,6 +22,7 @@
 
 #include "mhc/cuda/check.hpp"
 #include "mhc/cuda/kernels.hpp"
+#include "mhc/schedule/capture_edges.hpp"
 #endif
 
 namespace nb = nanobind;
@@ -158,7 +159,7 @@ void coefficients(nb::handle residual, nb::handle fn, nb::handle hc_scale, nb::h
                   nb::handle pre, nb::handle post, nb::handle comb, nb::handle workspace,
                   double rms_eps, double pre_eps, double sinkhorn_eps, double post_mult,
                   int sinkhorn_iters, const std::string& projection, uintptr_t stream,
-                  bool batch_invariant) {
+                  bool batch_invariant, uintptr_t fork_from) {
   const Streams s = check_streams("residual", residual);
   const int64_t T = s.tokens, n = s.n, nmix = n * (n + 2);
   const MhcParams p = make_params(s.hidden, n, {rms_eps, pre_eps, sinkhorn_eps, std::nullopt},
@@ -200,11 +201,19 @@ void coefficients(nb::handle residual, nb::handle fn, nb::handle hc_scale, nb::h
   b.comb = ca.f32_out();
   cuda::PrenormTuning tuning;
   tuning.batch_invariant = batch_invariant;
+  // The overlap's side launch (docs/overlap.md): on the plan's fewer CTAs (the same bits), and
+  // in a captured graph hung off the producers of residual alone, so that it starts early
+  // behind them (capture_edges.hpp). fork_from is the stream the side stream has just waited for.
+  if (fork_from != 0 && fork_from != stream) {
+    tuning.split_ctas = -1;
+    cuda::fork_from(to_stream(fork_from), to_stream(stream));
+  }
   cuda::prenorm_coefficients(p, T, b, proj, tuning, site_ws, to_stream(stream));
 #else
   (void)proj;
   (void)stream;
   (void)batch_invariant;
+  (void)fork_from;
 #endif
 }
 
@@ -443,10 +452,14 @@ void bind_ops(nb::module_& m) {
   m.def("coefficients", &coefficients, "residual"_a, "fn"_a, "hc_scale"_a, "hc_base"_a, "pre"_a,
         "post"_a, "comb"_a, "workspace"_a, "rms_eps"_a, "pre_eps"_a, "sinkhorn_eps"_a,
         "post_mult"_a, "sinkhorn_iters"_a, "projection"_a, "stream"_a = 0, nb::kw_only(),
-        "batch_invariant"_a = false,
+        "batch_invariant"_a = false, "fork_from"_a = 0,
         "The coefficient path: pre (next_pre_mix in V4.1) [T,n], post [T,n], comb [T,n,n] from "
         "residual [T,n,C] bf16, fn [n(n+2), nC], hc_scale [3], hc_base [n(n+2)] (all f32). "
-        "batch_invariant: a token's bits do not depend on T (CUDA; the CPU backend always is).");
+        "batch_invariant: a token's bits do not depend on T (CUDA; the CPU backend always is). "
+        "fork_from: the stream that `stream` (the overlap's side stream) has just waited for: the "
+        "launch takes the plan's side-stream CTA count and, while capturing, depends on main's "
+        "last nodes alone where the side stream's other dependencies are theirs already (the "
+        "same bits either way).");
   m.def("input_path", &input_path, "residual"_a, "pre_mix"_a, "norm_weight"_a.none(),
         "layer_input"_a, "norm_eps"_a, "stream"_a = 0, nb::kw_only(), "workspace"_a = nb::none(),
         "layer_input [T,C] = bf16(rmsnorm(bf16(sum_j pre_mix[:,j] residual[:,j])) * norm_weight); "

@@ -89,7 +89,9 @@ std::string PrenormTuning::describe() const {
              boundary_splits > 0 ? msg(" boundary_splits={}", boundary_splits) : std::string(),
              boundary_stage_columns > 0 ? msg(" boundary_stage_columns={}", boundary_stage_columns)
                                         : std::string(),
-             split_ctas > 0 ? msg(" split_ctas={}", split_ctas) : std::string());
+             split_ctas > 0   ? msg(" split_ctas={}", split_ctas)
+             : split_ctas < 0 ? std::string(" split_ctas=side")
+                              : std::string());
 }
 
 int max_prenorm_splits(const MhcParams& p) {
@@ -327,10 +329,13 @@ void prenorm_coefficients(const MhcParams& p, int64_t tokens, const CoefficientB
     args.previous.x_out = bits(previous->x_next);
   }
   // The split loop (the 16-row kernel's kSplitLoop instantiation) where it is asked for and
-  // runs fewer CTAs than splits.
-  if (tuning.split_ctas > 0 && tuning.split_ctas < args.splits && tuning.rows_per_tile == 16 &&
+  // runs fewer CTAs than splits; < 0 asks for the device plan's side-stream rule.
+  const int split_ctas = tuning.split_ctas < 0
+                             ? default_device_plan().side_split_ctas(tokens, args.splits)
+                             : tuning.split_ctas;
+  if (split_ctas > 0 && split_ctas < args.splits && tuning.rows_per_tile == 16 &&
       !tuning.batch_invariant && args.previous.x == nullptr) {
-    args.split_ctas = tuning.split_ctas;
+    args.split_ctas = split_ctas;
   }
   if (input != nullptr) {
     if (fuses) {

@@ -1,11 +1,10 @@
 #include <nvtx3/nvToolsExt.h>
 
-#include <algorithm>
-#include <array>
 #include <string>
 
 #include "join.hpp"
 #include "mhc/cuda/check.hpp"
+#include "mhc/schedule/capture_edges.hpp"
 #include "mhc/schedule/two_stream.hpp"
 
 namespace mhc::cuda {
@@ -25,58 +24,6 @@ const char* stage_name(Stage s) {
 }
 
 constexpr int kStages = 4;
-
-// A capturing stream's dependency set (the nodes its next node will depend on), copied into a
-// fixed array so that enqueueing allocates nothing; empty when the stream is not capturing or the
-// set has more than kMax nodes.
-struct CaptureDependencies {
-  static constexpr size_t kMax = 4;
-  std::array<cudaGraphNode_t, kMax> nodes{};
-  size_t count = 0;
-  bool operator==(const CaptureDependencies& o) const {
-    return count == o.count && std::equal(nodes.begin(), nodes.begin() + count, o.nodes.begin());
-  }
-};
-
-namespace {
-
-CaptureDependencies capture_dependencies(cudaStream_t stream) {
-  CaptureDependencies d;
-  cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
-  const cudaGraphNode_t* nodes = nullptr;
-  size_t count = 0;
-  MHC_CUDA_CHECK(
-      cudaStreamGetCaptureInfo(stream, &status, nullptr, nullptr, &nodes, nullptr, &count));
-  if (status != cudaStreamCaptureStatusActive || count > CaptureDependencies::kMax) return d;
-  std::copy(nodes, nodes + count, d.nodes.begin());
-  d.count = count;
-  return d;
-}
-
-bool all_kernels(const CaptureDependencies& d) {
-  for (size_t i = 0; i < d.count; ++i) {
-    cudaGraphNodeType type = cudaGraphNodeTypeEmpty;
-    MHC_CUDA_CHECK(cudaGraphNodeGetType(d.nodes[i], &type));
-    if (type != cudaGraphNodeTypeKernel) return false;
-  }
-  return d.count > 0;
-}
-
-// The next node captured on `stream` depends on `producers` alone, each by a programmatic edge:
-// it may start once every CTA of theirs has called griddepcontrol.launch_dependents (or exited)
-// and sees their writes after its griddepcontrol.wait.
-void depend_programmatically(cudaStream_t stream, CaptureDependencies producers) {
-  std::array<cudaGraphEdgeData, CaptureDependencies::kMax> edges{};
-  for (size_t i = 0; i < producers.count; ++i) {
-    edges[i].from_port = cudaGraphKernelNodePortProgrammatic;
-    edges[i].type = cudaGraphDependencyTypeProgrammatic;
-  }
-  MHC_CUDA_CHECK(cudaStreamUpdateCaptureDependencies(stream, producers.nodes.data(), edges.data(),
-                                                     producers.count,
-                                                     cudaStreamSetCaptureDependencies));
-}
-
-}  // namespace
 
 StackSchedule::StackSchedule(int sites, bool programmatic_fork)
     : programmatic_fork_(programmatic_fork), x_ready_(size_t(sites)), coef_ready_(size_t(sites)) {

@@ -3,19 +3,27 @@
 import torch
 
 
-def stack_v41(s, sublayer, sites=4):
-    """V4.1 delayed form with the fused post_pre: one pre, then post_pre + coefficients."""
+def stack_v41(s, sublayer, sites=4, side_stream=0, between=None):
+    """V4.1 delayed form with the fused post_pre: one pre, then post_pre + coefficients (the
+    engine recipe). side_stream: the coefficients on that stream, joined before the next post;
+    between(): work queued on the current stream after each post_pre, before the fork."""
     e = s.eps
     coef_eps = (e["rms_eps"], e["pre_eps"], e["sinkhorn_eps"], s.post_mult, s.iters)
     mhc = torch.ops.mhc
     layer_input, post, comb, pre_mix = mhc.pre(*s.pre_args())
     residual = s.residual
-    for _ in range(sites - 1):
+    for site in range(sites):
         out = sublayer(layer_input)
+        if side_stream and site > 0:
+            mhc.join(side_stream, post, comb, pre_mix)
+        if site == sites - 1:
+            return mhc.post(out, residual, post, comb), pre_mix
         residual, layer_input = mhc.post_pre(out, residual, post, comb, pre_mix, s.norm_weight,
                                              e["norm_eps"])
-        post, comb, pre_mix = mhc.coefficients(residual, s.fn, s.hc_scale, s.hc_base, *coef_eps)
-    return mhc.post(sublayer(layer_input), residual, post, comb), pre_mix
+        if between is not None:
+            between()
+        post, comb, pre_mix = mhc.coefficients(residual, s.fn, s.hc_scale, s.hc_base, *coef_eps,
+                                               side_stream=side_stream)
 
 
 def stack_v4(s, sublayer, sites=4):

@@ -2,6 +2,8 @@
 CUDA-graph replays), capture of every op in a CUDA graph with static buffers, torch.compile with
 CUDA graphs, the workspace rules under capture, and kernel-side errors. Skipped without a GPU."""
 
+import ctypes
+
 import pytest
 import torch
 from conftest import Site, needs_cuda
@@ -49,6 +51,85 @@ def test_overlap_in_cuda_graph_replays(mhc):
         graph.replay()
         torch.cuda.synchronize()
         assert _equal(out, stack_v41_plain(s, sub))  # s holds the fresh inputs now
+
+
+class _KernelParams(ctypes.Structure):  # CUDA_KERNEL_NODE_PARAMS_v2
+    _fields_ = [("func", ctypes.c_void_p), *[(f, ctypes.c_uint) for f in
+                ("gx", "gy", "gz", "bx", "by", "bz", "smem")], ("params", ctypes.c_void_p),
+                ("extra", ctypes.c_void_p), ("kern", ctypes.c_void_p), ("ctx", ctypes.c_void_p)]
+
+
+def _coefficient_in_edges(raw_graph):
+    """For each coefficient-kernel node of a cudaGraph_t, its number of incoming edges (the
+    driver API: cuGraphGetNodes, cuGraphKernelNodeGetParams_v2, cuFuncGetName)."""
+    cu = ctypes.CDLL("libcuda.so.1")
+    count = ctypes.c_size_t(0)
+    assert cu.cuGraphGetNodes(ctypes.c_void_p(raw_graph), None, ctypes.byref(count)) == 0
+    nodes = (ctypes.c_void_p * count.value)()
+    assert cu.cuGraphGetNodes(ctypes.c_void_p(raw_graph), nodes, ctypes.byref(count)) == 0
+    result = []
+    for node in nodes:
+        kind = ctypes.c_int(-1)
+        assert cu.cuGraphNodeGetType(ctypes.c_void_p(node), ctypes.byref(kind)) == 0
+        if kind.value != 0:  # CU_GRAPH_NODE_TYPE_KERNEL
+            continue
+        params, name = _KernelParams(), ctypes.c_char_p()
+        assert cu.cuGraphKernelNodeGetParams_v2(ctypes.c_void_p(node), ctypes.byref(params)) == 0
+        if params.func:
+            assert cu.cuFuncGetName(ctypes.byref(name), ctypes.c_void_p(params.func)) == 0
+        else:
+            assert cu.cuKernelGetName(ctypes.byref(name), ctypes.c_void_p(params.kern)) == 0
+        if b"prenorm" not in name.value:
+            continue
+        edges = ctypes.c_size_t(0)
+        # With edge data, as programmatic edges make a query without it lossy.
+        deps = (ctypes.c_void_p * 16)()
+        data = (ctypes.c_ubyte * (8 * 16))()
+        edges.value = 16
+        assert cu.cuGraphNodeGetDependencies_v2(ctypes.c_void_p(node), deps, data,
+                                                ctypes.byref(edges)) == 0
+        result.append(edges.value)
+    return result
+
+
+@pytest.mark.parametrize("tokens", [1, 8, 16, 40])
+def test_side_stream_fork_in_cuda_graphs(mhc, tokens):
+    """The engine recipe (post_pre, then coefficients on the side stream, joined before the next
+    post) in a CUDA graph. A launch with programmatic dependent launch takes every edge into it as
+    programmatic, and behind two streams it cannot start early: the side launch must hang off
+    post_pre alone (the side stream's previous launch is post_pre's dependency through the join).
+    A torch kernel queued in between leaves both edges (nothing proves the side stream's edge
+    redundant there). Replays on fresh inputs give the bits of the one-stream recipe either way
+    (the side launch runs the split loop at up to 16 tokens)."""
+    sites = 4
+    s, sub = Site(tokens=tokens, hidden=512, device="cuda", seed=80 + tokens), _sublayer()
+    side = torch.cuda.Stream()
+    scratch = torch.zeros(64, device="cuda")
+    arms = {"after_post_pre": None, "after_torch_op": lambda: scratch.add_(1)}
+    captured = {}
+    for name, between in arms.items():
+        stack_v41(s, sub, sites, side.cuda_stream, between)  # warm-up: workspaces exist
+        torch.cuda.synchronize()
+        graph = torch.cuda.CUDAGraph(keep_graph=True)
+        with torch.cuda.graph(graph):
+            out = stack_v41(s, sub, sites, side.cuda_stream, between)
+        captured[name] = (graph, out, _coefficient_in_edges(graph.raw_cuda_graph()))
+        graph.instantiate()
+    # One coefficient launch per site; the side stream's second and later ones are the test.
+    assert len(captured["after_post_pre"][2]) == sites
+    assert max(captured["after_post_pre"][2]) == 1
+    assert sorted(captured["after_torch_op"][2])[-(sites - 2):] == [2] * (sites - 2)
+    for seed in range(3):
+        fresh = Site(tokens=tokens, hidden=512, device="cuda", seed=200 + seed)
+        s.residual.copy_(fresh.residual)
+        s.pre_mix.copy_(fresh.pre_mix)
+        expected = stack_v41(s, sub, sites)  # one stream, eagerly
+        for graph, out, _ in captured.values():
+            for t in out:
+                t.fill_(float("nan"))
+            graph.replay()
+            torch.cuda.synchronize()
+            assert _equal(out, expected)
 
 
 def test_every_out_op_captures_in_a_graph(mhc):

@@ -88,8 +88,9 @@ struct PrenormTuning {
   int tma_cluster_epilogue = -1;
   // The 16-row kernel's CTAs per tile, each running every split_ctas-th split in turn (the same
   // bits as one CTA per split, on fewer SMs: the overlap's side stream,
-  // KernelPlan::side_split_ctas); 0, or not fewer than the splits: one CTA per split. Other
-  // tiles, batch-invariant mode and the folded post run one CTA per split.
+  // KernelPlan::side_split_ctas); 0, or not fewer than the splits: one CTA per split; < 0: the
+  // device plan's side_split_ctas for this launch (what the Python ops' side-stream launches
+  // ask for). Other tiles, batch-invariant mode and the folded post run one CTA per split.
   int split_ctas = 0;
   std::string describe() const;
 };

@@ -45,7 +45,7 @@ class StageObserver {
   virtual void end(Stage stage, int site, cudaStream_t stream) = 0;
 };
 
-struct CaptureDependencies;  // schedule.cpp
+struct CaptureDependencies;  // capture_edges.hpp
 
 class StackSchedule {
  public:
