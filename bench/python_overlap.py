@@ -170,7 +170,8 @@ def main():
     props = torch.cuda.get_device_properties(0)
     report = dict(tool="bench/python_overlap.py",
                   date=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), commit=a.commit,
-                  gpu=props.name, driver=a.driver, torch=torch.__version__,
+                  gpu=props.name, compute_capability=f"{props.major}.{props.minor}",
+                  driver=a.driver, torch=torch.__version__,
                   cuda_runtime=torch.version.cuda, mhc=mhc.__version__,
                   params=dict(hidden=a.hidden, n=4, layers=a.layers, sites=stack.sites),
                   method=("each arm one CUDA graph of the whole stack (torch.cuda.graph), 3 warm "

@@ -1,6 +1,7 @@
 #include "mhc/schedule/capture_edges.hpp"
 
 #include <algorithm>
+#include <cstring>
 
 #include "mhc/cuda/check.hpp"
 
@@ -61,15 +62,48 @@ void depend_programmatically(cudaStream_t stream, CaptureDependencies producers)
 
 namespace {
 
-// Whether `node` depends on `dependency` by an edge of its own (not through other nodes).
-bool depends_directly(cudaGraphNode_t node, cudaGraphNode_t dependency) {
+// A node's direct dependencies; empty where it has more than kMax.
+CaptureDependencies dependencies_of(cudaGraphNode_t node) {
+  CaptureDependencies d;
   size_t count = 0;
   MHC_CUDA_CHECK(cudaGraphNodeGetDependencies(node, nullptr, nullptr, &count));
-  if (count == 0 || count > CaptureDependencies::kMax) return false;
-  std::array<cudaGraphNode_t, CaptureDependencies::kMax> nodes{};
+  if (count == 0 || count > CaptureDependencies::kMax) return d;
   std::array<cudaGraphEdgeData, CaptureDependencies::kMax> edges{};
-  MHC_CUDA_CHECK(cudaGraphNodeGetDependencies(node, nodes.data(), edges.data(), &count));
-  return std::find(nodes.begin(), nodes.begin() + count, dependency) != nodes.begin() + count;
+  MHC_CUDA_CHECK(cudaGraphNodeGetDependencies(node, d.nodes.data(), edges.data(), &count));
+  d.count = count;
+  return d;
+}
+
+// Whether a node is a kernel of this library. Every one of them calls griddepcontrol.wait before
+// it reads its inputs, so it finishes after its own producers, whatever edges it was captured
+// with; a kernel of another library launched with PDL might not. A node captured through another
+// copy of the CUDA runtime (torch's) may not resolve to a function this runtime knows: the query
+// then fails, and the error it leaves is cleared so that the next checked call does not see it.
+bool is_mhc_kernel(cudaGraphNode_t node) {
+  cudaGraphNodeType type = cudaGraphNodeTypeEmpty;
+  MHC_CUDA_CHECK(cudaGraphNodeGetType(node, &type));
+  if (type != cudaGraphNodeTypeKernel) return false;
+  cudaKernelNodeParams params{};
+  const char* name = nullptr;
+  if (cudaGraphKernelNodeGetParams(node, &params) != cudaSuccess || params.func == nullptr ||
+      cudaFuncGetName(&name, params.func) != cudaSuccess || name == nullptr) {
+    (void)cudaGetLastError();
+    return false;
+  }
+  return std::strstr(name, "3mhc4cuda") != nullptr;  // mangled: namespace mhc::cuda
+}
+
+// Whether `dependency` precedes `producer` within two edges through this library's kernels (the
+// recipes: post_pre, or post then input_path, after the join).
+bool precedes(cudaGraphNode_t dependency, cudaGraphNode_t producer) {
+  const CaptureDependencies direct = dependencies_of(producer);
+  if (direct.contains(dependency)) return true;
+  for (size_t i = 0; i < direct.count; ++i) {
+    if (is_mhc_kernel(direct.nodes[i]) && dependencies_of(direct.nodes[i]).contains(dependency)) {
+      return true;
+    }
+  }
+  return false;
 }
 
 }  // namespace
@@ -80,14 +114,15 @@ bool fork_from(cudaStream_t main, cudaStream_t side) {
   const CaptureDependencies current = capture_dependencies(side);
   if (producers.count == 0 || current.count <= producers.count) return false;
   for (size_t i = 0; i < producers.count; ++i) {
-    if (!current.contains(producers.nodes[i])) return false;  // side did not wait for main
+    // Side waited for main, and main's last nodes finish after their own producers.
+    if (!current.contains(producers.nodes[i]) || !is_mhc_kernel(producers.nodes[i])) return false;
   }
   for (size_t i = 0; i < current.count; ++i) {
     const cudaGraphNode_t d = current.nodes[i];
     if (producers.contains(d)) continue;
     bool covered = false;
     for (size_t j = 0; j < producers.count && !covered; ++j) {
-      covered = depends_directly(producers.nodes[j], d);
+      covered = precedes(d, producers.nodes[j]);
     }
     if (!covered) return false;  // e.g. no join since the side stream's last launch
   }

@@ -14,6 +14,12 @@
 #include "mhc/cuda/kernels.hpp"
 #include "mhc/schedule/capture_edges.hpp"
 
+// Another library's kernel (outside namespace mhc): launched with PDL, it might finish before
+// its own producers, so fork_from must not drop an edge on its word.
+__global__ void foreign_add_one(const float* in, float* out) {
+  if (threadIdx.x == 0) out[0] = in[0] + 1.0f;
+}
+
 namespace mhc::cuda::test {
 namespace {
 
@@ -27,8 +33,10 @@ __global__ void add_one(const float* in, float* out) {
   if (threadIdx.x == 0) out[0] = in[0] + 1.0f;
 }
 
-// add_one launched with programmatic stream serialization, as the library launches its kernels.
-void launch_pdl(cudaStream_t stream, const float* in, float* out) {
+using Kernel = void (*)(const float*, float*);
+
+// A kernel launched with programmatic stream serialization, as the library launches its kernels.
+void launch_pdl(cudaStream_t stream, const float* in, float* out, Kernel kernel = add_one) {
   cudaLaunchConfig_t config{};
   config.gridDim = dim3(1);
   config.blockDim = dim3(32);
@@ -38,7 +46,7 @@ void launch_pdl(cudaStream_t stream, const float* in, float* out) {
   attribute.val.programmaticStreamSerializationAllowed = 1;
   config.attrs = &attribute;
   config.numAttrs = 1;
-  MHC_CUDA_CHECK(cudaLaunchKernelEx(&config, add_one, in, out));
+  MHC_CUDA_CHECK(cudaLaunchKernelEx(&config, kernel, in, out));
 }
 
 // The edges into a node: how many, and how many of them programmatic.
@@ -113,8 +121,10 @@ class CaptureEdgesTest : public ::testing::Test {
   }
 
   // side: first launch (buf[3] = buf[0] + 1); [main joins it]; main: producer (buf[1] = buf[3]
-  // + 1, or buf[0] + 1 without the join); fork; side launch. Returns the side launch's in-edges.
-  InEdges capture(bool join_before_producer, bool* forked, float* result) {
+  // + 1, or buf[0] + 1 without the join), then `extra` kernels (buf[1] += 1 each); fork; side
+  // launch. Returns the side launch's in-edges.
+  InEdges capture(bool join_before_producer, bool* forked, float* result, int extra = 0,
+                  Kernel kernel = add_one) {
     cudaGraph_t graph = nullptr;
     MHC_CUDA_CHECK(cudaStreamBeginCapture(main_, cudaStreamCaptureModeGlobal));
     MHC_CUDA_CHECK(cudaEventRecord(first_, main_));
@@ -125,6 +135,7 @@ class CaptureEdgesTest : public ::testing::Test {
       MHC_CUDA_CHECK(cudaStreamWaitEvent(main_, joined_, 0));
     }
     launch_pdl(main_, join_before_producer ? buf_ + 3 : buf_, buf_ + 1);
+    for (int i = 0; i < extra; ++i) launch_pdl(main_, buf_ + 1, buf_ + 1, kernel);
     const InEdges e = in_edges(fork_and_launch(forked));
     *result = finish(&graph);
     MHC_CUDA_CHECK(cudaGraphDestroy(graph));
@@ -164,6 +175,25 @@ TEST_F(CaptureEdgesTest, KeepsAnEdgeNotJoinedIntoMain) {
   EXPECT_EQ(e.total, 2u);         // the side stream's own first launch and main's producer
   EXPECT_EQ(e.programmatic, 2u);  // both made programmatic by the launch itself
   EXPECT_EQ(result, 2.0f);
+}
+
+// A second kernel of the library between the join and the fork (the pre_overlap recipe: post,
+// then the input path) is followed back; a third, or another library's, is not.
+TEST_F(CaptureEdgesTest, FollowsOneMoreOfItsOwnKernelsBack) {
+  struct Case {
+    int extra;
+    Kernel kernel;
+    bool forked;
+  };
+  for (const Case c :
+       {Case{1, add_one, true}, Case{2, add_one, false}, Case{1, foreign_add_one, false}}) {
+    bool forked = !c.forked;
+    float result = 0;
+    const InEdges e = capture(/*join_before_producer=*/true, &forked, &result, c.extra, c.kernel);
+    EXPECT_EQ(forked, c.forked) << c.extra << " extra";
+    EXPECT_EQ(e.total, c.forked ? 1u : 2u) << c.extra << " extra";
+    EXPECT_EQ(result, 3.0f + float(c.extra)) << c.extra << " extra";
+  }
 }
 
 TEST_F(CaptureEdgesTest, FirstForkHasNothingToDrop) {

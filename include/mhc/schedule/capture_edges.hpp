@@ -40,11 +40,11 @@ void depend_programmatically(cudaStream_t stream, CaptureDependencies producers)
 // In a captured graph a launch with programmatic stream serialization (PDL) takes every edge into
 // it as programmatic, and with such edges from two streams (main's producer of x and the side
 // stream's previous launch) it cannot start early behind either (docs/decisions.md, "Why the
-// fork had to drop the side stream's own edge"). So while capturing, side's dependencies that a
-// producer on main already depends on directly (the join before the previous post put the side
-// stream's last launch there) are dropped: they are ancestors of the producers, so no ordering is
-// lost, and the launch hangs off main's producers alone. Returns whether it changed anything;
-// outside capture, or where one of side's dependencies is not so covered, it changes nothing.
+// fork drops the side stream's own edge"). So while capturing, where main's last nodes are this
+// library's kernels, side's dependencies that precede them within two edges through this
+// library's kernels (the join before the previous post put the side stream's last launch there)
+// are dropped: no ordering is lost, and the launch hangs off main's last nodes alone. Returns
+// whether it changed anything; outside capture, or where a condition fails, it changes nothing.
 bool fork_from(cudaStream_t main, cudaStream_t side);
 
 }  // namespace mhc::cuda

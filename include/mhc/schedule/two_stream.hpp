@@ -50,9 +50,11 @@ struct CaptureDependencies;  // capture_edges.hpp
 class StackSchedule {
  public:
   // programmatic_fork: in a captured graph, the side stream's coefficient launch depends on the
-  // kernel that produced x by a programmatic edge (PDL across the streams), so it starts while
-  // that kernel runs and waits for it with griddepcontrol.wait. Only where every coefficient
-  // kernel waits so (the plan's pdl).
+  // kernel that produced x alone, by a programmatic edge (PDL across the streams), so it starts
+  // while that kernel runs and waits for it with griddepcontrol.wait; with a second programmatic
+  // predecessor (the side stream's previous launch) it could not start early (docs/decisions.md,
+  // "Why the fork drops the side stream's own edge"). Only where every coefficient kernel waits
+  // so (the plan's pdl).
   explicit StackSchedule(int sites, bool programmatic_fork = false);
   ~StackSchedule();
   StackSchedule(const StackSchedule&) = delete;
