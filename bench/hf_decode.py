@@ -10,7 +10,6 @@ grows by concatenation, which a CUDA graph cannot hold); the hyper-connections s
 
 import argparse
 import json
-import statistics
 import sys
 import time
 import traceback
@@ -18,6 +17,7 @@ import traceback
 import torch
 
 sys.path.insert(0, "tests/python")
+from graph_timing import median_replay_us  # noqa: E402  (bench/, the script's own directory)
 from hf_model import small_model, twin  # noqa: E402
 
 from mhc.integrations import transformers as mhc_hf  # noqa: E402
@@ -32,15 +32,8 @@ def graph_time(step, ids, reps=200):
         g = torch.cuda.CUDAGraph()
         with torch.cuda.graph(g, stream=stream):
             out = step(ids)
-        for _ in range(20):
-            g.replay()
-        events = [torch.cuda.Event(enable_timing=True) for _ in range(reps + 1)]
-        events[0].record()
-        for i in range(reps):
-            g.replay()
-            events[i + 1].record()
-    torch.cuda.synchronize()
-    return statistics.median(1000 * events[i].elapsed_time(events[i + 1]) for i in range(reps)), out
+        us = median_replay_us(g, reps, warmups=20)
+    return us, out
 
 
 def main():

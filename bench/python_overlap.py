@@ -18,10 +18,10 @@ Every arm's final residual is checked bitwise against native's. Writes JSON.
 
 import argparse
 import json
-import statistics
 import time
 
 import torch
+from graph_timing import median_replay_us  # bench/, the script's own directory
 
 import mhc
 from mhc import _C
@@ -124,16 +124,7 @@ def time_arm(stack, arm, tokens, reps):
     graph = torch.cuda.CUDAGraph()
     with torch.cuda.graph(graph):
         out = stack.forward(arm, tokens)
-    for _ in range(3):
-        graph.replay()
-    events = [torch.cuda.Event(enable_timing=True) for _ in range(reps + 1)]
-    events[0].record()
-    for i in range(reps):
-        graph.replay()
-        events[i + 1].record()
-    torch.cuda.synchronize()
-    us = [1000 * events[i].elapsed_time(events[i + 1]) for i in range(reps)]
-    return statistics.median(us), out.clone()
+    return median_replay_us(graph, reps, warmups=3), out.clone()
 
 
 def main():
