@@ -54,14 +54,6 @@ void set_dependencies(cudaStream_t stream, CaptureDependencies deps,
                                                      cudaStreamSetCaptureDependencies));
 }
 
-}  // namespace
-
-void depend_programmatically(cudaStream_t stream, CaptureDependencies producers) {
-  set_dependencies(stream, producers, producers);
-}
-
-namespace {
-
 // A node's direct dependencies; empty where it has more than kMax.
 CaptureDependencies dependencies_of(cudaGraphNode_t node) {
   CaptureDependencies d;
@@ -107,6 +99,10 @@ bool precedes(cudaGraphNode_t dependency, cudaGraphNode_t producer) {
 }
 
 }  // namespace
+
+void depend_programmatically(cudaStream_t stream, CaptureDependencies producers) {
+  set_dependencies(stream, producers, producers);
+}
 
 bool fork_from(cudaStream_t main, cudaStream_t side) {
   if (main == side) return false;
