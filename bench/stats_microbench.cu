@@ -1,9 +1,11 @@
 // Developer micro-benchmark of the coefficient path's stats stage (not a test; built by CMake as
 // mhc_stats_microbench when CUDA is on, bench/CMakeLists.txt): SM cycles per call of
 // token_coefficients (one thread per token), token_coefficients_by_rows (n lanes per token) and
-// the Sinkhorn iterations alone, for one CTA on random reduced sums held in shared memory, as in
+// the Sinkhorn iterations alone (both forms), each with the loop as it runs and with the iteration
+// count as a constant (unrolled), for one CTA on random reduced sums held in shared memory, as in
 // the prenorm kernels' epilogue. Run on an sm_90 GPU: build/bench/mhc_stats_microbench.
-// Results and their provenance: docs/decisions.md, "Stats micro-benchmark".
+// Results and their provenance: docs/decisions.md, "Stats micro-benchmark" and "The decode
+// launch's serial tail" (the unrolled loop: faster here, slower in the kernel).
 #include <cuda_runtime.h>
 
 #include <cstdio>
@@ -16,7 +18,16 @@ namespace {
 
 using namespace mhc::cuda;
 constexpr int n = 4, kNmix = n * (n + 2), kStride = kNmix + 1, kMaxTokens = 128, kReps = 20;
-enum Variant { kOneThreadPerToken, kLanesPerToken, kSinkhornOnly };
+constexpr int kIters = 20;  // the design's Sinkhorn iteration count (CoefficientParams default)
+enum Variant {
+  kOneThreadPerToken,
+  kLanesPerToken,
+  kLanesPerTokenFixed,  // the iteration count as a constant (20): the loop unrolled
+  kSinkhornOnly,
+  kSinkhornOnlyFixed,
+  kLanesSinkhornOnly,
+  kLanesSinkhornOnlyFixed
+};
 
 template <Variant kVariant>
 __global__ void stats_kernel(const float* g_sums, int tokens, CoefficientParams cp,
@@ -36,21 +47,32 @@ __global__ void stats_kernel(const float* g_sums, int tokens, CoefficientParams 
   for (int rep = 0; rep < kReps; ++rep) {
     if constexpr (kVariant == kOneThreadPerToken) {
       if (tid < tokens) token_coefficients<n>(sums + tid * kStride, tid, cp, params, out);
-    } else if constexpr (kVariant == kLanesPerToken) {
+    } else if constexpr (kVariant == kLanesPerToken || kVariant == kLanesPerTokenFixed) {
       const int token = tid / n;
       const bool active = token < tokens;
       if (tid / kWarp * kWarp < tokens * n) {
-        token_coefficients_by_rows<n>(sums + (active ? token : 0) * kStride, token, active, cp,
-                                      params, out);
+        token_coefficients_by_rows<n, kVariant == kLanesPerTokenFixed ? kIters : 0>(
+            sums + (active ? token : 0) * kStride, token, active, cp, params, out);
       }
-    } else if (tid < tokens) {
-      float p[n][n];
-      for (int j = 0; j < n; ++j) {
-        for (int k = 0; k < n; ++k) p[j][k] = sums[tid * kStride + 2 * n + j * n + k] + rep;
+    } else if constexpr (kVariant == kSinkhornOnly || kVariant == kSinkhornOnlyFixed) {
+      if (tid < tokens) {
+        float p[n][n];
+        for (int j = 0; j < n; ++j) {
+          for (int k = 0; k < n; ++k) p[j][k] = sums[tid * kStride + 2 * n + j * n + k] + rep;
+        }
+        sinkhorn_iterations<n, kVariant == kSinkhornOnlyFixed ? kIters : 0>(p, cp);
+        for (int j = 0; j < n; ++j) {
+          for (int k = 0; k < n; ++k) out.comb[(tid * n + j) * n + k] = p[j][k];
+        }
       }
-      sinkhorn_iterations<n>(p, cp);
-      for (int j = 0; j < n; ++j) {
-        for (int k = 0; k < n; ++k) out.comb[(tid * n + j) * n + k] = p[j][k];
+    } else if (tid / kWarp * kWarp < tokens * n) {  // n lanes per token, the Sinkhorn alone
+      const int token = tid / n, row = tid % n;
+      const int from = (token < tokens ? token : 0) * kStride + 2 * n + row * n;
+      float p[n];
+      for (int k = 0; k < n; ++k) p[k] = sums[from + k] + rep;
+      sinkhorn_iterations_by_rows<n, kVariant == kLanesSinkhornOnlyFixed ? kIters : 0>(p, cp);
+      if (token < tokens) {
+        for (int k = 0; k < n; ++k) out.comb[(token * n + row) * n + k] = p[k];
       }
     }
     __syncthreads();
@@ -94,14 +116,22 @@ int main() {
   cp.hc_base = hc_base;
   cp.hc_scale = hc_scale;
   cp.inv_k = 1.f / 20480;
-  for (int tokens : {16, 64, 128}) {
+  for (int tokens : {1, 16, 64, 128}) {
     time_variant(stats_kernel<kOneThreadPerToken>, "one thread per token (whole stats)", tokens,
                  288, sums, cp, d_cycles, sink);
     time_variant(stats_kernel<kSinkhornOnly>, "one thread per token (Sinkhorn)", tokens, 288, sums,
                  cp, d_cycles, sink);
+    time_variant(stats_kernel<kSinkhornOnlyFixed>, "one thread per token (Sinkhorn, fixed)", tokens,
+                 288, sums, cp, d_cycles, sink);
     if (tokens * n <= 256) {
       time_variant(stats_kernel<kLanesPerToken>, "n lanes per token (whole stats)", tokens, 256,
                    sums, cp, d_cycles, sink);
+      time_variant(stats_kernel<kLanesPerTokenFixed>, "n lanes per token (whole stats, fixed)",
+                   tokens, 256, sums, cp, d_cycles, sink);
+      time_variant(stats_kernel<kLanesSinkhornOnly>, "n lanes per token (Sinkhorn)", tokens, 256,
+                   sums, cp, d_cycles, sink);
+      time_variant(stats_kernel<kLanesSinkhornOnlyFixed>, "n lanes per token (Sinkhorn, fixed)",
+                   tokens, 256, sums, cp, d_cycles, sink);
     }
   }
   return 0;

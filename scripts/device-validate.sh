@@ -24,8 +24,12 @@ step() {  # step NAME SECONDS COMMAND...
 # The fused boundary's 32-column stages have their own step until they have run on a GPU: a
 # hang there must not cost the rest of the suite.
 new_kernels='*ThirtyTwoColumnStages*'
-{ step test_cuda "${MHC_T_CUDA:-330}" "$bin/test_cuda" --gtest_filter="-$new_kernels"
+# Issue 17's boundary matrix (up to 8192 tokens at every model shape, float64 reference on the
+# host) runs beside the rest.
+matrix='CudaBoundaryMatrix.*'
+{ step test_cuda "${MHC_T_CUDA:-330}" "$bin/test_cuda" --gtest_filter="-$new_kernels:$matrix"
   step test_cuda_new 90 "$bin/test_cuda" --gtest_filter="$new_kernels"; } &
+step test_matrix 300 "$bin/test_cuda" --gtest_filter="$matrix" &
 { step test_schedule 240 "$bin/test_schedule"; step dropped_join 60 "$bin/test_schedule_dropped_join"; } &
 PYTHONPATH=$PWD/python step pytest 240 python3 -m pytest -q -ra -p no:cacheprovider tests/python &
 wait
@@ -39,7 +43,7 @@ step plan 30 "$bin/mhc" plan
 step run 90 "$bin/mhc" run
 tar czf "$OUT/logs.tar.gz" -C /tmp mhc-logs
 cat "$logs/info.log"
-for f in test_cuda test_cuda_new test_schedule dropped_join; do grep -E "^\[  (PASSED|FAILED) |^\[  FAILED  \]|tests ran" "$logs/$f.log" | head -12; done
+for f in test_cuda test_cuda_new test_matrix test_schedule dropped_join; do grep -E "^\[  (PASSED|FAILED) |^\[  FAILED  \]|tests ran" "$logs/$f.log" | head -12; done
 tail -4 "$logs/pytest.log"
 for tool in memcheck racecheck synccheck; do
   tail -1 "$logs/sanitize-$tool.log"

@@ -13,8 +13,7 @@
 #include <string>
 #include <vector>
 
-#include "gpu_test_util.hpp"
-#include "mhc/cpu/reference.hpp"
+#include "boundary_test_util.hpp"
 #include "mhc/cuda/check.hpp"
 
 namespace mhc {
@@ -24,46 +23,13 @@ using test::FoldCase;
 using test::FoldOutputs;
 using test::to_host;
 
-// fused: the boundary kernel wherever it can run (from 1 token; the 16-row decode fold off so
-// that it does not take small sizes); else the unfused launches. splits, stage_columns: forced
-// (0: the rule, 64 columns).
-cuda::PrenormTuning boundary_tuning(bool fused, int splits = 0, int stage_columns = 0) {
-  cuda::PrenormTuning t = cuda::forcing_fused_boundary({});
-  if (!fused) t.fused_boundary_min_tokens = 0;
-  t.fused_input_max_tokens = 0;
-  t.boundary_splits = splits;
-  t.boundary_stage_columns = stage_columns;
-  return t;
-}
-
 void run_boundary(FoldCase& k, FoldOutputs& out, bool fused, cuda::SiteWorkspace& ws,
                   bool with_norm = true, int splits = 0, int stage_columns = 0,
                   int cluster_epilogue = -1) {
-  const cuda::InputPathBuffers input{k.pre_mix.get(), with_norm ? k.w.norm_weight.get() : nullptr,
-                                     out.layer_input.get()};
-  const cuda::PreviousPost previous{k.x_prev.get(), k.prev_post.get(), k.prev_comb.get(), k.f.get(),
-                                    out.x.get()};
-  cuda::PrenormTuning t = boundary_tuning(fused, splits, stage_columns);
+  cuda::PrenormTuning t = test::boundary_tuning(fused, splits, stage_columns);
   t.tma_cluster_epilogue = cluster_epilogue;
   ASSERT_EQ(cuda::boundary_fuses(k.p, k.m, t, Projection::tf32), fused);
-  cuda::prenorm_coefficients(k.p, k.m, out.coef.buffers(out.x, k.w), Projection::tf32, t, ws,
-                             nullptr, &input, &previous);
-  MHC_CUDA_CHECK(cudaDeviceSynchronize());
-}
-
-// Whether a and b are at most one bf16 ulp apart everywhere (NaN never is).
-bool within_one_ulp(const std::vector<Bf16>& a, const std::vector<Bf16>& b, std::string* where) {
-  for (size_t i = 0; i < a.size(); ++i) {
-    const float x = bf16_to_float(a[i]), y = bf16_to_float(b[i]);
-    const float larger = std::max(std::fabs(x), std::fabs(y));
-    const float ulp = larger > 0 ? std::ldexp(1.f, std::ilogb(larger) - 7) : 0.f;
-    if (!(std::fabs(x - y) <= ulp)) {
-      *where =
-          "element " + std::to_string(i) + ": " + std::to_string(x) + " vs " + std::to_string(y);
-      return false;
-    }
-  }
-  return a.size() == b.size();
+  test::run_boundary_with(k, out, t, ws, with_norm);
 }
 
 void check_boundary(const MhcParams& p, int64_t m, uint64_t seed, double amplitude = 1.0,
@@ -77,36 +43,8 @@ void check_boundary(const MhcParams& p, int64_t m, uint64_t seed, double amplitu
       test::case_name(p, m, amplitude) + (with_norm ? "" : " plain collapse") +
       (splits > 0 ? " boundary_splits=" + std::to_string(splits) : "") +
       (stage_columns > 0 ? " stage_columns=" + std::to_string(stage_columns) : "");
-  const std::vector<Bf16> x = to_host(got.x);
-  EXPECT_TRUE(test::same_bits(x, to_host(want.x))) << label << " x (the post kernel's bits)";
-
-  const std::vector<float> post = to_host(k.prev_post), comb = to_host(k.prev_comb);
-  const std::vector<double> post_d(post.begin(), post.end()), comb_d(comb.begin(), comb.end());
-  const std::vector<double> x_ref =
-      ref::post(p, m, k.c.x.data(), post_d.data(), comb_d.data(), k.c.sublayer_out.data());
-  MHC_EXPECT_CLOSE(compare(x.data(), x_ref.data(), m * p.k()), kTf32Tolerances.activations,
-                   label + " x");
-
-  ref::SiteResult coef;
-  ref::coefficients(p, m, x.data(), k.c.weights.view(), coef);
-  const double tol = kTf32Tolerances.coefficients;
-  MHC_EXPECT_CLOSE(compare(to_host(got.coef.mixes).data(), coef.mixes.data(), m * p.nmix()), tol,
-                   label + " mixes");
-  MHC_EXPECT_CLOSE(compare(to_host(got.coef.pre).data(), coef.pre.data(), m * p.n), tol,
-                   label + " pre");
-  MHC_EXPECT_CLOSE(compare(to_host(got.coef.post).data(), coef.post.data(), m * p.n), tol,
-                   label + " post");
-  MHC_EXPECT_CLOSE(compare(to_host(got.coef.comb).data(), coef.comb.data(), m * p.n * p.n), tol,
-                   label + " comb");
-
-  const std::vector<Bf16> layer_input = to_host(got.layer_input);
-  const std::vector<double> li_ref = ref::input_path(
-      p, m, x.data(), k.c.pre_mix.data(), with_norm ? k.c.weights.norm_weight.data() : nullptr);
-  MHC_EXPECT_CLOSE(compare(layer_input.data(), li_ref.data(), m * p.hidden),
-                   kTf32Tolerances.activations, label + " layer_input");
-  std::string where;
-  EXPECT_TRUE(within_one_ulp(layer_input, to_host(want.layer_input), &where))
-      << label << " layer_input against the unfused path: " << where;
+  test::expect_boundary_agrees(got, want, label);
+  test::expect_boundary_matches_reference(k, got, with_norm, label);
 }
 
 TEST(CudaFusedBoundary, MatchesTheReferenceAtEveryModelShape) {
@@ -258,7 +196,7 @@ TEST(CudaFusedBoundary, BitwiseRunToRunAndZeroTokens) {
   const cuda::PreviousPost previous{one.x_prev.get(), one.prev_post.get(), one.prev_comb.get(),
                                     one.f.get(), none.x.get()};
   cuda::prenorm_coefficients(p, 0, none.coef.buffers(none.x, one.w), Projection::tf32,
-                             boundary_tuning(true), ws, nullptr, &input, &previous);
+                             test::boundary_tuning(true), ws, nullptr, &input, &previous);
   MHC_CUDA_CHECK(cudaDeviceSynchronize());
   for (Bf16 v : to_host(none.x)) ASSERT_EQ(v.bits, 0xFFFF) << "zero tokens wrote x";
 }
@@ -268,7 +206,7 @@ TEST(CudaFusedBoundary, BitwiseRunToRunAndZeroTokens) {
 TEST(CudaFusedBoundary, Eligibility) {
   MHC_SKIP_WITHOUT_GPU();
   const MhcParams p = test::small_params(4, 5120);
-  cuda::PrenormTuning t = boundary_tuning(true);
+  cuda::PrenormTuning t = test::boundary_tuning(true);
   t.fused_boundary_min_tokens = 100;
   const bool image = cuda::tma_prenorm_available();
   EXPECT_EQ(cuda::boundary_fuses(p, 100, t, Projection::tf32), image);
@@ -277,7 +215,7 @@ TEST(CudaFusedBoundary, Eligibility) {
   cuda::PrenormTuning invariant = t;
   invariant.batch_invariant = true;
   EXPECT_FALSE(cuda::boundary_fuses(p, 100, invariant, Projection::tf32));
-  EXPECT_FALSE(cuda::boundary_fuses(p, 100, boundary_tuning(false), Projection::tf32));
+  EXPECT_FALSE(cuda::boundary_fuses(p, 100, test::boundary_tuning(false), Projection::tf32));
 }
 
 // The forced form (the benchmarks' "fused boundary" rows) sets the plan's whole rule aside: with

@@ -73,8 +73,9 @@ __device__ __forceinline__ float tree_sum(const Get& get) {
 }
 
 // The Sinkhorn iterations after the first row normalisation, one thread holding the whole
-// matrix: column pass, then (row pass, column pass) sinkhorn_iters - 1 times.
-template <int n>
+// matrix: column pass, then (row pass, column pass) sinkhorn_iters - 1 times. kIters > 0: the
+// iteration count as a constant (cp.sinkhorn_iters must equal it), so the loop unrolls.
+template <int n, int kIters = 0>
 __device__ __forceinline__ void sinkhorn_iterations(float (&p)[n][n], const CoefficientParams& cp) {
   auto column_pass = [&] {
 #pragma unroll
@@ -85,8 +86,7 @@ __device__ __forceinline__ void sinkhorn_iterations(float (&p)[n][n], const Coef
       for (int j = 0; j < n; ++j) p[j][k] *= inv;
     }
   };
-  column_pass();
-  for (int it = 1; it < cp.sinkhorn_iters; ++it) {
+  auto row_pass = [&] {
 #pragma unroll
     for (int j = 0; j < n; ++j) {
       const float total = tree_sum<n>([&](int k) { return p[j][k]; });
@@ -94,7 +94,58 @@ __device__ __forceinline__ void sinkhorn_iterations(float (&p)[n][n], const Coef
 #pragma unroll
       for (int k = 0; k < n; ++k) p[j][k] *= inv;
     }
-    column_pass();
+  };
+  column_pass();
+  if constexpr (kIters > 0) {
+#pragma unroll
+    for (int it = 1; it < kIters; ++it) {
+      row_pass();
+      column_pass();
+    }
+  } else {
+    for (int it = 1; it < cp.sinkhorn_iters; ++it) {
+      row_pass();
+      column_pass();
+    }
+  }
+}
+
+// sinkhorn_iterations with n lanes per token, lane j holding row j of P: the row passes are
+// lane-local, each column sum a butterfly over the token's n lanes (the same tree as tree_sum, so
+// the same bits). kIters > 0: the iteration count as a constant (cp.sinkhorn_iters must equal it),
+// so the loop unrolls. Every lane of the warp must call it (shuffles).
+template <int n, int kIters = 0>
+__device__ __forceinline__ void sinkhorn_iterations_by_rows(float (&p)[n],
+                                                            const CoefficientParams& cp) {
+  auto column_pass = [&] {
+    float column[n];
+#pragma unroll
+    for (int k = 0; k < n; ++k) column[k] = p[k];
+#pragma unroll
+    for (int offset = 1; offset < n; offset *= 2) {
+#pragma unroll
+      for (int k = 0; k < n; ++k) column[k] += __shfl_xor_sync(0xffffffffu, column[k], offset);
+    }
+#pragma unroll
+    for (int k = 0; k < n; ++k) p[k] *= fast_reciprocal(column[k] + cp.sinkhorn_eps);
+  };
+  auto row_pass = [&] {
+    const float inv = fast_reciprocal(tree_sum<n>([&](int k) { return p[k]; }) + cp.sinkhorn_eps);
+#pragma unroll
+    for (int k = 0; k < n; ++k) p[k] *= inv;
+  };
+  column_pass();
+  if constexpr (kIters > 0) {
+#pragma unroll
+    for (int it = 1; it < kIters; ++it) {
+      row_pass();
+      column_pass();
+    }
+  } else {
+    for (int it = 1; it < cp.sinkhorn_iters; ++it) {
+      row_pass();
+      column_pass();
+    }
   }
 }
 
@@ -157,7 +208,7 @@ __device__ __forceinline__ void token_coefficients(const float* sums, int64_t to
 // of token_coefficients. The point is a shorter serial chain per Sinkhorn iteration (4 rows and
 // 4 columns' reciprocals in parallel lanes instead of one thread's instruction stream).
 // Every lane of the warp must call it (shuffles); `active` false: compute, write nothing.
-template <int kStreams>
+template <int kStreams, int kIters = 0>
 __device__ __forceinline__ void token_coefficients_by_rows(const float* sums, int64_t token,
                                                            bool active, const CoefficientParams& cp,
                                                            const float* params,
@@ -193,25 +244,7 @@ __device__ __forceinline__ void token_coefficients_by_rows(const float* sums, in
   const float inv_first = fast_reciprocal(total);
 #pragma unroll
   for (int k = 0; k < n; ++k) p[k] = p[k] * inv_first + cp.sinkhorn_eps;
-  auto column_pass = [&] {
-    float column[n];
-#pragma unroll
-    for (int k = 0; k < n; ++k) column[k] = p[k];
-#pragma unroll
-    for (int offset = 1; offset < n; offset *= 2) {
-#pragma unroll
-      for (int k = 0; k < n; ++k) column[k] += __shfl_xor_sync(0xffffffffu, column[k], offset);
-    }
-#pragma unroll
-    for (int k = 0; k < n; ++k) p[k] *= fast_reciprocal(column[k] + cp.sinkhorn_eps);
-  };
-  column_pass();
-  for (int it = 1; it < cp.sinkhorn_iters; ++it) {
-    const float inv = fast_reciprocal(tree_sum<n>([&](int k) { return p[k]; }) + cp.sinkhorn_eps);
-#pragma unroll
-    for (int k = 0; k < n; ++k) p[k] *= inv;
-    column_pass();
-  }
+  sinkhorn_iterations_by_rows<n, kIters>(p, cp);
   if (active) {
 #pragma unroll
     for (int k = 0; k < n; ++k) out.comb[(token * n + row) * n + k] = p[k];

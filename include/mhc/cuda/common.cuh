@@ -393,9 +393,17 @@ __device__ __forceinline__ float group_sum(float v) {
   }
   return v;
 }
-__device__ __forceinline__ float group_sum_dynamic(float v, int width) {
+// group_sum over groups of `width` lanes (a power of two <= 32), the four components of a float4
+// at once: each component gets the same additions in the same order as a butterfly of its own,
+// but their shuffles share one chain of rounds: four loops one after the other (a run-time trip
+// count) do not interleave, and at width 32 (the decode tile's split reduction at 1 token) they
+// sat on the launch's serial path (docs/decisions.md, "The decode launch's serial tail").
+__device__ __forceinline__ float4 group_sum_dynamic(float4 v, int width) {
   for (int offset = width / 2; offset > 0; offset /= 2) {
-    v += __shfl_xor_sync(0xffffffffu, v, offset);
+    v.x += __shfl_xor_sync(0xffffffffu, v.x, offset);
+    v.y += __shfl_xor_sync(0xffffffffu, v.y, offset);
+    v.z += __shfl_xor_sync(0xffffffffu, v.z, offset);
+    v.w += __shfl_xor_sync(0xffffffffu, v.w, offset);
   }
   return v;
 }

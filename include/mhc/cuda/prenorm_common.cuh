@@ -271,11 +271,7 @@ __device__ __forceinline__ void reduce_splits(const float* tile_partials, int sp
   }
 #pragma unroll
   for (int pass = 0; pass < kMaxPasses; ++pass) {
-    float4 t = total[pass];
-    t.x = group_sum_dynamic(t.x, width);
-    t.y = group_sum_dynamic(t.y, width);
-    t.z = group_sum_dynamic(t.z, width);
-    t.w = group_sum_dynamic(t.w, width);
+    const float4 t = group_sum_dynamic(total[pass], width);
     const int vec = pass * groups + int(threadIdx.x) / width;
     if (vec < n_vec && lane_split == 0) {
       const float values[4] = {t.x, t.y, t.z, t.w};

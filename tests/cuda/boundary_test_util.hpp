@@ -1,0 +1,108 @@
+// Shared by the boundary tests (fused_boundary_test.cpp, boundary_matrix_test.cpp): one V4.1
+// boundary (the previous site's post, the next input path with the carried pre_mix, this site's
+// coefficients) through prenorm_coefficients with `previous`, and its checks against the float64
+// reference and against the unfused launches.
+#pragma once
+#include <algorithm>
+#include <cmath>
+#include <string>
+#include <vector>
+
+#include "gpu_test_util.hpp"
+#include "mhc/cpu/reference.hpp"
+#include "mhc/cuda/check.hpp"
+
+namespace mhc::test {
+
+// fused: the boundary kernel wherever it can run (from 1 token; the 16-row decode fold off so
+// that it does not take small sizes); else the unfused launches (post + next input, then the
+// coefficient launch). splits, stage_columns: forced (0: the rule, 64 columns).
+inline cuda::PrenormTuning boundary_tuning(bool fused, int splits = 0, int stage_columns = 0) {
+  cuda::PrenormTuning t = cuda::forcing_fused_boundary({});
+  if (!fused) t.fused_boundary_min_tokens = 0;
+  t.fused_input_max_tokens = 0;
+  t.boundary_splits = splits;
+  t.boundary_stage_columns = stage_columns;
+  return t;
+}
+
+// The boundary of `k` into `out` with tuning `t` (PrenormTuning{}: the device plan's dispatch).
+inline void run_boundary_with(FoldCase& k, FoldOutputs& out, const cuda::PrenormTuning& t,
+                              cuda::SiteWorkspace& ws, bool with_norm = true, int64_t tokens = -1) {
+  const cuda::InputPathBuffers input{k.pre_mix.get(), with_norm ? k.w.norm_weight.get() : nullptr,
+                                     out.layer_input.get()};
+  const cuda::PreviousPost previous{k.x_prev.get(), k.prev_post.get(), k.prev_comb.get(), k.f.get(),
+                                    out.x.get()};
+  cuda::prenorm_coefficients(k.p, tokens < 0 ? k.m : tokens, out.coef.buffers(out.x, k.w),
+                             Projection::tf32, t, ws, nullptr, &input, &previous);
+  MHC_CUDA_CHECK(cudaDeviceSynchronize());
+}
+
+// Whether a and b are at most one bf16 ulp apart everywhere (NaN never is).
+inline bool within_one_ulp(const std::vector<Bf16>& a, const std::vector<Bf16>& b,
+                           std::string* where) {
+  for (size_t i = 0; i < a.size(); ++i) {
+    const float x = bf16_to_float(a[i]), y = bf16_to_float(b[i]);
+    const float larger = std::max(std::fabs(x), std::fabs(y));
+    const float ulp = larger > 0 ? std::ldexp(1.f, std::ilogb(larger) - 7) : 0.f;
+    if (!(std::fabs(x - y) <= ulp)) {
+      *where =
+          "element " + std::to_string(i) + ": " + std::to_string(x) + " vs " + std::to_string(y);
+      return false;
+    }
+  }
+  return a.size() == b.size();
+}
+
+// The float64 reference of a boundary: x from ref::post, and the coefficients and layer_input
+// computed from the kernels' x (`x_bits`, bf16 as stored), so that the TF32 tier applies to them.
+struct BoundaryReference {
+  std::vector<double> x, layer_input;
+  ref::SiteResult coef;
+  BoundaryReference(const FoldCase& k, const std::vector<Bf16>& x_bits, bool with_norm) {
+    const MhcParams& p = k.p;
+    const std::vector<float> post = to_host(k.prev_post), comb = to_host(k.prev_comb);
+    const std::vector<double> post_d(post.begin(), post.end()), comb_d(comb.begin(), comb.end());
+    x = ref::post(p, k.m, k.c.x.data(), post_d.data(), comb_d.data(), k.c.sublayer_out.data());
+    ref::coefficients(p, k.m, x_bits.data(), k.c.weights.view(), coef);
+    layer_input = ref::input_path(p, k.m, x_bits.data(), k.c.pre_mix.data(),
+                                  with_norm ? k.c.weights.norm_weight.data() : nullptr);
+  }
+};
+
+// `got` within the tiers of `r`: x within the activations tier of ref::post, the coefficients
+// and layer_input within the TF32 tier of the reference computed from the kernels' x.
+inline void expect_boundary_matches(const BoundaryReference& r, const FoldCase& k,
+                                    const FoldOutputs& got, const std::string& label) {
+  const MhcParams& p = k.p;
+  const int64_t m = k.m;
+  MHC_EXPECT_CLOSE(compare(to_host(got.x).data(), r.x.data(), m * p.k()),
+                   kTf32Tolerances.activations, label + " x");
+  const double tol = kTf32Tolerances.coefficients;
+  MHC_EXPECT_CLOSE(compare(to_host(got.coef.mixes).data(), r.coef.mixes.data(), m * p.nmix()), tol,
+                   label + " mixes");
+  MHC_EXPECT_CLOSE(compare(to_host(got.coef.pre).data(), r.coef.pre.data(), m * p.n), tol,
+                   label + " pre");
+  MHC_EXPECT_CLOSE(compare(to_host(got.coef.post).data(), r.coef.post.data(), m * p.n), tol,
+                   label + " post");
+  MHC_EXPECT_CLOSE(compare(to_host(got.coef.comb).data(), r.coef.comb.data(), m * p.n * p.n), tol,
+                   label + " comb");
+  MHC_EXPECT_CLOSE(compare(to_host(got.layer_input).data(), r.layer_input.data(), m * p.hidden),
+                   kTf32Tolerances.activations, label + " layer_input");
+}
+
+inline void expect_boundary_matches_reference(const FoldCase& k, const FoldOutputs& got,
+                                              bool with_norm, const std::string& label) {
+  expect_boundary_matches(BoundaryReference(k, to_host(got.x), with_norm), k, got, label);
+}
+
+// x bitwise `want`'s (the post kernel's bits) and layer_input within one bf16 ulp of it.
+inline void expect_boundary_agrees(const FoldOutputs& got, const FoldOutputs& want,
+                                   const std::string& label) {
+  EXPECT_TRUE(same_bits(to_host(got.x), to_host(want.x))) << label << " x (the post kernel's bits)";
+  std::string where;
+  EXPECT_TRUE(within_one_ulp(to_host(got.layer_input), to_host(want.layer_input), &where))
+      << label << " layer_input against the unfused path: " << where;
+}
+
+}  // namespace mhc::test
