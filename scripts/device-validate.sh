@@ -29,7 +29,7 @@ new_kernels='*ThirtyTwoColumnStages*'
 matrix='CudaBoundaryMatrix.*'
 { step test_cuda "${MHC_T_CUDA:-330}" "$bin/test_cuda" --gtest_filter="-$new_kernels:$matrix"
   step test_cuda_new 90 "$bin/test_cuda" --gtest_filter="$new_kernels"; } &
-step test_matrix 300 "$bin/test_cuda" --gtest_filter="$matrix" &
+step test_matrix 420 "$bin/test_cuda" --gtest_filter="$matrix" &
 { step test_schedule 240 "$bin/test_schedule"; step dropped_join 60 "$bin/test_schedule_dropped_join"; } &
 PYTHONPATH=$PWD/python step pytest 240 python3 -m pytest -q -ra -p no:cacheprovider tests/python &
 wait

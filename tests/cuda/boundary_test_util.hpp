@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cmath>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "gpu_test_util.hpp"
@@ -54,6 +55,19 @@ inline bool within_one_ulp(const std::vector<Bf16>& a, const std::vector<Bf16>& 
   return a.size() == b.size();
 }
 
+// Runs fn(t0, t1) over slices of tokens [0, m) on the host's cores: the float64 reference of a
+// few thousand tokens at C = 7168 takes minutes on one.
+template <typename Fn>
+void over_token_slices(int64_t m, const Fn& fn) {
+  const int64_t threads = std::clamp<int64_t>(std::thread::hardware_concurrency(), 1, 16);
+  const int64_t per_thread = std::max<int64_t>(16, (m + threads - 1) / threads);
+  std::vector<std::thread> pool;
+  for (int64_t t0 = 0; t0 < m; t0 += per_thread) {
+    pool.emplace_back(fn, t0, std::min(m, t0 + per_thread));
+  }
+  for (std::thread& t : pool) t.join();
+}
+
 // The float64 reference of a boundary: x from ref::post, and the coefficients and layer_input
 // computed from the kernels' x (`x_bits`, bf16 as stored), so that the TF32 tier applies to them.
 struct BoundaryReference {
@@ -61,12 +75,32 @@ struct BoundaryReference {
   ref::SiteResult coef;
   BoundaryReference(const FoldCase& k, const std::vector<Bf16>& x_bits, bool with_norm) {
     const MhcParams& p = k.p;
+    const int64_t n = p.n, nmix = p.nmix(), stream = p.k(), hidden = p.hidden;
     const std::vector<float> post = to_host(k.prev_post), comb = to_host(k.prev_comb);
     const std::vector<double> post_d(post.begin(), post.end()), comb_d(comb.begin(), comb.end());
-    x = ref::post(p, k.m, k.c.x.data(), post_d.data(), comb_d.data(), k.c.sublayer_out.data());
-    ref::coefficients(p, k.m, x_bits.data(), k.c.weights.view(), coef);
-    layer_input = ref::input_path(p, k.m, x_bits.data(), k.c.pre_mix.data(),
-                                  with_norm ? k.c.weights.norm_weight.data() : nullptr);
+    x.resize(size_t(k.m * stream));
+    layer_input.resize(size_t(k.m * hidden));
+    coef.mixes.resize(size_t(k.m * nmix));
+    coef.pre.resize(size_t(k.m * n));
+    coef.post.resize(size_t(k.m * n));
+    coef.comb.resize(size_t(k.m * n * n));
+    const float* norm_weight = with_norm ? k.c.weights.norm_weight.data() : nullptr;
+    over_token_slices(k.m, [&](int64_t t0, int64_t t1) {
+      const int64_t m = t1 - t0;
+      const std::vector<double> x_slice =
+          ref::post(p, m, k.c.x.data() + t0 * stream, post_d.data() + t0 * n,
+                    comb_d.data() + t0 * n * n, k.c.sublayer_out.data() + t0 * hidden);
+      std::copy(x_slice.begin(), x_slice.end(), x.begin() + t0 * stream);
+      ref::SiteResult c;
+      ref::coefficients(p, m, x_bits.data() + t0 * stream, k.c.weights.view(), c);
+      std::copy(c.mixes.begin(), c.mixes.end(), coef.mixes.begin() + t0 * nmix);
+      std::copy(c.pre.begin(), c.pre.end(), coef.pre.begin() + t0 * n);
+      std::copy(c.post.begin(), c.post.end(), coef.post.begin() + t0 * n);
+      std::copy(c.comb.begin(), c.comb.end(), coef.comb.begin() + t0 * n * n);
+      const std::vector<double> li = ref::input_path(p, m, x_bits.data() + t0 * stream,
+                                                     k.c.pre_mix.data() + t0 * n, norm_weight);
+      std::copy(li.begin(), li.end(), layer_input.begin() + t0 * hidden);
+    });
   }
 };
 
