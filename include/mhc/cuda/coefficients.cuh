@@ -33,13 +33,23 @@ struct CoefficientOutputs {
   float* mixes = nullptr;  // [M, NMIX] or null
 };
 
-__device__ __forceinline__ float sigmoid(float v) { return 1.f / (1.f + expf(-v)); }
-
-// One MUFU.RCP (rcp.approx.ftz: ~1 ulp). The Sinkhorn sums it serves are >= sinkhorn_eps and far
-// from the denormal range; __fdividef wrapped it in a range check that sat on the serial chain.
+// One MUFU.RCP (rcp.approx.ftz: ~1 ulp). What it serves (Sinkhorn sums >= sinkhorn_eps, 1 + e^-v
+// >= 1) is far from the denormal range; __fdividef wrapped it in a range check that sat on the
+// serial chain.
 __device__ __forceinline__ float fast_reciprocal(float v) {
   float r;
   asm("rcp.approx.ftz.f32 %0, %1;" : "=f"(r) : "f"(v));
+  return r;
+}
+
+// 1 / (1 + e^-v) with one MUFU.RCP for the division (~1 ulp; 1 / inf = 0 as the sigmoid needs):
+// an IEEE division puts a branch to its slow path around each sigmoid on the stats' serial path.
+__device__ __forceinline__ float sigmoid(float v) { return fast_reciprocal(1.f + expf(-v)); }
+
+// 1 / sqrt(v) by one MUFU.RSQ (rsqrt.approx.ftz, ~2 ulp); v >= rms_eps is a normal float.
+__device__ __forceinline__ float fast_rsqrt(float v) {
+  float r;
+  asm("rsqrt.approx.ftz.f32 %0, %1;" : "=f"(r) : "f"(v));
   return r;
 }
 
@@ -158,7 +168,7 @@ __device__ __forceinline__ void token_coefficients(const float* sums, int64_t to
   constexpr int n = kStreams;
   constexpr int kNmix = n * (n + 2);
   const float* hc_base = params;
-  const float r = 1.f / sqrtf(sums[kNmix] * cp.inv_k + cp.rms_eps);
+  const float r = fast_rsqrt(sums[kNmix] * cp.inv_k + cp.rms_eps);
   const float scale_pre = params[kNmix], scale_post = params[kNmix + 1];
   const float scale_comb = params[kNmix + 2];
   float mixes[kNmix];
@@ -217,7 +227,7 @@ __device__ __forceinline__ void token_coefficients_by_rows(const float* sums, in
   constexpr int kNmix = n * (n + 2);
   const int row = int(threadIdx.x) % n;
   const float* hc_base = params;
-  const float r = 1.f / sqrtf(sums[kNmix] * cp.inv_k + cp.rms_eps);
+  const float r = fast_rsqrt(sums[kNmix] * cp.inv_k + cp.rms_eps);
   if (active) {
     out.pre[token * n + row] = sigmoid(sums[row] * r * params[kNmix] + hc_base[row]) + cp.pre_eps;
     out.post[token * n + row] =
