@@ -7,8 +7,8 @@
 // (post + next input, then the coefficient launch) and, where the image has it, the fused
 // boundary forced: x bitwise the same from all three, layer_input within one bf16 ulp of the
 // unfused path's, and each against the float64 reference (TF32 tier). Fresh random inputs per
-// case, outputs poisoned. Long (about a minute on an H200 host): scripts/device-validate.sh runs
-// it as its own step.
+// case, outputs poisoned. Long (about five minutes on the H200 machine, most of it building and
+// comparing the 8192-token cases on the host): scripts/device-validate.sh runs it as its own step.
 #include <gtest/gtest.h>
 
 #include <cstdint>
