@@ -177,18 +177,34 @@ KERNEL_COLUMNS = [
 ]
 
 
-def table_kernels(paths):
+# Issue 17's rows: what a boundary costs by each layout the plan may take.
+SITE_COLUMNS = [
+    ("coefficients (GEMM+stats)", "GEMM+stats", True),
+    ("post + next input path", "post + next input", True),
+    ("site in stack, 8 per graph (each)", "site in stack (unfused)", True),
+    ("site in stack, post folded (each)", "site in stack, post folded", False),
+    ("site in stack, fused boundary (each)", "site in stack, fused boundary", True),
+]
+
+
+def table_kernels_site(paths):
+    """One `mhc bench kernels` run: the boundary layouts' rows (SITE_COLUMNS) by size."""
+    return table_kernels(paths, SITE_COLUMNS)
+
+
+def table_kernels(paths, columns=None):
+    columns = columns or KERNEL_COLUMNS
     (path,) = paths
     doc = load(path)
     by_item = {}
     for r in doc["results"]:
         by_item[(r["kernel"], r["tokens"])] = r
     sizes = sorted({r["tokens"] for r in doc["results"]})
-    lines = ["| M | " + " | ".join(title for _, title, _ in KERNEL_COLUMNS) + " |",
-             "|---:|" + "---:|" * len(KERNEL_COLUMNS)]
+    lines = ["| M | " + " | ".join(title for _, title, _ in columns) + " |",
+             "|---:|" + "---:|" * len(columns)]
     for m in sizes:
         cells = []
-        for item, _, bandwidth in KERNEL_COLUMNS:
+        for item, _, bandwidth in columns:
             r = by_item.get((item, m))
             if r is None:
                 cells.append("")
@@ -344,7 +360,7 @@ KINDS = {"tune": table_tune, "overlap": table_overlap, "log": table_log,
          "prenorm": table_prenorm, "invariance": table_invariance, "kernels": table_kernels,
          "kernels_ab": table_kernels_ab, "boundary": table_boundary,
          "boundary_sweep": table_boundary_sweep, "tma_stream": table_tma_stream,
-         "python_overlap": table_python_overlap}
+         "python_overlap": table_python_overlap, "kernels_site": table_kernels_site}
 
 
 def render(text):
