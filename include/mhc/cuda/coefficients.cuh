@@ -82,9 +82,30 @@ __device__ __forceinline__ float tree_sum(const Get& get) {
   }
 }
 
+// The Sinkhorn's passes after the first row normalisation: a column pass, then (row pass, column
+// pass) iters - 1 times. kIters > 0: the count as a constant (iters must equal it), so the loop
+// unrolls; 0: the loop as it runs (docs/decisions.md, "The decode launch's serial tail": unrolled
+// it was faster in the stats micro-benchmark and slower in the kernel).
+template <int kIters, typename RowPass, typename ColumnPass>
+__device__ __forceinline__ void sinkhorn_passes(int iters, const RowPass& row_pass,
+                                                const ColumnPass& column_pass) {
+  column_pass();
+  if constexpr (kIters > 0) {
+#pragma unroll
+    for (int it = 1; it < kIters; ++it) {
+      row_pass();
+      column_pass();
+    }
+  } else {
+    for (int it = 1; it < iters; ++it) {
+      row_pass();
+      column_pass();
+    }
+  }
+}
+
 // The Sinkhorn iterations after the first row normalisation, one thread holding the whole
-// matrix: column pass, then (row pass, column pass) sinkhorn_iters - 1 times. kIters > 0: the
-// iteration count as a constant (cp.sinkhorn_iters must equal it), so the loop unrolls.
+// matrix (sinkhorn_passes; kIters as there).
 template <int n, int kIters = 0>
 __device__ __forceinline__ void sinkhorn_iterations(float (&p)[n][n], const CoefficientParams& cp) {
   auto column_pass = [&] {
@@ -105,25 +126,12 @@ __device__ __forceinline__ void sinkhorn_iterations(float (&p)[n][n], const Coef
       for (int k = 0; k < n; ++k) p[j][k] *= inv;
     }
   };
-  column_pass();
-  if constexpr (kIters > 0) {
-#pragma unroll
-    for (int it = 1; it < kIters; ++it) {
-      row_pass();
-      column_pass();
-    }
-  } else {
-    for (int it = 1; it < cp.sinkhorn_iters; ++it) {
-      row_pass();
-      column_pass();
-    }
-  }
+  sinkhorn_passes<kIters>(cp.sinkhorn_iters, row_pass, column_pass);
 }
 
 // sinkhorn_iterations with n lanes per token, lane j holding row j of P: the row passes are
 // lane-local, each column sum a butterfly over the token's n lanes (the same tree as tree_sum, so
-// the same bits). kIters > 0: the iteration count as a constant (cp.sinkhorn_iters must equal it),
-// so the loop unrolls. Every lane of the warp must call it (shuffles).
+// the same bits); kIters as in sinkhorn_passes. Every lane of the warp must call it (shuffles).
 template <int n, int kIters = 0>
 __device__ __forceinline__ void sinkhorn_iterations_by_rows(float (&p)[n],
                                                             const CoefficientParams& cp) {
@@ -144,19 +152,7 @@ __device__ __forceinline__ void sinkhorn_iterations_by_rows(float (&p)[n],
 #pragma unroll
     for (int k = 0; k < n; ++k) p[k] *= inv;
   };
-  column_pass();
-  if constexpr (kIters > 0) {
-#pragma unroll
-    for (int it = 1; it < kIters; ++it) {
-      row_pass();
-      column_pass();
-    }
-  } else {
-    for (int it = 1; it < cp.sinkhorn_iters; ++it) {
-      row_pass();
-      column_pass();
-    }
-  }
+  sinkhorn_passes<kIters>(cp.sinkhorn_iters, row_pass, column_pass);
 }
 
 // Turns `sums` (NMIX dot products, then the sum of squares) of one token into its outputs;
