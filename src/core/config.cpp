@@ -16,7 +16,7 @@ using json = nlohmann::json;
 constexpr const char* kKnownKeys =
     "batch_invariant, enable_mhc_overlap, overlap_max_tokens, projection, prenorm_kernel, "
     "prenorm_splits, fused_input, folded_post, cluster_post, cluster_epilogue, fused_boundary, "
-    "overlap_side_ctas, pdl, tactics";
+    "flagged_partials, overlap_side_ctas, pdl, tactics";
 constexpr uint64_t kMaxOverlapTokens = uint64_t{1} << 20;
 
 // The offending value as it appeared, shortened so a huge value cannot flood the message.
@@ -187,6 +187,8 @@ KernelConfig KernelConfig::parse(std::string_view json_text) {
       config.cluster_epilogue = parse_switch(key, value);
     } else if (key == "fused_boundary") {
       config.fused_boundary = parse_switch(key, value);
+    } else if (key == "flagged_partials") {
+      config.flagged_partials = parse_switch(key, value);
     } else if (key == "overlap_side_ctas") {
       config.overlap_side_ctas = parse_small_int(key, value, 0, 1024);
     } else if (key == "pdl") {
@@ -207,6 +209,9 @@ std::string bool_text(bool b) { return b ? "true" : "false"; }
 // The plan switches and tactics, sorted among the first three keys; only those set.
 std::string optional_fields(const KernelConfig& c) {
   std::string out;
+  if (c.flagged_partials) {
+    out += fmt::format(R"("flagged_partials":{},)", bool_text(*c.flagged_partials));
+  }
   if (c.folded_post) out += fmt::format(R"("folded_post":{},)", bool_text(*c.folded_post));
   if (c.fused_boundary) {
     out += fmt::format(R"("fused_boundary":{},)", bool_text(*c.fused_boundary));
@@ -265,6 +270,7 @@ std::string KernelConfig::describe() const {
   if (cluster_post) text += " cluster_post=" + bool_text(*cluster_post);
   if (cluster_epilogue) text += " cluster_epilogue=" + bool_text(*cluster_epilogue);
   if (fused_boundary) text += " fused_boundary=" + bool_text(*fused_boundary);
+  if (flagged_partials) text += " flagged_partials=" + bool_text(*flagged_partials);
   if (pdl) text += " pdl=" + bool_text(*pdl);
   if (tactics) text += " tactics=" + tactics->source;
   if (batch_invariant) text += " batch_invariant=on";

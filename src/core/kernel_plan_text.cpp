@@ -150,6 +150,8 @@ std::string KernelPlan::describe() const {
                           limit_text(has_kernels() ? folded_post_max_tokens : 0));
   line("cluster post", "post + next input by one cluster per token, " +
                            limit_text(has_kernels() ? cluster_post_max_tokens : 0));
+  line("flagged partials", "16-row tiles reduced by a CTA per row polling flagged partials, " +
+                               limit_text(has_kernels() ? flagged_partials_max_tokens : 0));
   line("cluster epilogue",
        tma_cluster_epilogue ? "yes: a TMA tile's 2-8 splits as one cluster where they fit at once"
                             : "no (the TMA kernel's splits reduce through the workspace)");
@@ -168,7 +170,8 @@ std::string KernelPlan::describe() const {
   line("overrides", overrides_text());
   line("switches",
        "kernel config prenorm_kernel (mma16|mma64|tma128), prenorm_splits, "
-       "fused_input, folded_post, cluster_post, cluster_epilogue, fused_boundary, pdl, "
+       "fused_input, folded_post, cluster_post, cluster_epilogue, fused_boundary, "
+       "flagged_partials, pdl, "
        "overlap_side_ctas, "
        "batch_invariant, "
        "enable_mhc_overlap, "
@@ -244,6 +247,7 @@ std::string KernelPlan::to_json() const {
       {"fused_input_max_tokens", limit(fused_input_max_tokens)},
       {"folded_post_max_tokens", limit(folded_post_max_tokens)},
       {"cluster_post_max_tokens", limit(cluster_post_max_tokens)},
+      {"flagged_partials_max_tokens", limit(flagged_partials_max_tokens)},
       {"fused_boundary_min_tokens", fused_boundary_min_tokens},
       {"fused_boundary_min_hidden", fused_boundary_min_hidden},
       {"fused_boundary_streams", fused_boundary_streams},

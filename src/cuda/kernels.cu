@@ -53,6 +53,7 @@ SiteWorkspace::SiteWorkspace(const MhcParams& p, int64_t max_tokens, int max_spl
   MHC_CUDA_CHECK(cudaMalloc(&partials_, partial_capacity_ * sizeof(float)));
   MHC_CUDA_CHECK(cudaMalloc(&tile_counters_, counters * sizeof(unsigned)));
   MHC_CUDA_CHECK(cudaMemset(tile_counters_, 0, counters * sizeof(unsigned)));
+  MHC_CUDA_CHECK(cudaMemset(partials_, 0, partial_capacity_ * sizeof(float)));
   // cudaMemset runs on the legacy default stream and returns before it is done; a launch on a
   // non-blocking stream does not wait for it, and counters zeroed after the first arrivals would
   // make a later tile's "last CTA" reduce too early. Construction is off the forward path.
@@ -81,8 +82,9 @@ SiteWorkspace::~SiteWorkspace() {
 }
 
 std::string PrenormTuning::describe() const {
-  return msg("splits={} rows_per_tile={}{}{}{}{}{}{}", splits, rows_per_tile,
+  return msg("splits={} rows_per_tile={}{}{}{}{}{}{}{}", splits, rows_per_tile,
              batch_invariant ? " batch_invariant" : "", pdl ? "" : " no_pdl",
+             flagged_partials == 0 ? " no_flagged_partials" : "",
              tma_cluster_epilogue == 0  ? " no_cluster_epilogue"
              : tma_cluster_epilogue > 0 ? " cluster_epilogue"
                                         : "",
@@ -114,6 +116,7 @@ PrenormTuning choose_prenorm_tuning(const KernelPlan& plan, const MhcParams& p, 
     t.fused_input_max_tokens = plan.fused_input_max_tokens;
     t.pdl = plan.pdl;
     t.cluster_post_max_tokens = plan.cluster_post_max_tokens;
+    t.flagged_partials = tokens <= plan.flagged_partials_max_tokens ? 1 : 0;
     t.fused_boundary_min_tokens = plan.fused_boundary_min_tokens;  // 0 in this mode
     return t;
   }
@@ -124,6 +127,7 @@ PrenormTuning choose_prenorm_tuning(const KernelPlan& plan, const MhcParams& p, 
   t.fused_input_max_tokens = plan.fused_input_max_tokens;
   t.pdl = plan.pdl;
   t.cluster_post_max_tokens = plan.cluster_post_max_tokens;
+  t.flagged_partials = tokens <= plan.flagged_partials_max_tokens ? 1 : 0;
   t.fused_boundary_min_tokens = plan.fused_boundary_min_tokens;
   t.fused_boundary_min_hidden = plan.fused_boundary_min_hidden;
   t.fused_boundary_streams = plan.fused_boundary_streams;
@@ -337,6 +341,12 @@ void prenorm_coefficients(const MhcParams& p, int64_t tokens, const CoefficientB
       !tuning.batch_invariant && args.previous.x == nullptr) {
     args.split_ctas = split_ctas;
   }
+  static_assert(kFlaggedMaxSplits == kPrenormDecodeMaxSplits);
+  const bool flagged = tuning.flagged_partials >= 0
+                           ? tuning.flagged_partials > 0
+                           : tokens <= default_device_plan().flagged_partials_max_tokens;
+  args.flagged_partials = flagged && tuning.rows_per_tile == 16 &&
+                          decode_flagged_fits(args, p.nmix(), ws.partial_capacity());
   if (input != nullptr) {
     if (fuses) {
       require_that(input->pre_mix != nullptr, "{}: input pre_mix is null", what);

@@ -159,6 +159,29 @@ TEST(KernelPlanSwitches, ClusterPost) {
   EXPECT_THROW(KernelConfig::parse(R"({"cluster_post": 3})"), Error);
 }
 
+// The decode launch's flagged partials: the sm90 rules' limit where an image loads, none in the
+// sm80 rules (not measured there), and the switch forces them off or on at every size.
+TEST(KernelPlanSwitches, FlaggedPartials) {
+  const KernelPlan plain = plan("9.0", kWithSm100);
+  EXPECT_EQ(plain.flagged_partials_max_tokens, sm90_rules().flagged_partials_max_tokens);
+  EXPECT_GT(plain.flagged_partials_max_tokens, 0);
+  EXPECT_TRUE(contains(plain.describe(), "flagged partials")) << plain.describe();
+  EXPECT_TRUE(contains(plain.to_json(), R"("flagged_partials_max_tokens")")) << plain.to_json();
+  const KernelPlan off = plan("9.0", kWithSm100, R"({"flagged_partials": false})");
+  EXPECT_EQ(off.flagged_partials_max_tokens, 0);
+  EXPECT_TRUE(contains(off.describe(), "flagged_partials=false")) << off.describe();
+  const KernelPlan on = plan("8.0", kWithSm100, R"({"flagged_partials": true})");
+  EXPECT_EQ(on.flagged_partials_max_tokens, kNoTokenLimit);
+  EXPECT_EQ(plan("8.0", kWithSm100).flagged_partials_max_tokens, 0);
+  const KernelConfig c = KernelConfig::parse(R"({"flagged_partials": false, "fused_input": true})");
+  EXPECT_EQ(KernelConfig::parse(c.to_json()).to_json(), c.to_json());
+  EXPECT_TRUE(contains(c.to_json(), R"("flagged_partials":false,"fused_input":true,)"))
+      << c.to_json();
+  EXPECT_NE(c.hash(), KernelConfig::parse(R"({"fused_input": true})").hash());
+  EXPECT_TRUE(contains(c.describe(), "flagged_partials=false")) << c.describe();
+  EXPECT_THROW(KernelConfig::parse(R"({"flagged_partials": 1})"), Error);
+}
+
 // The TMA kernel's cluster epilogue: on in the sm90 rules where the image has the TMA kernel,
 // off elsewhere and in batch-invariant mode (refused there when forced), and the switch turns it
 // off or insists on it.

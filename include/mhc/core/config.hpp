@@ -35,6 +35,9 @@ struct KernelConfig {
   // plan's default, wherever the clusters fit.
   std::optional<bool> cluster_epilogue;
   std::optional<bool> fused_boundary;  // false: never; true: wherever eligible (sm_90)
+  // The 16-row decode kernel's flagged partials (decode_flagged.cuh): false: never (the arrival
+  // counter); true: wherever they fit, at every token count.
+  std::optional<bool> flagged_partials;
   std::optional<bool> pdl;  // programmatic dependent launch; true needs the sm_90 instructions
   // CTAs in all for the overlap's side-stream coefficient launch (0: one per split).
   std::optional<int> overlap_side_ctas;

@@ -42,6 +42,10 @@ struct ArchRules {
   // The post + next input path by clusters of one-warp CTAs (sm_90 clusters), up to this many
   // tokens; by one CTA per token above.
   int64_t cluster_post_max_tokens = 0;
+  // The 16-row decode kernel's split reduction by flagged partials polled by a CTA per row
+  // (decode_flagged.cuh; the same bits as the arrival counter), up to this many tokens and where
+  // they fit (at most four tiles); 0: never.
+  int64_t flagged_partials_max_tokens = 0;
   // The fused boundary (post + next input path + coefficients in one launch, sm_90 TMA and
   // clusters) from this many tokens; 0: never. Only where C >= fused_boundary_min_hidden and
   // n == fused_boundary_streams (0: any), the shapes where it was measured to win.
@@ -108,14 +112,15 @@ struct KernelPlan {
   std::optional<int> forced_splits;
   bool tma128_available = false;  // the TMA kernel's body is in the loaded image
   bool pdl = false;
-  int64_t fused_input_max_tokens = 0;     // 0: never fused
-  int64_t folded_post_max_tokens = 0;     // 0: never folded
-  int64_t cluster_post_max_tokens = 0;    // 0: the post + next input by row CTAs only
-  int64_t fused_boundary_min_tokens = 0;  // 0: the boundary's launches are never fused
-  int fused_boundary_min_hidden = 0;      // ... and only from this C (0: any)
-  int fused_boundary_streams = 0;         // ... and only at this n (0: any)
-  bool tma_cluster_epilogue = false;      // ArchRules::tma_cluster_epilogue, in the image
-  int overlap_side_ctas = 0;              // ArchRules::overlap_side_ctas (0: one CTA per split)
+  int64_t fused_input_max_tokens = 0;       // 0: never fused
+  int64_t folded_post_max_tokens = 0;       // 0: never folded
+  int64_t cluster_post_max_tokens = 0;      // 0: the post + next input by row CTAs only
+  int64_t flagged_partials_max_tokens = 0;  // 0: the 16-row kernel's arrival counter only
+  int64_t fused_boundary_min_tokens = 0;    // 0: the boundary's launches are never fused
+  int fused_boundary_min_hidden = 0;        // ... and only from this C (0: any)
+  int fused_boundary_streams = 0;           // ... and only at this n (0: any)
+  bool tma_cluster_epilogue = false;        // ArchRules::tma_cluster_epilogue, in the image
+  int overlap_side_ctas = 0;                // ArchRules::overlap_side_ctas (0: one CTA per split)
   // CTAs for the overlap's side-stream coefficient launch of 1-16 tokens in `splits` splits:
   // overlap_side_ctas; 0 (one CTA per split) at more tokens, or where that is not fewer.
   int side_split_ctas(int64_t tokens, int splits) const;

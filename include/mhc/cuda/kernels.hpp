@@ -21,7 +21,8 @@
 namespace mhc::cuda {
 
 // Split-K partials and per-tile arrival counters for one hidden size and stream count. Sized
-// once for the largest token count and split count it will serve.
+// once for the largest token count and split count it will serve; zeroed when made (the
+// counters between launches, and no flagged pair may read as written: decode_flagged.cuh).
 class SiteWorkspace {
  public:
   SiteWorkspace(const MhcParams& p, int64_t max_tokens, int max_splits);
@@ -92,6 +93,10 @@ struct PrenormTuning {
   // device plan's side_split_ctas for this launch (what the Python ops' side-stream launches
   // ask for). Other tiles, batch-invariant mode and the folded post run one CTA per split.
   int split_ctas = 0;
+  // The 16-row kernel's partials as flagged pairs that a CTA per row polls, instead of the
+  // arrival counter and the tile's last CTA (decode_flagged.cuh; the same bits): 1 where
+  // decode_flagged_fits, 0 never; < 0: the device plan's flagged_partials_max_tokens.
+  int flagged_partials = -1;
   std::string describe() const;
 };
 // `t` with the fused boundary at every token count, hidden size and stream count the kernel takes

@@ -65,6 +65,10 @@ struct PrenormArgs {
   // where the device holds the clusters. The fused boundary's splits are always a cluster and
   // reduce so whenever this is set. False: the workspace and the last CTA.
   bool cluster_epilogue = false;
+  // The 16-row kernel's partials as flagged pairs that the tiles' reducing CTAs poll
+  // (decode_flagged.cuh; the same bits as the last CTA's reduction); the host sets it only where
+  // decode_flagged_fits.
+  bool flagged_partials = false;
 };
 
 // Batch-invariant mode: the most tree levels a CTA adds in registers before it stores a subtree's
@@ -181,30 +185,39 @@ __device__ __forceinline__ int padded_partial_floats(int rows_valid) {
   return (rows_valid * (kStreams * (kStreams + 2) + 1) + 3) / 4 * 4;
 }
 
-// One m16 tile's MMA fragments (and its two sums of squares) to rows row_base.. of
-// dest[row][NMIX + 1]; rows at or past rows_valid are dropped. Lane (g, t) holds MMA rows g and
-// g + 8, which are tile rows row_of_g and row_of_g + 8 (row_of_g = g unless the kernel permuted
-// its rows).
-template <int kStreams>
-__device__ __forceinline__ void store_fragment_rows(
-    float* dest, int row_base, int rows_valid, const float (&acc)[kStreams * (kStreams + 2) / 8][4],
-    const float (&sumsq)[2], int row_of_g, int t) {
+// One m16 tile's MMA fragments (and its two sums of squares) as (row, value index, value) to
+// `store`, value index < NMIX + 1 (the dots, then the sum of squares); rows at or past rows_valid
+// are dropped. Lane (g, t) holds MMA rows g and g + 8, which are tile rows row_of_g and
+// row_of_g + 8 (row_of_g = g unless the kernel permuted its rows), from row_base.
+template <int kStreams, typename Store>
+__device__ __forceinline__ void for_fragment_rows(
+    int row_base, int rows_valid, const float (&acc)[kStreams * (kStreams + 2) / 8][4],
+    const float (&sumsq)[2], int row_of_g, int t, const Store& store) {
   const int g = row_of_g;
   constexpr int kNmix = kStreams * (kStreams + 2);
-  constexpr int kStride = kNmix + 1;
 #pragma unroll
   for (int nt = 0; nt < kNmix / 8; ++nt) {
 #pragma unroll
     for (int e = 0; e < 4; ++e) {
       const int row = row_base + g + (e >= 2 ? 8 : 0);
-      if (row < rows_valid) dest[row * kStride + nt * 8 + 2 * t + (e & 1)] = acc[nt][e];
+      if (row < rows_valid) store(row, nt * 8 + 2 * t + (e & 1), acc[nt][e]);
     }
   }
 #pragma unroll
   for (int h = 0; h < 2; ++h) {
     const int row = row_base + h * 8 + g;
-    if (t == 0 && row < rows_valid) dest[row * kStride + kNmix] = sumsq[h];
+    if (t == 0 && row < rows_valid) store(row, kNmix, sumsq[h]);
   }
+}
+
+// for_fragment_rows into dest[row][NMIX + 1].
+template <int kStreams>
+__device__ __forceinline__ void store_fragment_rows(
+    float* dest, int row_base, int rows_valid, const float (&acc)[kStreams * (kStreams + 2) / 8][4],
+    const float (&sumsq)[2], int row_of_g, int t) {
+  constexpr int kStride = kStreams * (kStreams + 2) + 1;
+  for_fragment_rows<kStreams>(row_base, rows_valid, acc, sumsq, row_of_g, t,
+                              [&](int row, int i, float v) { dest[row * kStride + i] = v; });
 }
 
 // Floats of shared scratch finish_prenorm_tile needs for a tile of kRows tokens: the outputs
@@ -223,6 +236,16 @@ __device__ __forceinline__ void add_f4(float4& total, const float4& v) {
   total.w += v.w;
 }
 
+// Lanes that share one float4 of a tile's totals in the split reduction (reduce_splits and every
+// form that must give its bits): as many as fit in `threads` with every float4 covered, up to a
+// warp and below the partial count. It follows the tile's valid rows, so it fixes the order in
+// which a launch adds its splits.
+__device__ __forceinline__ int split_lanes(int n_vec, int threads, int partials) {
+  int width = 1;
+  while (width < kWarp && width * 2 * n_vec <= threads && width < partials) width *= 2;
+  return width;
+}
+
 // The tile's totals from its splits' partial blocks, into `sums` (the last CTA, every thread).
 // Lanes per float4 of totals: as many as fit (<= 32); each lane sums a strided subset of the
 // splits in ascending order, then a butterfly across the lanes. A fixed order: deterministic.
@@ -239,8 +262,7 @@ __device__ __forceinline__ void reduce_splits(const float* tile_partials, int sp
   // the decode sizes' 40 splits over 2 lanes take one batch instead of two.
   constexpr int kBatch = kMaxPasses == 1 ? 24 : 8;
   const int n_vec = n_out_padded / 4;
-  int width = 1;
-  while (width < kWarp && width * 2 * n_vec <= kThreads && width < splits) width *= 2;
+  const int width = split_lanes(n_vec, kThreads, splits);
   const int groups = kThreads / width;
   const int lane_split = int(threadIdx.x) % width;
   float4 total[kMaxPasses];
@@ -329,8 +351,7 @@ __device__ __forceinline__ void reduce_splits_pairwise(const float* tile_partial
   constexpr int kBatch = 1 << kBatchLevels;
   constexpr int kPasses = (kMaxVecs + kThreads - 1) / kThreads;
   const int n_vec = n_out_padded / 4;
-  int width = 1;
-  while (width < kWarp && width * 2 * n_vec <= kThreads && width < blocks) width *= 2;
+  const int width = split_lanes(n_vec, kThreads, blocks);
   const int per_lane = blocks / width;
   const int groups = kThreads / width;
   const int lane_block = int(threadIdx.x) % width;
@@ -477,27 +498,42 @@ __device__ __forceinline__ void finish_prenorm_tile(const PrenormArgs& args, int
 
 namespace detail {
 
-// One value's total over the cluster's kCtas partials in reduce_splits' order: kWidth lanes, lane
-// l adding partials l, l + kWidth, ... from zero in ascending order, then the lanes' butterfly
-// (lane l adds lane l ^ offset's sum, offsets kWidth / 2 down to 1), lane 0's result.
-template <int kWidth, int kCtas>
-__device__ __forceinline__ float sum_in_split_order(const float (&parts)[kCtas], int ctas) {
-  float lanes[kWidth];
+// Lane kLane's sum in sum_in_split_order once the butterfly has run its offsets from kWidth / 2
+// down to kOffset (kOffset == kWidth: the lane's own partials l, l + kWidth, ... from zero in
+// ascending order). Evaluated depth first, so that few partial sums are live at once.
+template <int kWidth, int kCount, int kLane, int kOffset, typename Get>
+__device__ __forceinline__ float butterfly_lane(const Get& get, int count) {
+  if constexpr (kOffset == kWidth) {
+    float sum = 0.f;
 #pragma unroll
-  for (int l = 0; l < kWidth; ++l) lanes[l] = 0.f;
-#pragma unroll
-  for (int q = 0; q < kCtas; ++q) {
-    if (q < ctas) lanes[q % kWidth] += parts[q];
+    for (int q = kLane; q < kCount; q += kWidth) {
+      if (q < count) sum += get(q);
+    }
+    return sum;
+  } else {
+    return butterfly_lane<kWidth, kCount, kLane, kOffset * 2>(get, count) +
+           butterfly_lane<kWidth, kCount, (kLane ^ kOffset), kOffset * 2>(get, count);
   }
-#pragma unroll
-  for (int offset = kWidth / 2; offset > 0; offset /= 2) {
-    float next[kWidth];
-#pragma unroll
-    for (int l = 0; l < kWidth; ++l) next[l] = lanes[l] + lanes[l ^ offset];
-#pragma unroll
-    for (int l = 0; l < kWidth; ++l) lanes[l] = next[l];
+}
+
+// One value's total over `count` partials get(0), get(1), ... (at most kCount) in reduce_splits'
+// order: kWidth lanes, lane l adding partials l, l + kWidth, ... from zero in ascending order,
+// then the lanes' butterfly (lane l adds lane l ^ offset's sum, offsets kWidth / 2 down to 1),
+// lane 0's result. get's index is a compile-time constant once unrolled.
+template <int kWidth, int kCount, typename Get>
+__device__ __forceinline__ float sum_in_split_order(const Get& get, int count) {
+  return butterfly_lane<kWidth, kCount, 0, 1>(get, count);
+}
+
+// sum_in_split_order for a run-time lane count `width` (a power of two, 1..kMaxWidth).
+template <int kMaxWidth, int kCount, typename Get>
+__device__ __forceinline__ float sum_in_split_order_of_width(const Get& get, int count, int width) {
+  if constexpr (kMaxWidth > 1) {
+    if (width < kMaxWidth) {
+      return sum_in_split_order_of_width<kMaxWidth / 2, kCount>(get, count, width);
+    }
   }
-  return lanes[0];
+  return sum_in_split_order<kMaxWidth, kCount>(get, count);
 }
 
 }  // namespace detail
@@ -522,8 +558,7 @@ __device__ __forceinline__ void finish_prenorm_tile_in_cluster(const PrenormArgs
   constexpr int kMaxCtas = 8;
   // reduce_splits' lanes per float4 for this tile (a power of two up to the split count).
   const int n_vec = padded_partial_floats<kStreams>(rows_valid) / 4;
-  int width = 1;
-  while (width < kWarp && width * 2 * n_vec <= kThreads && width < ctas) width *= 2;
+  const int width = detail::split_lanes(n_vec, kThreads, ctas);
   cluster_arrive();  // this CTA's sums, released to the cluster ...
   cluster_wait();    // ... and every other CTA's acquired
   const int per = (rows_valid + ctas - 1) / ctas;
@@ -536,10 +571,8 @@ __device__ __forceinline__ void finish_prenorm_tile_in_cluster(const PrenormArgs
     float parts[kMaxCtas];
 #pragma unroll
     for (int q = 0; q < kMaxCtas; ++q) parts[q] = q < ctas ? load_cluster_shared(base + i, q) : 0.f;
-    reduced[i] = width == 1   ? detail::sum_in_split_order<1>(parts, ctas)
-                 : width == 2 ? detail::sum_in_split_order<2>(parts, ctas)
-                 : width == 4 ? detail::sum_in_split_order<4>(parts, ctas)
-                              : detail::sum_in_split_order<8>(parts, ctas);
+    reduced[i] = detail::sum_in_split_order_of_width<kMaxCtas, kMaxCtas>(
+        [&](int q) { return parts[q]; }, ctas, width);
   }
   // The remote reads are done (their values were added above): the other CTAs may leave once
   // every CTA arrived. Relaxed: a release would fence this CTA's memory operations for nothing.

@@ -24,6 +24,7 @@
 
 #include <cstdint>
 
+#include "mhc/cuda/decode_flagged.cuh"
 #include "mhc/cuda/post.cuh"
 #include "mhc/cuda/prenorm_common.cuh"
 
@@ -254,6 +255,13 @@ __device__ __forceinline__ void split_partial(const PrenormArgs& args, int split
   n_out_padded = padded_partial_floats<kStreams>(rows_valid);
   tile_partials = args.partials + row0 * S::kStride * partial_blocks(args);
   if (warp == 0) {
+    if constexpr (kMTiles == 1) {
+      if (args.flagged_partials) {
+        store_flagged_partial<kStreams>(args, row0 / S::kRows, split, rows_valid, acc[0], sumsq[0],
+                                        g, t);
+        return;
+      }
+    }
     float* dest = args.splits == 1 ? sums : tile_partials + int64_t(split) * n_out_padded;
 #pragma unroll
     for (int mt = 0; mt < kMTiles; ++mt) {
@@ -264,6 +272,15 @@ __device__ __forceinline__ void split_partial(const PrenormArgs& args, int split
 
 }  // namespace detail
 
+// ptxas for sm_100 held the n = 2 decode kernel to 80 registers (three CTAs per SM) and spilled
+// once the flagged reduction was in; there one CTA per SM is asked for, as the decode launches
+// use. sm_90 and sm_80 keep the bare bound (their register counts were not capped).
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 1000
+#define MHC_PRENORM_LAUNCH_BOUNDS __launch_bounds__(256, 1)
+#else
+#define MHC_PRENORM_LAUNCH_BOUNDS __launch_bounds__(256)
+#endif
+
 // kSplitLoop: a tile's splits run on args.split_ctas CTAs, CTA y taking splits y, y +
 // split_ctas, ... in turn. Each split's partial block is the one its own CTA would store, and the
 // last CTA reduces them in the same order, so the bits are those of one CTA per split: a launch
@@ -271,7 +288,7 @@ __device__ __forceinline__ void split_partial(const PrenormArgs& args, int split
 // sublayer's) that agrees bitwise with the native schedule's.
 template <int kStreams, int kMTiles, bool kCompensated, bool kFromPost = false,
           bool kSplitLoop = false>
-__global__ void __launch_bounds__(256) prenorm_coefficients_kernel(const PrenormArgs args) {
+__global__ void MHC_PRENORM_LAUNCH_BOUNDS prenorm_coefficients_kernel(const PrenormArgs args) {
   static_assert(!kFromPost || kMTiles == 1, "the previous post folds in at decode sizes only");
   static_assert(!kSplitLoop || (kMTiles == 1 && !kFromPost), "split loops at decode tiles only");
   using S = PrenormShape<kStreams, kMTiles>;
@@ -307,6 +324,17 @@ __global__ void __launch_bounds__(256) prenorm_coefficients_kernel(const Prenorm
         args, blockIdx.y, row0, rows_valid, exchange, sums, tile_partials, n_out_padded);
   }
 
+  if constexpr (kMTiles == 1) {
+    if (args.flagged_partials) {
+      const int row = flagged_reducer_row(blockIdx.y, split_ctas, rows_valid);
+      if (row >= 0) {
+        static_assert(kFlaggedMaxSplits * S::kStride <= S::kExchangeFloats);
+        finish_flagged_row<kStreams, S::kThreads>(args, tile, row0, rows_valid, row, exchange,
+                                                  sums);
+      }
+      return;
+    }
+  }
   // The warp tree is done with `exchange`: it stages the outputs.
   static_assert(staged_output_floats<kStreams>(S::kRows) <= S::kExchangeFloats);
   finish_prenorm_tile<kStreams, S::kThreads, S::kRows>(args, tile, row0, rows_valid, sums,

@@ -1,0 +1,212 @@
+// The 16-row kernel's flagged partials (decode_flagged.cuh): a CTA per row polls the splits'
+// (value, flag) pairs instead of the arrival counter and the tile's last CTA. It must give the
+// counter's bits at every shape and token count it takes, leave no pair set for the next launch
+// (a workspace reused with other inputs, other token counts, other kernels' plain partials and
+// graph replays), and really run where it fits: a flagged launch clears every pair it read, so a
+// fresh workspace stays all zero after one, while the counter's path leaves its partials there.
+#include <cuda_runtime_api.h>
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <iterator>
+#include <string>
+#include <vector>
+
+#include "gpu_test_util.hpp"
+#include "mhc/cuda/check.hpp"
+#include "mhc/cuda/device_plan.hpp"
+
+namespace mhc {
+namespace {
+
+using test::DeviceCoefficients;
+using test::DeviceWeights;
+using test::to_device;
+using test::to_host;
+
+struct Outputs {
+  std::vector<float> pre, post, comb, mixes;
+};
+
+// flagged: 1 where they fit, 0 never, -1 the device plan's rule.
+cuda::PrenormTuning tuning(int flagged, int split_ctas = 0) {
+  cuda::PrenormTuning t;
+  t.rows_per_tile = 16;
+  t.split_ctas = split_ctas;
+  t.flagged_partials = flagged;
+  return t;
+}
+
+Outputs run_on(cuda::SiteWorkspace& ws, const MhcParams& p, int64_t m, const test::SiteCase& c,
+               const cuda::PrenormTuning& t, Projection projection = Projection::tf32) {
+  const DeviceWeights w(c.weights);
+  const auto x = to_device(c.x);
+  const DeviceCoefficients out(p, m);  // poisoned
+  cuda::prenorm_coefficients(p, m, out.buffers(x, w), projection, t, ws, nullptr);
+  MHC_CUDA_CHECK(cudaDeviceSynchronize());
+  return {to_host(out.pre), to_host(out.post), to_host(out.comb), to_host(out.mixes)};
+}
+
+Outputs run_fresh(const MhcParams& p, int64_t m, const test::SiteCase& c,
+                  const cuda::PrenormTuning& t, Projection projection = Projection::tf32) {
+  cuda::SiteWorkspace ws(p, m, cuda::max_prenorm_splits(p));
+  return run_on(ws, p, m, c, t, projection);
+}
+
+void expect_same(const Outputs& want, const Outputs& got, const std::string& label) {
+  EXPECT_TRUE(test::same_bits(want.pre, got.pre)) << label << " pre";
+  EXPECT_TRUE(test::same_bits(want.post, got.post)) << label << " post";
+  EXPECT_TRUE(test::same_bits(want.comb, got.comb)) << label << " comb";
+  EXPECT_TRUE(test::same_bits(want.mixes, got.mixes)) << label << " mixes";
+  for (float v : got.comb) ASSERT_TRUE(std::isfinite(v)) << label << " comb not finite";
+  for (float v : got.mixes) ASSERT_TRUE(std::isfinite(v)) << label << " mixes not finite";
+}
+
+// Whether the workspace's partial floats are all zero bits.
+bool partials_all_zero(const cuda::SiteWorkspace& ws) {
+  std::vector<float> host(size_t(ws.partial_capacity()));
+  MHC_CUDA_CHECK(
+      cudaMemcpy(host.data(), ws.partials(), host.size() * sizeof(float), cudaMemcpyDeviceToHost));
+  return std::all_of(host.begin(), host.end(), [](float v) {
+    uint32_t bits;
+    std::memcpy(&bits, &v, 4);
+    return bits == 0;
+  });
+}
+
+// Whether a launch with `t` on a fresh workspace took the flagged path (it alone leaves the
+// partials zero), checking its bits against the counter's on the way.
+bool runs_flagged(const MhcParams& p, int64_t m, int split_ctas, uint64_t seed, int flagged = 1) {
+  const test::SiteCase c = test::random_site_case(p, m, seed, 1.0);
+  cuda::SiteWorkspace ws(p, m, cuda::max_prenorm_splits(p));
+  const Outputs got = run_on(ws, p, m, c, tuning(flagged, split_ctas));
+  expect_same(run_fresh(p, m, c, tuning(false, split_ctas)), got,
+              test::case_name(p, m, 1.0) + " split_ctas=" + std::to_string(split_ctas));
+  return partials_all_zero(ws);
+}
+
+// Every model shape, 1 to 64 tokens (one to four tiles, partial tiles, every lane count of the
+// reduction's order: 16, 8, 4, 2 and 1 lanes per float4), against the counter's path; the split
+// loop where its CTAs cover the rows; amplitudes far from 1; the fp32 projection.
+TEST(CudaFlaggedPartials, SameBitsAsTheArrivalCounter) {
+  MHC_SKIP_WITHOUT_GPU();
+  uint64_t seed = 12000;
+  for (int n : {2, 4}) {
+    for (int hidden : {4096, 5120, 7168}) {
+      const MhcParams p = test::small_params(n, hidden);
+      for (int64_t m : {1, 2, 3, 5, 6, 9, 11, 16, 17, 33, 64}) {
+        const double amplitude = (seed % 3 == 0) ? 1e-3 : (seed % 3 == 1) ? 1.0 : 1e2;
+        const test::SiteCase c = test::random_site_case(p, m, ++seed, amplitude);
+        expect_same(run_fresh(p, m, c, tuning(false)), run_fresh(p, m, c, tuning(true)),
+                    test::case_name(p, m, amplitude));
+      }
+      for (int64_t m : {1, 7, 8}) {
+        const test::SiteCase c = test::random_site_case(p, m, ++seed, 1.0);
+        expect_same(run_fresh(p, m, c, tuning(false)), run_fresh(p, m, c, tuning(true, 8)),
+                    test::case_name(p, m, 1.0) + " split loop");
+      }
+    }
+  }
+  const MhcParams p = test::small_params(4, 5120);
+  const test::SiteCase c = test::random_site_case(p, 13, ++seed, 1.0);
+  expect_same(run_fresh(p, 13, c, tuning(false), Projection::fp32),
+              run_fresh(p, 13, c, tuning(true), Projection::fp32), "fp32 projection");
+}
+
+// Where it runs: one CTA per split up to four tiles; the split loop only while its CTAs cover a
+// tile's rows; not past four tiles. (And the check itself can fail: the counter's path leaves
+// partials.)
+TEST(CudaFlaggedPartials, RunsWhereItFits) {
+  MHC_SKIP_WITHOUT_GPU();
+  const MhcParams p = test::small_params(4, 5120);
+  EXPECT_TRUE(runs_flagged(p, 1, 0, 12100));
+  EXPECT_TRUE(runs_flagged(p, 16, 0, 12101));
+  EXPECT_TRUE(runs_flagged(p, 64, 0, 12102));
+  EXPECT_TRUE(runs_flagged(p, 8, 8, 12103));
+  EXPECT_FALSE(runs_flagged(p, 9, 8, 12104));
+  EXPECT_FALSE(runs_flagged(p, 65, 0, 12105));
+  // The default tuning follows the device's plan (kernel config flagged_partials).
+  const int64_t plan_limit = cuda::default_device_plan().flagged_partials_max_tokens;
+  EXPECT_EQ(runs_flagged(p, 16, 0, 12107, -1), 16 <= plan_limit);
+  const test::SiteCase c = test::random_site_case(p, 4, 12106, 1.0);
+  cuda::SiteWorkspace ws(p, 4, cuda::max_prenorm_splits(p));
+  run_on(ws, p, 4, c, tuning(false));
+  EXPECT_FALSE(partials_all_zero(ws));
+}
+
+// One workspace for a sequence of launches with fresh inputs and changing token counts, between
+// them the counter's path and the 64-row kernel (plain partials where the pairs lie) and a fill
+// of large floats: every flagged launch still gives the bits of a fresh counter run.
+TEST(CudaFlaggedPartials, ReusedWorkspace) {
+  MHC_SKIP_WITHOUT_GPU();
+  const MhcParams p = test::small_params(4, 5120);
+  cuda::SiteWorkspace ws(p, 256, cuda::max_prenorm_splits(p));
+  uint64_t seed = 12200;
+  const int64_t counts[] = {16, 1, 7, 16, 3, 64, 2, 33, 1};
+  for (size_t i = 0; i < std::size(counts); ++i) {
+    const int64_t m = counts[i];
+    if (i % 3 == 1) {
+      const test::SiteCase other = test::random_site_case(p, 137, ++seed, 1.0);
+      cuda::PrenormTuning wide;
+      wide.rows_per_tile = 64;
+      run_on(ws, p, 137, other, wide);
+    } else if (i % 3 == 2) {
+      MHC_CUDA_CHECK(
+          cudaMemset(ws.partials(), 0x7f, size_t(ws.partial_capacity()) * sizeof(float)));
+    } else {
+      run_on(ws, p, m, test::random_site_case(p, m, ++seed, 1.0), tuning(false));
+    }
+    const test::SiteCase c = test::random_site_case(p, m, ++seed, 1.0);
+    expect_same(run_fresh(p, m, c, tuning(false)), run_on(ws, p, m, c, tuning(true)),
+                "launch " + std::to_string(i) + " " + test::case_name(p, m, 1.0));
+  }
+}
+
+// Replays of one captured flagged launch with new x between them: each replay's bits are those of
+// a fresh counter run on that x (a pair left set by a replay would hand the next one stale values).
+TEST(CudaFlaggedPartials, GraphReplays) {
+  MHC_SKIP_WITHOUT_GPU();
+  const MhcParams p = test::small_params(4, 5120);
+  const int64_t m = 16;
+  test::SiteCase c = test::random_site_case(p, m, 12300, 1.0);
+  const DeviceWeights w(c.weights);
+  auto x = to_device(c.x);
+  const DeviceCoefficients out(p, m);
+  cuda::SiteWorkspace ws(p, m, cuda::max_prenorm_splits(p));
+  cudaStream_t stream = nullptr;
+  MHC_CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+  cudaGraph_t graph = nullptr;
+  MHC_CUDA_CHECK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal));
+  cuda::prenorm_coefficients(p, m, out.buffers(x, w), Projection::tf32, tuning(true), ws, stream);
+  MHC_CUDA_CHECK(cudaStreamEndCapture(stream, &graph));
+  cudaGraphExec_t exec = nullptr;
+  MHC_CUDA_CHECK(cudaGraphInstantiate(&exec, graph, 0));
+  for (int replay = 0; replay < 6; ++replay) {
+    const test::SiteCase fresh = test::random_site_case(p, m, 12301 + replay, 1.0);
+    c.x = fresh.x;
+    x.upload(c.x.data(), c.x.size());
+    MHC_CUDA_CHECK(cudaGraphLaunch(exec, stream));
+    MHC_CUDA_CHECK(cudaStreamSynchronize(stream));
+    const Outputs got{to_host(out.pre), to_host(out.post), to_host(out.comb), to_host(out.mixes)};
+    expect_same(run_fresh(p, m, c, tuning(false)), got, "replay " + std::to_string(replay));
+  }
+  MHC_CUDA_CHECK(cudaGraphExecDestroy(exec));
+  MHC_CUDA_CHECK(cudaGraphDestroy(graph));
+  MHC_CUDA_CHECK(cudaStreamDestroy(stream));
+}
+
+// Small, for compute-sanitizer (device-validate runs Sanitize*): the polling and the clearing.
+TEST(SanitizeFlaggedPartials, SmallTiles) {
+  MHC_SKIP_WITHOUT_GPU();
+  const MhcParams p = test::small_params(4, 1024);
+  for (int64_t m : {1, 5, 17}) {
+    const test::SiteCase c = test::random_site_case(p, m, 12400 + m, 1.0);
+    expect_same(run_fresh(p, m, c, tuning(false)), run_fresh(p, m, c, tuning(true)),
+                test::case_name(p, m, 1.0));
+  }
+}
+
+}  // namespace
+}  // namespace mhc
