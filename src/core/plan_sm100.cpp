@@ -14,6 +14,9 @@ ArchRules sm100_rules() {
   r.pdl = true;
   r.overlap = OverlapAvailability::automatic;
   r.overlap_max_tokens = 16;
+  // Flagged partials were measured on Hopper only: the arrival counter here (kernel config
+  // flagged_partials turns them on).
+  r.flagged_partials_max_tokens = 0;
   // overlap_side_ctas: the H200's (the same bits whatever it is; its speed unmeasured here).
   return r;
 }

@@ -173,6 +173,7 @@ TEST(KernelPlanSwitches, FlaggedPartials) {
   const KernelPlan on = plan("8.0", kWithSm100, R"({"flagged_partials": true})");
   EXPECT_EQ(on.flagged_partials_max_tokens, kNoTokenLimit);
   EXPECT_EQ(plan("8.0", kWithSm100).flagged_partials_max_tokens, 0);
+  EXPECT_EQ(plan("10.0", kWithSm100).flagged_partials_max_tokens, 0);
   const KernelConfig c = KernelConfig::parse(R"({"flagged_partials": false, "fused_input": true})");
   EXPECT_EQ(KernelConfig::parse(c.to_json()).to_json(), c.to_json());
   EXPECT_TRUE(contains(c.to_json(), R"("flagged_partials":false,"fused_input":true,)"))
