@@ -339,6 +339,8 @@ nlohmann::json report(const KernelBenchOptions& o, const Device& d, double copy_
       {"projection", std::string(to_string(o.projection))},
       {"batch_invariant", o.batch_invariant},
       {"cluster_post", o.cluster_post ? nlohmann::json(*o.cluster_post) : nlohmann::json("plan")},
+      {"flagged_partials",
+       o.flagged_partials ? nlohmann::json(*o.flagged_partials) : nlohmann::json("plan")},
       {"method",
        "each item captured in a CUDA graph per input set, input sets rotated past L2, CUDA "
        "events between consecutive replays, warm-up, median; stack items run the executor's "
@@ -358,13 +360,14 @@ void check_options(const KernelBenchOptions& o) {
 }
 
 // The launches' tuning at m tokens: the device plan's, or batch-invariant mode's, with the
-// options' cluster_post switch.
+// options' cluster_post and flagged_partials switches.
 PrenormTuning tuning_for(const KernelBenchOptions& o, int64_t m) {
   const KernelPlan& plan = default_device_plan();
   PrenormTuning t = o.batch_invariant
                         ? batch_invariant_tuning(o.params, m, plan.sm_count, plan.tma128_available)
                         : choose_prenorm_tuning(plan, o.params, m);
   if (o.cluster_post) t.cluster_post_max_tokens = *o.cluster_post ? kNoTokenLimit : 0;
+  if (o.flagged_partials) t.flagged_partials = *o.flagged_partials ? 1 : 0;
   return t;
 }
 

@@ -42,14 +42,15 @@ nlohmann::json run_kernels(const BenchOptions& o) {
   k.projection =
       KernelConfig::parse(fmt::format("{{\"projection\": \"{}\"}}", o.projection)).projection;
   // Of a --kernel-config, the keys that change the kernels: projection (over --projection),
-  // batch_invariant and cluster_post; the overlap keys concern the stack's schedule, which this
-  // does not run.
+  // batch_invariant, cluster_post and flagged_partials; the overlap keys concern the stack's
+  // schedule, which this does not run.
   if (!o.kernel_config.empty()) {
     const KernelConfig cfg = KernelConfig::parse(o.kernel_config);
     if (nlohmann::json::parse(o.kernel_config).contains("projection"))
       k.projection = cfg.projection;
     k.batch_invariant = cfg.batch_invariant;
     k.cluster_post = cfg.cluster_post;
+    k.flagged_partials = cfg.flagged_partials;
   }
   k.sweep_tuning = o.sweep;
   k.commit = o.commit;

@@ -20,8 +20,9 @@ struct KernelBenchOptions {
   std::vector<int64_t> tokens;  // each >= 1
   int reps = 200;               // >= 5
   Projection projection = Projection::tf32;
-  bool batch_invariant = false;      // time the kernels in KernelConfig::batch_invariant's mode
-  std::optional<bool> cluster_post;  // KernelConfig::cluster_post; unset: the device plan's
+  bool batch_invariant = false;          // time the kernels in KernelConfig::batch_invariant's mode
+  std::optional<bool> cluster_post;      // KernelConfig::cluster_post; unset: the device plan's
+  std::optional<bool> flagged_partials;  // KernelConfig::flagged_partials; unset: the plan's
   bool sweep_tuning = false;  // also time the coefficient path at every split count / tile size
   std::string commit;
 };
