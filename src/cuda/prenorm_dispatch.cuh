@@ -23,8 +23,8 @@ template <int kStreams>
 cudaError_t dispatch_prenorm(const PrenormArgs& args, bool compensated, int rows_per_tile,
                              LaunchTarget stream) {
   if (args.previous.x != nullptr) {  // the previous site's post folded in: 16-row tiles only
-    return compensated ? launch_prenorm_coefficients<kStreams, 1, true, true>(args, stream)
-                       : launch_prenorm_coefficients<kStreams, 1, false, true>(args, stream);
+    return compensated ? launch_decode_coefficients<kStreams, true, true>(args, stream)
+                       : launch_decode_coefficients<kStreams, false, true>(args, stream);
   }
   if (rows_per_tile == kTmaRowsPerTile) {
     // Batch-invariant decode: the TMA kernel's order by the launch shaped for 1-16 tokens.
@@ -35,12 +35,12 @@ cudaError_t dispatch_prenorm(const PrenormArgs& args, bool compensated, int rows
                        : launch_sm90_prenorm_tma<kStreams, false>(args, stream);
   }
   if (rows_per_tile == 16 && args.split_ctas > 0) {  // a tile's splits in turn on fewer CTAs
-    return compensated ? launch_prenorm_coefficients<kStreams, 1, true, false, true>(args, stream)
-                       : launch_prenorm_coefficients<kStreams, 1, false, false, true>(args, stream);
+    return compensated ? launch_decode_coefficients<kStreams, true, false, true>(args, stream)
+                       : launch_decode_coefficients<kStreams, false, false, true>(args, stream);
   }
   if (rows_per_tile == 16) {
-    return compensated ? launch_prenorm_coefficients<kStreams, 1, true>(args, stream)
-                       : launch_prenorm_coefficients<kStreams, 1, false>(args, stream);
+    return compensated ? launch_decode_coefficients<kStreams, true>(args, stream)
+                       : launch_decode_coefficients<kStreams, false>(args, stream);
   }
   return compensated ? launch_prenorm_coefficients<kStreams, 4, true>(args, stream)
                      : launch_prenorm_coefficients<kStreams, 4, false>(args, stream);

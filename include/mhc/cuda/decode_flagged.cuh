@@ -117,6 +117,28 @@ __device__ __forceinline__ void poll_values(uint64_t* pairs, int64_t stride, int
   }
 }
 
+// sum_in_split_order with `width` lanes (a power of two up to 32) chosen at run time and the
+// partials read through get (memory), in little code: the butterfly's result for lane 0 is the
+// balanced pairwise tree over the lanes' sums taken in bit-reversed lane order ((L0 + L2) + (L1 +
+// L3) for four lanes), so the lanes are summed one at a time in that order (each from zero, its
+// partials ascending) and pushed into a PairwiseTree. The same additions in the same order: the
+// same bits as the butterfly.
+template <typename Get>
+__device__ __forceinline__ float sum_in_split_order_looped(const Get& get, int count, int width) {
+  static_assert(kWarp <= (1 << kMaxTreeLevels), "a tree level per lane bit");
+  const int levels = __ffs(width) - 1;
+  PairwiseTree<kMaxTreeLevels, 1> tree;
+  float root = 0.f;
+  for (int i = 0; i < width; ++i) {
+    const int lane = levels == 0 ? 0 : int(__brev(unsigned(i)) >> (32 - levels));
+    float v[1] = {0.f};
+    for (int q = lane; q < count; q += width) v[0] += get(q);
+    tree.push(v, i);
+    root = v[0];
+  }
+  return root;
+}
+
 }  // namespace detail
 
 // Split `split`'s partial values of the tile's rows (one m16 tile's fragments, warp 0 after the
@@ -163,7 +185,7 @@ __device__ __forceinline__ void finish_flagged_row(const PrenormArgs& args, int6
   if (lane < kStride) {
     const int n_vec = padded_partial_floats<kStreams>(rows_valid) / 4;
     const int width = detail::split_lanes(n_vec, kThreads, splits);
-    sums[lane] = detail::sum_in_split_order_of_width<kWarp, kFlaggedMaxSplits>(
+    sums[lane] = detail::sum_in_split_order_looped(
         [&](int s) { return scratch[s * kStride + lane]; }, splits, width);
   }
   __syncwarp();

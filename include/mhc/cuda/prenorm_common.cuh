@@ -498,31 +498,33 @@ __device__ __forceinline__ void finish_prenorm_tile(const PrenormArgs& args, int
 
 namespace detail {
 
-// Lane kLane's sum in sum_in_split_order once the butterfly has run its offsets from kWidth / 2
-// down to kOffset (kOffset == kWidth: the lane's own partials l, l + kWidth, ... from zero in
-// ascending order). Evaluated depth first, so that few partial sums are live at once.
-template <int kWidth, int kCount, int kLane, int kOffset, typename Get>
-__device__ __forceinline__ float butterfly_lane(const Get& get, int count) {
-  if constexpr (kOffset == kWidth) {
-    float sum = 0.f;
+// The xor butterfly over kWidth lanes (lane l adds lane l ^ offset's sum, offsets kWidth / 2 down
+// to 1), lane 0's result: at offset o only lanes below o feed lane 0, and lane l < o adds lane
+// l + o (= l ^ o) to its own sum, as the shuffle does.
+template <int kWidth>
+__device__ __forceinline__ float butterfly_lane0(float (&lanes)[kWidth]) {
 #pragma unroll
-    for (int q = kLane; q < kCount; q += kWidth) {
-      if (q < count) sum += get(q);
-    }
-    return sum;
-  } else {
-    return butterfly_lane<kWidth, kCount, kLane, kOffset * 2>(get, count) +
-           butterfly_lane<kWidth, kCount, (kLane ^ kOffset), kOffset * 2>(get, count);
+  for (int offset = kWidth / 2; offset > 0; offset /= 2) {
+#pragma unroll
+    for (int l = 0; l < offset; ++l) lanes[l] = lanes[l] + lanes[l + offset];
   }
+  return lanes[0];
 }
 
-// One value's total over `count` partials get(0), get(1), ... (at most kCount) in reduce_splits'
-// order: kWidth lanes, lane l adding partials l, l + kWidth, ... from zero in ascending order,
-// then the lanes' butterfly (lane l adds lane l ^ offset's sum, offsets kWidth / 2 down to 1),
-// lane 0's result. get's index is a compile-time constant once unrolled.
+// One value's total over `count` partials get(0), get(1), ... (at most kCount; every index a
+// compile-time constant once unrolled, so partials may sit in registers) in reduce_splits' order:
+// kWidth lanes, lane l adding partials l, l + kWidth, ... from zero in ascending order, then the
+// lanes' butterfly (butterfly_lane0).
 template <int kWidth, int kCount, typename Get>
 __device__ __forceinline__ float sum_in_split_order(const Get& get, int count) {
-  return butterfly_lane<kWidth, kCount, 0, 1>(get, count);
+  float lanes[kWidth];
+#pragma unroll
+  for (int l = 0; l < kWidth; ++l) lanes[l] = 0.f;
+#pragma unroll
+  for (int q = 0; q < kCount; ++q) {
+    if (q < count) lanes[q % kWidth] += get(q);
+  }
+  return butterfly_lane0(lanes);
 }
 
 // sum_in_split_order for a run-time lane count `width` (a power of two, 1..kMaxWidth).

@@ -104,7 +104,7 @@ __device__ __forceinline__ void fused_input_token(const PrenormArgs& args, int64
 // `exchange`: the warp tree's shared memory, free again when this returns. Sets the tile's
 // partial blocks and their padded size for the epilogue (computed after the K loop, so that they
 // hold no registers during it).
-template <int kStreams, int kMTiles, bool kCompensated, bool kFromPost>
+template <int kStreams, int kMTiles, bool kCompensated, bool kFromPost, bool kFlagged>
 __device__ __forceinline__ void split_partial(const PrenormArgs& args, int split, int64_t row0,
                                               int rows_valid, float* exchange, float* sums,
                                               float*& tile_partials, int& n_out_padded) {
@@ -255,12 +255,10 @@ __device__ __forceinline__ void split_partial(const PrenormArgs& args, int split
   n_out_padded = padded_partial_floats<kStreams>(rows_valid);
   tile_partials = args.partials + row0 * S::kStride * partial_blocks(args);
   if (warp == 0) {
-    if constexpr (kMTiles == 1) {
-      if (args.flagged_partials) {
-        store_flagged_partial<kStreams>(args, row0 / S::kRows, split, rows_valid, acc[0], sumsq[0],
-                                        g, t);
-        return;
-      }
+    if constexpr (kFlagged) {
+      store_flagged_partial<kStreams>(args, row0 / S::kRows, split, rows_valid, acc[0], sumsq[0], g,
+                                      t);
+      return;
     }
     float* dest = args.splits == 1 ? sums : tile_partials + int64_t(split) * n_out_padded;
 #pragma unroll
@@ -286,11 +284,17 @@ __device__ __forceinline__ void split_partial(const PrenormArgs& args, int split
 // last CTA reduces them in the same order, so the bits are those of one CTA per split: a launch
 // on fewer SMs (the overlap's side stream, where the time is hidden and the SMs are the
 // sublayer's) that agrees bitwise with the native schedule's.
+// kFlagged (PrenormArgs::flagged_partials): the splits' partials as flagged pairs reduced by a
+// CTA per row (decode_flagged.cuh), the same bits. Its own instantiation, so that neither
+// reduction's code sits on the other's path: behind a sublayer the launch's code is fetched cold,
+// and the counter path measured slower with the flagged code beside it (docs/decisions.md,
+// "Flagged partials").
 template <int kStreams, int kMTiles, bool kCompensated, bool kFromPost = false,
-          bool kSplitLoop = false>
+          bool kSplitLoop = false, bool kFlagged = false>
 __global__ void MHC_PRENORM_LAUNCH_BOUNDS prenorm_coefficients_kernel(const PrenormArgs args) {
   static_assert(!kFromPost || kMTiles == 1, "the previous post folds in at decode sizes only");
   static_assert(!kSplitLoop || (kMTiles == 1 && !kFromPost), "split loops at decode tiles only");
+  static_assert(!kFlagged || kMTiles == 1, "flagged partials at decode tiles only");
   using S = PrenormShape<kStreams, kMTiles>;
   __shared__ float exchange[S::kExchangeFloats];  // [kWarps/2][kValuesPerLane][32], lane-minor
   __shared__ float sums[S::kRows * S::kStride];   // [kRows][kStride]
@@ -316,35 +320,32 @@ __global__ void MHC_PRENORM_LAUNCH_BOUNDS prenorm_coefficients_kernel(const Pren
   if constexpr (kSplitLoop) {
     // The warp tree's last barrier frees `exchange` for the next split's tree.
     for (int split = blockIdx.y; split < args.splits; split += split_ctas) {
-      detail::split_partial<kStreams, kMTiles, kCompensated, kFromPost>(
+      detail::split_partial<kStreams, kMTiles, kCompensated, kFromPost, kFlagged>(
           args, split, row0, rows_valid, exchange, sums, tile_partials, n_out_padded);
     }
   } else {
-    detail::split_partial<kStreams, kMTiles, kCompensated, kFromPost>(
+    detail::split_partial<kStreams, kMTiles, kCompensated, kFromPost, kFlagged>(
         args, blockIdx.y, row0, rows_valid, exchange, sums, tile_partials, n_out_padded);
   }
 
-  if constexpr (kMTiles == 1) {
-    if (args.flagged_partials) {
-      const int row = flagged_reducer_row(blockIdx.y, split_ctas, rows_valid);
-      if (row >= 0) {
-        static_assert(kFlaggedMaxSplits * S::kStride <= S::kExchangeFloats);
-        finish_flagged_row<kStreams, S::kThreads>(args, tile, row0, rows_valid, row, exchange,
-                                                  sums);
-      }
-      return;
+  if constexpr (kFlagged) {
+    const int row = flagged_reducer_row(blockIdx.y, split_ctas, rows_valid);
+    if (row >= 0) {
+      static_assert(kFlaggedMaxSplits * S::kStride <= S::kExchangeFloats);
+      finish_flagged_row<kStreams, S::kThreads>(args, tile, row0, rows_valid, row, exchange, sums);
     }
+  } else {
+    // The warp tree is done with `exchange`: it stages the outputs.
+    static_assert(staged_output_floats<kStreams>(S::kRows) <= S::kExchangeFloats);
+    finish_prenorm_tile<kStreams, S::kThreads, S::kRows>(args, tile, row0, rows_valid, sums,
+                                                         tile_partials, n_out_padded, exchange,
+                                                         &is_last_cta, kSplitLoop ? split_ctas : 0);
   }
-  // The warp tree is done with `exchange`: it stages the outputs.
-  static_assert(staged_output_floats<kStreams>(S::kRows) <= S::kExchangeFloats);
-  finish_prenorm_tile<kStreams, S::kThreads, S::kRows>(args, tile, row0, rows_valid, sums,
-                                                       tile_partials, n_out_padded, exchange,
-                                                       &is_last_cta, kSplitLoop ? split_ctas : 0);
 }
 
 // Raw launcher: no argument checks (the caller, mhc::cuda::prenorm_coefficients, does them).
 template <int kStreams, int kMTiles, bool kCompensated, bool kFromPost = false,
-          bool kSplitLoop = false>
+          bool kSplitLoop = false, bool kFlagged = false>
 cudaError_t launch_prenorm_coefficients(const PrenormArgs& args, LaunchTarget on) {
   using S = PrenormShape<kStreams, kMTiles>;
   const int split_ctas = kSplitLoop ? args.split_ctas : args.splits;
@@ -353,8 +354,18 @@ cudaError_t launch_prenorm_coefficients(const PrenormArgs& args, LaunchTarget on
   const bool fused_input = kMTiles == 1 && args.input.layer_input != nullptr;
   const dim3 grid_with_input(grid.x, grid.y + (fused_input ? S::kRows : 0));
   return launch_kernel(
-      prenorm_coefficients_kernel<kStreams, kMTiles, kCompensated, kFromPost, kSplitLoop>,
+      prenorm_coefficients_kernel<kStreams, kMTiles, kCompensated, kFromPost, kSplitLoop, kFlagged>,
       grid_with_input, dim3(S::kThreads), 0, on, args);
+}
+
+// The 16-row kernel of these template choices, flagged or not as args.flagged_partials says.
+template <int kStreams, bool kCompensated, bool kFromPost = false, bool kSplitLoop = false>
+cudaError_t launch_decode_coefficients(const PrenormArgs& args, LaunchTarget on) {
+  return args.flagged_partials
+             ? launch_prenorm_coefficients<kStreams, 1, kCompensated, kFromPost, kSplitLoop, true>(
+                   args, on)
+             : launch_prenorm_coefficients<kStreams, 1, kCompensated, kFromPost, kSplitLoop, false>(
+                   args, on);
 }
 
 }  // namespace mhc::cuda
