@@ -234,7 +234,9 @@ def table_kernels_ab(args):
     if docs[0].get("commit") != docs[1].get("commit"):
         labels = [f"commit {d.get('commit', '?')}" for d in docs]
     else:
-        labels = [f"cluster_post={json.dumps(d.get('cluster_post', 'plan'))}" for d in docs]
+        keys = [k for k in ("cluster_post", "flagged_partials")
+                if docs[0].get(k, "plan") != docs[1].get(k, "plan")] or ["cluster_post"]
+        labels = [" ".join(f"{k}={json.dumps(d.get(k, 'plan'))}" for k in keys) for d in docs]
     sizes = sorted({m for (_, m) in times[0]} & {m for (_, m) in times[1]})
     head = "| M |" + "".join(f" {i}, {labels[0]} | {i}, {labels[1]} | ratio |" for i in items)
     lines = [head, "|---:|" + "---:|---:|---:|" * len(items)]
@@ -246,6 +248,35 @@ def table_kernels_ab(args):
         lines.append(f"| {m} | " + " | ".join(cells) + " |")
     lines += ["", f"`mhc bench kernels` (median µs) on {provenance(docs[0])}; sources `{path_a}` "
               f"and `{path_b}`."]
+    return lines
+
+
+def arm_label(doc):
+    """An overlap report's arm: its commit, and the kernel config's keys beyond the defaults."""
+    config = {k: v for k, v in doc.get("kernel_config", {}).items()
+              if k not in ("enable_mhc_overlap", "overlap_max_tokens", "projection")}
+    extra = " ".join(f"{k}={json.dumps(v)}" for k, v in sorted(config.items()))
+    return f"{doc.get('commit', '?')}" + (f" {extra}" if extra else "")
+
+
+def table_overlap_ab(paths):
+    """`mhc bench overlap` runs of several arms (binaries or kernel configs), one file each: per
+    size the native schedule's mHC µs per site and the overlap's main stream µs per site."""
+    docs = [load(p) for p in paths]
+    labels = [arm_label(d) for d in docs]
+    rows = [{r["tokens"]: r for r in d["rows"]} for d in docs]
+    sizes = sorted(set.intersection(*(set(r) for r in rows)))
+    head = "| tokens |" + "".join(f" native mHC µs/site, {l} |" for l in labels)
+    head += "".join(f" overlap main µs/site, {l} |" for l in labels)
+    lines = [head, "|---:|" + "---:|" * (2 * len(docs))]
+    for m in sizes:
+        cells = [f"{r[m]['native_mhc_us_per_site']:.2f}" for r in rows]
+        cells += [f"{r[m]['overlap_main_stream_us_per_site']:.2f}" for r in rows]
+        lines.append(f"| {m} | " + " | ".join(cells) + " |")
+    sources = " and ".join(f"`{p}`" for p in paths)
+    machine = provenance(docs[0]).split(", commit ")[0]
+    lines += ["", f"`mhc bench overlap` (median of the replays; arms by commit and kernel config) "
+              f"on {machine}, {docs[0].get('date', 'undated')}; sources {sources}."]
     return lines
 
 
@@ -358,7 +389,8 @@ def table_log(args):
 
 KINDS = {"tune": table_tune, "overlap": table_overlap, "log": table_log,
          "prenorm": table_prenorm, "invariance": table_invariance, "kernels": table_kernels,
-         "kernels_ab": table_kernels_ab, "boundary": table_boundary,
+         "kernels_ab": table_kernels_ab, "overlap_ab": table_overlap_ab,
+         "boundary": table_boundary,
          "boundary_sweep": table_boundary_sweep, "tma_stream": table_tma_stream,
          "python_overlap": table_python_overlap, "kernels_site": table_kernels_site}
 
