@@ -117,28 +117,6 @@ __device__ __forceinline__ void poll_values(uint64_t* pairs, int64_t stride, int
   }
 }
 
-// sum_in_split_order with `width` lanes (a power of two up to 32) chosen at run time and the
-// partials read through get (memory), in little code: the butterfly's result for lane 0 is the
-// balanced pairwise tree over the lanes' sums taken in bit-reversed lane order ((L0 + L2) + (L1 +
-// L3) for four lanes), so the lanes are summed one at a time in that order (each from zero, its
-// partials ascending) and pushed into a PairwiseTree. The same additions in the same order: the
-// same bits as the butterfly.
-template <typename Get>
-__device__ __forceinline__ float sum_in_split_order_looped(const Get& get, int count, int width) {
-  static_assert(kWarp <= (1 << kMaxTreeLevels), "a tree level per lane bit");
-  const int levels = __ffs(width) - 1;
-  PairwiseTree<kMaxTreeLevels, 1> tree;
-  float root = 0.f;
-  for (int i = 0; i < width; ++i) {
-    const int lane = levels == 0 ? 0 : int(__brev(unsigned(i)) >> (32 - levels));
-    float v[1] = {0.f};
-    for (int q = lane; q < count; q += width) v[0] += get(q);
-    tree.push(v, i);
-    root = v[0];
-  }
-  return root;
-}
-
 }  // namespace detail
 
 // Split `split`'s partial values of the tile's rows (one m16 tile's fragments, warp 0 after the
@@ -156,17 +134,19 @@ __device__ __forceinline__ void store_flagged_partial(
 }
 
 // Row `row` of the tile (its flagged_reducer_row): the CTA's threads poll the row's pairs (splits x
-// (NMIX + 1), a few each) into `scratch`; then lane i of warp 0 adds value i over the splits in
-// reduce_splits' order for this tile (its lanes per float4, from the tile's valid rows, and their
-// butterfly: sum_in_split_order) and the warp runs the row's stats by n lanes, stored straight to
-// the outputs. `scratch`: kFlaggedMaxSplits * (NMIX + 1) floats of shared memory; `sums`: NMIX + 1.
+// (NMIX + 1), a few each) into `scratch`; then, as reduce_splits does for the whole tile, `width`
+// consecutive threads per value (its lanes per float4 for this tile, split_lanes) each add the
+// splits l, l + width, ... from zero in ascending order and a butterfly across them gives the
+// value's total (the same additions in the same order: the same bits); then warp 0 runs the row's
+// stats by n lanes, stored straight to the outputs. `scratch`: kFlaggedMaxSplits * (NMIX + 1)
+// floats of shared memory; `sums`: NMIX + 1.
 template <int kStreams, int kThreads>
 __device__ __forceinline__ void finish_flagged_row(const PrenormArgs& args, int64_t tile,
                                                    int64_t row0, int rows_valid, int row,
                                                    float* scratch, float* sums) {
   constexpr int kStride = kStreams * (kStreams + 2) + 1;
   constexpr int kPerThread = (kFlaggedMaxSplits * kStride + kThreads - 1) / kThreads;
-  static_assert(kStride <= kWarp && kCoefficientParamFloats<kStreams> <= kWarp, "one warp");
+  static_assert(kCoefficientParamFloats<kStreams> <= kWarp, "one warp stages the parameters");
   __shared__ float coef_params[kCoefficientParamFloats<kStreams>];
   stage_coefficient_params<kStreams>(args.coef, coef_params);  // its loads overlap the polling
   const int splits = args.splits;
@@ -180,16 +160,25 @@ __device__ __forceinline__ void finish_flagged_row(const PrenormArgs& args, int6
     if (i0 + j * kThreads < count) scratch[i0 + j * kThreads] = values[j];
   }
   __syncthreads();
-  if (threadIdx.x >= kWarp) return;
-  const int lane = threadIdx.x;
-  if (lane < kStride) {
-    const int n_vec = padded_partial_floats<kStreams>(rows_valid) / 4;
-    const int width = detail::split_lanes(n_vec, kThreads, splits);
-    sums[lane] = detail::sum_in_split_order_looped(
-        [&](int s) { return scratch[s * kStride + lane]; }, splits, width);
+  const int width =
+      detail::split_lanes(padded_partial_floats<kStreams>(rows_valid) / 4, kThreads, splits);
+  const int width_bits = __ffs(width) - 1;
+  const int tasks = kStride * width;
+  for (int first = 0; first < tasks; first += kThreads) {  // the same trip count in every thread
+    const int task = first + i0;
+    const int value = task >> width_bits, lane = task & (width - 1);
+    float total = 0.f;
+    if (task < tasks) {
+      for (int s = lane; s < splits; s += width) total += scratch[s * kStride + value];
+    }
+    for (int offset = width / 2; offset > 0; offset /= 2) {
+      total += __shfl_xor_sync(0xffffffffu, total, offset);
+    }
+    if (task < tasks && lane == 0) sums[value] = total;
   }
-  __syncwarp();
-  token_coefficients_by_rows<kStreams>(sums, row0 + row, lane < kStreams, args.coef, coef_params,
+  __syncthreads();
+  if (threadIdx.x >= kWarp) return;
+  token_coefficients_by_rows<kStreams>(sums, row0 + row, i0 < kStreams, args.coef, coef_params,
                                        args.out);
 }
 
