@@ -24,11 +24,8 @@ namespace {
 using test::DeviceCoefficients;
 using test::DeviceWeights;
 using test::to_device;
-using test::to_host;
 
-struct Outputs {
-  std::vector<float> pre, post, comb, mixes;
-};
+using Outputs = test::HostCoefficients;
 
 // flagged: 1 where they fit, 0 never, -1 the device plan's rule.
 cuda::PrenormTuning tuning(int flagged, int split_ctas = 0) {
@@ -46,7 +43,7 @@ Outputs run_on(cuda::SiteWorkspace& ws, const MhcParams& p, int64_t m, const tes
   const DeviceCoefficients out(p, m);  // poisoned
   cuda::prenorm_coefficients(p, m, out.buffers(x, w), projection, t, ws, nullptr);
   MHC_CUDA_CHECK(cudaDeviceSynchronize());
-  return {to_host(out.pre), to_host(out.post), to_host(out.comb), to_host(out.mixes)};
+  return test::download_coefficients(out);
 }
 
 Outputs run_fresh(const MhcParams& p, int64_t m, const test::SiteCase& c,
@@ -56,12 +53,7 @@ Outputs run_fresh(const MhcParams& p, int64_t m, const test::SiteCase& c,
 }
 
 void expect_same(const Outputs& want, const Outputs& got, const std::string& label) {
-  EXPECT_TRUE(test::same_bits(want.pre, got.pre)) << label << " pre";
-  EXPECT_TRUE(test::same_bits(want.post, got.post)) << label << " post";
-  EXPECT_TRUE(test::same_bits(want.comb, got.comb)) << label << " comb";
-  EXPECT_TRUE(test::same_bits(want.mixes, got.mixes)) << label << " mixes";
-  for (float v : got.comb) ASSERT_TRUE(std::isfinite(v)) << label << " comb not finite";
-  for (float v : got.mixes) ASSERT_TRUE(std::isfinite(v)) << label << " mixes not finite";
+  test::expect_same_coefficients(want, got, label);
 }
 
 // Whether the workspace's partial floats are all zero bits.
@@ -189,7 +181,7 @@ TEST(CudaFlaggedPartials, GraphReplays) {
     x.upload(c.x.data(), c.x.size());
     MHC_CUDA_CHECK(cudaGraphLaunch(exec, stream));
     MHC_CUDA_CHECK(cudaStreamSynchronize(stream));
-    const Outputs got{to_host(out.pre), to_host(out.post), to_host(out.comb), to_host(out.mixes)};
+    const Outputs got = test::download_coefficients(out);
     expect_same(run_fresh(p, m, c, tuning(false)), got, "replay " + std::to_string(replay));
   }
   MHC_CUDA_CHECK(cudaGraphExecDestroy(exec));

@@ -3,6 +3,7 @@
 #pragma once
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <cstdio>
 #include <string>
 #include <vector>
@@ -76,6 +77,31 @@ struct DeviceCoefficients {
             pre.get(), post.get(),    comb.get(),      mixes.get()};
   }
 };
+
+// The coefficient path's outputs copied to the host.
+struct HostCoefficients {
+  std::vector<float> pre, post, comb, mixes;
+};
+
+inline HostCoefficients download_coefficients(const DeviceCoefficients& d) {
+  return {to_host(d.pre), to_host(d.post), to_host(d.comb), to_host(d.mixes)};
+}
+
+inline bool same_coefficients(const HostCoefficients& a, const HostCoefficients& b) {
+  return same_bits(a.pre, b.pre) && same_bits(a.post, b.post) && same_bits(a.comb, b.comb) &&
+         same_bits(a.mixes, b.mixes);
+}
+
+// EXPECTs `got` bitwise `want`, each output named, and every comb and mixes value finite.
+inline void expect_same_coefficients(const HostCoefficients& want, const HostCoefficients& got,
+                                     const std::string& label) {
+  EXPECT_TRUE(same_bits(want.pre, got.pre)) << label << " pre";
+  EXPECT_TRUE(same_bits(want.post, got.post)) << label << " post";
+  EXPECT_TRUE(same_bits(want.comb, got.comb)) << label << " comb";
+  EXPECT_TRUE(same_bits(want.mixes, got.mixes)) << label << " mixes";
+  for (float v : got.comb) ASSERT_TRUE(std::isfinite(v)) << label << " comb not finite";
+  for (float v : got.mixes) ASSERT_TRUE(std::isfinite(v)) << label << " mixes not finite";
+}
 
 // A boundary between two sites on the device (the folded post and the fused boundary tests): the
 // previous site (x, post, comb, F), this site's weights and carried pre_mix.

@@ -21,11 +21,6 @@ namespace {
 using test::DeviceCoefficients;
 using test::DeviceWeights;
 using test::to_device;
-using test::to_host;
-
-struct Outputs {
-  std::vector<float> pre, post, comb, mixes;
-};
 
 cuda::PrenormTuning tuning(int splits, int split_ctas) {
   cuda::PrenormTuning t;
@@ -35,8 +30,8 @@ cuda::PrenormTuning tuning(int splits, int split_ctas) {
   return t;
 }
 
-Outputs run(const MhcParams& p, int64_t m, const test::SiteCase& c, Projection projection,
-            int splits, int split_ctas) {
+test::HostCoefficients run(const MhcParams& p, int64_t m, const test::SiteCase& c,
+                           Projection projection, int splits, int split_ctas) {
   const DeviceWeights w(c.weights);
   const auto x = to_device(c.x);
   const DeviceCoefficients out(p, m);  // poisoned
@@ -44,28 +39,18 @@ Outputs run(const MhcParams& p, int64_t m, const test::SiteCase& c, Projection p
   cuda::prenorm_coefficients(p, m, out.buffers(x, w), projection, tuning(splits, split_ctas), ws,
                              nullptr);
   MHC_CUDA_CHECK(cudaDeviceSynchronize());
-  return {to_host(out.pre), to_host(out.post), to_host(out.comb), to_host(out.mixes)};
-}
-
-bool same_outputs(const Outputs& a, const Outputs& b) {
-  return test::same_bits(a.pre, b.pre) && test::same_bits(a.post, b.post) &&
-         test::same_bits(a.comb, b.comb) && test::same_bits(a.mixes, b.mixes);
+  return test::download_coefficients(out);
 }
 
 void expect_same_bits(const MhcParams& p, int64_t m, int splits, int split_ctas, uint64_t seed,
                       Projection projection = Projection::tf32) {
   const test::SiteCase c = test::random_site_case(p, m, seed, 1.0);
-  const Outputs want = run(p, m, c, projection, splits, 0);
-  const Outputs got = run(p, m, c, projection, splits, split_ctas);
+  const test::HostCoefficients want = run(p, m, c, projection, splits, 0);
+  const test::HostCoefficients got = run(p, m, c, projection, splits, split_ctas);
   const std::string label = test::case_name(p, m, 1.0) + " splits=" + std::to_string(splits) +
                             " split_ctas=" + std::to_string(split_ctas) + " " +
                             std::string(to_string(projection));
-  EXPECT_TRUE(test::same_bits(want.pre, got.pre)) << label << " pre";
-  EXPECT_TRUE(test::same_bits(want.post, got.post)) << label << " post";
-  EXPECT_TRUE(test::same_bits(want.comb, got.comb)) << label << " comb";
-  EXPECT_TRUE(test::same_bits(want.mixes, got.mixes)) << label << " mixes";
-  for (float v : got.comb) ASSERT_TRUE(std::isfinite(v)) << label << " comb not finite";
-  for (float v : got.mixes) ASSERT_TRUE(std::isfinite(v)) << label << " mixes not finite";
+  test::expect_same_coefficients(want, got, label);
 }
 
 // The grid of the one kernel prenorm_coefficients launches, from a captured graph.
@@ -128,8 +113,8 @@ TEST(CudaSplitLoop, AnotherSplitCountChangesTheBits) {
   MHC_SKIP_WITHOUT_GPU();
   const MhcParams p = test::small_params(4, 5120);
   const test::SiteCase c = test::random_site_case(p, 16, 9600, 1.0);
-  EXPECT_FALSE(
-      same_outputs(run(p, 16, c, Projection::tf32, 40, 0), run(p, 16, c, Projection::tf32, 20, 0)));
+  EXPECT_FALSE(test::same_coefficients(run(p, 16, c, Projection::tf32, 40, 0),
+                                       run(p, 16, c, Projection::tf32, 20, 0)));
 }
 
 // The launch shape: split_ctas CTAs per tile where that is fewer than the splits, one per split
