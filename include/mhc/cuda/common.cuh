@@ -393,6 +393,13 @@ __device__ __forceinline__ float group_sum(float v) {
   }
   return v;
 }
+// group_sum over groups of `width` lanes chosen at run time (a power of two <= 32).
+__device__ __forceinline__ float group_sum_dynamic(float v, int width) {
+  for (int offset = width / 2; offset > 0; offset /= 2) {
+    v += __shfl_xor_sync(0xffffffffu, v, offset);
+  }
+  return v;
+}
 // group_sum over groups of `width` lanes (a power of two <= 32), the four components of a float4
 // at once: each component gets the same additions in the same order as a butterfly of its own,
 // but their shuffles share one chain of rounds: four loops one after the other (a run-time trip

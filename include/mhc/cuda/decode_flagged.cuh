@@ -171,9 +171,7 @@ __device__ __forceinline__ void finish_flagged_row(const PrenormArgs& args, int6
     if (task < tasks) {
       for (int s = lane; s < splits; s += width) total += scratch[s * kStride + value];
     }
-    for (int offset = width / 2; offset > 0; offset /= 2) {
-      total += __shfl_xor_sync(0xffffffffu, total, offset);
-    }
+    total = group_sum_dynamic(total, width);  // every thread: it shuffles
     if (task < tasks && lane == 0) sums[value] = total;
   }
   __syncthreads();
