@@ -393,12 +393,15 @@ __device__ __forceinline__ float group_sum(float v) {
   }
   return v;
 }
-// group_sum over groups of `width` lanes chosen at run time (a power of two <= 32).
-__device__ __forceinline__ float group_sum_dynamic(float v, int width) {
+// group_sum over groups of `width` lanes chosen at run time (a power of two <= 32), for each of
+// kCount values at once: one chain of rounds for all (a loop per value, its trip count known only
+// at run time, would put one chain after another).
+template <int kCount>
+__device__ __forceinline__ void group_sum_dynamic(float (&v)[kCount], int width) {
   for (int offset = width / 2; offset > 0; offset /= 2) {
-    v += __shfl_xor_sync(0xffffffffu, v, offset);
+#pragma unroll
+    for (int i = 0; i < kCount; ++i) v[i] += __shfl_xor_sync(0xffffffffu, v[i], offset);
   }
-  return v;
 }
 // group_sum over groups of `width` lanes (a power of two <= 32), the four components of a float4
 // at once: each component gets the same additions in the same order as a butterfly of its own,

@@ -162,17 +162,27 @@ __device__ __forceinline__ void finish_flagged_row(const PrenormArgs& args, int6
   __syncthreads();
   const int width =
       detail::split_lanes(padded_partial_floats<kStreams>(rows_valid) / 4, kThreads, splits);
-  const int width_bits = __ffs(width) - 1;
   const int tasks = kStride * width;
-  for (int first = 0; first < tasks; first += kThreads) {  // the same trip count in every thread
-    const int task = first + i0;
-    const int value = task >> width_bits, lane = task & (width - 1);
-    float total = 0.f;
-    if (task < tasks) {
-      for (int s = lane; s < splits; s += width) total += scratch[s * kStride + value];
+  // A thread's tasks (value, lane) share the lane (kThreads is a multiple of width), so their
+  // sums run in one loop over the splits and their butterflies in one chain of rounds: at 1 token
+  // (width 32, four tasks a thread) a loop per task put four shuffle chains on the serial tail.
+  constexpr int kMaxTrips = (kStride * kWarp + kThreads - 1) / kThreads;
+  const int lane = i0 & (width - 1), width_bits = __ffs(width) - 1;
+  float total[kMaxTrips];
+#pragma unroll
+  for (int trip = 0; trip < kMaxTrips; ++trip) total[trip] = 0.f;
+  for (int s = lane; s < splits; s += width) {
+#pragma unroll
+    for (int trip = 0; trip < kMaxTrips; ++trip) {
+      const int task = trip * kThreads + i0;
+      if (task < tasks) total[trip] += scratch[s * kStride + (task >> width_bits)];
     }
-    total = group_sum_dynamic(total, width);  // every thread: it shuffles
-    if (task < tasks && lane == 0) sums[value] = total;
+  }
+  group_sum_dynamic(total, width);  // every thread: it shuffles
+#pragma unroll
+  for (int trip = 0; trip < kMaxTrips; ++trip) {
+    const int task = trip * kThreads + i0;
+    if (task < tasks && lane == 0) sums[task >> width_bits] = total[trip];
   }
   __syncthreads();
   if (threadIdx.x >= kWarp) return;
