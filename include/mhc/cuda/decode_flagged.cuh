@@ -117,6 +117,35 @@ __device__ __forceinline__ void poll_values(uint64_t* pairs, int64_t stride, int
   }
 }
 
+// One row's totals from its splits' values in `scratch` ([split][kStride]), in reduce_splits'
+// order: `width` consecutive threads per value each add the splits l, l + width, ... from zero,
+// then a butterfly across them. A thread's kTrips tasks (value, lane) share the lane (kThreads is a
+// multiple of width), so they run in one loop over the splits and one chain of shuffle rounds: a
+// loop per task put one chain after another on the launch's serial tail. kTrips is the tasks a
+// thread needs at this width, not a bound: the guarded spare ones cost a load-add per split.
+template <int kStride, int kThreads, int kTrips>
+__device__ __forceinline__ void sum_row_splits(const float* scratch, int splits, int width,
+                                               float* sums) {
+  const int i0 = int(threadIdx.x), tasks = kStride * width;
+  const int lane = i0 & (width - 1), width_bits = __ffs(width) - 1;
+  float total[kTrips];
+#pragma unroll
+  for (int trip = 0; trip < kTrips; ++trip) total[trip] = 0.f;
+  for (int s = lane; s < splits; s += width) {
+#pragma unroll
+    for (int trip = 0; trip < kTrips; ++trip) {
+      const int task = trip * kThreads + i0;
+      if (task < tasks) total[trip] += scratch[s * kStride + (task >> width_bits)];
+    }
+  }
+  group_sum_dynamic(total, width);  // every thread: it shuffles
+#pragma unroll
+  for (int trip = 0; trip < kTrips; ++trip) {
+    const int task = trip * kThreads + i0;
+    if (task < tasks && lane == 0) sums[task >> width_bits] = total[trip];
+  }
+}
+
 }  // namespace detail
 
 // Split `split`'s partial values of the tile's rows (one m16 tile's fragments, warp 0 after the
@@ -134,12 +163,10 @@ __device__ __forceinline__ void store_flagged_partial(
 }
 
 // Row `row` of the tile (its flagged_reducer_row): the CTA's threads poll the row's pairs (splits x
-// (NMIX + 1), a few each) into `scratch`; then, as reduce_splits does for the whole tile, `width`
-// consecutive threads per value (its lanes per float4 for this tile, split_lanes) each add the
-// splits l, l + width, ... from zero in ascending order and a butterfly across them gives the
-// value's total (the same additions in the same order: the same bits); then warp 0 runs the row's
-// stats by n lanes, stored straight to the outputs. `scratch`: kFlaggedMaxSplits * (NMIX + 1)
-// floats of shared memory; `sums`: NMIX + 1.
+// (NMIX + 1), a few each) into `scratch`, sum them in reduce_splits' order at this tile's lanes per
+// float4 (split_lanes; the same additions in the same order: the same bits), then warp 0 runs the
+// row's stats by n lanes, stored straight to the outputs. `scratch`: kFlaggedMaxSplits * (NMIX +
+// 1) floats of shared memory; `sums`: NMIX + 1.
 template <int kStreams, int kThreads>
 __device__ __forceinline__ void finish_flagged_row(const PrenormArgs& args, int64_t tile,
                                                    int64_t row0, int rows_valid, int row,
@@ -162,27 +189,15 @@ __device__ __forceinline__ void finish_flagged_row(const PrenormArgs& args, int6
   __syncthreads();
   const int width =
       detail::split_lanes(padded_partial_floats<kStreams>(rows_valid) / 4, kThreads, splits);
-  const int tasks = kStride * width;
-  // A thread's tasks (value, lane) share the lane (kThreads is a multiple of width), so their
-  // sums run in one loop over the splits and their butterflies in one chain of rounds: at 1 token
-  // (width 32, four tasks a thread) a loop per task put four shuffle chains on the serial tail.
+  // Tasks (value, lane) a thread takes: up to four at 1 token (width 32), one from 4 tokens.
+  const int trips = (kStride * width + kThreads - 1) / kThreads;
   constexpr int kMaxTrips = (kStride * kWarp + kThreads - 1) / kThreads;
-  const int lane = i0 & (width - 1), width_bits = __ffs(width) - 1;
-  float total[kMaxTrips];
-#pragma unroll
-  for (int trip = 0; trip < kMaxTrips; ++trip) total[trip] = 0.f;
-  for (int s = lane; s < splits; s += width) {
-#pragma unroll
-    for (int trip = 0; trip < kMaxTrips; ++trip) {
-      const int task = trip * kThreads + i0;
-      if (task < tasks) total[trip] += scratch[s * kStride + (task >> width_bits)];
-    }
-  }
-  group_sum_dynamic(total, width);  // every thread: it shuffles
-#pragma unroll
-  for (int trip = 0; trip < kMaxTrips; ++trip) {
-    const int task = trip * kThreads + i0;
-    if (task < tasks && lane == 0) sums[task >> width_bits] = total[trip];
+  if (trips == 1) {
+    detail::sum_row_splits<kStride, kThreads, 1>(scratch, splits, width, sums);
+  } else if (trips == 2) {
+    detail::sum_row_splits<kStride, kThreads, 2>(scratch, splits, width, sums);
+  } else if constexpr (kMaxTrips > 2) {
+    detail::sum_row_splits<kStride, kThreads, kMaxTrips>(scratch, splits, width, sums);
   }
   __syncthreads();
   if (threadIdx.x >= kWarp) return;
