@@ -22,11 +22,11 @@ ArchRules sm90_rules() {
   // 4096 / 7168 (ties at 64 there) and tied at 128, lost from 256 (docs/decisions.md, "Cluster
   // post").
   r.cluster_post_max_tokens = 64;
-  // The decode launch's split reduction by flagged partials (decode_flagged.cuh): off until its
-  // final form is measured. A first form took the site in a stack graph from 7.5 to 6.5 us at 1
-  // token on an H200, and lost behind the stand-in sublayers from 16 tokens (docs/decisions.md,
-  // "Flagged partials"); kernel config flagged_partials turns it on.
-  r.flagged_partials_max_tokens = 0;
+  // The decode launch's split reduction by flagged partials (decode_flagged.cuh): behind the
+  // stand-in sublayers the native site paid 0.2-0.8 us less at 1-8 tokens and 0.6 us more at 16
+  // (the reducers, one per row, polling), while in a graph of mHC launches alone it won up to 32
+  // (docs/decisions.md, "Flagged partials").
+  r.flagged_partials_max_tokens = 8;
   // The fused boundary kernel (sm90_boundary.cuh) beats the two launches it replaces in a stack
   // graph at n = 4, C = 7168 from 2048 tokens (8-11% at 2048-16384; loses at 1024) and loses at
   // every measured size at C = 4096 and 5120 and at n = 2 (docs/benchmarks.md, "The fused

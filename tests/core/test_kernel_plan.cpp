@@ -159,11 +159,13 @@ TEST(KernelPlanSwitches, ClusterPost) {
   EXPECT_THROW(KernelConfig::parse(R"({"cluster_post": 3})"), Error);
 }
 
-// The decode launch's flagged partials: the rules' limit (none yet in any: docs/decisions.md,
-// "Flagged partials"), and the switch forces them on at every size or off.
+// The decode launch's flagged partials: the rules' limit (sm90 only, decode sizes:
+// docs/decisions.md, "Flagged partials"), and the switch forces them on at every size or off.
 TEST(KernelPlanSwitches, FlaggedPartials) {
   const KernelPlan plain = plan("9.0", kWithSm100);
   EXPECT_EQ(plain.flagged_partials_max_tokens, sm90_rules().flagged_partials_max_tokens);
+  EXPECT_GE(plain.flagged_partials_max_tokens, 1);
+  EXPECT_LT(plain.flagged_partials_max_tokens, 16);
   EXPECT_TRUE(contains(plain.describe(), "flagged partials")) << plain.describe();
   EXPECT_EQ(plan("9.0", kWithSm100, R"({"flagged_partials": true})").flagged_partials_max_tokens,
             kNoTokenLimit);

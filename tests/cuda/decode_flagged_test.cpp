@@ -122,6 +122,7 @@ TEST(CudaFlaggedPartials, RunsWhereItFits) {
   // The default tuning follows the device's plan (kernel config flagged_partials).
   const int64_t plan_limit = cuda::default_device_plan().flagged_partials_max_tokens;
   EXPECT_EQ(runs_flagged(p, 16, 0, 12107, -1), 16 <= plan_limit);
+  EXPECT_EQ(runs_flagged(p, 8, 0, 12108, -1), 8 <= plan_limit);
   const test::SiteCase c = test::random_site_case(p, 4, 12106, 1.0);
   cuda::SiteWorkspace ws(p, 4, cuda::max_prenorm_splits(p));
   run_on(ws, p, 4, c, tuning(false));
