@@ -23,10 +23,10 @@ ArchRules sm90_rules() {
   // post").
   r.cluster_post_max_tokens = 64;
   // The decode launch's split reduction by flagged partials (decode_flagged.cuh): behind the
-  // stand-in sublayers the native site paid 0.2-0.8 us less at 1-8 tokens and 0.6 us more at 16
-  // (the reducers, one per row, polling), while in a graph of mHC launches alone it won up to 32
-  // (docs/decisions.md, "Flagged partials").
-  r.flagged_partials_max_tokens = 8;
+  // stand-in sublayers the native site paid 0.05-0.75 us less at 1-12 tokens and 0.4-0.5 us more
+  // at 16 and 32 (the reducers, one per row), while in a graph of mHC launches alone it won 0.6-0.9
+  // us at every size up to 32 (docs/decisions.md, "Flagged partials").
+  r.flagged_partials_max_tokens = 12;
   // The fused boundary kernel (sm90_boundary.cuh) beats the two launches it replaces in a stack
   // graph at n = 4, C = 7168 from 2048 tokens (8-11% at 2048-16384; loses at 1024) and loses at
   // every measured size at C = 4096 and 5120 and at n = 2 (docs/benchmarks.md, "The fused
