@@ -141,6 +141,7 @@ void apply_switches(KernelPlan& plan, const KernelConfig& config) {
   }
   if (config.flagged_partials) {
     plan.flagged_partials_max_tokens = *config.flagged_partials ? kNoTokenLimit : 0;
+    plan.flagged_partials_split_loop = *config.flagged_partials;
     plan.overrides.push_back(fmt::format("flagged_partials={}", *config.flagged_partials));
   }
   if (config.cluster_epilogue) {

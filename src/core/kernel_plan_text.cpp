@@ -150,8 +150,10 @@ std::string KernelPlan::describe() const {
                           limit_text(has_kernels() ? folded_post_max_tokens : 0));
   line("cluster post", "post + next input by one cluster per token, " +
                            limit_text(has_kernels() ? cluster_post_max_tokens : 0));
-  line("flagged partials", "16-row tiles reduced by a CTA per row polling flagged partials, " +
-                               limit_text(has_kernels() ? flagged_partials_max_tokens : 0));
+  line("flagged partials",
+       "16-row tiles reduced by a CTA per row polling flagged partials, " +
+           limit_text(has_kernels() ? flagged_partials_max_tokens : 0) +
+           (flagged_partials_split_loop ? ", the split loop too" : ", not in the split loop"));
   line("cluster epilogue",
        tma_cluster_epilogue ? "yes: a TMA tile's 2-8 splits as one cluster where they fit at once"
                             : "no (the TMA kernel's splits reduce through the workspace)");
@@ -248,6 +250,7 @@ std::string KernelPlan::to_json() const {
       {"folded_post_max_tokens", limit(folded_post_max_tokens)},
       {"cluster_post_max_tokens", limit(cluster_post_max_tokens)},
       {"flagged_partials_max_tokens", limit(flagged_partials_max_tokens)},
+      {"flagged_partials_split_loop", flagged_partials_split_loop},
       {"fused_boundary_min_tokens", fused_boundary_min_tokens},
       {"fused_boundary_min_hidden", fused_boundary_min_hidden},
       {"fused_boundary_streams", fused_boundary_streams},

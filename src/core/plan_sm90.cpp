@@ -22,11 +22,13 @@ ArchRules sm90_rules() {
   // 4096 / 7168 (ties at 64 there) and tied at 128, lost from 256 (docs/decisions.md, "Cluster
   // post").
   r.cluster_post_max_tokens = 64;
-  // The decode launch's split reduction by flagged partials (decode_flagged.cuh): behind the
-  // stand-in sublayers the native site paid 0.05-0.75 us less at 1-12 tokens and 0.4-0.5 us more
-  // at 16 and 32 (the reducers, one per row), while in a graph of mHC launches alone it won 0.6-0.9
-  // us at every size up to 32 (docs/decisions.md, "Flagged partials").
-  r.flagged_partials_max_tokens = 12;
+  // The decode launch's split reduction by flagged partials (decode_flagged.cuh), one CTA per
+  // split: behind the stand-in sublayers the native site paid 0.2-0.9 us less at 1-8 tokens at C =
+  // 4096 and 5120 (at 12 a tie), 0.2-0.3 us less at 1-2 at C = 7168 and 0.2 more at 8; in a graph
+  // of mHC launches alone it won at every size to 32. Not in the overlap's split loop, where the
+  // main stream paid up to 0.6 us more at C = 4096 and 7168 (docs/decisions.md, "Flagged
+  // partials").
+  r.flagged_partials_max_tokens = 8;
   // The fused boundary kernel (sm90_boundary.cuh) beats the two launches it replaces in a stack
   // graph at n = 4, C = 7168 from 2048 tokens (8-11% at 2048-16384; loses at 1024) and loses at
   // every measured size at C = 4096 and 5120 and at n = 2 (docs/benchmarks.md, "The fused

@@ -40,6 +40,13 @@ constexpr int kMaxRowsPerTile = kTmaRowsPerTile;
 static_assert(kChunkK == kPrenormChunkK && kGemmWarps == kPrenormGemmWarps &&
               kMaxRowsPerTile == kPrenormMaxTileRows);
 
+// PrenormTuning::flagged_partials from the plan: up to its token limit, in the split loop only
+// where the kernel config asked for flagged partials.
+int flagged_partials_tuning(const KernelPlan& plan, int64_t tokens) {
+  if (tokens > plan.flagged_partials_max_tokens) return 0;
+  return plan.flagged_partials_split_loop ? 1 : 2;
+}
+
 }  // namespace
 
 SiteWorkspace::SiteWorkspace(const MhcParams& p, int64_t max_tokens, int max_splits)
@@ -116,7 +123,7 @@ PrenormTuning choose_prenorm_tuning(const KernelPlan& plan, const MhcParams& p, 
     t.fused_input_max_tokens = plan.fused_input_max_tokens;
     t.pdl = plan.pdl;
     t.cluster_post_max_tokens = plan.cluster_post_max_tokens;
-    t.flagged_partials = tokens <= plan.flagged_partials_max_tokens ? 1 : 0;
+    t.flagged_partials = flagged_partials_tuning(plan, tokens);
     t.fused_boundary_min_tokens = plan.fused_boundary_min_tokens;  // 0 in this mode
     return t;
   }
@@ -127,7 +134,7 @@ PrenormTuning choose_prenorm_tuning(const KernelPlan& plan, const MhcParams& p, 
   t.fused_input_max_tokens = plan.fused_input_max_tokens;
   t.pdl = plan.pdl;
   t.cluster_post_max_tokens = plan.cluster_post_max_tokens;
-  t.flagged_partials = tokens <= plan.flagged_partials_max_tokens ? 1 : 0;
+  t.flagged_partials = flagged_partials_tuning(plan, tokens);
   t.fused_boundary_min_tokens = plan.fused_boundary_min_tokens;
   t.fused_boundary_min_hidden = plan.fused_boundary_min_hidden;
   t.fused_boundary_streams = plan.fused_boundary_streams;
@@ -342,10 +349,11 @@ void prenorm_coefficients(const MhcParams& p, int64_t tokens, const CoefficientB
     args.split_ctas = split_ctas;
   }
   static_assert(kFlaggedMaxSplits == kPrenormDecodeMaxSplits);
-  const bool flagged = tuning.flagged_partials >= 0
-                           ? tuning.flagged_partials > 0
-                           : tokens <= default_device_plan().flagged_partials_max_tokens;
-  args.flagged_partials = flagged && tuning.rows_per_tile == 16 &&
+  const int flagged = tuning.flagged_partials >= 0
+                          ? tuning.flagged_partials
+                          : flagged_partials_tuning(default_device_plan(), tokens);
+  args.flagged_partials = (flagged == 1 || (flagged == 2 && args.split_ctas == 0)) &&
+                          tuning.rows_per_tile == 16 &&
                           decode_flagged_fits(args, p.nmix(), ws.partial_capacity());
   if (input != nullptr) {
     if (fuses) {

@@ -166,6 +166,10 @@ TEST(KernelPlanSwitches, FlaggedPartials) {
   EXPECT_EQ(plain.flagged_partials_max_tokens, sm90_rules().flagged_partials_max_tokens);
   EXPECT_GE(plain.flagged_partials_max_tokens, 1);
   EXPECT_LT(plain.flagged_partials_max_tokens, 16);
+  EXPECT_FALSE(plain.flagged_partials_split_loop) << "the overlap's split loop only when asked";
+  EXPECT_TRUE(contains(plain.describe(), "not in the split loop")) << plain.describe();
+  EXPECT_TRUE(contains(plain.to_json(), R"("flagged_partials_split_loop":false)"))
+      << plain.to_json();
   EXPECT_TRUE(contains(plain.describe(), "flagged partials")) << plain.describe();
   EXPECT_EQ(plan("9.0", kWithSm100, R"({"flagged_partials": true})").flagged_partials_max_tokens,
             kNoTokenLimit);
@@ -175,6 +179,8 @@ TEST(KernelPlanSwitches, FlaggedPartials) {
   EXPECT_TRUE(contains(off.describe(), "flagged_partials=false")) << off.describe();
   const KernelPlan on = plan("8.0", kWithSm100, R"({"flagged_partials": true})");
   EXPECT_EQ(on.flagged_partials_max_tokens, kNoTokenLimit);
+  EXPECT_TRUE(on.flagged_partials_split_loop);
+  EXPECT_FALSE(off.flagged_partials_split_loop);
   EXPECT_EQ(plan("8.0", kWithSm100).flagged_partials_max_tokens, 0);
   EXPECT_EQ(plan("10.0", kWithSm100).flagged_partials_max_tokens, 0);
   const KernelConfig c = KernelConfig::parse(R"({"flagged_partials": false, "fused_input": true})");

@@ -123,6 +123,12 @@ TEST(CudaFlaggedPartials, RunsWhereItFits) {
   const int64_t plan_limit = cuda::default_device_plan().flagged_partials_max_tokens;
   EXPECT_EQ(runs_flagged(p, 16, 0, 12107, -1), 16 <= plan_limit);
   EXPECT_EQ(runs_flagged(p, 8, 0, 12108, -1), 8 <= plan_limit);
+  // 2: one CTA per split only; the plan's default keeps the split loop (the overlap's side
+  // launch) on the counter unless the kernel config asks for flagged partials.
+  EXPECT_TRUE(runs_flagged(p, 8, 0, 12109, 2));
+  EXPECT_FALSE(runs_flagged(p, 8, 8, 12110, 2));
+  EXPECT_EQ(runs_flagged(p, 1, 8, 12111, -1),
+            cuda::default_device_plan().flagged_partials_split_loop && 1 <= plan_limit);
   const test::SiteCase c = test::random_site_case(p, 4, 12106, 1.0);
   cuda::SiteWorkspace ws(p, 4, cuda::max_prenorm_splits(p));
   run_on(ws, p, 4, c, tuning(false));

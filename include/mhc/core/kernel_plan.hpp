@@ -116,11 +116,15 @@ struct KernelPlan {
   int64_t folded_post_max_tokens = 0;       // 0: never folded
   int64_t cluster_post_max_tokens = 0;      // 0: the post + next input by row CTAs only
   int64_t flagged_partials_max_tokens = 0;  // 0: the 16-row kernel's arrival counter only
-  int64_t fused_boundary_min_tokens = 0;    // 0: the boundary's launches are never fused
-  int fused_boundary_min_hidden = 0;        // ... and only from this C (0: any)
-  int fused_boundary_streams = 0;           // ... and only at this n (0: any)
-  bool tma_cluster_epilogue = false;        // ArchRules::tma_cluster_epilogue, in the image
-  int overlap_side_ctas = 0;                // ArchRules::overlap_side_ctas (0: one CTA per split)
+  // ... and in the split loop (the overlap's side launch) too: only where the kernel config asks
+  // for flagged partials (behind the stand-in sublayers the side launch's flagged form made the
+  // main stream pay more at C = 4096 and 7168: docs/decisions.md, "Flagged partials").
+  bool flagged_partials_split_loop = false;
+  int64_t fused_boundary_min_tokens = 0;  // 0: the boundary's launches are never fused
+  int fused_boundary_min_hidden = 0;      // ... and only from this C (0: any)
+  int fused_boundary_streams = 0;         // ... and only at this n (0: any)
+  bool tma_cluster_epilogue = false;      // ArchRules::tma_cluster_epilogue, in the image
+  int overlap_side_ctas = 0;              // ArchRules::overlap_side_ctas (0: one CTA per split)
   // CTAs for the overlap's side-stream coefficient launch of 1-16 tokens in `splits` splits:
   // overlap_side_ctas; 0 (one CTA per split) at more tokens, or where that is not fewer.
   int side_split_ctas(int64_t tokens, int splits) const;

@@ -95,7 +95,8 @@ struct PrenormTuning {
   int split_ctas = 0;
   // The 16-row kernel's partials as flagged pairs that a CTA per row polls, instead of the
   // arrival counter and the tile's last CTA (decode_flagged.cuh; the same bits): 1 where
-  // decode_flagged_fits, 0 never; < 0: the device plan's flagged_partials_max_tokens.
+  // decode_flagged_fits, 2 there but not in the split loop, 0 never; < 0: the device plan's
+  // (flagged_partials_max_tokens, flagged_partials_split_loop).
   int flagged_partials = -1;
   std::string describe() const;
 };
