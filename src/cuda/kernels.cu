@@ -91,7 +91,10 @@ SiteWorkspace::~SiteWorkspace() {
 std::string PrenormTuning::describe() const {
   return msg("splits={} rows_per_tile={}{}{}{}{}{}{}{}", splits, rows_per_tile,
              batch_invariant ? " batch_invariant" : "", pdl ? "" : " no_pdl",
-             flagged_partials == 0 ? " no_flagged_partials" : "",
+             flagged_partials == 0   ? " no_flagged_partials"
+             : flagged_partials == 1 ? " flagged_partials"
+             : flagged_partials == 2 ? " flagged_partials_no_split_loop"
+                                     : "",
              tma_cluster_epilogue == 0  ? " no_cluster_epilogue"
              : tma_cluster_epilogue > 0 ? " cluster_epilogue"
                                         : "",
