@@ -337,10 +337,12 @@ nlohmann::json report(const KernelBenchOptions& o, const Device& d, double copy_
       {"preset", o.preset_name},
       {"params", describe(o.params)},
       {"projection", std::string(to_string(o.projection))},
-      {"batch_invariant", o.batch_invariant},
-      {"cluster_post", o.cluster_post ? nlohmann::json(*o.cluster_post) : nlohmann::json("plan")},
-      {"flagged_partials",
-       o.flagged_partials ? nlohmann::json(*o.flagged_partials) : nlohmann::json("plan")},
+      {"batch_invariant", o.config.batch_invariant},
+      {"cluster_post",
+       o.config.cluster_post ? nlohmann::json(*o.config.cluster_post) : nlohmann::json("plan")},
+      {"flagged_partials", o.config.flagged_partials ? nlohmann::json(*o.config.flagged_partials)
+                                                     : nlohmann::json("plan")},
+      {"kernel_config", nlohmann::json::parse(o.config.to_json())},
       {"method",
        "each item captured in a CUDA graph per input set, input sets rotated past L2, CUDA "
        "events between consecutive replays, warm-up, median; stack items run the executor's "
@@ -359,25 +361,14 @@ void check_options(const KernelBenchOptions& o) {
   if (!device_present()) throw Error("mhc bench kernels needs a CUDA GPU; none is visible");
 }
 
-// The launches' tuning at m tokens: the device plan's, or batch-invariant mode's, with the
-// options' cluster_post and flagged_partials switches.
-PrenormTuning tuning_for(const KernelBenchOptions& o, int64_t m) {
-  const KernelPlan& plan = default_device_plan();
-  PrenormTuning t = o.batch_invariant
-                        ? batch_invariant_tuning(o.params, m, plan.sm_count, plan.tma128_available)
-                        : choose_prenorm_tuning(plan, o.params, m);
-  if (o.cluster_post) t.cluster_post_max_tokens = *o.cluster_post ? kNoTokenLimit : 0;
-  if (o.flagged_partials) t.flagged_partials = *o.flagged_partials ? 1 : 0;
-  return t;
-}
-
 }  // namespace
 
 nlohmann::json bench_kernels(const KernelBenchOptions& o) {
   check_options(o);
   const MhcParams& p = o.params;
+  const KernelPlan plan = device_plan(o.config);
   fmt::print("mhc bench kernels: {} ({}), projection {}{}, commit {}\n", o.preset_name, describe(p),
-             to_string(o.projection), o.batch_invariant ? ", batch-invariant" : "",
+             to_string(o.projection), plan.overrides.empty() ? "" : ", " + plan.overrides_text(),
              o.commit.empty() ? "unknown" : o.commit);
   const Device d = query_device();
   cudaStream_t stream;
@@ -400,7 +391,7 @@ nlohmann::json bench_kernels(const KernelBenchOptions& o) {
                   schedule,
                   o.projection,
                   m,
-                  tuning_for(o, m),
+                  choose_prenorm_tuning(plan, p, m),
                   md * 2 * K + weight_bytes + md * (2 * p.n + p.n * p.n) * 4,
                   md * (6 * K + 4 * C) + weight_bytes};
     std::vector<Item> items;

@@ -41,16 +41,12 @@ nlohmann::json run_kernels(const BenchOptions& o) {
   k.reps = o.reps;
   k.projection =
       KernelConfig::parse(fmt::format("{{\"projection\": \"{}\"}}", o.projection)).projection;
-  // Of a --kernel-config, the keys that change the kernels: projection (over --projection),
-  // batch_invariant, cluster_post and flagged_partials; the overlap keys concern the stack's
-  // schedule, which this does not run.
+  // A --kernel-config's projection replaces --projection; its other kernel keys make the plan
+  // the kernels run under (its overlap keys concern a schedule this does not run).
   if (!o.kernel_config.empty()) {
-    const KernelConfig cfg = KernelConfig::parse(o.kernel_config);
+    k.config = KernelConfig::parse(o.kernel_config);
     if (nlohmann::json::parse(o.kernel_config).contains("projection"))
-      k.projection = cfg.projection;
-    k.batch_invariant = cfg.batch_invariant;
-    k.cluster_post = cfg.cluster_post;
-    k.flagged_partials = cfg.flagged_partials;
+      k.projection = k.config.projection;
   }
   k.sweep_tuning = o.sweep;
   k.commit = o.commit;

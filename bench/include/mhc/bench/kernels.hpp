@@ -20,9 +20,11 @@ struct KernelBenchOptions {
   std::vector<int64_t> tokens;  // each >= 1
   int reps = 200;               // >= 5
   Projection projection = Projection::tf32;
-  bool batch_invariant = false;          // time the kernels in KernelConfig::batch_invariant's mode
-  std::optional<bool> cluster_post;      // KernelConfig::cluster_post; unset: the device plan's
-  std::optional<bool> flagged_partials;  // KernelConfig::flagged_partials; unset: the plan's
+  // The kernels' plan is the device plan under this config (mhc/cuda/device_plan.hpp): every
+  // key that chooses or forces a kernel (prenorm_kernel, prenorm_splits, batch_invariant,
+  // cluster_post, flagged_partials, ...) applies; its projection does not (`projection` above)
+  // and its overlap keys concern a schedule this does not run.
+  KernelConfig config;
   bool sweep_tuning = false;  // also time the coefficient path at every split count / tile size
   std::string commit;
 };
