@@ -6,6 +6,7 @@
 #include <charconv>
 
 #include "mhc/core/error.hpp"
+#include "mhc/core/workspace.hpp"
 
 namespace mhc {
 namespace {
@@ -370,11 +371,19 @@ PrenormRange KernelPlan::prenorm_range(int64_t tokens) const {
   return prenorm.empty() ? PrenormRange{} : prenorm.back();
 }
 
-PrenormChoice KernelPlan::prenorm_choice(int64_t tokens, int max_splits) const {
+PrenormChoice KernelPlan::prenorm_choice(int64_t tokens, int64_t k) const {
   PrenormChoice c;
   const PrenormRange range = prenorm_range(tokens);
   c.kernel = range.kernel;
-  const int cap = std::max(1, std::min(max_splits, rules.decode_max_splits));
+  const int max_splits =
+      static_cast<int>(std::max<int64_t>(1, k / (kPrenormChunkK * kPrenormGemmWarps)));
+  int64_t decode_cap = rules.decode_max_splits;
+  if (rules.decode_stage_k > 0) {
+    const int64_t one_stage = (k + rules.decode_stage_k - 1) / rules.decode_stage_k;
+    decode_cap =
+        std::max<int64_t>(decode_cap, std::min<int64_t>(one_stage, kPrenormDecodeSplitLimit));
+  }
+  const int cap = static_cast<int>(std::max<int64_t>(1, std::min<int64_t>(max_splits, decode_cap)));
   if (forced_splits || range.splits > 0) {
     c.splits = std::clamp(forced_splits.value_or(range.splits), 1, std::max(1, max_splits));
     return c;

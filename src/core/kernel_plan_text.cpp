@@ -4,6 +4,7 @@
 #include <nlohmann/json.hpp>
 
 #include "mhc/core/kernel_plan.hpp"
+#include "mhc/core/workspace.hpp"
 
 namespace mhc {
 namespace {
@@ -104,8 +105,14 @@ std::string splits_text(const KernelPlan& plan) {
   }
   if (plan.forced_splits)
     return fmt::format("{} (forced, at most the shape's K / 256)", *plan.forced_splits);
-  return fmt::format("tiles x splits fill the {} SMs once; at most {} and at most K / 256",
-                     plan.sm_count, plan.rules.decode_max_splits);
+  const std::string stage =
+      plan.rules.decode_stage_k > 0
+          ? fmt::format(
+                " (or K / {}, one register stage per split, where that is more; at most {})",
+                plan.rules.decode_stage_k, kPrenormDecodeSplitLimit)
+          : "";
+  return fmt::format("tiles x splits fill the {} SMs once; at most {}{} and at most K / 256",
+                     plan.sm_count, plan.rules.decode_max_splits, stage);
 }
 
 std::string overlap_text(const KernelPlan& plan) {
@@ -243,6 +250,7 @@ std::string KernelPlan::to_json() const {
       {"batch_invariant", batch_invariant},
       {"forced_splits", forced_splits ? nlohmann::json(*forced_splits) : nlohmann::json(nullptr)},
       {"decode_max_splits", rules.decode_max_splits},
+      {"decode_stage_k", rules.decode_stage_k},
       {"overlap_side_ctas", overlap_side_ctas},
       {"tma128_available", tma128_available},
       {"pdl", pdl},

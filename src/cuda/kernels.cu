@@ -130,7 +130,7 @@ PrenormTuning choose_prenorm_tuning(const KernelPlan& plan, const MhcParams& p, 
     t.fused_boundary_min_tokens = plan.fused_boundary_min_tokens;  // 0 in this mode
     return t;
   }
-  const PrenormChoice c = plan.prenorm_choice(tokens, max_prenorm_splits(p));
+  const PrenormChoice c = plan.prenorm_choice(tokens, p.k());
   PrenormTuning t;
   t.rows_per_tile = rows_per_tile(c.kernel);
   t.splits = c.splits;
@@ -351,7 +351,7 @@ void prenorm_coefficients(const MhcParams& p, int64_t tokens, const CoefficientB
       !tuning.batch_invariant && args.previous.x == nullptr) {
     args.split_ctas = split_ctas;
   }
-  static_assert(kFlaggedMaxSplits == kPrenormDecodeMaxSplits);
+  static_assert(kFlaggedMaxSplits == kPrenormDecodeSplitLimit);
   const int flagged = tuning.flagged_partials >= 0
                           ? tuning.flagged_partials
                           : flagged_partials_tuning(default_device_plan(), tokens);

@@ -3,11 +3,13 @@
 // policy's promise that it never says yes to a path the binary lacks.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <string>
 
 #include "mhc/core/dispatch.hpp"
 #include "mhc/core/error.hpp"
 #include "mhc/core/kernel_plan.hpp"
+#include "mhc/core/workspace.hpp"
 
 namespace mhc {
 namespace {
@@ -90,21 +92,48 @@ TEST(KernelPlanRanges, Sm100CodeHasPdlButNoTmaKernel) {
 
 TEST(KernelPlanSplits, FillTheGpuOnceAndStayInRange) {
   const KernelPlan p = plan("9.0", kWithSm100);
-  for (int max_splits : {16, 20, 28, 80}) {
+  for (int max_splits : {16, 20, 28, 80, 112}) {
+    const int64_t k = int64_t(max_splits) * 256;
     for (int64_t m : {1, 3, 17, 64, 137, 1024, 2049, 4096, 8192}) {
-      const PrenormChoice c = p.prenorm_choice(m, max_splits);
+      const PrenormChoice c = p.prenorm_choice(m, k);
       const int64_t rows = rows_per_tile(c.kernel);
       EXPECT_GE(c.splits, 1);
       EXPECT_LE(c.splits, max_splits);
-      EXPECT_LE(c.splits, 40) << "decode sizes are capped (the last CTA reads every split)";
+      // Decode sizes are capped (the reduction reads every split): 40, or one register stage
+      // of K (512) per split where that needs more.
+      EXPECT_LE(c.splits, std::max<int64_t>(40, (k + 511) / 512)) << "M=" << m << " K=" << k;
+      EXPECT_LE(c.splits, kPrenormDecodeSplitLimit);
       if (c.splits > 1) {
         EXPECT_LE((m + rows - 1) / rows * c.splits, kH200Sms) << "M=" << m;
       }
     }
   }
   // The measured optimum of the TMA kernel at C=5120 n=4 (K / 256 = 80): 128 CTAs.
-  EXPECT_EQ(p.prenorm_choice(4096, 80).splits, 4);
-  EXPECT_EQ(p.prenorm_choice(8192, 80).splits, 2);
+  EXPECT_EQ(p.prenorm_choice(4096, 20480).splits, 4);
+  EXPECT_EQ(p.prenorm_choice(8192, 20480).splits, 2);
+}
+
+// sm90: a decode split holds at most one register stage of K (512) where 40 splits would not
+// (C = 7168 at n = 4: 56 splits), never more than the flagged reducer holds; other shapes and
+// architectures keep 40.
+TEST(KernelPlanSplits, DecodeSplitsOfOneRegisterStage) {
+  const KernelPlan hopper = plan("9.0", kWithSm100);
+  EXPECT_EQ(hopper.rules.decode_stage_k, 512);
+  EXPECT_EQ(hopper.prenorm_choice(1, 4 * 7168).splits, 56);
+  EXPECT_EQ(hopper.prenorm_choice(16, 4 * 7168).splits, 56);
+  EXPECT_EQ(hopper.prenorm_choice(17, 4 * 7168).splits, 56);  // two tiles: 66 fill the SMs
+  EXPECT_EQ(hopper.prenorm_choice(33, 4 * 7168).splits, 44);  // three tiles fill them at 44
+  EXPECT_EQ(hopper.prenorm_choice(1, 4 * 5120).splits, 40);   // 40 stages of 512
+  EXPECT_EQ(hopper.prenorm_choice(1, 4 * 4096).splits, 40);   // 32 would do; 40 measured
+  EXPECT_EQ(hopper.prenorm_choice(1, 2 * 7168).splits, 40);
+  EXPECT_EQ(hopper.prenorm_choice(1, 8 * 8192).splits, kPrenormDecodeSplitLimit);
+  EXPECT_EQ(hopper.prenorm_choice(4096, 4 * 7168).splits, 4);  // large M: unchanged
+  EXPECT_TRUE(contains(hopper.describe(), "K / 512")) << hopper.describe();
+  EXPECT_TRUE(contains(hopper.to_json(), R"("decode_stage_k":512)")) << hopper.to_json();
+  const KernelPlan ampere = plan("8.0", kWithSm100);
+  EXPECT_EQ(ampere.prenorm_choice(1, 4 * 7168).splits, 40);
+  EXPECT_EQ(plan("9.0", kWithSm100, R"({"prenorm_splits": 40})").prenorm_choice(1, 4 * 7168).splits,
+            40);
 }
 
 TEST(KernelPlanSwitches, ForceAndDisableEachPath) {
@@ -114,9 +143,9 @@ TEST(KernelPlanSwitches, ForceAndDisableEachPath) {
                "folded_post": false})");
   for (int64_t m : {1, 300, 5000}) {
     EXPECT_EQ(forced.prenorm_kernel(m), PrenormKernel::mma64);
-    EXPECT_EQ(forced.prenorm_choice(m, 80).splits, 7);
+    EXPECT_EQ(forced.prenorm_choice(m, 20480).splits, 7);
   }
-  EXPECT_EQ(forced.prenorm_choice(1, 4).splits, 4) << "at most the shape's limit";
+  EXPECT_EQ(forced.prenorm_choice(1, 1024).splits, 4) << "at most the shape's limit";
   EXPECT_FALSE(forced.fuses_input(1, PrenormKernel::mma16));
   EXPECT_EQ(forced.folded_post_max_tokens, 0);
   EXPECT_EQ(forced.overrides.size(), 4u);
@@ -471,17 +500,17 @@ TEST(KernelPlanTactics, MeasuredPrenormRanges) {
   EXPECT_EQ(p.prenorm_kernel(9), PrenormKernel::mma64);
   EXPECT_EQ(p.prenorm_kernel(513), PrenormKernel::tma128);
   EXPECT_EQ(p.prenorm[1].min_tokens, 9);
-  EXPECT_EQ(p.prenorm_choice(1, 160).splits, 24);
-  EXPECT_EQ(p.prenorm_choice(1, 16).splits, 16) << "at most the shape's limit";
-  EXPECT_EQ(p.prenorm_choice(300, 160).splits, 6);
-  EXPECT_EQ(p.prenorm_choice(100000, 160).splits, 2);
+  EXPECT_EQ(p.prenorm_choice(1, 40960).splits, 24);
+  EXPECT_EQ(p.prenorm_choice(1, 4096).splits, 16) << "at most the shape's limit";
+  EXPECT_EQ(p.prenorm_choice(300, 40960).splits, 6);
+  EXPECT_EQ(p.prenorm_choice(100000, 40960).splits, 2);
   EXPECT_TRUE(contains(p.prenorm_source, "tactics inline")) << p.prenorm_source;
   EXPECT_TRUE(contains(p.describe(), "measured: 24 (1 <= M <= 8)")) << p.describe();
   EXPECT_TRUE(contains(p.to_json(), R"("splits":24)"));
   // A switch still wins; batch-invariant mode fixes its own ranges.
   std::string forced = tactics;
   forced.insert(1, R"("prenorm_splits": 3, )");
-  EXPECT_EQ(plan("9.0", kWithSm100, forced.c_str()).prenorm_choice(1, 160).splits, 3);
+  EXPECT_EQ(plan("9.0", kWithSm100, forced.c_str()).prenorm_choice(1, 40960).splits, 3);
   std::string bi = tactics;
   bi.insert(1, R"("batch_invariant": true, )");
   EXPECT_EQ(plan("9.0", kWithSm100, bi.c_str()).prenorm.size(), 1u);

@@ -43,8 +43,8 @@ TEST(BenchKernels, TimesTheSplitCountTheKernelConfigForces) {
   const int forced = plan_splits == 3 ? 5 : 3;  // differs from the plan's, so the check can fail
   const nlohmann::json plain = bench::bench_kernels(options("{}"));
   EXPECT_EQ(coefficient_row(plain).at("splits").get<int>(), plan_splits);
-  const nlohmann::json report = bench::bench_kernels(
-      options(R"({"prenorm_splits": )" + std::to_string(forced) + "}"));
+  const nlohmann::json report =
+      bench::bench_kernels(options(R"({"prenorm_splits": )" + std::to_string(forced) + "}"));
   EXPECT_EQ(coefficient_row(report).at("splits").get<int>(), forced);
   EXPECT_EQ(report.at("kernel_config").at("prenorm_splits").get<int>(), forced);
 }

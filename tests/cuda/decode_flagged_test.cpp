@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "gpu_test_util.hpp"
+#include "mhc/core/workspace.hpp"
 #include "mhc/cuda/check.hpp"
 #include "mhc/cuda/device_plan.hpp"
 
@@ -27,9 +28,10 @@ using test::to_device;
 
 using Outputs = test::HostCoefficients;
 
-// flagged: 1 where they fit, 0 never, -1 the device plan's rule.
-cuda::PrenormTuning tuning(int flagged, int split_ctas = 0) {
+// flagged: 1 where they fit, 0 never, -1 the device plan's rule. splits 0: the plan's.
+cuda::PrenormTuning tuning(int flagged, int split_ctas = 0, int splits = 0) {
   cuda::PrenormTuning t;
+  t.splits = splits;
   t.rows_per_tile = 16;
   t.split_ctas = split_ctas;
   t.flagged_partials = flagged;
@@ -70,12 +72,14 @@ bool partials_all_zero(const cuda::SiteWorkspace& ws) {
 
 // Whether a launch with `t` on a fresh workspace took the flagged path (it alone leaves the
 // partials zero), checking its bits against the counter's on the way.
-bool runs_flagged(const MhcParams& p, int64_t m, int split_ctas, uint64_t seed, int flagged = 1) {
+bool runs_flagged(const MhcParams& p, int64_t m, int split_ctas, uint64_t seed, int flagged = 1,
+                  int splits = 0) {
   const test::SiteCase c = test::random_site_case(p, m, seed, 1.0);
   cuda::SiteWorkspace ws(p, m, cuda::max_prenorm_splits(p));
-  const Outputs got = run_on(ws, p, m, c, tuning(flagged, split_ctas));
-  expect_same(run_fresh(p, m, c, tuning(false, split_ctas)), got,
-              test::case_name(p, m, 1.0) + " split_ctas=" + std::to_string(split_ctas));
+  const Outputs got = run_on(ws, p, m, c, tuning(flagged, split_ctas, splits));
+  expect_same(run_fresh(p, m, c, tuning(false, split_ctas, splits)), got,
+              test::case_name(p, m, 1.0) + " split_ctas=" + std::to_string(split_ctas) +
+                  " splits=" + std::to_string(splits));
   return partials_all_zero(ws);
 }
 
@@ -133,6 +137,33 @@ TEST(CudaFlaggedPartials, RunsWhereItFits) {
   cuda::SiteWorkspace ws(p, 4, cuda::max_prenorm_splits(p));
   run_on(ws, p, 4, c, tuning(false));
   EXPECT_FALSE(partials_all_zero(ws));
+}
+
+// More splits than 40, as the plan gives C = 7168 at n = 4 (56), up to what the reducer holds
+// (kFlaggedMaxSplits = kPrenormDecodeSplitLimit): flagged and with the counter's bits; more (80,
+// which the launcher's rebalancing keeps above 64) take the counter. Also on a workspace of the
+// Python package's size (partials for 40 splits per token), where they fit. (The launcher
+// rebalances a count so that no split is empty: 48 stays above 40 at both sizes.)
+TEST(CudaFlaggedPartials, SplitCountsAboveForty) {
+  MHC_SKIP_WITHOUT_GPU();
+  uint64_t seed = 12300;
+  for (int hidden : {5120, 7168}) {
+    const MhcParams p = test::small_params(4, hidden);
+    for (int splits : {48, 56, kPrenormDecodeSplitLimit}) {
+      for (int64_t m : {1, 9, 16, 33}) EXPECT_TRUE(runs_flagged(p, m, 0, ++seed, 1, splits));
+    }
+    EXPECT_FALSE(runs_flagged(p, 1, 0, ++seed, 1, 80));
+    EXPECT_TRUE(runs_flagged(p, 1, 0, ++seed, -1)) << "the plan's count runs flagged";
+  }
+  const MhcParams p = test::small_params(4, 7168);
+  const test::SiteCase c = test::random_site_case(p, 16, ++seed, 1.0);
+  const WorkspaceLayout layout = workspace_layout(p, 16);
+  cuda::DeviceBuffer<uint8_t> memory(size_t(layout.bytes));
+  memory.fill_bytes(0);
+  cuda::SiteWorkspace ws(p, memory.get(), layout.bytes);
+  const Outputs got = run_on(ws, p, 16, c, tuning(1, 0, 56));
+  expect_same(run_fresh(p, 16, c, tuning(false, 0, 56)), got, "the Python workspace's size");
+  EXPECT_TRUE(partials_all_zero(ws));
 }
 
 // One workspace for a sequence of launches with fresh inputs and changing token counts, between

@@ -14,6 +14,7 @@
 
 #include "gpu_test_util.hpp"
 #include "mhc/cuda/check.hpp"
+#include "mhc/cuda/device_plan.hpp"
 
 namespace mhc {
 namespace {
@@ -88,16 +89,17 @@ dim3 captured_grid(const MhcParams& p, int64_t m, int splits, int split_ctas) {
   return grid;
 }
 
-// Every model shape; the decode split counts (the plan's 40 at K >= 10240, a prime, the largest
-// K / 256 allows at C = 4096, n = 2) over 1, 3 and 8 CTAs (uneven shares: 40 / 3), 1 to 33
-// tokens (partial tiles, two and three tiles), and the fp32 projection.
+// Every model shape; the decode split counts (the plan's at one token: 40 at K >= 10240 and 56
+// at C = 7168, n = 4; a prime, the largest K / 256 allows at C = 4096, n = 2) over 1, 3 and 8
+// CTAs (uneven shares: 40 / 3), 1 to 33 tokens (partial tiles, two and three tiles), and the
+// fp32 projection.
 TEST(CudaSplitLoop, SameBitsAsOneCtaPerSplit) {
   MHC_SKIP_WITHOUT_GPU();
   uint64_t seed = 9500;
   for (int n : {2, 4}) {
     for (int hidden : {4096, 5120, 7168}) {
       const MhcParams p = test::small_params(n, hidden);
-      const int splits = std::min(40, cuda::max_prenorm_splits(p));
+      const int splits = cuda::choose_prenorm_tuning(cuda::default_device_plan(), p, 1).splits;
       for (int64_t m : {1, 16, 17}) expect_same_bits(p, m, splits, 8, ++seed);
       expect_same_bits(p, 7, 13, 3, ++seed);
     }

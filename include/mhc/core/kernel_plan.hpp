@@ -37,6 +37,11 @@ struct ArchRules {
   int64_t mma64_from_tokens = 257;
   std::optional<int64_t> tma128_from_tokens;  // unset: the TMA kernel is never picked by itself
   int decode_max_splits = 40;
+  // > 0: decode tiles take more splits than decode_max_splits where K needs them for each split
+  // to hold at most this much K (one register stage of the 16-row kernel: 8 warps x 2 chunks of
+  // 32 = 512), up to kPrenormDecodeSplitLimit, so that all of a split's hc_fn is requested
+  // before the kernel waits for x.
+  int64_t decode_stage_k = 0;
   int64_t fused_input_max_tokens = 64;
   int64_t folded_post_max_tokens = 16;
   // The post + next input path by clusters of one-warp CTAs (sm_90 clusters), up to this many
@@ -139,10 +144,10 @@ struct KernelPlan {
   bool compiled_ahead_of_time() const { return image && !image->ptx; }
   PrenormKernel prenorm_kernel(int64_t tokens) const;
   PrenormRange prenorm_range(int64_t tokens) const;  // mma16 at the rule's splits if empty
-  // The kernel and split count for `tokens`; max_splits is the shape's limit (one K chunk of
-  // 32 per warp of 8: K / 256). Splits fill the multiprocessors once, capped at decode sizes
-  // because the last CTA reads every split's partials.
-  PrenormChoice prenorm_choice(int64_t tokens, int max_splits) const;
+  // The kernel and split count for `tokens` at the shape's K (at most K / 256 splits: one K chunk
+  // of 32 per warp of 8). Splits fill the multiprocessors once, capped at decode sizes because
+  // the reduction reads every split's partials (decode_max_splits, or decode_stage_k's count).
+  PrenormChoice prenorm_choice(int64_t tokens, int64_t k) const;
   bool fuses_input(int64_t tokens, PrenormKernel kernel) const;
   std::string describe() const;  // the multi-line text of `mhc plan`
   // One line: "sm_90a SASS (runtime), prenorm mma16 M<=256 mma64 M<=1535 tma128, pdl".

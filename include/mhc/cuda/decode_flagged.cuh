@@ -35,8 +35,9 @@ namespace mhc::cuda {
 // 128-token block holds four 16-row tiles of them at its split count.
 inline constexpr int kFlaggedMaxTiles = 4;
 inline constexpr int kFlaggedRows = 16;
-// The most splits a reducer's shared scratch holds (the decode split count, 40).
-inline constexpr int kFlaggedMaxSplits = 40;
+// The most splits a reducer's shared scratch holds: every decode split count a plan rule gives
+// (kPrenormDecodeSplitLimit).
+inline constexpr int kFlaggedMaxSplits = 64;
 inline constexpr uint32_t kPairWritten = 0xffffffffu;
 inline constexpr long long kFlaggedPollCycles = 1ll << 34;  // about 9 s at 1.98 GHz
 
