@@ -378,7 +378,7 @@ PrenormChoice KernelPlan::prenorm_choice(int64_t tokens, int64_t k) const {
   const int max_splits =
       static_cast<int>(std::max<int64_t>(1, k / (kPrenormChunkK * kPrenormGemmWarps)));
   int64_t decode_cap = rules.decode_max_splits;
-  if (rules.decode_stage_k > 0) {
+  if (rules.decode_stage_k > 0 && tokens <= rules.decode_stage_max_tokens) {
     const int64_t one_stage = (k + rules.decode_stage_k - 1) / rules.decode_stage_k;
     decode_cap =
         std::max<int64_t>(decode_cap, std::min<int64_t>(one_stage, kPrenormDecodeSplitLimit));

@@ -108,8 +108,10 @@ std::string splits_text(const KernelPlan& plan) {
   const std::string stage =
       plan.rules.decode_stage_k > 0
           ? fmt::format(
-                " (or K / {}, one register stage per split, where that is more; at most {})",
-                plan.rules.decode_stage_k, kPrenormDecodeSplitLimit)
+                " (up to {} tokens K / {}, one register stage per split, where that is "
+                "more; at most {})",
+                plan.rules.decode_stage_max_tokens, plan.rules.decode_stage_k,
+                kPrenormDecodeSplitLimit)
           : "";
   return fmt::format("tiles x splits fill the {} SMs once; at most {}{} and at most K / 256",
                      plan.sm_count, plan.rules.decode_max_splits, stage);
@@ -251,6 +253,7 @@ std::string KernelPlan::to_json() const {
       {"forced_splits", forced_splits ? nlohmann::json(*forced_splits) : nlohmann::json(nullptr)},
       {"decode_max_splits", rules.decode_max_splits},
       {"decode_stage_k", rules.decode_stage_k},
+      {"decode_stage_max_tokens", rules.decode_stage_max_tokens},
       {"overlap_side_ctas", overlap_side_ctas},
       {"tma128_available", tma128_available},
       {"pdl", pdl},

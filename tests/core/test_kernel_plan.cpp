@@ -99,9 +99,10 @@ TEST(KernelPlanSplits, FillTheGpuOnceAndStayInRange) {
       const int64_t rows = rows_per_tile(c.kernel);
       EXPECT_GE(c.splits, 1);
       EXPECT_LE(c.splits, max_splits);
-      // Decode sizes are capped (the reduction reads every split): 40, or one register stage
-      // of K (512) per split where that needs more.
-      EXPECT_LE(c.splits, std::max<int64_t>(40, (k + 511) / 512)) << "M=" << m << " K=" << k;
+      // Decode sizes are capped (the reduction reads every split): 40, or up to 8 tokens one
+      // register stage of K (512) per split where that needs more.
+      const int64_t cap = m <= 8 ? std::max<int64_t>(40, (k + 511) / 512) : 40;
+      EXPECT_LE(c.splits, cap) << "M=" << m << " K=" << k;
       EXPECT_LE(c.splits, kPrenormDecodeSplitLimit);
       if (c.splits > 1) {
         EXPECT_LE((m + rows - 1) / rows * c.splits, kH200Sms) << "M=" << m;
@@ -113,25 +114,28 @@ TEST(KernelPlanSplits, FillTheGpuOnceAndStayInRange) {
   EXPECT_EQ(p.prenorm_choice(8192, 20480).splits, 2);
 }
 
-// sm90: a decode split holds at most one register stage of K (512) where 40 splits would not
-// (C = 7168 at n = 4: 56 splits), never more than the flagged reducer holds; other shapes and
-// architectures keep 40.
+// sm90, up to 8 tokens: a decode split holds at most one register stage of K (512) where 40
+// splits would not (C = 7168 at n = 4: 56 splits), never more than the flagged reducer holds;
+// larger batches, other shapes and other architectures keep 40.
 TEST(KernelPlanSplits, DecodeSplitsOfOneRegisterStage) {
   const KernelPlan hopper = plan("9.0", kWithSm100);
   EXPECT_EQ(hopper.rules.decode_stage_k, 512);
+  EXPECT_EQ(hopper.rules.decode_stage_max_tokens, 8);
   EXPECT_EQ(hopper.prenorm_choice(1, 4 * 7168).splits, 56);
-  EXPECT_EQ(hopper.prenorm_choice(16, 4 * 7168).splits, 56);
-  EXPECT_EQ(hopper.prenorm_choice(17, 4 * 7168).splits, 56);  // two tiles: 66 fill the SMs
-  EXPECT_EQ(hopper.prenorm_choice(33, 4 * 7168).splits, 44);  // three tiles fill them at 44
-  EXPECT_EQ(hopper.prenorm_choice(1, 4 * 5120).splits, 40);   // 40 stages of 512
-  EXPECT_EQ(hopper.prenorm_choice(1, 4 * 4096).splits, 40);   // 32 would do; 40 measured
+  EXPECT_EQ(hopper.prenorm_choice(8, 4 * 7168).splits, 56);
+  EXPECT_EQ(hopper.prenorm_choice(9, 4 * 7168).splits, 40);
+  EXPECT_EQ(hopper.prenorm_choice(17, 4 * 7168).splits, 40);
+  EXPECT_EQ(hopper.prenorm_choice(1, 4 * 5120).splits, 40);  // 40 stages of 512
+  EXPECT_EQ(hopper.prenorm_choice(1, 4 * 4096).splits, 40);  // 32 would do; 40 measured
   EXPECT_EQ(hopper.prenorm_choice(1, 2 * 7168).splits, 40);
   EXPECT_EQ(hopper.prenorm_choice(1, 8 * 8192).splits, kPrenormDecodeSplitLimit);
   EXPECT_EQ(hopper.prenorm_choice(4096, 4 * 7168).splits, 4);  // large M: unchanged
   EXPECT_TRUE(contains(hopper.describe(), "K / 512")) << hopper.describe();
   EXPECT_TRUE(contains(hopper.to_json(), R"("decode_stage_k":512)")) << hopper.to_json();
-  const KernelPlan ampere = plan("8.0", kWithSm100);
-  EXPECT_EQ(ampere.prenorm_choice(1, 4 * 7168).splits, 40);
+  EXPECT_TRUE(contains(hopper.to_json(), R"("decode_stage_max_tokens":8)")) << hopper.to_json();
+  for (const char* arch : {"8.0", "10.0"}) {  // measured on Hopper only
+    EXPECT_EQ(plan(arch, kWithSm100).prenorm_choice(1, 4 * 7168).splits, 40) << arch;
+  }
   EXPECT_EQ(plan("9.0", kWithSm100, R"({"prenorm_splits": 40})").prenorm_choice(1, 4 * 7168).splits,
             40);
 }

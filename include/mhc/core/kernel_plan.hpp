@@ -37,11 +37,12 @@ struct ArchRules {
   int64_t mma64_from_tokens = 257;
   std::optional<int64_t> tma128_from_tokens;  // unset: the TMA kernel is never picked by itself
   int decode_max_splits = 40;
-  // > 0: decode tiles take more splits than decode_max_splits where K needs them for each split
-  // to hold at most this much K (one register stage of the 16-row kernel: 8 warps x 2 chunks of
-  // 32 = 512), up to kPrenormDecodeSplitLimit, so that all of a split's hc_fn is requested
-  // before the kernel waits for x.
+  // > 0: up to decode_stage_max_tokens tokens, more splits than decode_max_splits where K needs
+  // them for each split to hold at most this much K (one register stage of the 16-row kernel:
+  // 8 warps x 2 chunks of 32 = 512), up to kPrenormDecodeSplitLimit, so that all of a split's
+  // hc_fn is requested before the kernel waits for x.
   int64_t decode_stage_k = 0;
+  int64_t decode_stage_max_tokens = 0;
   int64_t fused_input_max_tokens = 64;
   int64_t folded_post_max_tokens = 16;
   // The post + next input path by clusters of one-warp CTAs (sm_90 clusters), up to this many

@@ -36,8 +36,10 @@ namespace mhc::cuda {
 inline constexpr int kFlaggedMaxTiles = 4;
 inline constexpr int kFlaggedRows = 16;
 // The most splits a reducer's shared scratch holds: every decode split count a plan rule gives
-// (kPrenormDecodeSplitLimit).
+// (kPrenormDecodeSplitLimit). The kernel is also built with a reducer for at most 40 (the plan's
+// count but at C = 7168, n = 4), whose fewer loads per thread cost 0.1 us less per launch.
 inline constexpr int kFlaggedMaxSplits = 64;
+inline constexpr int kFlaggedNarrowSplits = 40;
 inline constexpr uint32_t kPairWritten = 0xffffffffu;
 inline constexpr long long kFlaggedPollCycles = 1ll << 34;  // about 9 s at 1.98 GHz
 
@@ -166,14 +168,14 @@ __device__ __forceinline__ void store_flagged_partial(
 // Row `row` of the tile (its flagged_reducer_row): the CTA's threads poll the row's pairs (splits x
 // (NMIX + 1), a few each) into `scratch`, sum them in reduce_splits' order at this tile's lanes per
 // float4 (split_lanes; the same additions in the same order: the same bits), then warp 0 runs the
-// row's stats by n lanes, stored straight to the outputs. `scratch`: kFlaggedMaxSplits * (NMIX +
-// 1) floats of shared memory; `sums`: NMIX + 1.
-template <int kStreams, int kThreads>
+// row's stats by n lanes, stored straight to the outputs. At most kMaxSplits splits; `scratch`:
+// kMaxSplits * (NMIX + 1) floats of shared memory; `sums`: NMIX + 1.
+template <int kStreams, int kThreads, int kMaxSplits>
 __device__ __forceinline__ void finish_flagged_row(const PrenormArgs& args, int64_t tile,
                                                    int64_t row0, int rows_valid, int row,
                                                    float* scratch, float* sums) {
   constexpr int kStride = kStreams * (kStreams + 2) + 1;
-  constexpr int kPerThread = (kFlaggedMaxSplits * kStride + kThreads - 1) / kThreads;
+  constexpr int kPerThread = (kMaxSplits * kStride + kThreads - 1) / kThreads;
   static_assert(kCoefficientParamFloats<kStreams> <= kWarp, "one warp stages the parameters");
   __shared__ float coef_params[kCoefficientParamFloats<kStreams>];
   stage_coefficient_params<kStreams>(args.coef, coef_params);  // its loads overlap the polling

@@ -284,17 +284,21 @@ __device__ __forceinline__ void split_partial(const PrenormArgs& args, int split
 // last CTA reduces them in the same order, so the bits are those of one CTA per split: a launch
 // on fewer SMs (the overlap's side stream, where the time is hidden and the SMs are the
 // sublayer's) that agrees bitwise with the native schedule's.
-// kFlagged (PrenormArgs::flagged_partials): the splits' partials as flagged pairs reduced by a
-// CTA per row (decode_flagged.cuh), the same bits. Its own instantiation, so that neither
-// reduction's code sits on the other's path: behind a sublayer the launch's code is fetched cold,
-// and the counter path measured slower with the flagged code beside it (docs/decisions.md,
-// "Flagged partials").
+// kFlaggedSplits > 0 (PrenormArgs::flagged_partials): the splits' partials as flagged pairs
+// reduced by a CTA per row (decode_flagged.cuh), the same bits, the reducer sized for at most
+// that many splits. Its own instantiation, so that neither reduction's code sits on the other's
+// path: behind a sublayer the launch's code is fetched cold, and the counter path measured
+// slower with the flagged code beside it (docs/decisions.md, "Flagged partials"); and a reducer
+// sized for 64 splits cost 0.1 us at 40 (docs/decisions.md, "Decode splits of one register
+// stage").
 template <int kStreams, int kMTiles, bool kCompensated, bool kFromPost = false,
-          bool kSplitLoop = false, bool kFlagged = false>
+          bool kSplitLoop = false, int kFlaggedSplits = 0>
 __global__ void MHC_PRENORM_LAUNCH_BOUNDS prenorm_coefficients_kernel(const PrenormArgs args) {
+  constexpr bool kFlagged = kFlaggedSplits > 0;
   static_assert(!kFromPost || kMTiles == 1, "the previous post folds in at decode sizes only");
   static_assert(!kSplitLoop || (kMTiles == 1 && !kFromPost), "split loops at decode tiles only");
   static_assert(!kFlagged || kMTiles == 1, "flagged partials at decode tiles only");
+  static_assert(kFlaggedSplits <= kFlaggedMaxSplits, "the reducer's scratch");
   using S = PrenormShape<kStreams, kMTiles>;
   __shared__ float exchange[S::kExchangeFloats];  // [kWarps/2][kValuesPerLane][32], lane-minor
   __shared__ float sums[S::kRows * S::kStride];   // [kRows][kStride]
@@ -331,8 +335,9 @@ __global__ void MHC_PRENORM_LAUNCH_BOUNDS prenorm_coefficients_kernel(const Pren
   if constexpr (kFlagged) {
     const int row = flagged_reducer_row(blockIdx.y, split_ctas, rows_valid);
     if (row >= 0) {
-      static_assert(kFlaggedMaxSplits * S::kStride <= S::kExchangeFloats);
-      finish_flagged_row<kStreams, S::kThreads>(args, tile, row0, rows_valid, row, exchange, sums);
+      static_assert(kFlaggedSplits * S::kStride <= S::kExchangeFloats);
+      finish_flagged_row<kStreams, S::kThreads, kFlaggedSplits>(args, tile, row0, rows_valid, row,
+                                                                exchange, sums);
     }
   } else {
     // The warp tree is done with `exchange`: it stages the outputs.
@@ -345,7 +350,7 @@ __global__ void MHC_PRENORM_LAUNCH_BOUNDS prenorm_coefficients_kernel(const Pren
 
 // Raw launcher: no argument checks (the caller, mhc::cuda::prenorm_coefficients, does them).
 template <int kStreams, int kMTiles, bool kCompensated, bool kFromPost = false,
-          bool kSplitLoop = false, bool kFlagged = false>
+          bool kSplitLoop = false, int kFlaggedSplits = 0>
 cudaError_t launch_prenorm_coefficients(const PrenormArgs& args, LaunchTarget on) {
   using S = PrenormShape<kStreams, kMTiles>;
   const int split_ctas = kSplitLoop ? args.split_ctas : args.splits;
@@ -353,19 +358,24 @@ cudaError_t launch_prenorm_coefficients(const PrenormArgs& args, LaunchTarget on
                   static_cast<unsigned>(split_ctas));
   const bool fused_input = kMTiles == 1 && args.input.layer_input != nullptr;
   const dim3 grid_with_input(grid.x, grid.y + (fused_input ? S::kRows : 0));
-  return launch_kernel(
-      prenorm_coefficients_kernel<kStreams, kMTiles, kCompensated, kFromPost, kSplitLoop, kFlagged>,
-      grid_with_input, dim3(S::kThreads), 0, on, args);
+  return launch_kernel(prenorm_coefficients_kernel<kStreams, kMTiles, kCompensated, kFromPost,
+                                                   kSplitLoop, kFlaggedSplits>,
+                       grid_with_input, dim3(S::kThreads), 0, on, args);
 }
 
-// The 16-row kernel of these template choices, flagged or not as args.flagged_partials says.
+// The 16-row kernel of these template choices, flagged or not as args.flagged_partials says,
+// its reducer sized for 40 splits where they are at most that (decode_flagged_fits: at most 64).
 template <int kStreams, bool kCompensated, bool kFromPost = false, bool kSplitLoop = false>
 cudaError_t launch_decode_coefficients(const PrenormArgs& args, LaunchTarget on) {
-  return args.flagged_partials
-             ? launch_prenorm_coefficients<kStreams, 1, kCompensated, kFromPost, kSplitLoop, true>(
-                   args, on)
-             : launch_prenorm_coefficients<kStreams, 1, kCompensated, kFromPost, kSplitLoop, false>(
-                   args, on);
+  if (!args.flagged_partials) {
+    return launch_prenorm_coefficients<kStreams, 1, kCompensated, kFromPost, kSplitLoop, 0>(args,
+                                                                                            on);
+  }
+  return args.splits <= kFlaggedNarrowSplits
+             ? launch_prenorm_coefficients<kStreams, 1, kCompensated, kFromPost, kSplitLoop,
+                                           kFlaggedNarrowSplits>(args, on)
+             : launch_prenorm_coefficients<kStreams, 1, kCompensated, kFromPost, kSplitLoop,
+                                           kFlaggedMaxSplits>(args, on);
 }
 
 }  // namespace mhc::cuda
