@@ -106,7 +106,7 @@ std::string splits_text(const KernelPlan& plan) {
   if (plan.forced_splits)
     return fmt::format("{} (forced, at most the shape's K / 256)", *plan.forced_splits);
   const std::string stage =
-      plan.rules.decode_stage_k > 0
+      plan.rules.decode_stage_k > 0 && plan.rules.decode_stage_max_tokens > 0
           ? fmt::format(
                 " (up to {} tokens K / {}, one register stage per split, where that is "
                 "more; at most {})",
