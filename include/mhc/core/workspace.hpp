@@ -30,8 +30,9 @@ inline constexpr int kPrenormGemmWarps = 8;      // warps per CTA
 inline constexpr int kPrenormMaxTileRows = 128;  // the largest token tile (TMA kernel)
 inline constexpr int kPrenormDecodeMaxSplits = 40;
 // The most splits any plan rule gives a decode launch (ArchRules::decode_stage_k), and what the
-// flagged reducer's scratch holds (decode_flagged.cuh). Such launches have at most three 16-row
-// tiles, whose partials fit in a workspace's first 128-token block at this count.
+// flagged reducer's scratch holds (decode_flagged.cuh). The rule's launches are one 16-row tile,
+// whose partials fit in a workspace's first 128-token block at this count (the launcher checks
+// every other count against the workspace).
 inline constexpr int kPrenormDecodeSplitLimit = 64;
 
 // Byte layout of one caller-owned workspace, a function of its size only (so that calls with any
