@@ -18,9 +18,9 @@ ArchRules sm90_rules() {
   // 56): behind the stand-in sublayers the native site paid 0.6-0.85 us less at 1-8 tokens, a
   // site in a stack graph 0.2-0.95 us less; from 16 tokens the overlap's main stream paid up to
   // 1.45 us more; at C = 4096 and 5120, 48-64 splits did not win (docs/decisions.md, "Decode
-  // splits of one register stage"). Off (0 tokens) until the GPU suites have run on it; 8 then.
+  // splits of one register stage").
   r.decode_stage_k = 512;
-  r.decode_stage_max_tokens = 0;
+  r.decode_stage_max_tokens = 8;
   r.fused_input_max_tokens = 64;
   // The fold saves a launch per site at decode sizes and nothing by 64 tokens (docs/decisions.md,
   // "Folded decode layout"); the executor folds only when asked (fold_previous_post).

@@ -114,18 +114,14 @@ TEST(KernelPlanSplits, FillTheGpuOnceAndStayInRange) {
   EXPECT_EQ(p.prenorm_choice(8192, 20480).splits, 2);
 }
 
-// The rule (sm90's decode_stage_k, off by default until the GPU suites run on it), up to 8
-// tokens: a decode split holds at most one register stage of K (512) where 40 splits would not
+// The rule (sm90's decode_stage_k), up to 8 tokens: a decode split holds at most one register stage of K (512) where 40 splits would not
 // (C = 7168 at n = 4: 56 splits), never more than the flagged reducer holds; larger batches,
 // other shapes and other architectures keep 40.
 TEST(KernelPlanSplits, DecodeSplitsOfOneRegisterStage) {
   const KernelPlan as_built = plan("9.0", kWithSm100);
   EXPECT_EQ(as_built.rules.decode_stage_k, 512);
-  EXPECT_EQ(as_built.rules.decode_stage_max_tokens, 0);
-  EXPECT_EQ(as_built.prenorm_choice(1, 4 * 7168).splits, 40);
-  EXPECT_FALSE(contains(as_built.describe(), "K / 512")) << as_built.describe();
+  EXPECT_EQ(as_built.rules.decode_stage_max_tokens, 8);
   KernelPlan hopper = as_built;
-  hopper.rules.decode_stage_max_tokens = 8;
   EXPECT_EQ(hopper.prenorm_choice(1, 4 * 7168).splits, 56);
   EXPECT_EQ(hopper.prenorm_choice(8, 4 * 7168).splits, 56);
   EXPECT_EQ(hopper.prenorm_choice(9, 4 * 7168).splits, 40);
@@ -138,6 +134,10 @@ TEST(KernelPlanSplits, DecodeSplitsOfOneRegisterStage) {
   EXPECT_TRUE(contains(hopper.describe(), "K / 512")) << hopper.describe();
   EXPECT_TRUE(contains(hopper.to_json(), R"("decode_stage_k":512)")) << hopper.to_json();
   EXPECT_TRUE(contains(hopper.to_json(), R"("decode_stage_max_tokens":8)")) << hopper.to_json();
+  KernelPlan off = as_built;  // the rule can be switched off, and then 40 everywhere
+  off.rules.decode_stage_max_tokens = 0;
+  EXPECT_EQ(off.prenorm_choice(1, 4 * 7168).splits, 40);
+  EXPECT_FALSE(contains(off.describe(), "K / 512")) << off.describe();
   for (const char* arch : {"8.0", "10.0"}) {  // measured on Hopper only
     KernelPlan other = plan(arch, kWithSm100);
     other.rules.decode_stage_max_tokens = 8;
