@@ -114,9 +114,9 @@ TEST(KernelPlanSplits, FillTheGpuOnceAndStayInRange) {
   EXPECT_EQ(p.prenorm_choice(8192, 20480).splits, 2);
 }
 
-// The rule (sm90's decode_stage_k), up to 8 tokens: a decode split holds at most one register stage of K (512) where 40 splits would not
-// (C = 7168 at n = 4: 56 splits), never more than the flagged reducer holds; larger batches,
-// other shapes and other architectures keep 40.
+// The rule (sm90's decode_stage_k), up to 8 tokens: a decode split holds at most one register stage
+// of K (512) where 40 splits would not (C = 7168 at n = 4: 56 splits), never more than the flagged
+// reducer holds; larger batches, other shapes and other architectures keep 40.
 TEST(KernelPlanSplits, DecodeSplitsOfOneRegisterStage) {
   const KernelPlan as_built = plan("9.0", kWithSm100);
   EXPECT_EQ(as_built.rules.decode_stage_k, 512);
