@@ -26,6 +26,9 @@ Kinds:
                 launches it replaces, alone and in the stack's steady state, with the ratios
   boundary_sweep  one `mhc bench kernels --sweep` JSON: the fused boundary per forced split count
                 and stage width
+  overlap_main_rounds  `mhc bench overlap` JSONs given as file name globs, several arms (commit
+                and kernel config) in several rounds: per size each arm's overlap main stream
+                µs per site, the range over its rounds
   python_overlap  one bench/python_overlap.py JSON: per size and round, the sublayers alone and
                 each arm's mHC cost per site, and whether the arms agreed bitwise
 
@@ -280,6 +283,35 @@ def table_overlap_ab(paths):
     return lines
 
 
+def table_overlap_main_rounds(patterns):
+    """`mhc bench overlap` runs of several arms in several rounds (file name globs, expanded in
+    order): per size the overlap's main stream µs per site of each arm, as the range over its
+    rounds. Arms by commit and kernel config."""
+    paths = [str(p.relative_to(ROOT)) for pat in patterns for p in sorted(ROOT.glob(pat))]
+    if not paths:
+        raise SystemExit(f"no files match {' '.join(patterns)}")
+    arms = {}
+    for path in paths:
+        doc = load(path)
+        arms.setdefault(arm_label(doc), []).append({r["tokens"]: r for r in doc["rows"]})
+    sizes = sorted(set.intersection(*(set(r) for runs in arms.values() for r in runs)))
+    lines = ["| tokens |" + "".join(f" {label} |" for label in arms), "|---:|" + "---:|" * len(arms)]
+    for m in sizes:
+        cells = []
+        for runs in arms.values():
+            values = sorted(r[m]["overlap_main_stream_us_per_site"] for r in runs)
+            lo, hi = f"{values[0]:.2f}", f"{values[-1]:.2f}"
+            cells.append(lo if lo == hi else f"{lo}-{hi}")
+        lines.append(f"| {m} | " + " | ".join(cells) + " |")
+    first = load(paths[0])
+    machine = provenance(first).split(", commit ")[0]
+    rounds = max(len(runs) for runs in arms.values())
+    lines += ["", f"`mhc bench overlap`, the overlap's main stream in µs per site (median of the "
+              f"replays; the range over {rounds} rounds) on {machine}, {first.get('date', 'undated')}; "
+              f"sources `{' '.join(patterns)}` ({len(paths)} files)."]
+    return lines
+
+
 def table_boundary(paths):
     """`mhc bench kernels` JSONs of the fused boundary (one per hidden size): per size, the fused
     launch against the two launches it replaces, and the stack's steady state with and without
@@ -390,6 +422,7 @@ def table_log(args):
 KINDS = {"tune": table_tune, "overlap": table_overlap, "log": table_log,
          "prenorm": table_prenorm, "invariance": table_invariance, "kernels": table_kernels,
          "kernels_ab": table_kernels_ab, "overlap_ab": table_overlap_ab,
+         "overlap_main_rounds": table_overlap_main_rounds,
          "boundary": table_boundary,
          "boundary_sweep": table_boundary_sweep, "tma_stream": table_tma_stream,
          "python_overlap": table_python_overlap, "kernels_site": table_kernels_site}
