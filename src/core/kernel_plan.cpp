@@ -169,7 +169,6 @@ void apply_switches(KernelPlan& plan, const KernelConfig& config) {
   }
   if (config.overlap_side_ctas) {
     plan.overlap_side_ctas = *config.overlap_side_ctas;
-    plan.overlap_side_wide_k = 0;  // the configured count at every K
     plan.overrides.push_back(fmt::format("overlap_side_ctas={}", *config.overlap_side_ctas));
   }
   if (config.pdl) {
@@ -204,7 +203,6 @@ void apply_batch_invariance(KernelPlan& plan, const KernelConfig& config) {
   if (config.cluster_epilogue.value_or(false)) refuse("cluster_epilogue=true");
   plan.batch_invariant = true;
   plan.overlap_side_ctas = 0;  // the leaf kernels' splits follow the K leaves
-  plan.overlap_side_wide_k = 0;
   plan.prenorm.clear();
   plan.prenorm_source = "batch-invariant mode (batch_invariant_kernel)";
   if (plan.tma128_available) {
@@ -344,8 +342,6 @@ KernelPlan make_plan(ComputeCapability cc, int sm_count, std::optional<KernelIma
   plan.fused_boundary_streams = plan.rules.fused_boundary_streams;
   plan.tma_cluster_epilogue = plan.tma128_available && plan.rules.tma_cluster_epilogue;
   plan.overlap_side_ctas = image ? plan.rules.overlap_side_ctas : 0;
-  plan.overlap_side_wide_k = image ? plan.rules.overlap_side_wide_k : 0;
-  plan.overlap_side_wide_ctas = plan.rules.overlap_side_wide_ctas;
   plan.overlap = image ? plan.rules.overlap : OverlapAvailability::never;
   apply_threshold(plan, config);
   apply_prenorm_tactics(plan, config);
@@ -398,11 +394,9 @@ PrenormChoice KernelPlan::prenorm_choice(int64_t tokens, int64_t k) const {
   return c;
 }
 
-int KernelPlan::side_split_ctas(int64_t tokens, int64_t k, int splits) const {
-  const bool wide = overlap_side_wide_k > 0 && k >= overlap_side_wide_k;
-  const int ctas = wide ? overlap_side_wide_ctas : overlap_side_ctas;
-  if (ctas <= 0 || tokens < 1 || tokens > 16) return 0;
-  return ctas < splits ? ctas : 0;
+int KernelPlan::side_split_ctas(int64_t tokens, int splits) const {
+  if (overlap_side_ctas <= 0 || tokens < 1 || tokens > 16) return 0;
+  return overlap_side_ctas < splits ? overlap_side_ctas : 0;
 }
 
 bool KernelPlan::fuses_input(int64_t tokens, PrenormKernel kernel) const {

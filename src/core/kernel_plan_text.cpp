@@ -117,21 +117,6 @@ std::string splits_text(const KernelPlan& plan) {
                      plan.sm_count, plan.rules.decode_max_splits, stage);
 }
 
-std::string side_ctas_text(int ctas) {
-  return ctas > 0 ? fmt::format("{} CTAs", ctas) : std::string("one CTA per split");
-}
-
-std::string side_text(const KernelPlan& plan) {
-  if (plan.overlap_side_ctas <= 0 && plan.overlap_side_wide_k <= 0) return "one CTA per split";
-  std::string text = "the side stream's coefficient launch of 1-16 tokens on " +
-                     side_ctas_text(plan.overlap_side_ctas);
-  if (plan.overlap_side_wide_k > 0) {
-    text += fmt::format(", from K = {} on {}", plan.overlap_side_wide_k,
-                        side_ctas_text(plan.overlap_side_wide_ctas));
-  }
-  return text + " (splits in turn, the same bits)";
-}
-
 std::string overlap_text(const KernelPlan& plan) {
   switch (plan.overlap) {
     case OverlapAvailability::automatic:
@@ -185,7 +170,12 @@ std::string KernelPlan::describe() const {
                              from_text(has_kernels() ? fused_boundary_min_tokens : 0) +
                              boundary_shapes_text(*this));
   line("pdl", pdl ? "yes (griddepcontrol in the image)" : "no");
-  line("overlap side", side_text(*this));
+  line("overlap side",
+       overlap_side_ctas > 0
+           ? fmt::format("the side stream's coefficient launch of 1-16 tokens on {} CTAs "
+                         "(splits in turn, the same bits)",
+                         overlap_side_ctas)
+           : std::string("one CTA per split"));
   line("overlap", overlap_text(*this));
   line("threshold from", overlap_max_tokens_source);
   line("overrides", overrides_text());
@@ -265,8 +255,6 @@ std::string KernelPlan::to_json() const {
       {"decode_stage_k", rules.decode_stage_k},
       {"decode_stage_max_tokens", rules.decode_stage_max_tokens},
       {"overlap_side_ctas", overlap_side_ctas},
-      {"overlap_side_wide_k", overlap_side_wide_k},
-      {"overlap_side_wide_ctas", overlap_side_wide_ctas},
       {"tma128_available", tma128_available},
       {"pdl", pdl},
       {"fused_input_max_tokens", limit(fused_input_max_tokens)},

@@ -12,7 +12,6 @@ ArchRules sm80_rules() {
   r.pdl = false;
   r.overlap = OverlapAvailability::never;
   r.overlap_side_ctas = 0;  // no side stream
-  r.overlap_side_wide_k = 0;
   r.overlap_max_tokens = 16;
   // Flagged partials were measured on Hopper only: the arrival counter here (kernel config
   // flagged_partials turns them on).

@@ -55,12 +55,6 @@ ArchRules sm90_rules() {
   // 4, 12 and 16 CTAs were slower there, and at 32-64 tokens (2-4 tiles) the longer launches
   // stopped hiding (docs/overlap.md, "The side stream on fewer SMs").
   r.overlap_side_ctas = 8;
-  // At C = 7168, n = 4, 6 CTAs: behind the stand-in sublayers the main stream paid 0.25-1.3 us
-  // less per site at 1-16 tokens than with 8 (4 about the same as 6, 10-14 and one CTA per split
-  // more); at C = 5120 6 and 8 tied, at C = 4096 6 lost (docs/decisions.md, "The side launch's
-  // CTAs at each hidden size").
-  r.overlap_side_wide_k = 4 * 7168;
-  r.overlap_side_wide_ctas = 6;
   r.overlap = OverlapAvailability::opt_in;
   // The smallest threshold `mhc tune` measured over the three hidden sizes, so that no measured
   // size loses (docs/tuning.md; docs/decisions.md, "Hopper overlap threshold").

@@ -345,7 +345,7 @@ void prenorm_coefficients(const MhcParams& p, int64_t tokens, const CoefficientB
   // The split loop (the 16-row kernel's kSplitLoop instantiation) where it is asked for and
   // runs fewer CTAs than splits; < 0 asks for the device plan's side-stream rule.
   const int split_ctas = tuning.split_ctas < 0
-                             ? default_device_plan().side_split_ctas(tokens, args.k, args.splits)
+                             ? default_device_plan().side_split_ctas(tokens, args.splits)
                              : tuning.split_ctas;
   if (split_ctas > 0 && split_ctas < args.splits && tuning.rows_per_tile == 16 &&
       !tuning.batch_invariant && args.previous.x == nullptr) {

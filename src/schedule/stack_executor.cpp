@@ -158,7 +158,7 @@ StackExecutor::Impl::LaunchList StackExecutor::Impl::launches(int64_t tokens, bo
   // The side stream's coefficient launch on fewer SMs: its time hides behind the sublayer, whose
   // kernels want the SMs (the same bits, so the schedules still agree bitwise).
   if (overlap && tuning.rows_per_tile == 16) {
-    tuning.split_ctas = plan.side_split_ctas(tokens, p.k(), tuning.splits);
+    tuning.split_ctas = plan.side_split_ctas(tokens, tuning.splits);
   }
   LaunchList list;
   list.layout = layout(tokens, overlap);

@@ -68,9 +68,6 @@ struct ArchRules {
   // more tokens: one CTA per split. Its time hides behind the sublayer, whose kernels want the
   // SMs; with more tiles the longer launch stopped hiding (docs/overlap.md).
   int overlap_side_ctas = 0;
-  // From this K (n * C; 0: never) the side launch takes overlap_side_wide_ctas CTAs instead.
-  int64_t overlap_side_wide_k = 0;
-  int overlap_side_wide_ctas = 0;
   OverlapAvailability overlap = OverlapAvailability::never;
   int overlap_max_tokens = 16;
 };
@@ -134,12 +131,9 @@ struct KernelPlan {
   int fused_boundary_streams = 0;         // ... and only at this n (0: any)
   bool tma_cluster_epilogue = false;      // ArchRules::tma_cluster_epilogue, in the image
   int overlap_side_ctas = 0;              // ArchRules::overlap_side_ctas (0: one CTA per split)
-  int64_t overlap_side_wide_k = 0;        // ArchRules::overlap_side_wide_k (0: none; a kernel
-  int overlap_side_wide_ctas = 0;         // config's overlap_side_ctas holds at every K)
-  // CTAs for the overlap's side-stream coefficient launch of 1-16 tokens of width K = k in
-  // `splits` splits: overlap_side_ctas (overlap_side_wide_ctas from overlap_side_wide_k); 0 (one
-  // CTA per split) at more tokens, or where that is not fewer.
-  int side_split_ctas(int64_t tokens, int64_t k, int splits) const;
+  // CTAs for the overlap's side-stream coefficient launch of 1-16 tokens in `splits` splits:
+  // overlap_side_ctas; 0 (one CTA per split) at more tokens, or where that is not fewer.
+  int side_split_ctas(int64_t tokens, int splits) const;
   // Whether the plan fuses the boundary of a site of this shape at this many tokens.
   bool fuses_boundary(int hidden, int streams, int64_t tokens) const;
   OverlapAvailability overlap = OverlapAvailability::never;
