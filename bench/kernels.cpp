@@ -195,7 +195,6 @@ void add_site_items(const Setup& c, bool sweep, std::vector<Item>& items) {
                    [&c](DeviceSiteBuffers& b, cudaStream_t s) {
                      NextInput next{b.pre.get(), c.w.norm_weight.get(), b.layer_input.get()};
                      next.cluster_max_tokens = c.chosen.cluster_post_max_tokens;
-                     next.cluster_tokens = c.chosen.cluster_post_tokens;
                      post(c.p, c.m, b.x.get(), b.post.get(), b.comb.get(), b.sublayer_out.get(),
                           b.x_next.get(), &next, s);
                    },
@@ -212,7 +211,6 @@ void add_site_items(const Setup& c, bool sweep, std::vector<Item>& items) {
                      prenorm_coefficients(c.p, c.m, b.coefficients(c.w), c.proj, c.chosen, c.ws, s);
                      NextInput next{b.pre.get(), c.w.norm_weight.get(), b.layer_input.get()};
                      next.cluster_max_tokens = c.chosen.cluster_post_max_tokens;
-                     next.cluster_tokens = c.chosen.cluster_post_tokens;
                      post(c.p, c.m, b.x.get(), b.post.get(), b.comb.get(), b.sublayer_out.get(),
                           b.x_next.get(), &next, s);
                    },

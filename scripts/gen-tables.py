@@ -254,6 +254,30 @@ def table_kernels_ab(args):
     return lines
 
 
+def table_kernels_arms(args):
+    """One item of several `mhc bench kernels` runs (the item first, spaces written as \\s, then
+    the files): per size the median µs of each run, the runs labelled by the kernel-config keys
+    whose values differ among them (else by commit, else by file name)."""
+    item, *paths = args
+    item = item.replace("\\s", " ")
+    docs = [load(p) for p in paths]
+    configs = [d.get("kernel_config", {}) for d in docs]
+    keys = sorted({k for c in configs for k in c if len({json.dumps(x.get(k)) for x in configs}) > 1})
+    labels = ([" ".join(f"{k}={json.dumps(c.get(k))}" for k in keys) for c in configs] if keys
+              else [f"commit {d.get('commit', '?')}" for d in docs])
+    if len(set(labels)) < len(labels):  # one binary and config: the runs by file name
+        labels = [pathlib.Path(p).stem for p in paths]
+    times = [{r["tokens"]: r["median_us"] for r in d["results"] if r["kernel"] == item} for d in docs]
+    sizes = sorted(set.intersection(*(set(t) for t in times)))
+    lines = ["| M |" + "".join(f" {l} |" for l in labels), "|---:|" + "---:|" * len(docs)]
+    for m in sizes:
+        lines.append(f"| {m} | " + " | ".join(f"{t[m]:.2f}" for t in times) + " |")
+    sources = " ".join(f"`{p}`" for p in paths)
+    lines += ["", f"`mhc bench kernels`, {item} (median µs) on {provenance(docs[0])}; sources "
+              f"{sources}."]
+    return lines
+
+
 def arm_label(doc):
     """An overlap report's arm: its commit, and the kernel config's keys beyond the defaults."""
     config = {k: v for k, v in doc.get("kernel_config", {}).items()
@@ -423,6 +447,7 @@ KINDS = {"tune": table_tune, "overlap": table_overlap, "log": table_log,
          "prenorm": table_prenorm, "invariance": table_invariance, "kernels": table_kernels,
          "kernels_ab": table_kernels_ab, "overlap_ab": table_overlap_ab,
          "overlap_main_rounds": table_overlap_main_rounds,
+         "kernels_arms": table_kernels_arms,
          "boundary": table_boundary,
          "boundary_sweep": table_boundary_sweep, "tma_stream": table_tma_stream,
          "python_overlap": table_python_overlap, "kernels_site": table_kernels_site}

@@ -15,9 +15,7 @@ using json = nlohmann::json;
 
 constexpr const char* kKnownKeys =
     "batch_invariant, enable_mhc_overlap, overlap_max_tokens, projection, prenorm_kernel, "
-    "prenorm_splits, fused_input, folded_post, cluster_post, cluster_post_tokens, "
-    "cluster_epilogue, "
-    "fused_boundary, "
+    "prenorm_splits, fused_input, folded_post, cluster_post, cluster_epilogue, fused_boundary, "
     "flagged_partials, overlap_side_ctas, pdl, tactics";
 constexpr uint64_t kMaxOverlapTokens = uint64_t{1} << 20;
 
@@ -62,16 +60,6 @@ std::optional<int> parse_small_int(std::string_view key, const json& value, int 
         fmt::format("kernel config key '{}' must be in {}, got {}", key, range, value.dump()));
   }
   return value.get<int>();
-}
-
-// Tokens per cluster of the cluster post: null, 1, 2 or 4 (the kernel's instantiations).
-std::optional<int> parse_cluster_post_tokens(const json& value) {
-  constexpr const char* key = "cluster_post_tokens";
-  const std::optional<int> tokens = parse_small_int(key, value, 1, 4);
-  if (tokens && *tokens == 3) {
-    throw Error(fmt::format("kernel config key '{}' must be 1, 2 or 4, got 3", key));
-  }
-  return tokens;
 }
 
 std::optional<Tactics> parse_tactics(const json& value) {
@@ -195,8 +183,6 @@ KernelConfig KernelConfig::parse(std::string_view json_text) {
       config.folded_post = parse_switch(key, value);
     } else if (key == "cluster_post") {
       config.cluster_post = parse_switch(key, value);
-    } else if (key == "cluster_post_tokens") {
-      config.cluster_post_tokens = parse_cluster_post_tokens(value);
     } else if (key == "cluster_epilogue") {
       config.cluster_epilogue = parse_switch(key, value);
     } else if (key == "fused_boundary") {
@@ -255,9 +241,6 @@ std::string KernelConfig::to_json() const {
     cluster += fmt::format(R"("cluster_epilogue":{},)", bool_text(*cluster_epilogue));
   }
   if (cluster_post) cluster += fmt::format(R"("cluster_post":{},)", bool_text(*cluster_post));
-  if (cluster_post_tokens) {
-    cluster += fmt::format(R"("cluster_post_tokens":{},)", *cluster_post_tokens);
-  }
   return fmt::format(R"({{{}{}"enable_mhc_overlap":{},{}"overlap_max_tokens":{}{}}})",
                      batch_invariant ? R"("batch_invariant":true,)" : "", cluster, enable,
                      optional_fields(*this), max_tokens, tail);
@@ -285,7 +268,6 @@ std::string KernelConfig::describe() const {
   if (fused_input) text += " fused_input=" + bool_text(*fused_input);
   if (folded_post) text += " folded_post=" + bool_text(*folded_post);
   if (cluster_post) text += " cluster_post=" + bool_text(*cluster_post);
-  if (cluster_post_tokens) text += fmt::format(" cluster_post_tokens={}", *cluster_post_tokens);
   if (cluster_epilogue) text += " cluster_epilogue=" + bool_text(*cluster_epilogue);
   if (fused_boundary) text += " fused_boundary=" + bool_text(*fused_boundary);
   if (flagged_partials) text += " flagged_partials=" + bool_text(*flagged_partials);

@@ -140,10 +140,6 @@ void apply_switches(KernelPlan& plan, const KernelConfig& config) {
     plan.cluster_post_max_tokens = *config.cluster_post ? kNoTokenLimit : 0;
     plan.overrides.push_back(fmt::format("cluster_post={}", *config.cluster_post));
   }
-  if (config.cluster_post_tokens) {
-    plan.forced_cluster_post_tokens = *config.cluster_post_tokens;
-    plan.overrides.push_back(fmt::format("cluster_post_tokens={}", *config.cluster_post_tokens));
-  }
   if (config.flagged_partials) {
     plan.flagged_partials_max_tokens = *config.flagged_partials ? kNoTokenLimit : 0;
     plan.flagged_partials_split_loop = *config.flagged_partials;
@@ -340,8 +336,6 @@ KernelPlan make_plan(ComputeCapability cc, int sm_count, std::optional<KernelIma
   plan.folded_post_max_tokens = plan.rules.folded_post_max_tokens;
   const bool clusters = image && image->has_sm90_instructions();
   plan.cluster_post_max_tokens = clusters ? plan.rules.cluster_post_max_tokens : 0;
-  plan.cluster_post_two_from_tokens = plan.rules.cluster_post_two_from_tokens;
-  plan.cluster_post_four_from_tokens = plan.rules.cluster_post_four_from_tokens;
   plan.flagged_partials_max_tokens = image ? plan.rules.flagged_partials_max_tokens : 0;
   plan.fused_boundary_min_tokens = plan.tma128_available ? plan.rules.fused_boundary_min_tokens : 0;
   plan.fused_boundary_min_hidden = plan.rules.fused_boundary_min_hidden;
@@ -398,13 +392,6 @@ PrenormChoice KernelPlan::prenorm_choice(int64_t tokens, int64_t k) const {
   const int64_t tiles = std::max<int64_t>(1, (tokens + rows - 1) / rows);
   c.splits = static_cast<int>(std::clamp<int64_t>(sm_count / tiles, 1, cap));
   return c;
-}
-
-int KernelPlan::cluster_post_tokens(int64_t tokens) const {
-  if (forced_cluster_post_tokens > 0) return forced_cluster_post_tokens;
-  auto from = [tokens](int64_t min_tokens) { return min_tokens > 0 && tokens >= min_tokens; };
-  if (from(cluster_post_four_from_tokens)) return 4;
-  return from(cluster_post_two_from_tokens) ? 2 : 1;
 }
 
 int KernelPlan::side_split_ctas(int64_t tokens, int splits) const {

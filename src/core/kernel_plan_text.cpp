@@ -39,21 +39,6 @@ std::string boundary_shapes_text(const KernelPlan& plan) {
   return out;
 }
 
-// The cluster post's tokens per cluster: "1 token per cluster, 2 from 12 tokens".
-std::string cluster_post_tokens_text(const KernelPlan& plan) {
-  if (plan.forced_cluster_post_tokens > 0) {
-    return fmt::format("{} tokens per cluster (forced)", plan.forced_cluster_post_tokens);
-  }
-  std::string out = "1 token per cluster";
-  if (plan.cluster_post_two_from_tokens > 0) {
-    out += fmt::format(", 2 from {} tokens", plan.cluster_post_two_from_tokens);
-  }
-  if (plan.cluster_post_four_from_tokens > 0) {
-    out += fmt::format(", 4 from {} tokens", plan.cluster_post_four_from_tokens);
-  }
-  return out;
-}
-
 std::string kernel_title(PrenormKernel k) {
   switch (k) {
     case PrenormKernel::mma16:
@@ -172,9 +157,8 @@ std::string KernelPlan::describe() const {
                           limit_text(has_kernels() ? fused_input_max_tokens : 0));
   line("folded post", "previous post folded into the coefficient launch, " +
                           limit_text(has_kernels() ? folded_post_max_tokens : 0));
-  line("cluster post", "post + next input by thread block clusters, " +
-                           limit_text(has_kernels() ? cluster_post_max_tokens : 0) + ", " +
-                           cluster_post_tokens_text(*this));
+  line("cluster post", "post + next input by one cluster per token, " +
+                           limit_text(has_kernels() ? cluster_post_max_tokens : 0));
   line("flagged partials",
        "16-row tiles reduced by a CTA per row polling flagged partials, " +
            limit_text(has_kernels() ? flagged_partials_max_tokens : 0) +
@@ -197,8 +181,7 @@ std::string KernelPlan::describe() const {
   line("overrides", overrides_text());
   line("switches",
        "kernel config prenorm_kernel (mma16|mma64|tma128), prenorm_splits, "
-       "fused_input, folded_post, cluster_post, cluster_post_tokens, cluster_epilogue, "
-       "fused_boundary, "
+       "fused_input, folded_post, cluster_post, cluster_epilogue, fused_boundary, "
        "flagged_partials, pdl, "
        "overlap_side_ctas, "
        "batch_invariant, "
@@ -277,9 +260,6 @@ std::string KernelPlan::to_json() const {
       {"fused_input_max_tokens", limit(fused_input_max_tokens)},
       {"folded_post_max_tokens", limit(folded_post_max_tokens)},
       {"cluster_post_max_tokens", limit(cluster_post_max_tokens)},
-      {"cluster_post_two_from_tokens", cluster_post_two_from_tokens},
-      {"cluster_post_four_from_tokens", cluster_post_four_from_tokens},
-      {"forced_cluster_post_tokens", forced_cluster_post_tokens},
       {"flagged_partials_max_tokens", limit(flagged_partials_max_tokens)},
       {"flagged_partials_split_loop", flagged_partials_split_loop},
       {"fused_boundary_min_tokens", fused_boundary_min_tokens},

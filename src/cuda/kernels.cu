@@ -126,7 +126,6 @@ PrenormTuning choose_prenorm_tuning(const KernelPlan& plan, const MhcParams& p, 
     t.fused_input_max_tokens = plan.fused_input_max_tokens;
     t.pdl = plan.pdl;
     t.cluster_post_max_tokens = plan.cluster_post_max_tokens;
-    t.cluster_post_tokens = plan.cluster_post_tokens(tokens);
     t.flagged_partials = flagged_partials_tuning(plan, tokens);
     t.fused_boundary_min_tokens = plan.fused_boundary_min_tokens;  // 0 in this mode
     return t;
@@ -138,7 +137,6 @@ PrenormTuning choose_prenorm_tuning(const KernelPlan& plan, const MhcParams& p, 
   t.fused_input_max_tokens = plan.fused_input_max_tokens;
   t.pdl = plan.pdl;
   t.cluster_post_max_tokens = plan.cluster_post_max_tokens;
-  t.cluster_post_tokens = plan.cluster_post_tokens(tokens);
   t.flagged_partials = flagged_partials_tuning(plan, tokens);
   t.fused_boundary_min_tokens = plan.fused_boundary_min_tokens;
   t.fused_boundary_min_hidden = plan.fused_boundary_min_hidden;
@@ -334,7 +332,6 @@ void prenorm_coefficients(const MhcParams& p, int64_t tokens, const CoefficientB
   if (previous != nullptr && !folds) {  // the post + next input launch, then the plain one
     NextInput next{input->pre_mix, input->norm_weight, input->layer_input};
     next.cluster_max_tokens = tuning.cluster_post_max_tokens;
-    next.cluster_tokens = tuning.cluster_post_tokens;
     post(p, tokens, previous->x, previous->post, previous->comb, previous->sublayer_out,
          previous->x_next, &next, stream);
     input = nullptr;
@@ -428,7 +425,6 @@ void post(const MhcParams& p, int64_t tokens, const Bf16* x, const float* post_c
   a.hidden = p.hidden;
   a.row_threads = row_kernel_threads(p.hidden);
   a.eps_n = static_cast<float>(p.norm_eps());
-  a.tokens = tokens;
   if (next != nullptr) {
     require_that(next->pre_mix != nullptr, "{}: next pre_mix is null", what);
     check_ptr(next->layer_input, "next layer_input", what);
@@ -439,13 +435,8 @@ void post(const MhcParams& p, int64_t tokens, const Bf16* x, const float* post_c
   }
   cudaError_t err;
   if (next != nullptr && post_in_clusters(p, tokens, *next)) {
-    const int per_cluster = next->cluster_tokens > 0
-                                ? next->cluster_tokens
-                                : default_device_plan().cluster_post_tokens(tokens);
-    require_that(post_cluster_tokens_supported(per_cluster),
-                 "{}: {} tokens per cluster (the cluster post takes 1, 2 or 4)", what, per_cluster);
-    err = p.n == 2 ? launch_post_cluster<2>(a, tokens, per_cluster, stream)
-                   : launch_post_cluster<4>(a, tokens, per_cluster, stream);
+    err = p.n == 2 ? launch_post_cluster<2>(a, tokens, stream)
+                   : launch_post_cluster<4>(a, tokens, stream);
   } else if (p.n == 2) {
     err = next ? launch_post<2, true>(a, tokens, stream) : launch_post<2, false>(a, tokens, stream);
   } else {

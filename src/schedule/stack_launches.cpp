@@ -68,12 +68,11 @@ SiteLaunches StackLaunches::fused_post(int s, int64_t tokens, const PrenormTunin
       sublayer_(s, tokens, b_.layer_input, b_.sublayer_out, st);
     };
   }
-  l.post = [this, s, tokens, pdl = tuning.pdl, cluster = tuning.cluster_post_max_tokens,
-            cluster_tokens = tuning.cluster_post_tokens](cudaStream_t st) {
+  l.post = [this, s, tokens, pdl = tuning.pdl,
+            cluster = tuning.cluster_post_max_tokens](cudaStream_t st) {
     const bool last = s + 1 == sites();
     NextInput next;
     next.cluster_max_tokens = cluster;
-    next.cluster_tokens = cluster_tokens;
     next.pre_mix = b_.pre[s % 2];
     next.norm_weight = last ? b_.final_norm : sites_[size_t(s) + 1]->norm_weight.get();
     next.layer_input = last ? b_.output : b_.layer_input;

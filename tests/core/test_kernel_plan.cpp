@@ -5,7 +5,6 @@
 
 #include <algorithm>
 #include <string>
-#include <utility>
 
 #include "mhc/core/dispatch.hpp"
 #include "mhc/core/error.hpp"
@@ -354,36 +353,6 @@ TEST(KernelPlanOverlap, SideStreamCtas) {
   EXPECT_THROW(plan("9.0", kWithSm100, R"({"batch_invariant": true, "overlap_side_ctas": 4})"),
                Error);
   EXPECT_EQ(plan("9.0", kWithSm100, R"({"batch_invariant": true})").overlap_side_ctas, 0);
-}
-
-// The cluster post's tokens per cluster: the sm90 rule's steps (one token per cluster below
-// them), the switch forcing a count at every size, and the values the kernel has refused.
-TEST(KernelPlanClusterPost, TokensPerCluster) {
-  const KernelPlan hopper = plan("9.0", kWithSm100);
-  const ArchRules rules = sm90_rules();
-  EXPECT_EQ(hopper.cluster_post_tokens(1), 1);
-  for (const auto& [from, want] : {std::pair{rules.cluster_post_two_from_tokens, 2},
-                                   std::pair{rules.cluster_post_four_from_tokens, 4}}) {
-    if (from <= 0) continue;
-    EXPECT_EQ(hopper.cluster_post_tokens(from), want) << from;
-    EXPECT_LT(hopper.cluster_post_tokens(from - 1), want) << from;
-  }
-  EXPECT_TRUE(contains(hopper.describe(), "1 token per cluster")) << hopper.describe();
-  const KernelPlan forced = plan("9.0", kWithSm100, R"({"cluster_post_tokens": 2})");
-  for (int64_t m : {1, 7, 16, 64}) EXPECT_EQ(forced.cluster_post_tokens(m), 2) << m;
-  EXPECT_TRUE(contains(forced.overrides_text(), "cluster_post_tokens=2"));
-  EXPECT_TRUE(contains(forced.describe(), "2 tokens per cluster (forced)")) << forced.describe();
-  EXPECT_TRUE(contains(forced.to_json(), R"("forced_cluster_post_tokens":2)"));
-  EXPECT_EQ(plan("9.0", kWithSm100, R"({"cluster_post_tokens": 4})").cluster_post_tokens(3), 4);
-  for (const char* bad : {"0", "3", "5", "-1", "\"2\"", "true", "1.5"}) {
-    EXPECT_THROW(KernelConfig::parse(std::string(R"({"cluster_post_tokens": )") + bad + "}"), Error)
-        << bad;
-  }
-  EXPECT_EQ(KernelConfig::parse(R"({"cluster_post_tokens": 4})").to_json(),
-            R"({"cluster_post_tokens":4,"enable_mhc_overlap":null,"overlap_max_tokens":null,)"
-            R"("projection":"tf32"})");
-  EXPECT_EQ(KernelConfig::parse(R"({"cluster_post_tokens": null})").to_json(),
-            KernelConfig::parse("{}").to_json());
 }
 
 TEST(KernelPlanOverlap, Sm100AutomaticOnlyWithSm100Code) {

@@ -31,7 +31,6 @@ struct KernelConfig {
   std::optional<bool> fused_input;            // false: never; true: wherever 16-row tiles run
   std::optional<bool> folded_post;            // false: never; true: wherever the input fuses
   std::optional<bool> cluster_post;           // false: never; true: at every size it fits (sm_90)
-  std::optional<int> cluster_post_tokens;     // its tokens per cluster (1, 2, 4) at every size
   // The TMA prenorm kernel's splits of a tile as one cluster (sm_90a): false: never; true: the
   // plan's default, wherever the clusters fit.
   std::optional<bool> cluster_epilogue;

@@ -48,11 +48,6 @@ struct ArchRules {
   // The post + next input path by clusters of one-warp CTAs (sm_90 clusters), up to this many
   // tokens; by one CTA per token above.
   int64_t cluster_post_max_tokens = 0;
-  // ... with 2 tokens per cluster from this many tokens, 4 from the second (0: never): one
-  // cluster per token paid more per token from 16 tokens (docs/decisions.md, "Cluster post:
-  // tokens per cluster").
-  int64_t cluster_post_two_from_tokens = 0;
-  int64_t cluster_post_four_from_tokens = 0;
   // The 16-row decode kernel's split reduction by flagged partials polled by a CTA per row
   // (decode_flagged.cuh; the same bits as the arrival counter), up to this many tokens and where
   // they fit (at most four tiles); 0: never.
@@ -123,14 +118,9 @@ struct KernelPlan {
   std::optional<int> forced_splits;
   bool tma128_available = false;  // the TMA kernel's body is in the loaded image
   bool pdl = false;
-  int64_t fused_input_max_tokens = 0;         // 0: never fused
-  int64_t folded_post_max_tokens = 0;         // 0: never folded
-  int64_t cluster_post_max_tokens = 0;        // 0: the post + next input by row CTAs only
-  int64_t cluster_post_two_from_tokens = 0;   // ArchRules' (0: never)
-  int64_t cluster_post_four_from_tokens = 0;  // ArchRules' (0: never)
-  int forced_cluster_post_tokens = 0;         // kernel config cluster_post_tokens (0: the rule)
-  // Tokens per cluster of the cluster post at this many tokens (1, 2 or 4).
-  int cluster_post_tokens(int64_t tokens) const;
+  int64_t fused_input_max_tokens = 0;       // 0: never fused
+  int64_t folded_post_max_tokens = 0;       // 0: never folded
+  int64_t cluster_post_max_tokens = 0;      // 0: the post + next input by row CTAs only
   int64_t flagged_partials_max_tokens = 0;  // 0: the 16-row kernel's arrival counter only
   // ... and in the split loop (the overlap's side launch) too: only where the kernel config asks
   // for flagged partials (behind the stand-in sublayers the side launch's flagged form made the

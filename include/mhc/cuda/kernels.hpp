@@ -70,8 +70,6 @@ struct PrenormTuning {
   // The plan's cluster_post_max_tokens for the posts of the same site (NextInput); < 0: the
   // device plan's.
   int64_t cluster_post_max_tokens = -1;
-  // ... and its tokens per cluster (1, 2 or 4); 0: the device plan's for this size.
-  int cluster_post_tokens = 0;
   // The fused boundary (prenorm_coefficients with `previous`: one launch, sm90_boundary.cuh) from
   // this many tokens where it is eligible (boundary_fuses), at C >= fused_boundary_min_hidden and
   // n == fused_boundary_streams (0: any); 0 tokens: never; < 0: the device plan's three.
@@ -207,8 +205,6 @@ struct NextInput {
   // Up to this many tokens (and C <= 8192), one thread block cluster per token instead of one
   // CTA (sm90_post_cluster.cuh; the same bits); < 0: the device plan's cluster_post_max_tokens.
   int64_t cluster_max_tokens = -1;
-  // Tokens per cluster there (1, 2 or 4; the same bits); 0: the device plan's for this size.
-  int cluster_tokens = 0;
 };
 
 // Up to this many tokens the plain post (next == nullptr) runs one thread per 8-column vector of

@@ -27,7 +27,6 @@ struct PostArgs {
   const float* next_pre_mix = nullptr;      // [M, n]: this site's pre
   const float* next_norm_weight = nullptr;  // [C], or null for a plain collapse
   uint16_t* next_layer_input = nullptr;     // [M, C]
-  int64_t tokens = 0;  // M (read by the cluster kernel of several tokens per cluster)
 };
 
 // out[e] = bf16(post_k * f[e] + sum_j comb[j][k] * xs[j][e]) for output stream k: the formula of

@@ -46,53 +46,40 @@ __device__ __forceinline__ float row_thread_sum_sq(const float (&y)[8], int v) {
   return sum;
 }
 
-// The row's sum of squares in block_sum's order, in every CTA of the token's cluster, for the
-// token of this thread's group (kTokens groups of kPostClusterThreads threads per CTA, one token
-// each). `partial` is this thread's row thread's sum (exact in lane group position kRowVecs - 1).
-// Ends the relaxed arrival made at the kernel's start.
-template <int kTokens>
+// The row's sum of squares in block_sum's order, in every CTA of the token's cluster. `partial`
+// is this thread's row thread's sum (exact in lane group position kRowVecs - 1). Ends the
+// relaxed arrival made at the kernel's start.
 __device__ __forceinline__ float cluster_row_sum(float partial, int v, int row_thread_in_warp,
-                                                 int group, int rank, int ctas) {
-  __shared__ float row_sums[kTokens][kWarp];
-  __shared__ float warp_totals[kTokens][kPostClusterMaxCtas];
-  const int thread_in_group = int(threadIdx.x) % kPostClusterThreads;
-  if (v == kRowVecs - 1) row_sums[group][row_thread_in_warp] = partial;
+                                                 int rank, int ctas) {
+  __shared__ float row_sums[kWarp];
+  __shared__ float warp_totals[kPostClusterMaxCtas];
+  if (v == kRowVecs - 1) row_sums[row_thread_in_warp] = partial;
   __syncthreads();
   float warp_total = 0.f;
-  if (thread_in_group < kWarp) warp_total = group_sum<kWarp>(row_sums[group][thread_in_group]);
+  if (threadIdx.x < kWarp) warp_total = group_sum<kWarp>(row_sums[threadIdx.x]);
   cluster_wait();  // every CTA has started: its shared memory can be written
-  if (thread_in_group == 0) {
-    for (int q = 0; q < ctas; ++q) store_cluster_shared(&warp_totals[group][rank], q, warp_total);
+  if (threadIdx.x == 0) {
+    for (int q = 0; q < ctas; ++q) store_cluster_shared(&warp_totals[rank], q, warp_total);
   }
   cluster_arrive();
   cluster_wait();
   float total = 0.f;
-  for (int q = 0; q < ctas; ++q) total += warp_totals[group][q];
+  for (int q = 0; q < ctas; ++q) total += warp_totals[q];
   return total;
 }
 
-// kTokens tokens per cluster of row_threads / 32 CTAs (grid.x = ceil(tokens / kTokens) * that),
-// kTokens * kPostClusterThreads threads each, a group of kPostClusterThreads per token (the same
-// bits whatever kTokens: each token's sums are its own); a.next_layer_input and a.next_pre_mix
-// set (the fused next input path). Fewer clusters for the same tokens: at 16 tokens one cluster
-// per token cost ~0.7 us more than at 4 (docs/decisions.md, "Cluster post: tokens per cluster").
-template <int kStreams, int kTokens>
-__global__ void __launch_bounds__(kPostClusterThreads* kTokens)
-    sm90_post_cluster_kernel(const PostArgs a) {
+// One token per cluster of row_threads / 32 CTAs (grid.x = tokens * that), kPostClusterThreads
+// threads each; a.next_layer_input and a.next_pre_mix set (the fused next input path).
+template <int kStreams>
+__global__ void __launch_bounds__(kPostClusterThreads) sm90_post_cluster_kernel(const PostArgs a) {
   cluster_arrive_relaxed();
   allow_dependents();
   wait_for_producer();
   const int ctas = a.row_threads / kWarp;
   const int rank = cluster_cta_rank();
-  const int group = kTokens == 1 ? 0 : int(threadIdx.x) / kPostClusterThreads;
-  const int thread_in_group = int(threadIdx.x) % kPostClusterThreads;
-  const int64_t group_token = int64_t(blockIdx.x / ctas) * kTokens + group;
-  // A group past the last token computes the last token again (every thread must reach the
-  // cluster barriers) and stores nothing.
-  const bool valid = kTokens == 1 || group_token < a.tokens;
-  const int64_t token = valid ? group_token : a.tokens - 1;
-  const int v = thread_in_group % kRowVecs;
-  const int row_thread_in_warp = thread_in_group / kRowVecs;
+  const int64_t token = blockIdx.x / ctas;
+  const int v = int(threadIdx.x) % kRowVecs;
+  const int row_thread_in_warp = int(threadIdx.x) / kRowVecs;
   const int c = row_column(v, a.hidden, a.row_threads, rank * kWarp + row_thread_in_warp);
   const bool norm = a.next_norm_weight != nullptr;  // uniform over the grid
   const bool weighted = norm && c >= 0;
@@ -111,12 +98,12 @@ __global__ void __launch_bounds__(kPostClusterThreads* kTokens)
   float scale = 1.f;
   if (norm) {
     const float partial = row_thread_sum_sq(y, v);
-    scale = rms_scale(cluster_row_sum<kTokens>(partial, v, row_thread_in_warp, group, rank, ctas),
-                      a.hidden, a.eps_n);
+    scale =
+        rms_scale(cluster_row_sum(partial, v, row_thread_in_warp, rank, ctas), a.hidden, a.eps_n);
   } else {
     cluster_wait();
   }
-  if (c < 0 || !valid) return;
+  if (c < 0) return;
   store_post_vector<kStreams>(a, token, c, out);
   const float wv[8] = {w0.x, w0.y, w0.z, w0.w, w1.x, w1.y, w1.z, w1.w};
   float o[8];
@@ -125,32 +112,12 @@ __global__ void __launch_bounds__(kPostClusterThreads* kTokens)
   store_u4(a.next_layer_input + token * a.hidden + c, pack_bf16x8(o));
 }
 
-// Tokens per cluster that launch_post_cluster takes.
-inline bool post_cluster_tokens_supported(int tokens_per_cluster) {
-  return tokens_per_cluster == 1 || tokens_per_cluster == 2 || tokens_per_cluster == 4;
-}
-
-template <int kStreams, int kTokens>
-cudaError_t launch_post_cluster_of(const PostArgs& args, int64_t tokens, LaunchTarget on) {
-  const int ctas = args.row_threads / kWarp;
-  const int64_t clusters = ceil_div(tokens, int64_t{kTokens});
-  return launch_kernel_in_clusters(
-      sm90_post_cluster_kernel<kStreams, kTokens>, dim3(static_cast<unsigned>(clusters * ctas)),
-      dim3(kPostClusterThreads * kTokens), 0, static_cast<unsigned>(ctas), on, args);
-}
-
-// args.tokens must be `tokens`; tokens_per_cluster one of post_cluster_tokens_supported's.
 template <int kStreams>
-cudaError_t launch_post_cluster(const PostArgs& args, int64_t tokens, int tokens_per_cluster,
-                                LaunchTarget on) {
-  switch (tokens_per_cluster) {
-    case 2:
-      return launch_post_cluster_of<kStreams, 2>(args, tokens, on);
-    case 4:
-      return launch_post_cluster_of<kStreams, 4>(args, tokens, on);
-    default:
-      return launch_post_cluster_of<kStreams, 1>(args, tokens, on);
-  }
+cudaError_t launch_post_cluster(const PostArgs& args, int64_t tokens, LaunchTarget on) {
+  const int ctas = args.row_threads / kWarp;
+  return launch_kernel_in_clusters(
+      sm90_post_cluster_kernel<kStreams>, dim3(static_cast<unsigned>(tokens * ctas)),
+      dim3(kPostClusterThreads), 0, static_cast<unsigned>(ctas), on, args);
 }
 
 }  // namespace mhc::cuda
