@@ -42,8 +42,6 @@ inline constexpr int kFlaggedMaxSplits = 64;
 inline constexpr int kFlaggedNarrowSplits = 40;
 inline constexpr uint32_t kPairWritten = 0xffffffffu;
 inline constexpr long long kFlaggedPollCycles = 1ll << 34;  // about 9 s at 1.98 GHz
-inline constexpr int kFlaggedTightRounds = 2;
-inline constexpr unsigned kFlaggedPollPauseNs = 64;
 
 // Whether a launch of the 16-row kernel can take flagged partials: more than one split and at most
 // kFlaggedMaxSplits, no batch-invariant leaves, at most kFlaggedMaxTiles tiles, a reducing CTA
@@ -103,16 +101,12 @@ __device__ __forceinline__ void poll_values(uint64_t* pairs, int64_t stride, int
     word[s] = s < count ? load_pair(pairs + s * stride) : uint64_t(kPairWritten) << 32;
   }
   const long long start = clock64();
-  for (int round = 0;; ++round) {
+  for (;;) {
     bool all = true;
 #pragma unroll
     for (int s = 0; s < kMax; ++s) all &= pair_written(word[s]);
     if (all) break;
     if (clock64() - start > kFlaggedPollCycles) __trap();
-    // After a few rounds, pause between them: a tile's reducers (one per row) all polling
-    // back to back keep thousands of loads in flight to L2 while the GEMM CTAs still stream
-    // hc_fn through it.
-    if (round >= kFlaggedTightRounds) __nanosleep(kFlaggedPollPauseNs);
 #pragma unroll
     for (int s = 0; s < kMax; ++s) {
       if (!pair_written(word[s])) word[s] = load_pair(pairs + s * stride);

@@ -46,10 +46,7 @@ struct PrenormShape {
   // Register buffers rather than a cp.async ring in shared memory (docs/decisions.md, "Register
   // buffers for x").
   static constexpr int kUnroll = kMTiles == 1 ? 2 : 1;
-  // The warp tree's exchange: the decode tile's in one round (its other 7 warps' values), the
-  // 64-row tile's in three (half the warps' values per round).
-  static constexpr int kExchangeWarps = kMTiles == 1 ? kWarps - 1 : kWarps / 2;
-  static constexpr int kExchangeFloats = kExchangeWarps * kValuesPerLane * kWarp;
+  static constexpr int kExchangeFloats = (kWarps / 2) * kValuesPerLane * kWarp;
 };
 
 namespace detail {
@@ -224,7 +221,7 @@ __device__ __forceinline__ void split_partial(const PrenormArgs& args, int split
     sumsq[mt][1] = group_sum<4>(sumsq[mt][1]);
   }
 
-  // Fixed warp tree through shared memory: ((w0 + w4) + (w2 + w6)) + ((w1 + w5) + (w3 + w7)).
+  // Fixed warp tree: 8 -> 4 -> 2 -> 1 through shared memory.
   auto for_each_value = [&](auto&& f) {
     int i = 0;
 #pragma unroll
@@ -238,38 +235,19 @@ __device__ __forceinline__ void split_partial(const PrenormArgs& args, int split
 #pragma unroll
       for (int h = 0; h < 2; ++h) f(i++, sumsq[mt][h]);
   };
-  if constexpr (kMTiles == 1) {
-    // The decode tile: one exchange, warp 0 adding the tree's pairs in its order (the same bits
-    // as the three rounds below, with two pairs of barriers fewer on the launch's path).
-    static_assert(S::kWarps == 8, "the tree's order is written out for 8 warps");
-    if (warp > 0) {
-      for_each_value([&](int i, float& v) {
-        exchange[((warp - 1) * S::kValuesPerLane + i) * kWarp + lane] = v;
-      });
-    }
-    __syncthreads();
-    if (warp == 0) {
-      for_each_value([&](int i, float& v) {
-        auto of = [&](int w) { return exchange[((w - 1) * S::kValuesPerLane + i) * kWarp + lane]; };
-        v = ((v + of(4)) + (of(2) + of(6))) + ((of(1) + of(5)) + (of(3) + of(7)));
-      });
-    }
-    __syncthreads();
-  } else {
 #pragma unroll
-    for (int half = S::kWarps / 2; half >= 1; half /= 2) {
-      if (warp >= half && warp < 2 * half) {
-        for_each_value([&](int i, float& v) {
-          exchange[((warp - half) * S::kValuesPerLane + i) * kWarp + lane] = v;
-        });
-      }
-      __syncthreads();
-      if (warp < half) {
-        for_each_value(
-            [&](int i, float& v) { v += exchange[(warp * S::kValuesPerLane + i) * kWarp + lane]; });
-      }
-      __syncthreads();
+  for (int half = S::kWarps / 2; half >= 1; half /= 2) {
+    if (warp >= half && warp < 2 * half) {
+      for_each_value([&](int i, float& v) {
+        exchange[((warp - half) * S::kValuesPerLane + i) * kWarp + lane] = v;
+      });
     }
+    __syncthreads();
+    if (warp < half) {
+      for_each_value(
+          [&](int i, float& v) { v += exchange[(warp * S::kValuesPerLane + i) * kWarp + lane]; });
+    }
+    __syncthreads();
   }
 
   // Warp 0 holds the CTA's totals. With one split they go straight to shared memory; otherwise
@@ -322,7 +300,7 @@ __global__ void MHC_PRENORM_LAUNCH_BOUNDS prenorm_coefficients_kernel(const Pren
   static_assert(!kFlagged || kMTiles == 1, "flagged partials at decode tiles only");
   static_assert(kFlaggedSplits <= kFlaggedMaxSplits, "the reducer's scratch");
   using S = PrenormShape<kStreams, kMTiles>;
-  __shared__ float exchange[S::kExchangeFloats];  // [kExchangeWarps][kValuesPerLane][32]
+  __shared__ float exchange[S::kExchangeFloats];  // [kWarps/2][kValuesPerLane][32], lane-minor
   __shared__ float sums[S::kRows * S::kStride];   // [kRows][kStride]
   __shared__ int is_last_cta;
 
