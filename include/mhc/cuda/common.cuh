@@ -175,14 +175,17 @@ __device__ __forceinline__ void mbarrier_wait(uint64_t* bar, unsigned parity) {
       : "memory");
 #endif
 }
-// L2 eviction policies for cache hints: streamed data first out, reused weights last.
-enum class L2Eviction { first, last };
+// L2 eviction policies for cache hints: streamed data first out, reused weights last, normal
+// where the measurements said a hint costs (the fused boundary's reads, sm90_boundary.cuh).
+enum class L2Eviction { first, normal, last };
 template <L2Eviction kEviction>
 __device__ __forceinline__ uint64_t l2_policy() {
   uint64_t policy = 0;
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   if constexpr (kEviction == L2Eviction::first) {
     asm volatile("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;" : "=l"(policy));
+  } else if constexpr (kEviction == L2Eviction::normal) {
+    asm volatile("createpolicy.fractional.L2::evict_normal.b64 %0, 1.0;" : "=l"(policy));
   } else {
     asm volatile("createpolicy.fractional.L2::evict_last.b64 %0, 1.0;" : "=l"(policy));
   }

@@ -21,9 +21,9 @@
 // kernel bound by store transactions (docs/decisions.md).
 //
 // The norm needs the whole row, which the cluster's CTAs share: each CTA writes its y (unscaled)
-// to layer_input with an L2 evict-last hint, sends its per-token sums of y^2 to every CTA of the
-// cluster (distributed shared memory), and after one cluster barrier each CTA scales its own
-// columns in place (read back from L2). The GEMM's split partials stay in each CTA's shared
+// to layer_input, sends its per-token sums of y^2 to every CTA of the cluster (distributed shared
+// memory), and after one cluster barrier each CTA scales its own columns in place (read back,
+// from L2 where it still is). The GEMM's split partials stay in each CTA's shared
 // memory and the cluster reduces them and shares the stats (finish_prenorm_tile_in_cluster, the
 // TMA kernel's cluster epilogue: no workspace, no arrival counter). Every order is fixed by the
 // shape and the split count (not by M), but the GEMM's K order (column stage, then stream) and the
@@ -142,10 +142,16 @@ __device__ __forceinline__ void load_boundary_row(const PrenormArgs& a, int64_t 
   }
 }
 
-// The copies' L2 policies: x_prev and F are read once (first out of L2); hc_fn is re-read by
-// every tile (kept).
+// The copies' L2 policies. hc_fn is re-read by every tile: kept. x_prev and F are read once, but
+// an evict-first hint on them cost 17-31 us of 190 at 4096 tokens (C = 5120) and 18-46 us at
+// 8192: with it the kernel's mixed reads and 128-byte row pieces of writes moved fewer bytes;
+// layer_input's y likewise streams better without the evict-last hint it had for the norm's
+// read-back (docs/decisions.md, "The fused boundary's L2 hints"). x goes out first.
 struct BoundaryPolicies {
-  uint64_t stream, weight;
+  uint64_t inputs;       // x_prev and F: normal
+  uint64_t weights;      // hc_fn: last
+  uint64_t x_out;        // x: first
+  uint64_t layer_input;  // y, then its scaled rows: normal
 };
 
 // One stage's copies: the n x boxes and the F box at (column col, token row0), hc_fn's 32-wide
@@ -162,15 +168,15 @@ __device__ __forceinline__ void produce_boundary_stage(const CUtensorMap* x_map,
 #pragma unroll
   for (int j = 0; j < kStreams; ++j) {
     tensor_copy_to_shared(stage + j * S::kBoxBytes, x_map, j * hidden + col, int(row0), full,
-                          policies.stream);
+                          policies.inputs);
   }
-  tensor_copy_to_shared(stage + S::kFOffset, f_map, col, int(row0), full, policies.stream);
+  tensor_copy_to_shared(stage + S::kFOffset, f_map, col, int(row0), full, policies.inputs);
 #pragma unroll
   for (int j = 0; j < kStreams; ++j) {
 #pragma unroll
     for (int h = 0; h < S::kChunks; ++h) {
       tensor_copy_to_shared(stage + S::kWOffset + (S::kChunks * j + h) * S::kWBoxBytes, w_map,
-                            j * hidden + col + h * S::kWBoxK, 0, full, policies.weight);
+                            j * hidden + col + h * S::kWBoxK, 0, full, policies.weights);
     }
   }
 }
@@ -244,9 +250,9 @@ __device__ __forceinline__ void store_boundary_stage(const CUtensorMap* x_out_ma
 #pragma unroll
   for (int k = 0; k < kStreams; ++k) {
     tensor_copy_to_global(x_out_map, k * hidden + col, row, stage + k * S::kBoxBytes + offset,
-                          policies.stream);
+                          policies.x_out);
   }
-  tensor_copy_to_global(y_map, col, row, stage + S::kFOffset + offset, policies.weight);
+  tensor_copy_to_global(y_map, col, row, stage + S::kFOffset + offset, policies.layer_input);
   bulk_commit_group();
   bulk_wait_group_read<0>();
 }
@@ -268,7 +274,8 @@ __device__ __forceinline__ void consume_boundary(
   using S = BoundaryShape<kStreams, kColumns>;
   const int warp = threadIdx.x / kWarp, lane = threadIdx.x % kWarp, g = lane / 4, t = lane % 4;
   const bool issuer = threadIdx.x == 0;
-  const BoundaryPolicies policies{l2_policy<L2Eviction::first>(), l2_policy<L2Eviction::last>()};
+  const BoundaryPolicies policies{l2_policy<L2Eviction::normal>(), l2_policy<L2Eviction::last>(),
+                                  l2_policy<L2Eviction::first>(), l2_policy<L2Eviction::normal>()};
   auto issue = [&](int stage) {  // stage index within the split, into its ring slot
     const int slot = stage % S::kStages;
     produce_boundary_stage<kStreams, kColumns>(
