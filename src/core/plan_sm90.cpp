@@ -36,14 +36,16 @@ ArchRules sm90_rules() {
   // main stream paid up to 0.6 us more at C = 4096 and 7168 (docs/decisions.md, "Flagged
   // partials").
   r.flagged_partials_max_tokens = 8;
-  // The fused boundary kernel (sm90_boundary.cuh) beats the two launches it replaces in a stack
-  // graph at n = 4, C = 7168 from 2048 tokens (8-11% at 2048-16384; loses at 1024) and loses at
-  // every measured size at C = 4096 and 5120 and at n = 2 (docs/benchmarks.md, "The fused
-  // boundary measured"; docs/decisions.md, "Fused boundary where it wins"). C above 7168 was not
-  // measured; the kernel's margin grew with C.
+  // The fused boundary kernel (sm90_boundary.cuh) against the two launches it replaces, per site
+  // in a stack graph on the H200 with its L2 hints of 6688b01, two rounds: at n = 4, C = 7168
+  // 16-20% faster at 2048-16384 tokens (2% slower at 1024); at C = 5120 and 4096 7% faster at
+  // 2048, 4% faster and a tie at 4096, 1-2% and 2-5% slower at 8192 and 16384 (docs/decisions.md,
+  // "The fused boundary's L2 hints"). n = 2 lost at every size before those hints and was not
+  // measured since; C above 7168 was not measured (the margin grows with C).
   r.fused_boundary_min_tokens = 2048;
   r.fused_boundary_min_hidden = 7168;
   r.fused_boundary_streams = 4;
+  r.fused_boundary_narrow_max_tokens = 4096;
   // The TMA kernel's tiles as clusters where they fit at once (2 splits from about 4100 to 8400
   // tokens on an H200): GEMM + stats 2.3-4.6% faster at 8192 tokens, the same bits; elsewhere
   // the clusters do not fit in one wave and the launcher keeps the workspace path

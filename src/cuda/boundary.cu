@@ -20,7 +20,8 @@ bool boundary_fuses(const MhcParams& p, int64_t tokens, const PrenormTuning& tun
   const bool rule_holds =
       tuning.fused_boundary_min_tokens >= 0
           ? boundary_rule_holds(tuning.fused_boundary_min_tokens, tuning.fused_boundary_min_hidden,
-                                tuning.fused_boundary_streams, p.hidden, p.n, tokens)
+                                tuning.fused_boundary_streams,
+                                tuning.fused_boundary_narrow_max_tokens, p.hidden, p.n, tokens)
           : default_device_plan().fuses_boundary(p.hidden, p.n, tokens);
   return rule_holds && tma_prenorm_available() && !tuning.batch_invariant &&
          projection == Projection::tf32 && p.hidden % kBoundaryStageColumns == 0;
@@ -30,6 +31,7 @@ PrenormTuning forcing_fused_boundary(PrenormTuning t) {
   t.fused_boundary_min_tokens = 1;
   t.fused_boundary_min_hidden = 0;
   t.fused_boundary_streams = 0;
+  t.fused_boundary_narrow_max_tokens = 0;
   return t;
 }
 

@@ -224,19 +224,20 @@ TEST(CudaFusedBoundary, Eligibility) {
 TEST(CudaFusedBoundary, ForcingSetsThePlansRuleAside) {
   MHC_SKIP_WITHOUT_GPU();
   cuda::PrenormTuning with_rule;
-  with_rule.fused_boundary_min_tokens = 2048;
+  with_rule.fused_boundary_min_tokens = 129;
   with_rule.fused_boundary_min_hidden = 7168;
   with_rule.fused_boundary_streams = 4;
+  with_rule.fused_boundary_narrow_max_tokens = 4096;
   const bool image = cuda::tma_prenorm_available();
   const cuda::PrenormTuning forced = cuda::forcing_fused_boundary(with_rule);
   for (int n : {2, 4}) {
     for (int hidden : {4096, 5120, 7168}) {
       const MhcParams p = test::small_params(n, hidden);
-      for (int64_t m : {1, 129, 4096}) {
+      for (int64_t m : {1, 129, 4096, 4097}) {
         EXPECT_EQ(cuda::boundary_fuses(p, m, forced, Projection::tf32), image)
             << n << " " << hidden;
         EXPECT_EQ(cuda::boundary_fuses(p, m, with_rule, Projection::tf32),
-                  image && n == 4 && hidden >= 7168 && m >= 2048)
+                  image && n == 4 && m >= 129 && (hidden >= 7168 || m <= 4096))
             << n << " " << hidden << " " << m;
       }
     }

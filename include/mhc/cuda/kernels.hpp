@@ -71,11 +71,13 @@ struct PrenormTuning {
   // device plan's.
   int64_t cluster_post_max_tokens = -1;
   // The fused boundary (prenorm_coefficients with `previous`: one launch, sm90_boundary.cuh) from
-  // this many tokens where it is eligible (boundary_fuses), at C >= fused_boundary_min_hidden and
-  // n == fused_boundary_streams (0: any); 0 tokens: never; < 0: the device plan's three.
+  // this many tokens where it is eligible (boundary_fuses), at n == fused_boundary_streams (0: any)
+  // and C >= fused_boundary_min_hidden, or below that C up to fused_boundary_narrow_max_tokens
+  // tokens (0: not below); 0 tokens: never; < 0: the device plan's four.
   int64_t fused_boundary_min_tokens = -1;
   int fused_boundary_min_hidden = 0;
   int fused_boundary_streams = 0;
+  int64_t fused_boundary_narrow_max_tokens = 0;
   // The fused boundary's CTAs per tile (1..8); 0: boundary_splits' rule. For sweeps.
   int boundary_splits = 0;
   // The fused boundary's columns per pipeline stage: 64 (2 stages of 104 KB in the ring at
