@@ -40,8 +40,8 @@ ArchRules sm90_rules() {
   // in a stack graph on the H200 with its L2 hints of 6688b01, two rounds: at n = 4, C = 7168
   // 16-20% faster at 2048-16384 tokens (2% slower at 1024); at C = 5120 and 4096 7% faster at
   // 2048, 4% faster and a tie at 4096, 1-2% and 2-5% slower at 8192 and 16384 (docs/decisions.md,
-  // "The fused boundary's L2 hints"). n = 2 lost at every size before those hints and was not
-  // measured since; C above 7168 was not measured (the margin grows with C).
+  // "The fused boundary's L2 hints"). At n = 2 it still loses (2-20% at 1024-8192 tokens but for
+  // a 2% win at C = 5120 and 2048); C above 7168 was not measured (the margin grows with C).
   r.fused_boundary_min_tokens = 2048;
   r.fused_boundary_min_hidden = 7168;
   r.fused_boundary_streams = 4;
