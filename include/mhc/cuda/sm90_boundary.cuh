@@ -143,8 +143,8 @@ __device__ __forceinline__ void load_boundary_row(const PrenormArgs& a, int64_t 
 }
 
 // The copies' L2 policies. hc_fn is re-read by every tile: kept. x_prev and F are read once, but
-// an evict-first hint on them cost 17-31 us of 190 at 4096 tokens (C = 5120) and 18-46 us at
-// 8192: with it the kernel's mixed reads and 128-byte row pieces of writes moved fewer bytes;
+// an evict-first hint on them cost 27-31 us of 190 at 4096 tokens (C = 5120) and 22-28 us of 345
+// at 8192: with it the kernel's mixed reads and 128-byte row pieces of writes moved fewer bytes;
 // layer_input's y likewise streams better without the evict-last hint it had for the norm's
 // read-back (docs/decisions.md, "The fused boundary's L2 hints"). x goes out first.
 struct BoundaryPolicies {
