@@ -27,8 +27,7 @@ std::string from_text(int64_t min_tokens) {
   return fmt::format("from {} tokens", min_tokens);
 }
 
-// The shapes the fused boundary is limited to, if any: " at n = 4, C >= 7168 (below: up to
-// 4096 tokens)".
+// The shapes the fused boundary is limited to, if any: " at n = 4, C >= 4096".
 std::string boundary_shapes_text(const KernelPlan& plan) {
   if (plan.fused_boundary_min_tokens <= 0) return "";
   std::string out;
@@ -36,9 +35,6 @@ std::string boundary_shapes_text(const KernelPlan& plan) {
     out += fmt::format(" at n = {}", plan.fused_boundary_streams);
   if (plan.fused_boundary_min_hidden > 0) {
     out += fmt::format("{} C >= {}", out.empty() ? " at" : ",", plan.fused_boundary_min_hidden);
-    if (plan.fused_boundary_narrow_max_tokens > 0) {
-      out += fmt::format(" (below: up to {} tokens)", plan.fused_boundary_narrow_max_tokens);
-    }
   }
   return out;
 }
@@ -269,7 +265,6 @@ std::string KernelPlan::to_json() const {
       {"fused_boundary_min_tokens", fused_boundary_min_tokens},
       {"fused_boundary_min_hidden", fused_boundary_min_hidden},
       {"fused_boundary_streams", fused_boundary_streams},
-      {"fused_boundary_narrow_max_tokens", fused_boundary_narrow_max_tokens},
       {"tma_cluster_epilogue", tma_cluster_epilogue},
       {"overlap", std::string(mhc::to_string(overlap))},
       {"overlap_max_tokens", overlap_max_tokens},

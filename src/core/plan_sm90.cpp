@@ -37,15 +37,14 @@ ArchRules sm90_rules() {
   // partials").
   r.flagged_partials_max_tokens = 8;
   // The fused boundary kernel (sm90_boundary.cuh) against the two launches it replaces, per site
-  // in a stack graph on the H200 with its L2 hints of 6688b01, two rounds: at n = 4, C = 7168
-  // 16-20% faster at 2048-16384 tokens (2% slower at 1024); at C = 5120 and 4096 7% faster at
-  // 2048, 4% faster and a tie at 4096, 1-2% and 2-5% slower at 8192 and 16384 (docs/decisions.md,
-  // "The fused boundary's L2 hints"). At n = 2 it still loses (2-20% at 1024-8192 tokens but for
-  // a 2% win at C = 5120 and 2048); C above 7168 was not measured (the margin grows with C).
+  // in a stack graph on the H200 with interleaved splits (session 23): at n = 4 from 2048 tokens
+  // 8-9% faster at C = 4096 and 5120 at 2048, a tie to 3% faster at 4096, 5% faster at 8192 and
+  // 16384; 18-23% faster at C = 7168 (docs/decisions.md, "Interleaved boundary splits"). 1024
+  // tokens and n = 2 lost (docs/decisions.md, "The fused boundary's L2 hints"); C below 4096 was
+  // not measured.
   r.fused_boundary_min_tokens = 2048;
-  r.fused_boundary_min_hidden = 7168;
+  r.fused_boundary_min_hidden = 4096;
   r.fused_boundary_streams = 4;
-  r.fused_boundary_narrow_max_tokens = 4096;
   // The TMA kernel's tiles as clusters where they fit at once (2 splits from about 4100 to 8400
   // tokens on an H200): GEMM + stats 2.3-4.6% faster at 8192 tokens, the same bits; elsewhere
   // the clusters do not fit in one wave and the launcher keeps the workspace path

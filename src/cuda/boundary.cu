@@ -20,18 +20,17 @@ bool boundary_fuses(const MhcParams& p, int64_t tokens, const PrenormTuning& tun
   const bool rule_holds =
       tuning.fused_boundary_min_tokens >= 0
           ? boundary_rule_holds(tuning.fused_boundary_min_tokens, tuning.fused_boundary_min_hidden,
-                                tuning.fused_boundary_streams,
-                                tuning.fused_boundary_narrow_max_tokens, p.hidden, p.n, tokens)
+                                tuning.fused_boundary_streams, p.hidden, p.n, tokens)
           : default_device_plan().fuses_boundary(p.hidden, p.n, tokens);
   return rule_holds && tma_prenorm_available() && !tuning.batch_invariant &&
-         projection == Projection::tf32 && p.hidden % kBoundaryStageColumns == 0;
+         projection == Projection::tf32 && p.hidden % kBoundaryStageColumns == 0 &&
+         p.hidden / kBoundaryStageColumns <= kBoundaryMaxSplitStages;  // one split fits its table
 }
 
 PrenormTuning forcing_fused_boundary(PrenormTuning t) {
   t.fused_boundary_min_tokens = 1;
   t.fused_boundary_min_hidden = 0;
   t.fused_boundary_streams = 0;
-  t.fused_boundary_narrow_max_tokens = 0;
   return t;
 }
 
@@ -63,7 +62,10 @@ int boundary_splits(const MhcParams& p, int64_t tokens, const std::array<int, 8>
     const int splits = whole_stage_splits(p, want, stage_columns);
     const int64_t at_once = std::max(1, cluster_capacity[splits - 1]);
     const int64_t cost = ceil_div(tiles, at_once) * ceil_div(stages, splits);
-    if (cost < best_cost) best = splits, best_cost = cost;
+    // A tie goes to fewer splits, but not to one: a lone CTA writes its tile's rows alone, where
+    // a cluster's CTAs write neighbouring pieces of the same rows at once (7-9% faster at 16384
+    // tokens, docs/decisions.md, "Interleaved boundary splits").
+    if (cost < best_cost || (cost == best_cost && best == 1)) best = splits, best_cost = cost;
   }
   return best;
 }
@@ -115,8 +117,10 @@ void launch_boundary(const MhcParams& p, int64_t tokens, const InputPathBuffers&
                                       stage_columns);
   args.leaf_chunks = 0;
   args.chunks_per_split = 0;  // the boundary cuts C into column stages instead (cols)
-  const int stages = p.hidden / stage_columns;
-  const BoundaryColumns cols{p.hidden, static_cast<int>(ceil_div(stages, args.splits))};
+  require_that(boundary_fits_table(args.splits, p.hidden / stage_columns),
+               "{}: C={} in {}-column stages over {} splits leaves a split more than {} stages",
+               what, p.hidden, stage_columns, args.splits, kBoundaryMaxSplitStages);
+  const BoundaryColumns cols{p.hidden};
   args.previous.x = bits(previous.x);
   args.previous.post = previous.post;
   args.previous.comb = previous.comb;

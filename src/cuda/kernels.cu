@@ -140,7 +140,6 @@ PrenormTuning choose_prenorm_tuning(const KernelPlan& plan, const MhcParams& p, 
   t.flagged_partials = flagged_partials_tuning(plan, tokens);
   t.fused_boundary_min_tokens = plan.fused_boundary_min_tokens;
   t.fused_boundary_min_hidden = plan.fused_boundary_min_hidden;
-  t.fused_boundary_narrow_max_tokens = plan.fused_boundary_narrow_max_tokens;
   t.fused_boundary_streams = plan.fused_boundary_streams;
   t.tma_cluster_epilogue = plan.tma_cluster_epilogue ? 1 : 0;
   return t;

@@ -261,35 +261,27 @@ TEST(KernelPlanSwitches, ClusterEpilogue) {
   EXPECT_THROW(KernelConfig::parse(R"({"cluster_epilogue": "yes"})"), Error);
 }
 
-// The fused boundary: in the sm90 rules only where it was measured to win (n = 4, from 2048
-// tokens; at C >= 7168 at every size above, below that C up to 4096 tokens), forced on at every
-// size and shape by the switch where the image has the sm_90a kernels, refused without them and in
-// batch-invariant mode (its split count follows the batch size).
+// The fused boundary: in the sm90 rules only where it was measured to win (n = 4 from 2048 tokens
+// at C >= 4096), forced on at every size and shape by the switch where the image has the sm_90a
+// kernels, refused without them and in batch-invariant mode (its split count follows the batch
+// size).
 TEST(KernelPlanSwitches, FusedBoundary) {
   const KernelPlan plain = plan("9.0", kWithSm100);
   EXPECT_EQ(plain.fused_boundary_min_tokens, sm90_rules().fused_boundary_min_tokens);
-  EXPECT_TRUE(plain.fuses_boundary(7168, 4, 2048));
-  EXPECT_TRUE(plain.fuses_boundary(7168, 4, 16384));
-  EXPECT_FALSE(plain.fuses_boundary(7168, 4, 2047));  // lost at 1024 tokens
-  for (int hidden : {4096, 5120}) {
+  for (int hidden : {4096, 5120, 7168}) {
     EXPECT_FALSE(plain.fuses_boundary(hidden, 4, 2047)) << hidden;  // lost at 1024 tokens
     EXPECT_TRUE(plain.fuses_boundary(hidden, 4, 2048)) << hidden;   // won at 2048
-    EXPECT_TRUE(plain.fuses_boundary(hidden, 4, 4096)) << hidden;   // won or tied at 4096
-    EXPECT_FALSE(plain.fuses_boundary(hidden, 4, 4097)) << hidden;  // lost at 8192 and 16384
+    EXPECT_TRUE(plain.fuses_boundary(hidden, 4, 16384)) << hidden;  // won or tied up to 16384
+    EXPECT_FALSE(plain.fuses_boundary(hidden, 2, 8192)) << hidden;  // lost at n = 2
   }
-  EXPECT_TRUE(plain.fuses_boundary(7168, 4, 8192));
-  EXPECT_FALSE(plain.fuses_boundary(7168, 2, 8192));  // lost at n = 2
-  EXPECT_FALSE(plain.fuses_boundary(5120, 2, 4096));
-  EXPECT_TRUE(contains(plain.describe(),
-                       "one launch (sm_90a), from 2048 tokens at n = 4, C >= "
-                       "7168 (below: up to 4096 tokens)"))
+  EXPECT_FALSE(plain.fuses_boundary(4032, 4, 8192));  // below the measured hidden sizes
+  EXPECT_TRUE(
+      contains(plain.describe(), "one launch (sm_90a), from 2048 tokens at n = 4, C >= 4096"))
       << plain.describe();
-  EXPECT_TRUE(contains(plain.summary(),
-                       ", fused boundary M>=2048 at n = 4, C >= 7168 (below: up to 4096 tokens)"))
+  EXPECT_TRUE(contains(plain.summary(), ", fused boundary M>=2048 at n = 4, C >= 4096"))
       << plain.summary();
-  EXPECT_TRUE(contains(plain.to_json(), R"("fused_boundary_min_hidden":7168)")) << plain.to_json();
-  EXPECT_TRUE(contains(plain.to_json(), R"("fused_boundary_narrow_max_tokens":4096)"))
-      << plain.to_json();
+  EXPECT_TRUE(contains(plain.to_json(), R"("fused_boundary_min_hidden":4096)")) << plain.to_json();
+  EXPECT_FALSE(contains(plain.to_json(), "narrow")) << plain.to_json();
   EXPECT_TRUE(contains(plain.to_json(), R"("fused_boundary_streams":4)")) << plain.to_json();
   const KernelPlan forced = plan("9.0", kWithSm100, R"({"fused_boundary": true})");
   EXPECT_EQ(forced.fused_boundary_min_tokens, 1);

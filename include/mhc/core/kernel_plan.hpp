@@ -53,13 +53,11 @@ struct ArchRules {
   // they fit (at most four tiles); 0: never.
   int64_t flagged_partials_max_tokens = 0;
   // The fused boundary (post + next input path + coefficients in one launch, sm_90 TMA and
-  // clusters) from this many tokens; 0: never. Only where n == fused_boundary_streams (0: any)
-  // and C >= fused_boundary_min_hidden, or below that C up to fused_boundary_narrow_max_tokens
-  // tokens (0: not below): the shapes and sizes where it was measured to win.
+  // clusters) from this many tokens; 0: never. Only where C >= fused_boundary_min_hidden and
+  // n == fused_boundary_streams (0: any), the shapes where it was measured to win.
   int64_t fused_boundary_min_tokens = 0;
   int fused_boundary_min_hidden = 0;
   int fused_boundary_streams = 0;
-  int64_t fused_boundary_narrow_max_tokens = 0;
   // The TMA prenorm kernel's splits of a tile as one thread block cluster (2-8 splits, where the
   // device holds every tile's cluster at once): the split reduction through distributed shared
   // memory and the stats shared, the same bits.
@@ -75,11 +73,9 @@ struct ArchRules {
 };
 // Whether a fused-boundary rule (ArchRules::fused_boundary_*) covers a site of C = hidden and
 // n = streams at this many tokens.
-inline bool boundary_rule_holds(int64_t min_tokens, int min_hidden, int rule_streams,
-                                int64_t narrow_max_tokens, int hidden, int streams,
-                                int64_t tokens) {
-  return min_tokens > 0 && tokens >= min_tokens &&
-         (hidden >= min_hidden || tokens <= narrow_max_tokens) &&
+inline bool boundary_rule_holds(int64_t min_tokens, int min_hidden, int rule_streams, int hidden,
+                                int streams, int64_t tokens) {
+  return min_tokens > 0 && tokens >= min_tokens && hidden >= min_hidden &&
          (rule_streams == 0 || streams == rule_streams);
 }
 
@@ -130,12 +126,11 @@ struct KernelPlan {
   // for flagged partials (behind the stand-in sublayers the side launch's flagged form made the
   // main stream pay more at C = 4096 and 7168: docs/decisions.md, "Flagged partials").
   bool flagged_partials_split_loop = false;
-  int64_t fused_boundary_min_tokens = 0;         // 0: the boundary's launches are never fused
-  int fused_boundary_min_hidden = 0;             // ... and only from this C (0: any)
-  int fused_boundary_streams = 0;                // ... and only at this n (0: any)
-  int64_t fused_boundary_narrow_max_tokens = 0;  // ... or below that C up to this M (0: not)
-  bool tma_cluster_epilogue = false;             // ArchRules::tma_cluster_epilogue, in the image
-  int overlap_side_ctas = 0;  // ArchRules::overlap_side_ctas (0: one CTA per split)
+  int64_t fused_boundary_min_tokens = 0;  // 0: the boundary's launches are never fused
+  int fused_boundary_min_hidden = 0;      // ... and only from this C (0: any)
+  int fused_boundary_streams = 0;         // ... and only at this n (0: any)
+  bool tma_cluster_epilogue = false;      // ArchRules::tma_cluster_epilogue, in the image
+  int overlap_side_ctas = 0;              // ArchRules::overlap_side_ctas (0: one CTA per split)
   // CTAs for the overlap's side-stream coefficient launch of 1-16 tokens in `splits` splits:
   // overlap_side_ctas; 0 (one CTA per split) at more tokens, or where that is not fewer.
   int side_split_ctas(int64_t tokens, int splits) const;

@@ -71,13 +71,11 @@ struct PrenormTuning {
   // device plan's.
   int64_t cluster_post_max_tokens = -1;
   // The fused boundary (prenorm_coefficients with `previous`: one launch, sm90_boundary.cuh) from
-  // this many tokens where it is eligible (boundary_fuses), at n == fused_boundary_streams (0: any)
-  // and C >= fused_boundary_min_hidden, or below that C up to fused_boundary_narrow_max_tokens
-  // tokens (0: not below); 0 tokens: never; < 0: the device plan's four.
+  // this many tokens where it is eligible (boundary_fuses), at C >= fused_boundary_min_hidden and
+  // n == fused_boundary_streams (0: any); 0 tokens: never; < 0: the device plan's three.
   int64_t fused_boundary_min_tokens = -1;
   int fused_boundary_min_hidden = 0;
   int fused_boundary_streams = 0;
-  int64_t fused_boundary_narrow_max_tokens = 0;
   // The fused boundary's CTAs per tile (1..8); 0: boundary_splits' rule. For sweeps.
   int boundary_splits = 0;
   // The fused boundary's columns per pipeline stage: 64 (2 stages of 104 KB in the ring at
@@ -155,6 +153,18 @@ struct InputPathBuffers {
 // coefficient launch (extra CTAs) rather than as a launch of its own.
 bool input_path_fuses(const MhcParams& p, int64_t tokens, const PrenormTuning& tuning);
 
+// The fused boundary's splits of a tile share C's stages interleaved: split s of S takes stages
+// s, s + S, s + 2S, ... (sm90_boundary.cuh). How many a split takes, and whether every split's
+// stages fit the kernel's table of them in shared memory (kBoundaryMaxSplitStages; split 0 takes
+// the most): C <= 16384 at 64 columns with one split, more with more splits.
+inline constexpr int kBoundaryMaxSplitStages = 256;
+constexpr int boundary_split_stages(int split, int splits, int stages) {
+  return stages > split ? (stages - split + splits - 1) / splits : 0;
+}
+constexpr bool boundary_fits_table(int splits, int stages) {
+  return boundary_split_stages(0, splits, stages) <= kBoundaryMaxSplitStages;
+}
+
 // Whether prenorm_coefficients with `previous` (and `input`) runs the fused boundary kernel: the
 // tuning's (or the device plan's) fused_boundary_* rule holds, the image has the sm_90a
 // kernels, the TF32 projection, not batch-invariant, and the 16-row fold does not apply.
@@ -163,7 +173,8 @@ bool boundary_fuses(const MhcParams& p, int64_t tokens, const PrenormTuning& tun
 // The fused boundary's CTAs per 128-token tile (one cluster, at most 8 and at most max_splits),
 // whole 64-column stages each, no split empty: the count with the fewest stage times per CTA,
 // waves x stages per split, where a wave is cluster_capacity[s - 1] clusters of s CTAs (1..8) (what
-// the device holds at once: GPCs fit fewer large clusters than SMs / s); ties to fewer splits.
+// the device holds at once: GPCs fit fewer large clusters than SMs / s); ties to fewer splits,
+// but not to one.
 int boundary_splits(const MhcParams& p, int64_t tokens, const std::array<int, 8>& cluster_capacity,
                     int max_splits = 8, int stage_columns = 64);
 

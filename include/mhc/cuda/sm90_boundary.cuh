@@ -6,19 +6,19 @@
 // bytes, against 4C(n + 1) + 2nC for the post + next input launch followed by the coefficient
 // launch, which reads x again (docs/benchmarks.md, "The fused boundary's bytes floor").
 //
-// Work split. grid = (splits, tiles of 128 tokens); the splits of a tile cut C into column ranges
-// of whole stages of kColumns columns (64, or 32 for a deeper ring; all n streams of those
-// columns, so that the post has every source stream of a column) and form one thread block
-// cluster. Thread 0 streams each stage through the copy engine: the n x boxes and the F box (128
-// tokens x kColumns bf16 each, 128- or 64-byte swizzle) and hc_fn's 32-column boxes of every
-// stream for those columns. Warp w owns tokens 16w..16w+15
-// over the CTA's columns; lane (g, t) reads the 16-byte pieces of rows g and g + 8 that are
-// exactly its mma.sync A fragment (chunk_mma's layout), forms x there with post_sum (the
-// post kernels' formula: the same bits), collapses it with the carried pre_mix (collapse8's sum:
-// the same bf16 y as the row kernels) and runs the MMAs of the n streams' K chunks from the same
-// registers. x and y go back into the stage (over x_prev and F) and the copy engine stores a
-// warp's 16 rows of them as whole lines: from registers, the lanes' 16-byte stores left the
-// kernel bound by store transactions (docs/decisions.md).
+// Work split. grid = (splits, tiles of 128 tokens); the splits of a tile share C's stages of
+// kColumns columns (64, or 32 for a deeper ring; all n streams of those columns, so that the post
+// has every source stream of a column), split s of S taking stages s, s + S, s + 2S, ..., and form
+// one thread block cluster. Thread 0 streams each stage through the copy engine: the n x boxes and
+// the F box (128 tokens x kColumns bf16 each, 128- or 64-byte swizzle) and hc_fn's 32-column boxes
+// of every stream for those columns. Warp w owns tokens 16w..16w+15 over the CTA's columns; lane
+// (g, t) reads the 16-byte pieces of rows g and g + 8 that are exactly its mma.sync A fragment
+// (chunk_mma's layout), forms x there with post_sum (the post kernels' formula: the same bits),
+// collapses it with the carried pre_mix (collapse8's sum: the same bf16 y as the row kernels) and
+// runs the MMAs of the n streams' K chunks from the same registers. x and y go back into the stage
+// (over x_prev and F) and the copy engine stores a warp's 16 rows of them as whole lines: from
+// registers, the lanes' 16-byte stores left the kernel bound by store transactions
+// (docs/decisions.md).
 //
 // The norm needs the whole row, which the cluster's CTAs share: each CTA writes its y (unscaled)
 // to layer_input, sends its per-token sums of y^2 to every CTA of the cluster (distributed shared
@@ -90,10 +90,12 @@ struct BoundaryShape {
   static_assert(kScaleSlots >= 4, "the idle stage ring holds the epilogue and the norm's buffers");
 };
 
-// Which columns each split covers: stages_per_split whole 64-column stages of C.
+// The columns a tile's splits share: C's stages of kColumns columns, split s of S taking stages
+// s, s + S, s + 2S, ... (interleaved, so that the cluster's CTAs write neighbouring pieces of the
+// same rows at about the same time: contiguous ranges per split were 8-10% slower at 8192 tokens,
+// docs/decisions.md, "The fused boundary's L2 hints").
 struct BoundaryColumns {
   int hidden = 0;
-  int stages_per_split = 0;
 };
 
 namespace detail {
@@ -267,8 +269,8 @@ template <int kStreams, int kColumns>
 __device__ __forceinline__ void consume_boundary(
     const CUtensorMap* x_map, const CUtensorMap* f_map, const CUtensorMap* w_map,
     const CUtensorMap* x_out_map, const CUtensorMap* y_map, unsigned char* stages, uint64_t* full,
-    uint64_t* empty, int hidden, int stage_begin, int stage_count, int64_t row0, bool warp_has_rows,
-    const int (&rows)[2], const BoundaryRow<kStreams> (&coefs)[2],
+    uint64_t* empty, int hidden, const uint16_t* stage_of, int stage_count, int64_t row0,
+    bool warp_has_rows, const int (&rows)[2], const BoundaryRow<kStreams> (&coefs)[2],
     float (&acc)[1][kStreams * (kStreams + 2) / 8][4], float (&sumsq)[1][2], float (&y_sum_sq)[2]) {
   constexpr int n = kStreams;
   using S = BoundaryShape<kStreams, kColumns>;
@@ -278,9 +280,9 @@ __device__ __forceinline__ void consume_boundary(
                                   l2_policy<L2Eviction::first>(), l2_policy<L2Eviction::normal>()};
   auto issue = [&](int stage) {  // stage index within the split, into its ring slot
     const int slot = stage % S::kStages;
-    produce_boundary_stage<kStreams, kColumns>(
-        x_map, f_map, w_map, stages + slot * S::kStageBytes, &full[slot], hidden,
-        (stage_begin + stage) * S::kStageColumns, row0, policies);
+    produce_boundary_stage<kStreams, kColumns>(x_map, f_map, w_map, stages + slot * S::kStageBytes,
+                                               &full[slot], hidden,
+                                               stage_of[stage] * S::kStageColumns, row0, policies);
   };
   if (issuer) {
     for (int i = 0; i < min(S::kStages, stage_count); ++i) issue(i);
@@ -295,7 +297,7 @@ __device__ __forceinline__ void consume_boundary(
     const int s = i % S::kStages;
     mbarrier_wait(&full[s], unsigned(i / S::kStages) & 1u);
     unsigned char* stage = stages + s * S::kStageBytes;
-    const int col0 = (stage_begin + i) * S::kStageColumns;
+    const int col0 = stage_of[i] * S::kStageColumns;
 #pragma unroll
     for (int c = 0; c < S::kChunks; ++c) {  // 32-column chunks of the stage
       uint4 x_packed[2][n];
@@ -364,23 +366,23 @@ __device__ __forceinline__ void exchange_row_norms(
   __syncthreads();
 }
 
-// Scales this CTA's columns of the tile's rows in place: layer_input = bf16(y * scale * w), the
-// row kernels' formula (rms_norm_store), y read back from L2. Thread t owns one 8-column vector
-// (t % vecs, or t, t + kThreads, ... when the CTA has more vectors than threads) in rows t / vecs,
-// t / vecs + groups, ...: the vector's norm weights are loaded once and no index is divided per
-// vector. Its rows come back by asynchronous copies into `staging` (the idle stage ring: kSlots
-// vectors per thread in each of two buffers, [slot][thread] so that a warp's accesses are
-// contiguous), one batch landing while the thread scales the other: a CTA scales hundreds of KB
-// here, and loads into registers left too few bytes in flight to cover L2's latency. Each thread
-// reads back only what it copied, so the copies need no barrier. Not inlined: inlined, it moved
-// the consumers' register allocation at n = 4 into a spill (docs/decisions.md, "Fused
+// Scales this CTA's columns (its stages of kStageColumns) of the tile's rows in place: layer_input
+// = bf16(y * scale * w), the row kernels' formula (rms_norm_store), y read back from L2. Thread t
+// owns one 8-column vector (t % vecs, or t, t + kThreads, ... when the CTA has more vectors than
+// threads) in rows t / vecs, t / vecs + groups, ...: the vector's norm weights are loaded once and
+// no index is divided per row. Its rows come back by asynchronous copies into `staging` (the idle
+// stage ring: kSlots vectors per thread in each of two buffers, [slot][thread] so that a warp's
+// accesses are contiguous), one batch landing while the thread scales the other: a CTA scales
+// hundreds of KB here, and loads into registers left too few bytes in flight to cover L2's latency.
+// Each thread reads back only what it copied, so the copies need no barrier. Not inlined: inlined,
+// it moved the consumers' register allocation at n = 4 into a spill (docs/decisions.md, "Fused
 // boundary where it wins").
-template <int kThreads, int kSlots>
+template <int kThreads, int kSlots, int kStageColumns>
 __device__ __noinline__ void scale_layer_input(uint16_t* layer_input, const float* norm_weight,
                                                const float* row_scale, int64_t row0, int rows_valid,
-                                               int hidden, int col_begin, int col_end,
-                                               uint4* staging) {
-  const int vecs = (col_end - col_begin) / kBf16PerVec;
+                                               int hidden, int split, int splits, uint4* staging) {
+  constexpr int kVecsPerStage = kStageColumns / kBf16PerVec;
+  const int vecs = boundary_split_stages(split, splits, hidden / kStageColumns) * kVecsPerStage;
   if (vecs <= 0) return;
   const int tid = static_cast<int>(threadIdx.x);
   const int groups = vecs >= kThreads ? 1 : kThreads / vecs;  // threads per column vector
@@ -391,7 +393,8 @@ __device__ __noinline__ void scale_layer_input(uint16_t* layer_input, const floa
   const int batches = (count + kSlots - 1) / kSlots;
   const int64_t row_step = int64_t(groups) * hidden;  // elements between a thread's rows
   for (int v = tid % vecs; v < vecs; v += col_stride) {
-    const int c = col_begin + v * kBf16PerVec;
+    const int c =
+        (split + v / kVecsPerStage * splits) * kStageColumns + v % kVecsPerStage * kBf16PerVec;
     uint16_t* first = layer_input + (row0 + row_first) * hidden + c;
     auto fetch = [&](int batch) {  // one commit group per batch, possibly empty
       uint4* buffer = staging + (batch & 1) * kSlots * kThreads + tid;
@@ -457,6 +460,9 @@ __global__ void __launch_bounds__(BoundaryShape<kStreams, kColumns>::kThreads, 1
   __shared__ float comb_t[S::kRows][kStreams * kStreams];  // per row (BoundaryRow)
   __shared__ float post_pre_mix[S::kRows][2 * kStreams];
   __shared__ int is_last_cta;
+  // This split's stages, looked up where the stage loop needs them: computed there (split + i x
+  // splits) they kept values live that pushed the n = 4 consumers (at ptxas's 255) into a spill.
+  __shared__ uint16_t stage_of[kBoundaryMaxSplitStages];
   const uint32_t misalign = static_cast<uint32_t>(__cvta_generic_to_shared(smem_raw)) % S::kAlign;
   unsigned char* stages = smem_raw + (misalign == 0 ? 0 : S::kAlign - misalign);
   if (args.splits > 1) cluster_arrive_relaxed();
@@ -468,9 +474,7 @@ __global__ void __launch_bounds__(BoundaryShape<kStreams, kColumns>::kThreads, 1
   const int rows_valid =
       args.tokens - row0 < S::kRows ? static_cast<int>(args.tokens - row0) : S::kRows;
   const int hidden = cols.hidden;
-  const int stage_begin = split * cols.stages_per_split;
-  const int stage_end = min(hidden / S::kStageColumns, stage_begin + cols.stages_per_split);
-  const int stage_count = max(0, stage_end - stage_begin);
+  const int stage_count = boundary_split_stages(split, args.splits, hidden / S::kStageColumns);
 
   if (threadIdx.x == 0) {  // the thread that issues the copies (consume_boundary)
     prefetch_tensor_map(&x_map);
@@ -480,6 +484,9 @@ __global__ void __launch_bounds__(BoundaryShape<kStreams, kColumns>::kThreads, 1
     prefetch_tensor_map(&y_map);
   }
   init_ring_barriers<S::kStages>(full, empty, S::kConsumerWarps);
+  for (int i = threadIdx.x; i < stage_count; i += S::kThreads) {
+    stage_of[i] = static_cast<uint16_t>(split + i * args.splits);
+  }
   __syncthreads();
   allow_dependents();
   wait_for_producer();  // x_prev, F and the coefficients come from earlier kernels
@@ -505,7 +512,7 @@ __global__ void __launch_bounds__(BoundaryShape<kStreams, kColumns>::kThreads, 1
     }
     __syncwarp();  // the warp's rows' coefficients, written by their quads
     detail::consume_boundary<kStreams, kColumns>(
-        &x_map, &f_map, &w_map, &x_out_map, &y_map, stages, full, empty, hidden, stage_begin,
+        &x_map, &f_map, &w_map, &x_out_map, &y_map, stages, full, empty, cols.hidden, stage_of,
         stage_count, row0, warp_has_rows, rows, coefs, acc, sumsq, y_sum_sq);
     sumsq[0][0] = group_sum<4>(sumsq[0][0]);
     sumsq[0][1] = group_sum<4>(sumsq[0][1]);
@@ -527,14 +534,13 @@ __global__ void __launch_bounds__(BoundaryShape<kStreams, kColumns>::kThreads, 1
   float* dest =
       in_cluster || args.splits == 1 ? sums : tile_partials + int64_t(split) * n_out_padded;
   store_fragment_rows<kStreams>(dest, warp * 16, rows_valid, acc[0], sumsq[0], row_of_g, lane % 4);
-  const int col_begin = stage_begin * S::kStageColumns;
-  const int col_end = stage_end * S::kStageColumns;
   if (args.input.norm_weight != nullptr) {
     detail::exchange_row_norms<kStreams>(row_sum_sq, row_scale, y_sum_sq, rows, split, args.splits,
                                          hidden, args.input.eps_n);
-    detail::scale_layer_input<S::kThreads, S::kScaleSlots>(
+    detail::scale_layer_input<S::kThreads, S::kScaleSlots, S::kStageColumns>(
         args.input.layer_input, args.input.norm_weight, row_scale, row0, rows_valid, hidden,
-        col_begin, col_end, reinterpret_cast<uint4*>(stages + S::kEpilogueBytes));
+        static_cast<int>(blockIdx.x), args.splits,
+        reinterpret_cast<uint4*>(stages + S::kEpilogueBytes));
   } else if (args.splits > 1) {
     cluster_wait();  // the plain collapse: y is the output; only end the start's arrival
   }
@@ -559,7 +565,7 @@ cudaError_t sm90_boundary_cluster_capacity(int ctas, int* clusters) {
 
 // Raw launcher (mhc::cuda::prenorm_coefficients checks the arguments and runs this only where
 // bulk_copies_enabled(), with 1 <= args.splits <= kMaxSplits, C a multiple of 64 and
-// cols.stages_per_split in kColumns-column stages). The tensor maps hold the previous x's and F's
+// C in whole kColumns-column stages). The tensor maps hold the previous x's and F's
 // addresses and the token count: made per launch (a host call, no allocation).
 template <int kStreams, int kColumns>
 cudaError_t launch_sm90_boundary(const PrenormArgs& args, const BoundaryColumns& cols,
