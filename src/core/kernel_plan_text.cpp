@@ -246,6 +246,7 @@ std::string KernelPlan::to_json() const {
       {"image_loaded", image ? nlohmann::json(image->name()) : nlohmann::json(nullptr)},
       {"compiled_ahead_of_time", compiled_ahead_of_time()},
       {"image_queried", image_queried},
+      {"row_kernels_max_hidden", row_kernels_max_hidden},
       {"heuristics", rules.name},
       {"prenorm", ranges},
       {"prenorm_source", prenorm_source},

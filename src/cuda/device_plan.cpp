@@ -17,6 +17,7 @@ struct DeviceFacts {
   ComputeCapability capability;
   int sm_count = 0;
   KernelImage image;
+  int row_kernels_max_hidden = 0;
 };
 
 DeviceFacts query_device() {
@@ -28,6 +29,7 @@ DeviceFacts query_device() {
   f.capability = {prop.major, prop.minor};
   f.sm_count = prop.multiProcessorCount;
   f.image = loaded_image(query_prenorm_variants().front());
+  f.row_kernels_max_hidden = query_row_kernels_max_hidden();
   return f;
 }
 
@@ -66,7 +68,9 @@ KernelImage loaded_image(const KernelVariantInfo& v) {
 
 KernelPlan device_plan(const KernelConfig& config) {
   const KernelPlan& base = default_device_plan();
-  return make_plan(base.capability, base.sm_count, base.image, true, base.built, config);
+  KernelPlan plan = make_plan(base.capability, base.sm_count, base.image, true, base.built, config);
+  plan.row_kernels_max_hidden = base.row_kernels_max_hidden;
+  return plan;
 }
 
 // Read on every launch (PDL): a per-thread memo of the last device's plan skips the lock.
@@ -87,6 +91,7 @@ const KernelPlan& default_device_plan() {
     const DeviceFacts f = query_device();
     plan = std::make_unique<KernelPlan>(
         make_plan(f.capability, f.sm_count, f.image, true, built_images(), KernelConfig{}));
+    plan->row_kernels_max_hidden = f.row_kernels_max_hidden;
   }
   memo_device = device;
   memo = plan.get();

@@ -24,6 +24,23 @@
 
 namespace mhc::cuda {
 
+// Declared in prenorm_dispatch.hpp.
+int query_row_kernels_max_hidden() {
+  int threads = 1024;
+  const auto fold = [&threads](const void* kernel) {
+    cudaFuncAttributes attr{};
+    MHC_CUDA_CHECK(cudaFuncGetAttributes(&attr, kernel));
+    threads = std::min(threads, attr.maxThreadsPerBlock);
+  };
+  fold(reinterpret_cast<const void*>(post_kernel<2, kRowVecs, false>));
+  fold(reinterpret_cast<const void*>(post_kernel<2, kRowVecs, true>));
+  fold(reinterpret_cast<const void*>(post_kernel<4, kRowVecs, false>));
+  fold(reinterpret_cast<const void*>(post_kernel<4, kRowVecs, true>));
+  fold(reinterpret_cast<const void*>(input_path_kernel<2, kRowVecs>));
+  fold(reinterpret_cast<const void*>(input_path_kernel<4, kRowVecs>));
+  return std::min(row_kernel_max_hidden(), threads / kWarp * kWarp * kRowVecs * kBf16PerVec);
+}
+
 using detail::bits;
 using detail::check_launch;
 using detail::check_ptr;

@@ -13,6 +13,7 @@
 #include "mhc/core/error.hpp"
 #include "mhc/core/params.hpp"
 #include "mhc/cuda/check.hpp"
+#include "mhc/cuda/device_plan.hpp"
 #include "mhc/cuda/input_path.cuh"  // row_kernel_max_hidden, require_aligned16
 #include "mhc/cuda/kernels.hpp"
 
@@ -42,9 +43,14 @@ inline void check_shape(const MhcParams& p, int64_t tokens, const char* what) {
                "{}: n={} is not supported by the CUDA kernels (n must be 2 or 4)", what, p.n);
   require_that(p.hidden > 0 && p.hidden % 64 == 0,
                "{}: hidden size C={} must be a positive multiple of 64", what, p.hidden);
-  require_that(p.hidden <= row_kernel_max_hidden(),
-               "{}: hidden size C={} is above the kernels' limit {}", what, p.hidden,
-               row_kernel_max_hidden());
+  // The row kernels' limit on this device (their registers cap a CTA's threads), else the
+  // static one of one CTA of 1024 threads per token.
+  const int device_limit = default_device_plan().row_kernels_max_hidden;
+  const int max_hidden = device_limit > 0 ? device_limit : row_kernel_max_hidden();
+  require_that(p.hidden <= max_hidden,
+               "{}: hidden size C={} is above the kernels' limit {} on this device (the row "
+               "kernels run one CTA of C / 32 threads per token)",
+               what, p.hidden, max_hidden);
   require_that(tokens >= 0 && tokens <= INT32_MAX, "{}: token count {} out of range", what, tokens);
 }
 

@@ -20,6 +20,12 @@ struct BoundaryColumns;
 template <int kStreams>
 cudaError_t prenorm_attributes(int rows_per_tile, cudaFuncAttributes* out);
 
+// The largest C at which every kernel that runs one CTA of row_kernel_threads(C) threads per token
+// (the post and input path row kernels, every n and form) launches on the current device: their
+// register counts in the loaded image cap the threads of a CTA below 1024 (at 168 registers, 384:
+// C = 12288), so row_kernel_max_hidden() alone overstates it.
+int query_row_kernels_max_hidden();
+
 template <int kStreams>
 cudaError_t dispatch_prenorm(const PrenormArgs& args, bool compensated, int rows_per_tile,
                              LaunchTarget stream);

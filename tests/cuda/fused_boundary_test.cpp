@@ -15,6 +15,7 @@
 
 #include "boundary_test_util.hpp"
 #include "mhc/cuda/check.hpp"
+#include "mhc/cuda/device_plan.hpp"
 
 namespace mhc {
 namespace {
@@ -86,6 +87,21 @@ TEST(CudaFusedBoundary, ForcedSplitCounts) {
     check_boundary(test::small_params(4, 5120), 300, ++seed, 1.0, true, splits);
   }
   check_boundary(test::small_params(2, 7168), 140, ++seed, 1.0, false, 1);
+}
+
+// The largest C this device runs (the row kernels' limit, 12288 on an H200's sm_90a image) through
+// the fused boundary in 1 and 3 splits: one split's table of interleaved stages holds every C the
+// device runs; C = 16384 + 64 would overflow it and is not eligible.
+TEST(CudaFusedBoundary, LargestHiddenSizeTheDeviceRuns) {
+  MHC_SKIP_WITHOUT_SM90A_KERNELS("the fused boundary");
+  const int hidden = cuda::default_device_plan().row_kernels_max_hidden;
+  ASSERT_GE(hidden, 7168);
+  EXPECT_TRUE(cuda::boundary_fits_table(1, hidden / 64)) << hidden;  // 64-column stages
+  uint64_t seed = 7270;
+  for (int splits : {1, 3})
+    check_boundary(test::small_params(4, hidden), 130, ++seed, 1.0, true, splits);
+  cuda::PrenormTuning t = test::boundary_tuning(true);
+  EXPECT_FALSE(cuda::boundary_fuses(test::small_params(4, 16384 + 64), 130, t, Projection::tf32));
 }
 
 // The same inputs twice through the fused launch: the same bits (fixed orders, no atomics in the

@@ -406,6 +406,34 @@ TEST(CudaPost, FusedWithNextInputPathMatchesReference) {
   check_post(test::small_params(4, 5120), 4096, ++seed, 1e-1, true);
 }
 
+// The largest C the row kernels launch at on this device (their register counts cap a CTA's
+// threads, one per 32 columns; C = 16384 failed to launch on the H200 while the static limit said
+// 32768): every row kernel runs there within the reference's bounds, and one 64-column step above
+// is refused, the limit named, before a workspace is allocated.
+TEST(CudaKernels, HiddenSizeLimitOfTheRowKernels) {
+  MHC_SKIP_WITHOUT_GPU();
+  const int limit = cuda::default_device_plan().row_kernels_max_hidden;
+  ASSERT_GE(limit, 7168) << "below the DeepSeek-V4 shapes";
+  ASSERT_LE(limit, 32768) << "one CTA of 1024 threads per token";
+  EXPECT_EQ(limit % 64, 0);
+  uint64_t seed = 1300;
+  for (int n : {2, 4}) {
+    const MhcParams p = test::small_params(n, limit);
+    check_post(p, 137, ++seed, 1.0, true, 0);   // the row kernel with the next input path
+    check_post(p, 137, ++seed, 1.0, false, 0);  // the plain post's row kernel (above 64 tokens)
+    check_input_path(p, 137, ++seed, 1.0, true);
+  }
+  if (limit < 32768) {
+    try {
+      cuda::SiteWorkspace ws(test::small_params(4, limit + 64), 4, 1);
+      ADD_FAILURE() << "C=" << limit + 64 << " was accepted";
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find("limit " + std::to_string(limit)), std::string::npos)
+          << e.what();
+    }
+  }
+}
+
 // The post + next input path by clusters (one per token, a row warp's vectors per CTA) and by
 // row CTAs cut the row alike and add its RMS sum in the same order: x_next and layer_input agree
 // bitwise, with a norm weight and without (a plain collapse); the cluster kernel is shown to have

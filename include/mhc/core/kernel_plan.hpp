@@ -108,6 +108,9 @@ struct KernelPlan {
   std::vector<KernelImage> built;
   std::optional<KernelImage> image;  // the one this GPU loads; none: no CUDA path at all
   bool image_queried = false;        // reported by the runtime (else predicted from `built`)
+  // The largest C the one-CTA-per-token row kernels launch at on this device (their register
+  // counts cap a CTA's threads, one per 32 columns); 0: not queried (no GPU, a simulated plan).
+  int row_kernels_max_hidden = 0;
   ArchRules rules;
   std::vector<PrenormRange> prenorm;  // covers 1..kNoTokenLimit in order
   std::string prenorm_source;         // "built-in rules of sm90 (...)" or the tactics
