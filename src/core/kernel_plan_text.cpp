@@ -140,6 +140,11 @@ std::string KernelPlan::describe() const {
                           sm_count));
   line("images built", built_text(built));
   line("image loaded", image_text(*this));
+  if (row_kernels_max_hidden > 0) {
+    line("hidden size", fmt::format("C <= {} (the row kernels' CTAs of C / 32 threads at their "
+                                    "register counts)",
+                                    row_kernels_max_hidden));
+  }
   line("heuristics", fmt::format("{} ({})", rules.name, rules.measured));
   for (PrenormKernel k : {PrenormKernel::mma16, PrenormKernel::mma64, PrenormKernel::tma128}) {
     line(fmt::format("prenorm {}", to_string(k)),

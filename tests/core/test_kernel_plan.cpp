@@ -261,6 +261,18 @@ TEST(KernelPlanSwitches, ClusterEpilogue) {
   EXPECT_THROW(KernelConfig::parse(R"({"cluster_epilogue": "yes"})"), Error);
 }
 
+// The row kernels' hidden-size limit is the device's (the device plan fills it from the runtime):
+// a simulated plan does not know it and says nothing; a known one is in the text and the JSON.
+TEST(KernelPlanText, RowKernelsHiddenSizeLimit) {
+  KernelPlan p = plan("9.0", kWithSm100);
+  EXPECT_EQ(p.row_kernels_max_hidden, 0);
+  EXPECT_FALSE(contains(p.describe(), "hidden size")) << p.describe();
+  EXPECT_TRUE(contains(p.to_json(), R"("row_kernels_max_hidden":0)")) << p.to_json();
+  p.row_kernels_max_hidden = 12288;
+  EXPECT_TRUE(contains(p.describe(), "hidden size      C <= 12288")) << p.describe();
+  EXPECT_TRUE(contains(p.to_json(), R"("row_kernels_max_hidden":12288)")) << p.to_json();
+}
+
 // The fused boundary: in the sm90 rules only where it was measured to win (n = 4 from 2048 tokens
 // at C >= 4096), forced on at every size and shape by the switch where the image has the sm_90a
 // kernels, refused without them and in batch-invariant mode (its split count follows the batch
