@@ -229,7 +229,9 @@ void add_site_items(const Setup& c, bool sweep, std::vector<Item>& items) {
       PrenormTuning narrow = fused;
       narrow.boundary_stage_columns = 32;
       add_boundary_item(c, "fused boundary, 32-column stages", narrow, items);
-      for (PrenormTuning* t : {&fused, &narrow}) {
+      PrenormTuning half = fused;  // 64-token tiles
+      half.boundary_rows = 64;
+      for (PrenormTuning* t : {&fused, &narrow, &half}) {
         for (int splits : {1, 2, 3, 4, 5, 6, 7, 8}) {
           t->boundary_splits = splits;
           add_boundary_item(c, "  fused boundary sweep", *t, items);
@@ -244,7 +246,7 @@ void add_site_items(const Setup& c, bool sweep, std::vector<Item>& items) {
 // with the fold each site's post rides in the next site's coefficient launch (folded_decode). A
 // real model captures all its sites in one graph, so the per-graph launch floor is paid once per
 // forward, not per site: kSitesPerGraph sites per graph, times per site.
-void add_stack_items(const Setup& c, std::vector<Item>& items) {
+void add_stack_items(const Setup& c, bool sweep, std::vector<Item>& items) {
   const bool decode = input_path_fuses(c.p, c.m, c.chosen);
   items.push_back(
       {"site in stack, 8 per graph (each)", c.site_bytes,
@@ -261,9 +263,22 @@ void add_stack_items(const Setup& c, std::vector<Item>& items) {
   fused.fused_input_max_tokens = 0;
   if (boundary_fuses(c.p, c.m, fused, c.proj)) {
     const double md = double(c.m), K = double(c.p.k()), C = double(c.p.hidden);
-    items.push_back({"site in stack, fused boundary (each)", c.coef_bytes + md * (2 * K + 4 * C),
+    const double bytes = c.coef_bytes + md * (2 * K + 4 * C);
+    items.push_back({"site in stack, fused boundary (each)", bytes,
                      stack_steady_state(c, StackLayout::fused_boundary, fused), fused,
                      kSitesPerGraph});
+    // Each tile shape forced (its split rule), against the rule's choice above: where the plan
+    // fuses the boundary, and in the sweep.
+    const bool plan_fuses = boundary_fuses(c.p, c.m, c.chosen, c.proj);
+    for (int rows : {128, 64}) {
+      if (!sweep && !plan_fuses) break;
+      PrenormTuning t = fused;
+      t.boundary_rows = rows;
+      items.push_back({rows == 128 ? "site in stack, fused boundary, 128-row tiles"
+                                   : "site in stack, fused boundary, 64-row tiles",
+                       bytes, stack_steady_state(c, StackLayout::fused_boundary, t), t,
+                       kSitesPerGraph});
+    }
   }
 }
 
@@ -306,6 +321,7 @@ nlohmann::json time_item(const Item& item, const MhcParams& p, int64_t m, const 
           {"splits", item.tuning.splits},
           {"boundary_splits", item.tuning.boundary_splits},
           {"boundary_stage_columns", item.tuning.boundary_stage_columns},
+          {"boundary_rows", item.tuning.boundary_rows},
           {"rows_per_tile", item.tuning.rows_per_tile},
           {"input_sets", r.sets},
           {"instances_per_graph", item.per_graph},
@@ -396,7 +412,7 @@ nlohmann::json bench_kernels(const KernelBenchOptions& o) {
                   md * (6 * K + 4 * C) + weight_bytes};
     std::vector<Item> items;
     add_site_items(c, o.sweep_tuning, items);
-    add_stack_items(c, items);
+    add_stack_items(c, o.sweep_tuning, items);
     for (const Item& item : items) {
       results.push_back(time_item(item, p, m, d, o.reps, copy_bw, stream));
     }

@@ -48,16 +48,27 @@ int whole_stage_splits(const MhcParams& p, int64_t requested, int stage_columns)
 
 }  // namespace
 
-int boundary_splits(const MhcParams& p, int64_t tokens, const std::array<int, 8>& cluster_capacity,
-                    int max_splits, int stage_columns) {
+namespace {
+
+// boundary_splits' choice and its cost: waves x stages per split (stage times per CTA).
+struct SplitChoice {
+  int splits = 1;
+  int64_t stage_times = 0;
+};
+
+SplitChoice choose_splits(const MhcParams& p, int64_t tokens,
+                          const std::array<int, 8>& cluster_capacity, int max_splits,
+                          int stage_columns, int tile_rows) {
   static_assert(kBoundaryMaxSplits == 8, "one capacity per cluster size");
   require_that(stage_columns == 64 || stage_columns == 32,
                "boundary_splits: stage_columns={} must be 64 or 32", stage_columns);
-  const int64_t tiles = std::max<int64_t>(1, ceil_div(tokens, kBoundaryRowsPerTile));
+  require_that(tile_rows == kBoundaryRowsPerTile || tile_rows == kBoundaryHalfTileRows,
+               "boundary_splits: tile_rows={} must be {} or {}", tile_rows, kBoundaryRowsPerTile,
+               kBoundaryHalfTileRows);
+  const int64_t tiles = std::max<int64_t>(1, ceil_div(tokens, tile_rows));
   const int stages = std::max(1, p.hidden / stage_columns);
   const int cap = std::clamp(max_splits, 1, kBoundaryMaxSplits);
-  int best = 1;
-  int64_t best_cost = std::numeric_limits<int64_t>::max();
+  SplitChoice best{1, std::numeric_limits<int64_t>::max()};
   for (int want = 1; want <= cap; ++want) {
     const int splits = whole_stage_splits(p, want, stage_columns);
     const int64_t at_once = std::max(1, cluster_capacity[splits - 1]);
@@ -65,25 +76,123 @@ int boundary_splits(const MhcParams& p, int64_t tokens, const std::array<int, 8>
     // A tie goes to fewer splits, but not to one: a lone CTA writes its tile's rows alone, where
     // a cluster's CTAs write neighbouring pieces of the same rows at once (7-9% faster at 16384
     // tokens, docs/decisions.md, "Interleaved boundary splits").
-    if (cost < best_cost || (cost == best_cost && best == 1)) best = splits, best_cost = cost;
+    if (cost < best.stage_times || (cost == best.stage_times && best.splits == 1)) {
+      best = {splits, cost};
+    }
   }
   return best;
 }
 
+// The bytes of one 64-column stage of a tile: what the CTA streams through shared memory per
+// stage (the x and F boxes from DRAM, hc_fn's from L2).
+int64_t stage_bytes(int streams, int tile_rows) {
+  if (streams == 2) {
+    return tile_rows == kBoundaryHalfTileRows ? BoundaryShape<2, 64, 64>::kStageBytes
+                                              : BoundaryShape<2, 64, 128>::kStageBytes;
+  }
+  return tile_rows == kBoundaryHalfTileRows ? BoundaryShape<4, 64, 64>::kStageBytes
+                                            : BoundaryShape<4, 64, 128>::kStageBytes;
+}
+
+}  // namespace
+
+int boundary_splits(const MhcParams& p, int64_t tokens, const std::array<int, 8>& cluster_capacity,
+                    int max_splits, int stage_columns, int tile_rows) {
+  return choose_splits(p, tokens, cluster_capacity, max_splits, stage_columns, tile_rows).splits;
+}
+
+BoundaryTile boundary_tile(const MhcParams& p, int64_t tokens,
+                           const std::array<int, 8>& capacity_128,
+                           const std::array<int, 8>& capacity_64, int max_splits) {
+  const SplitChoice whole =
+      choose_splits(p, tokens, capacity_128, max_splits, 64, kBoundaryRowsPerTile);
+  const SplitChoice half =
+      choose_splits(p, tokens, capacity_64, max_splits, 64, kBoundaryHalfTileRows);
+  const int64_t whole_bytes = whole.stage_times * stage_bytes(p.n, kBoundaryRowsPerTile);
+  const int64_t half_bytes = half.stage_times * stage_bytes(p.n, kBoundaryHalfTileRows);
+  if (half_bytes < whole_bytes) return {kBoundaryHalfTileRows, half.splits};
+  return {kBoundaryRowsPerTile, whole.splits};
+}
+
 namespace {
 
+// The kernel of n streams, stage_columns columns per stage and tile_rows tokens per tile (the
+// instantiations: 64 x 128, 32 x 128, 64 x 64; boundary_shape checks), as F<n, columns, rows>.
+template <template <int, int, int> class F, class... Args>
+cudaError_t with_boundary_kernel(int n, int stage_columns, int tile_rows, Args&&... args) {
+  const bool narrow = stage_columns == 32, half = tile_rows == kBoundaryHalfTileRows;
+  if (n == 2) {
+    return narrow ? F<2, 32, 128>::call(args...)
+           : half ? F<2, 64, 64>::call(args...)
+                  : F<2, 64, 128>::call(args...);
+  }
+  return narrow ? F<4, 32, 128>::call(args...)
+         : half ? F<4, 64, 64>::call(args...)
+                : F<4, 64, 128>::call(args...);
+}
+
+template <int kStreams, int kColumns, int kTileRows>
+struct ClusterCapacity {
+  static cudaError_t call(int ctas, int* clusters) {
+    return boundary_cluster_capacity<kStreams, kColumns, kTileRows>(ctas, clusters);
+  }
+};
+
+template <int kStreams, int kColumns, int kTileRows>
+struct Dispatch {
+  static cudaError_t call(const PrenormArgs& args, const BoundaryColumns& cols, LaunchTarget on) {
+    return dispatch_boundary<kStreams, kColumns, kTileRows>(args, cols, on);
+  }
+};
+
 // cluster_capacity for boundary_splits: clusters of 1..8 CTAs the current device holds at once.
-std::array<int, 8> device_cluster_capacity(const MhcParams& p, int stage_columns) {
+std::array<int, 8> device_cluster_capacity(const MhcParams& p, int stage_columns, int tile_rows) {
   std::array<int, 8> capacity{};
   for (int ctas = 1; ctas <= kBoundaryMaxSplits; ++ctas) {
-    int& clusters = capacity[ctas - 1];
-    const bool narrow = stage_columns == 32;
-    MHC_CUDA_CHECK(p.n == 2 ? (narrow ? boundary_cluster_capacity<2, 32>(ctas, &clusters)
-                                      : boundary_cluster_capacity<2, 64>(ctas, &clusters))
-                            : (narrow ? boundary_cluster_capacity<4, 32>(ctas, &clusters)
-                                      : boundary_cluster_capacity<4, 64>(ctas, &clusters)));
+    MHC_CUDA_CHECK(with_boundary_kernel<ClusterCapacity>(p.n, stage_columns, tile_rows, ctas,
+                                                         &capacity[ctas - 1]));
   }
   return capacity;
+}
+
+// The launch shape: the tuning's forced stage columns, rows and splits, the rules for the rest.
+// `room`: the most splits the workspace holds partials for (at 128 rows, so at 64 too).
+struct BoundaryShapeChoice {
+  int stage_columns = kBoundaryStageColumns;
+  BoundaryTile tile;
+};
+
+BoundaryShapeChoice boundary_shape(const MhcParams& p, int64_t tokens, const PrenormTuning& tuning,
+                                   int room, const char* what) {
+  require_that(tuning.boundary_splits >= 0 && tuning.boundary_splits <= kBoundaryMaxSplits,
+               "{}: boundary_splits={} must be in 0..{} (0: the rule)", what,
+               tuning.boundary_splits, kBoundaryMaxSplits);
+  require_that(tuning.boundary_stage_columns == 0 || tuning.boundary_stage_columns == 64 ||
+                   tuning.boundary_stage_columns == 32,
+               "{}: boundary_stage_columns={} must be 0 (64), 64 or 32", what,
+               tuning.boundary_stage_columns);
+  require_that(tuning.boundary_rows == 0 || tuning.boundary_rows == kBoundaryRowsPerTile ||
+                   tuning.boundary_rows == kBoundaryHalfTileRows,
+               "{}: boundary_rows={} must be 0 (the rule), {} or {}", what, tuning.boundary_rows,
+               kBoundaryRowsPerTile, kBoundaryHalfTileRows);
+  BoundaryShapeChoice c;
+  if (tuning.boundary_stage_columns > 0) c.stage_columns = tuning.boundary_stage_columns;
+  require_that(c.stage_columns == 64 || tuning.boundary_rows != kBoundaryHalfTileRows,
+               "{}: boundary_rows={} needs 64-column stages", what, tuning.boundary_rows);
+  const bool rule_picks_rows =
+      tuning.boundary_rows == 0 && tuning.boundary_splits == 0 && c.stage_columns == 64;
+  if (rule_picks_rows) {
+    c.tile = boundary_tile(p, tokens, device_cluster_capacity(p, 64, kBoundaryRowsPerTile),
+                           device_cluster_capacity(p, 64, kBoundaryHalfTileRows), room);
+    return c;
+  }
+  c.tile.rows = tuning.boundary_rows > 0 ? tuning.boundary_rows : kBoundaryRowsPerTile;
+  c.tile.splits =
+      tuning.boundary_splits > 0
+          ? whole_stage_splits(p, std::min(tuning.boundary_splits, room), c.stage_columns)
+          : boundary_splits(p, tokens, device_cluster_capacity(p, c.stage_columns, c.tile.rows),
+                            room, c.stage_columns, c.tile.rows);
+  return c;
 }
 
 }  // namespace
@@ -98,23 +207,14 @@ void launch_boundary(const MhcParams& p, int64_t tokens, const InputPathBuffers&
   if (input.norm_weight != nullptr) check_ptr(input.norm_weight, "norm_weight", what);
   // Split partials beyond the first need room in the workspace (one split keeps its totals in
   // shared memory); a small workspace gets fewer splits rather than an error.
+  // (128-row tiles round the batch up the most: room enough for 64-row tiles too.)
   const int64_t tiles = ceil_div(tokens, kBoundaryRowsPerTile);
   const int64_t per_split = tiles * kBoundaryRowsPerTile * (p.nmix() + 1);
   const int room = static_cast<int>(
       std::clamp<int64_t>(ws.partial_capacity() / per_split, 1, kBoundaryMaxSplits));
-  require_that(tuning.boundary_splits >= 0 && tuning.boundary_splits <= kBoundaryMaxSplits,
-               "{}: boundary_splits={} must be in 0..{} (0: the rule)", what,
-               tuning.boundary_splits, kBoundaryMaxSplits);
-  require_that(tuning.boundary_stage_columns == 0 || tuning.boundary_stage_columns == 64 ||
-                   tuning.boundary_stage_columns == 32,
-               "{}: boundary_stage_columns={} must be 0 (64), 64 or 32", what,
-               tuning.boundary_stage_columns);
-  const int stage_columns =
-      tuning.boundary_stage_columns > 0 ? tuning.boundary_stage_columns : kBoundaryStageColumns;
-  args.splits = tuning.boundary_splits > 0
-                    ? whole_stage_splits(p, std::min(tuning.boundary_splits, room), stage_columns)
-                    : boundary_splits(p, tokens, device_cluster_capacity(p, stage_columns), room,
-                                      stage_columns);
+  const BoundaryShapeChoice shape = boundary_shape(p, tokens, tuning, room, what);
+  const int stage_columns = shape.stage_columns;
+  args.splits = shape.tile.splits;
   args.leaf_chunks = 0;
   args.chunks_per_split = 0;  // the boundary cuts C into column stages instead (cols)
   require_that(boundary_fits_table(args.splits, p.hidden / stage_columns),
@@ -132,12 +232,9 @@ void launch_boundary(const MhcParams& p, int64_t tokens, const InputPathBuffers&
   args.input.hidden = p.hidden;
   args.input.row_threads = row_kernel_threads(p.hidden);
   args.input.eps_n = static_cast<float>(p.norm_eps());
-  const bool narrow = stage_columns == 32;
-  const cudaError_t err = p.n == 2 ? (narrow ? dispatch_boundary<2, 32>(args, cols, stream)
-                                             : dispatch_boundary<2, 64>(args, cols, stream))
-                                   : (narrow ? dispatch_boundary<4, 32>(args, cols, stream)
-                                             : dispatch_boundary<4, 64>(args, cols, stream));
-  check_launch(err, what);
+  check_launch(
+      with_boundary_kernel<Dispatch>(p.n, stage_columns, shape.tile.rows, args, cols, stream),
+      what);
 }
 
 }  // namespace mhc::cuda

@@ -106,7 +106,7 @@ SiteWorkspace::~SiteWorkspace() {
 }
 
 std::string PrenormTuning::describe() const {
-  return msg("splits={} rows_per_tile={}{}{}{}{}{}{}{}", splits, rows_per_tile,
+  return msg("splits={} rows_per_tile={}{}{}{}{}{}{}{}{}", splits, rows_per_tile,
              batch_invariant ? " batch_invariant" : "", pdl ? "" : " no_pdl",
              flagged_partials == 0   ? " no_flagged_partials"
              : flagged_partials == 1 ? " flagged_partials"
@@ -118,6 +118,7 @@ std::string PrenormTuning::describe() const {
              boundary_splits > 0 ? msg(" boundary_splits={}", boundary_splits) : std::string(),
              boundary_stage_columns > 0 ? msg(" boundary_stage_columns={}", boundary_stage_columns)
                                         : std::string(),
+             boundary_rows > 0 ? msg(" boundary_rows={}", boundary_rows) : std::string(),
              split_ctas > 0   ? msg(" split_ctas={}", split_ctas)
              : split_ctas < 0 ? std::string(" split_ctas=side")
                               : std::string());

@@ -46,10 +46,10 @@ cudaError_t dispatch_prenorm(const PrenormArgs& args, bool compensated, int rows
                      : launch_prenorm_coefficients<kStreams, 4, false>(args, stream);
 }
 
-template <int kStreams, int kColumns>
+template <int kStreams, int kColumns, int kTileRows>
 cudaError_t dispatch_boundary(const PrenormArgs& args, const BoundaryColumns& cols,
                               LaunchTarget stream) {
-  return launch_sm90_boundary<kStreams, kColumns>(args, cols, stream);
+  return launch_sm90_boundary<kStreams, kColumns, kTileRows>(args, cols, stream);
 }
 
 template <int kStreams>
@@ -57,9 +57,9 @@ cudaError_t tma_cluster_capacity(int splits, int* clusters) {
   return sm90_prenorm_tma_cluster_capacity<kStreams, false>(splits, clusters);
 }
 
-template <int kStreams, int kColumns>
+template <int kStreams, int kColumns, int kTileRows>
 cudaError_t boundary_cluster_capacity(int ctas, int* clusters) {
-  return sm90_boundary_cluster_capacity<kStreams, kColumns>(ctas, clusters);
+  return sm90_boundary_cluster_capacity<kStreams, kColumns, kTileRows>(ctas, clusters);
 }
 
 }  // namespace mhc::cuda

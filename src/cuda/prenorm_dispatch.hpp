@@ -36,9 +36,10 @@ template <int kStreams>
 cudaError_t tma_cluster_capacity(int splits, int* clusters);
 
 // The fused boundary kernel (sm90_boundary.cuh) for kStreams with kColumns (64 or 32) columns
-// per pipeline stage. The 64-column instantiations live in prenorm_n2/n4.cu, the 32-column ones
-// in boundary_32.cu: in one translation unit the two changed each other's SASS.
-template <int kStreams, int kColumns>
+// per pipeline stage and kTileRows (128 or 64) tokens per tile. The 64-column 128-row
+// instantiations live in prenorm_n2/n4.cu, the 32-column ones in boundary_32.cu, the 64-row ones
+// in boundary_64.cu: in one translation unit two of them changed each other's SASS.
+template <int kStreams, int kColumns, int kTileRows>
 cudaError_t dispatch_boundary(const PrenormArgs& args, const BoundaryColumns& cols,
                               LaunchTarget stream);
 // The fused boundary's checked launch (boundary.cu): prenorm_coefficients with `previous` where
@@ -48,7 +49,7 @@ void launch_boundary(const MhcParams& p, int64_t tokens, const InputPathBuffers&
                      const PreviousPost& previous, const PrenormTuning& tuning, SiteWorkspace& ws,
                      PrenormArgs args, LaunchTarget stream);
 // How many clusters of `ctas` CTAs of that kernel the current device holds at once.
-template <int kStreams, int kColumns>
+template <int kStreams, int kColumns, int kTileRows>
 cudaError_t boundary_cluster_capacity(int ctas, int* clusters);
 
 }  // namespace mhc::cuda

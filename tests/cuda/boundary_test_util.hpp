@@ -17,13 +17,16 @@ namespace mhc::test {
 
 // fused: the boundary kernel wherever it can run (from 1 token; the 16-row decode fold off so
 // that it does not take small sizes); else the unfused launches (post + next input, then the
-// coefficient launch). splits, stage_columns: forced (0: the rule, 64 columns).
-inline cuda::PrenormTuning boundary_tuning(bool fused, int splits = 0, int stage_columns = 0) {
+// coefficient launch). splits, stage_columns, rows (tokens per tile): forced (0: the rules, 64
+// columns).
+inline cuda::PrenormTuning boundary_tuning(bool fused, int splits = 0, int stage_columns = 0,
+                                           int rows = 0) {
   cuda::PrenormTuning t = cuda::forcing_fused_boundary({});
   if (!fused) t.fused_boundary_min_tokens = 0;
   t.fused_input_max_tokens = 0;
   t.boundary_splits = splits;
   t.boundary_stage_columns = stage_columns;
+  t.boundary_rows = rows;
   return t;
 }
 

@@ -26,24 +26,25 @@ using test::to_host;
 
 void run_boundary(FoldCase& k, FoldOutputs& out, bool fused, cuda::SiteWorkspace& ws,
                   bool with_norm = true, int splits = 0, int stage_columns = 0,
-                  int cluster_epilogue = -1) {
-  cuda::PrenormTuning t = test::boundary_tuning(fused, splits, stage_columns);
+                  int cluster_epilogue = -1, int rows = 0) {
+  cuda::PrenormTuning t = test::boundary_tuning(fused, splits, stage_columns, rows);
   t.tma_cluster_epilogue = cluster_epilogue;
   ASSERT_EQ(cuda::boundary_fuses(k.p, k.m, t, Projection::tf32), fused);
   test::run_boundary_with(k, out, t, ws, with_norm);
 }
 
 void check_boundary(const MhcParams& p, int64_t m, uint64_t seed, double amplitude = 1.0,
-                    bool with_norm = true, int splits = 0, int stage_columns = 0) {
+                    bool with_norm = true, int splits = 0, int stage_columns = 0, int rows = 0) {
   FoldCase k(p, m, seed, amplitude);
   cuda::SiteWorkspace ws(p, m, cuda::max_prenorm_splits(p));
   FoldOutputs want(p, m), got(p, m);
   run_boundary(k, want, false, ws, with_norm);
-  run_boundary(k, got, true, ws, with_norm, splits, stage_columns);
+  run_boundary(k, got, true, ws, with_norm, splits, stage_columns, -1, rows);
   const std::string label =
       test::case_name(p, m, amplitude) + (with_norm ? "" : " plain collapse") +
       (splits > 0 ? " boundary_splits=" + std::to_string(splits) : "") +
-      (stage_columns > 0 ? " stage_columns=" + std::to_string(stage_columns) : "");
+      (stage_columns > 0 ? " stage_columns=" + std::to_string(stage_columns) : "") +
+      (rows > 0 ? " rows=" + std::to_string(rows) : "");
   test::expect_boundary_agrees(got, want, label);
   test::expect_boundary_matches_reference(k, got, with_norm, label);
 }
@@ -197,6 +198,52 @@ TEST(CudaFusedBoundary, ThirtyTwoColumnStages) {
   expect_bitwise_run_to_run(p, 1000, ++seed, 32);
 }
 
+// 64-token tiles (4 consumer warps, 3 stages in the ring at n = 4): every model shape, both sides
+// of the 64-row tile edges, forced split counts, amplitudes and the plain collapse, against the
+// reference and the unfused launches; and bitwise the 128-row tiles' results at the same split
+// count (a row's sums do not depend on its tile's height: each warp owns 16 rows, the splits'
+// orders are the columns').
+TEST(CudaFusedBoundary, HalfTiles) {
+  MHC_SKIP_WITHOUT_SM90A_KERNELS("the fused boundary");
+  uint64_t seed = 7700;
+  for (int n : {2, 4}) {
+    for (int hidden : {4096, 5120, 7168}) {
+      for (int64_t m : {1, 65, 300}) {
+        check_boundary(test::small_params(n, hidden), m, ++seed, 1.0, true, 0, 0, 64);
+      }
+    }
+  }
+  const MhcParams p = test::small_params(4, 5120);
+  for (int64_t m : {16, 63, 64, 127, 129, 1000, 4097}) {
+    check_boundary(p, m, ++seed, 1.0, true, 0, 0, 64);
+  }
+  for (int splits : {1, 3, 8}) check_boundary(p, 300, ++seed, 1.0, true, splits, 0, 64);
+  check_boundary(p, 200, ++seed, 1e-3, true, 0, 0, 64);
+  check_boundary(p, 200, ++seed, 1e2, true, 0, 0, 64);
+  check_boundary(test::small_params(2, 7168), 140, ++seed, 1.0, false, 1, 0, 64);
+  for (int splits : {1, 2, 5}) {
+    for (int64_t m : {97, 1000}) {
+      FoldCase k(p, m, ++seed);
+      cuda::SiteWorkspace ws(p, m, cuda::max_prenorm_splits(p));
+      FoldOutputs whole(p, m), half(p, m);
+      run_boundary(k, whole, true, ws, true, splits, 0, -1, 128);
+      run_boundary(k, half, true, ws, true, splits, 0, -1, 64);
+      const std::string label = test::case_name(p, m, 1.0) + " splits=" + std::to_string(splits);
+      EXPECT_TRUE(test::same_bits(to_host(whole.x), to_host(half.x))) << label << " x";
+      EXPECT_TRUE(test::same_bits(to_host(whole.layer_input), to_host(half.layer_input))) << label;
+      EXPECT_TRUE(test::same_bits(to_host(whole.coef.pre), to_host(half.coef.pre))) << label;
+      EXPECT_TRUE(test::same_bits(to_host(whole.coef.post), to_host(half.coef.post))) << label;
+      EXPECT_TRUE(test::same_bits(to_host(whole.coef.comb), to_host(half.coef.comb))) << label;
+      EXPECT_TRUE(test::same_bits(to_host(whole.coef.mixes), to_host(half.coef.mixes))) << label;
+    }
+  }
+  cuda::SiteWorkspace ws(p, 64, cuda::max_prenorm_splits(p));
+  FoldCase k(p, 64, ++seed);
+  FoldOutputs out(p, 64);
+  EXPECT_THROW(run_boundary(k, out, true, ws, true, 0, 32, -1, 64), Error) << "64 rows x 32 cols";
+  EXPECT_THROW(run_boundary(k, out, true, ws, true, 0, 0, -1, 96), Error) << "96 rows";
+}
+
 // The same inputs twice: the same bits (fixed orders, no atomics in the sums), and zero tokens
 // writes nothing.
 TEST(CudaFusedBoundary, BitwiseRunToRunAndZeroTokens) {
@@ -298,6 +345,32 @@ TEST(CudaFusedBoundary, SplitRule) {
       EXPECT_LT((splits - 1) * per_split, stages) << hidden << " " << m << ": an empty split";
     }
   }
+  // 64-row tiles: twice the tiles. 4096 tokens: 64 tiles, one wave of 2-CTA clusters.
+  EXPECT_EQ(cuda::boundary_splits(p, 4096, h200, 8, 64, 64), 2);
+  EXPECT_EQ(cuda::boundary_splits(p, 2048, h200, 8, 64, 64), 3) << "32 tiles: 39 3-CTA clusters";
+  EXPECT_THROW(cuda::boundary_splits(p, 1, h200, 8, 64, 96), Error) << "128 or 64 rows only";
+  // The tile: stage bytes per CTA, waves x stages x (n x and one F box + hc_fn's 24 KB): 104 KB
+  // a 128-row stage, 64 KB a 64-row one.
+  auto tile = [&](const MhcParams& q, int64_t m, int max_splits = 8) {
+    const cuda::BoundaryTile t = cuda::boundary_tile(q, m, h200, h200, max_splits);
+    return std::array<int, 2>{t.rows, t.splits};
+  };
+  // 4096 tokens: 128-row tiles leave 36 SMs idle (27 x 104 KB); the halves fill 128 (40 x 64 KB).
+  // Measured per site in a stack graph 148.8 against 157.4 µs at C = 5120, 205.9 against 223.6 at
+  // C = 7168 (docs/decisions.md, "Half tiles").
+  EXPECT_EQ(tile(p, 4096), (std::array<int, 2>{64, 2}));
+  EXPECT_EQ(tile(test::small_params(4, 7168), 4096), (std::array<int, 2>{64, 2}));
+  // 2048 tokens: 16 tiles x 6 splits (14 x 104 KB) against 32 x 3 (27 x 64 KB): the same 96 SMs;
+  // measured 80.6 against 92.4 µs.
+  EXPECT_EQ(tile(p, 2048), (std::array<int, 2>{128, 6}));
+  // 8192 tokens and more: every SM busy either way; 128 rows read hc_fn half as often.
+  EXPECT_EQ(tile(p, 8192), (std::array<int, 2>{128, 2}));
+  EXPECT_EQ(tile(p, 16384), (std::array<int, 2>{128, 2}));
+  EXPECT_EQ(tile(p, 4096, 1), (std::array<int, 2>{64, 1})) << "workspace room for one split";
+  const std::array<int, 8> same = {1, 1, 1, 1, 1, 1, 1, 1};
+  EXPECT_EQ(cuda::boundary_tile(p, 64, same, same).rows, 64) << "one tile either way";
+  EXPECT_EQ(cuda::boundary_tile(p, 128, same, same).rows, 128) << "one cluster at a time";
+
   // The splits' interleaved stages (split s of S: s, s + S, ...) cover every stage once, and a
   // split's share fits the kernel's table exactly where boundary_fits_table says so.
   for (int stages : {1, 3, 64, 80, 112, 160, 224, 256, 257}) {
@@ -322,6 +395,19 @@ TEST(CudaFusedBoundary, SplitRule) {
 TEST(SanitizeFusedBoundary, PartialTileAndClusters) {
   MHC_SKIP_WITHOUT_SM90A_KERNELS("the fused boundary");
   sanitize_case(0, 0, 7400);
+}
+
+TEST(SanitizeFusedBoundary, HalfTiles) {
+  MHC_SKIP_WITHOUT_SM90A_KERNELS("the fused boundary");
+  for (int splits : {0, 1}) {
+    for (int n : {2, 4}) {
+      const MhcParams p = test::small_params(n, 4096);
+      FoldCase k(p, 130, 7420 + uint64_t(n + splits));
+      cuda::SiteWorkspace ws(p, 130, cuda::max_prenorm_splits(p));
+      FoldOutputs out(p, 130);
+      run_boundary(k, out, true, ws, true, splits, 0, -1, 64);
+    }
+  }
 }
 
 TEST(SanitizeFusedBoundary, ThirtyTwoColumnStages) {

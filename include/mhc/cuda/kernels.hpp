@@ -76,8 +76,11 @@ struct PrenormTuning {
   int64_t fused_boundary_min_tokens = -1;
   int fused_boundary_min_hidden = 0;
   int fused_boundary_streams = 0;
-  // The fused boundary's CTAs per tile (1..8); 0: boundary_splits' rule. For sweeps.
+  // The fused boundary's CTAs per tile (1..8); 0: boundary_tile's rule. For sweeps.
   int boundary_splits = 0;
+  // The fused boundary's tokens per tile: 128 or 64 (64-column stages only); 0: boundary_tile's
+  // rule (128 where boundary_splits is forced). For sweeps.
+  int boundary_rows = 0;
   // The fused boundary's columns per pipeline stage: 64 (2 stages of 104 KB in the ring at
   // n = 4) or 32 (4 of 52 KB); 0: 64. For sweeps.
   int boundary_stage_columns = 0;
@@ -170,13 +173,27 @@ constexpr bool boundary_fits_table(int splits, int stages) {
 // kernels, the TF32 projection, not batch-invariant, and the 16-row fold does not apply.
 bool boundary_fuses(const MhcParams& p, int64_t tokens, const PrenormTuning& tuning,
                     Projection projection);
-// The fused boundary's CTAs per 128-token tile (one cluster, at most 8 and at most max_splits),
-// whole 64-column stages each, no split empty: the count with the fewest stage times per CTA,
-// waves x stages per split, where a wave is cluster_capacity[s - 1] clusters of s CTAs (1..8) (what
-// the device holds at once: GPCs fit fewer large clusters than SMs / s); ties to fewer splits,
-// but not to one.
+// The fused boundary's CTAs per tile of tile_rows (128 or 64) tokens (one cluster, at most 8 and
+// at most max_splits), whole stage_columns-column stages each, no split empty: the count with the
+// fewest stage times per CTA, waves x stages per split, where a wave is cluster_capacity[s - 1]
+// clusters of s CTAs (1..8) (what the device holds at once: GPCs fit fewer large clusters than
+// SMs / s); ties to fewer splits, but not to one.
 int boundary_splits(const MhcParams& p, int64_t tokens, const std::array<int, 8>& cluster_capacity,
-                    int max_splits = 8, int stage_columns = 64);
+                    int max_splits = 8, int stage_columns = 64,
+                    int tile_rows = 128);
+// The fused boundary's launch shape: tokens per tile and CTAs per tile.
+struct BoundaryTile {
+  int rows = 128;
+  int splits = 1;
+};
+// The tile (128 or 64 tokens, 64-column stages) whose boundary_splits leaves the fewest stage
+// bytes per CTA, waves x stages per split x the stage's bytes (n x and one F box of the tile's
+// rows, hc_fn's 64 columns): 64-row tiles where the 128-row tiles' best split count leaves SMs
+// idle that the halves fill (4096 tokens on the H200), 128 otherwise; ties to 128 (each tile
+// reads all of hc_fn). capacity_128 / capacity_64: cluster_capacity of each kernel.
+BoundaryTile boundary_tile(const MhcParams& p, int64_t tokens,
+                           const std::array<int, 8>& capacity_128,
+                           const std::array<int, 8>& capacity_64, int max_splits = 8);
 
 // The previous site's post, folded into this site's coefficient launch (decode sizes): this
 // site's x is not read but formed, x = bf16(post * F + comb^T x_prev), and written to x_next.

@@ -6,11 +6,11 @@
 // bytes, against 4C(n + 1) + 2nC for the post + next input launch followed by the coefficient
 // launch, which reads x again (docs/benchmarks.md, "The fused boundary's bytes floor").
 //
-// Work split. grid = (splits, tiles of 128 tokens); the splits of a tile share C's stages of
+// Work split. grid = (splits, tiles of 128 or 64 tokens); the splits of a tile share C's stages of
 // kColumns columns (64, or 32 for a deeper ring; all n streams of those columns, so that the post
 // has every source stream of a column), split s of S taking stages s, s + S, s + 2S, ..., and form
 // one thread block cluster. Thread 0 streams each stage through the copy engine: the n x boxes and
-// the F box (128 tokens x kColumns bf16 each, 128- or 64-byte swizzle) and hc_fn's 32-column boxes
+// the F box (a tile's tokens x kColumns bf16 each, 128- or 64-byte swizzle) and hc_fn's 32-column boxes
 // of every stream for those columns. Warp w owns tokens 16w..16w+15 over the CTA's columns; lane
 // (g, t) reads the 16-byte pieces of rows g and g + 8 that are exactly its mma.sync A fragment
 // (chunk_mma's layout), forms x there with post_sum (the post kernels' formula: the same bits),
@@ -44,20 +44,26 @@
 
 namespace mhc::cuda {
 
+// Tokens per tile: 128 (8 consumer warps), or 64 (4 warps: twice the tiles, so that a token count
+// whose 128-row tiles leave SMs idle fills them; boundary_tile chooses).
 inline constexpr int kBoundaryRowsPerTile = 128;
+inline constexpr int kBoundaryHalfTileRows = 64;
 // Columns of C per pipeline stage, for every stream: 64 (one 128-byte box row, the default) or
 // 32 (64-byte box rows: half the stage, twice the stages in the ring).
 inline constexpr int kBoundaryStageColumns = 64;
 inline constexpr int kBoundaryMaxSplits = kPostClusterMaxCtas;  // a tile's splits: one cluster
 
-template <int kStreams, int kColumns = kBoundaryStageColumns>
+template <int kStreams, int kColumns = kBoundaryStageColumns, int kTileRows = kBoundaryRowsPerTile>
 struct BoundaryShape {
   static_assert(kColumns == 64 || kColumns == 32, "64 or 32 columns per stage");
+  static_assert(kTileRows == kBoundaryRowsPerTile || kTileRows == kBoundaryHalfTileRows,
+                "128 or 64 tokens per tile");
+  static constexpr int kStreamCount = kStreams;
   static constexpr int kNmix = kStreams * (kStreams + 2);
   static constexpr int kNTiles = kNmix / 8;
   static constexpr int kStride = kNmix + 1;
-  static constexpr int kConsumerWarps = kBoundaryRowsPerTile / 16;
-  static constexpr int kRows = kBoundaryRowsPerTile;
+  static constexpr int kConsumerWarps = kTileRows / 16;
+  static constexpr int kRows = kTileRows;
   // No producer warp: warp 0 issues the copies (consume_boundary). A ninth warp would put three
   // warps on one of the SM's four schedulers and cap every thread at 168 registers, where the
   // consumers need about 210 at n = 4 (ptxas spilled).
@@ -65,14 +71,15 @@ struct BoundaryShape {
   static constexpr int kStageColumns = kColumns;
   static constexpr int kChunks = kColumns / 32;        // 32-column MMA chunks per stage
   static constexpr int kRowBytes = kColumns * 2;       // an x or F box row: the swizzle's span
-  static constexpr int kBoxBytes = kRows * kRowBytes;  // an x or F box: 128 tokens x kColumns bf16
+  static constexpr int kBoxBytes = kRows * kRowBytes;  // an x or F box: kRows tokens x kColumns
   static constexpr int kWBoxK = 32;                    // fp32 per hc_fn box row
   static constexpr int kWBoxBytes = kNmix * 128;
   static constexpr int kFOffset = kStreams * kBoxBytes;
   static constexpr int kWOffset = kFOffset + kBoxBytes;
   static constexpr int kStageBytes = kWOffset + kStreams * kChunks * kWBoxBytes;
   // As many stages as fit beside the static shared memory (~17 KB at n = 4): with 64 columns 2
-  // of 104 KB at n = 4, 3 of 52 KB at n = 2; with 32 columns 4 of 52 KB at n = 4, at most 6.
+  // of 104 KB at n = 4, 3 of 52 KB at n = 2 (128-row tiles; 3 of 64 KB at n = 4 with 64 rows);
+  // with 32 columns 4 of 52 KB at n = 4, at most 6.
   static constexpr int kStages =
       kColumns == 64 ? (3 * kStageBytes <= 200 * 1024 ? 3 : 2)
                      : (208 * 1024 / kStageBytes < 6 ? 208 * 1024 / kStageBytes : 6);
@@ -158,14 +165,14 @@ struct BoundaryPolicies {
 
 // One stage's copies: the n x boxes and the F box at (column col, token row0), hc_fn's 32-wide
 // boxes (kChunks per stream).
-template <int kStreams, int kColumns>
+template <class S>
 __device__ __forceinline__ void produce_boundary_stage(const CUtensorMap* x_map,
                                                        const CUtensorMap* f_map,
                                                        const CUtensorMap* w_map,
                                                        unsigned char* stage, uint64_t* full,
                                                        int hidden, int col, int64_t row0,
                                                        const BoundaryPolicies& policies) {
-  using S = BoundaryShape<kStreams, kColumns>;
+  constexpr int kStreams = S::kStreamCount;
   mbarrier_arrive_expect_bytes(full, S::kStageBytes);
 #pragma unroll
   for (int j = 0; j < kStreams; ++j) {
@@ -190,12 +197,12 @@ __device__ __forceinline__ void produce_boundary_stage(const CUtensorMap* x_map,
 // Register economy (at n = 4 whole rows in floats spilled beside the MMA fragments): x stays packed
 // and is widened per output stream, the coefficients are read per output stream. Each value is
 // still post_sum's rounded, and y is collapse8's sum (the same fmas in stream order).
-template <int kStreams, int kColumns>
+template <class S>
 __device__ __forceinline__ void boundary_row_post(unsigned char* stage, int offset,
-                                                  const BoundaryRow<kStreams>& r,
-                                                  uint4 (&x_packed)[kStreams], float& y_sum_sq) {
-  constexpr int n = kStreams;
-  using S = BoundaryShape<kStreams, kColumns>;
+                                                  const BoundaryRow<S::kStreamCount>& r,
+                                                  uint4 (&x_packed)[S::kStreamCount],
+                                                  float& y_sum_sq) {
+  constexpr int n = S::kStreamCount;
   uint4 xv[n];
 #pragma unroll
   for (int j = 0; j < n; ++j)
@@ -240,13 +247,13 @@ __device__ __forceinline__ void boundary_row_post(unsigned char* stage, int offs
 // kColumns columns at `col`; rows past the batch are clipped by the copy engine. Lane 0 of the
 // warp issues them once the warp's writes are fenced and synchronised, and waits until they
 // have read the stage before the warp releases it.
-template <int kStreams, int kColumns>
+template <class S>
 __device__ __forceinline__ void store_boundary_stage(const CUtensorMap* x_out_map,
                                                      const CUtensorMap* y_map,
                                                      const unsigned char* stage, int warp,
                                                      int hidden, int col, int64_t row0,
                                                      const BoundaryPolicies& policies) {
-  using S = BoundaryShape<kStreams, kColumns>;
+  constexpr int kStreams = S::kStreamCount;
   const int row = static_cast<int>(row0) + 16 * warp;
   const int offset = 16 * warp * S::kRowBytes;  // whole swizzle periods (8 rows) of the box
 #pragma unroll
@@ -265,24 +272,22 @@ __device__ __forceinline__ void store_boundary_stage(const CUtensorMap* x_out_ma
 // MMA row g + 8h. Lane 0 of warp 0 also keeps the ring full: before stage i it waits until every
 // warp has released stage i - 1 and refills that slot with stage i - 1 + kStages (the first
 // kStages were issued up front).
-template <int kStreams, int kColumns>
+template <class S>
 __device__ __forceinline__ void consume_boundary(
     const CUtensorMap* x_map, const CUtensorMap* f_map, const CUtensorMap* w_map,
     const CUtensorMap* x_out_map, const CUtensorMap* y_map, unsigned char* stages, uint64_t* full,
     uint64_t* empty, int hidden, const uint16_t* stage_of, int stage_count, int64_t row0,
-    bool warp_has_rows, const int (&rows)[2], const BoundaryRow<kStreams> (&coefs)[2],
-    float (&acc)[1][kStreams * (kStreams + 2) / 8][4], float (&sumsq)[1][2], float (&y_sum_sq)[2]) {
-  constexpr int n = kStreams;
-  using S = BoundaryShape<kStreams, kColumns>;
+    bool warp_has_rows, const int (&rows)[2], const BoundaryRow<S::kStreamCount> (&coefs)[2],
+    float (&acc)[1][S::kNTiles][4], float (&sumsq)[1][2], float (&y_sum_sq)[2]) {
+  constexpr int n = S::kStreamCount;
   const int warp = threadIdx.x / kWarp, lane = threadIdx.x % kWarp, g = lane / 4, t = lane % 4;
   const bool issuer = threadIdx.x == 0;
   const BoundaryPolicies policies{l2_policy<L2Eviction::normal>(), l2_policy<L2Eviction::last>(),
                                   l2_policy<L2Eviction::first>(), l2_policy<L2Eviction::normal>()};
   auto issue = [&](int stage) {  // stage index within the split, into its ring slot
     const int slot = stage % S::kStages;
-    produce_boundary_stage<kStreams, kColumns>(x_map, f_map, w_map, stages + slot * S::kStageBytes,
-                                               &full[slot], hidden,
-                                               stage_of[stage] * S::kStageColumns, row0, policies);
+    produce_boundary_stage<S>(x_map, f_map, w_map, stages + slot * S::kStageBytes, &full[slot],
+                              hidden, stage_of[stage] * S::kStageColumns, row0, policies);
   };
   if (issuer) {
     for (int i = 0; i < min(S::kStages, stage_count); ++i) issue(i);
@@ -303,8 +308,8 @@ __device__ __forceinline__ void consume_boundary(
       uint4 x_packed[2][n];
 #pragma unroll
       for (int h = 0; h < 2; ++h) {
-        boundary_row_post<n, kColumns>(stage, box_offset<S::kRowBytes>(rows[h], c * 4 + t),
-                                       coefs[h], x_packed[h], y_sum_sq[h]);
+        boundary_row_post<S>(stage, box_offset<S::kRowBytes>(rows[h], c * 4 + t), coefs[h],
+                             x_packed[h], y_sum_sq[h]);
       }
 #pragma unroll
       for (int k = 0; k < n; ++k) {
@@ -324,8 +329,7 @@ __device__ __forceinline__ void consume_boundary(
     __syncwarp();
     if (lane == 0) {
       if (warp_has_rows) {
-        store_boundary_stage<n, kColumns>(x_out_map, y_map, stage, warp, hidden, col0, row0,
-                                          policies);
+        store_boundary_stage<S>(x_out_map, y_map, stage, warp, hidden, col0, row0, policies);
       }
       mbarrier_arrive(&empty[s]);
     }
@@ -336,12 +340,11 @@ __device__ __forceinline__ void consume_boundary(
 // of y^2 (row_sum_sq[rank][row], written into every CTA's shared memory), added in rank order.
 // With several CTAs it ends the relaxed arrival made at the kernel's start; one CTA (launched
 // without a cluster) keeps to its own shared memory. All threads of the CTA call it.
-template <int kStreams>
-__device__ __forceinline__ void exchange_row_norms(
-    float (&row_sum_sq)[BoundaryShape<kStreams>::kMaxSplits][BoundaryShape<kStreams>::kRows],
-    float* row_scale, const float (&mine)[2], const int (&rows)[2], int rank, int ctas, int hidden,
-    float eps_n) {
-  using S = BoundaryShape<kStreams>;
+template <class S>
+__device__ __forceinline__ void exchange_row_norms(float (&row_sum_sq)[S::kMaxSplits][S::kRows],
+                                                   float* row_scale, const float (&mine)[2],
+                                                   const int (&rows)[2], int rank, int ctas,
+                                                   int hidden, float eps_n) {
   if (ctas == 1) {
     if (threadIdx.x % 4 == 0) row_sum_sq[0][rows[0]] = mine[0], row_sum_sq[0][rows[1]] = mine[1];
     __syncthreads();
@@ -442,8 +445,8 @@ __device__ __noinline__ void finish_boundary_tile(const PrenormArgs& args, int64
 // args: the coefficient path's (partials, counters, coefficient parameters and outputs), with
 // args.previous (x_prev, post, comb, F, x_out) and args.input (pre_mix, norm weight or null,
 // layer_input, eps_n) set; args.splits CTAs per tile, one cluster.
-template <int kStreams, int kColumns>
-__global__ void __launch_bounds__(BoundaryShape<kStreams, kColumns>::kThreads, 1)
+template <int kStreams, int kColumns, int kTileRows>
+__global__ void __launch_bounds__(BoundaryShape<kStreams, kColumns, kTileRows>::kThreads, 1)
     sm90_boundary_kernel(const __grid_constant__ PrenormArgs args, const BoundaryColumns cols,
                          const __grid_constant__ CUtensorMap x_map,
                          const __grid_constant__ CUtensorMap f_map,
@@ -452,7 +455,7 @@ __global__ void __launch_bounds__(BoundaryShape<kStreams, kColumns>::kThreads, 1
                          const __grid_constant__ CUtensorMap y_map) {
 // The body exists in the sm_90a image only (the plan offers the kernel nowhere else).
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
-  using S = BoundaryShape<kStreams, kColumns>;
+  using S = BoundaryShape<kStreams, kColumns, kTileRows>;
   extern __shared__ unsigned char smem_raw[];
   __shared__ uint64_t full[S::kStages], empty[S::kStages];
   __shared__ float row_sum_sq[S::kMaxSplits][S::kRows];
@@ -511,7 +514,7 @@ __global__ void __launch_bounds__(BoundaryShape<kStreams, kColumns>::kThreads, 1
       coefs[h] = {comb_t[rows[h]], post_pre_mix[rows[h]]};
     }
     __syncwarp();  // the warp's rows' coefficients, written by their quads
-    detail::consume_boundary<kStreams, kColumns>(
+    detail::consume_boundary<S>(
         &x_map, &f_map, &w_map, &x_out_map, &y_map, stages, full, empty, cols.hidden, stage_of,
         stage_count, row0, warp_has_rows, rows, coefs, acc, sumsq, y_sum_sq);
     sumsq[0][0] = group_sum<4>(sumsq[0][0]);
@@ -535,7 +538,7 @@ __global__ void __launch_bounds__(BoundaryShape<kStreams, kColumns>::kThreads, 1
       in_cluster || args.splits == 1 ? sums : tile_partials + int64_t(split) * n_out_padded;
   store_fragment_rows<kStreams>(dest, warp * 16, rows_valid, acc[0], sumsq[0], row_of_g, lane % 4);
   if (args.input.norm_weight != nullptr) {
-    detail::exchange_row_norms<kStreams>(row_sum_sq, row_scale, y_sum_sq, rows, split, args.splits,
+    detail::exchange_row_norms<S>(row_sum_sq, row_scale, y_sum_sq, rows, split, args.splits,
                                          hidden, args.input.eps_n);
     detail::scale_layer_input<S::kThreads, S::kScaleSlots, S::kStageColumns>(
         args.input.layer_input, args.input.norm_weight, row_scale, row0, rows_valid, hidden,
@@ -556,10 +559,10 @@ __global__ void __launch_bounds__(BoundaryShape<kStreams, kColumns>::kThreads, 1
 
 // How many clusters of `ctas` CTAs (1..kMaxSplits) of the kernel the device holds at once
 // (cudaOccupancyMaxActiveClusters: one CTA per SM, clusters within a GPC), into *clusters.
-template <int kStreams, int kColumns>
+template <int kStreams, int kColumns, int kTileRows>
 cudaError_t sm90_boundary_cluster_capacity(int ctas, int* clusters) {
-  using S = BoundaryShape<kStreams, kColumns>;
-  return max_active_clusters(sm90_boundary_kernel<kStreams, kColumns>, ctas, S::kThreads,
+  using S = BoundaryShape<kStreams, kColumns, kTileRows>;
+  return max_active_clusters(sm90_boundary_kernel<kStreams, kColumns, kTileRows>, ctas, S::kThreads,
                              S::kSmemBytes, clusters);
 }
 
@@ -567,10 +570,10 @@ cudaError_t sm90_boundary_cluster_capacity(int ctas, int* clusters) {
 // bulk_copies_enabled(), with 1 <= args.splits <= kMaxSplits, C a multiple of 64 and
 // C in whole kColumns-column stages). The tensor maps hold the previous x's and F's
 // addresses and the token count: made per launch (a host call, no allocation).
-template <int kStreams, int kColumns>
+template <int kStreams, int kColumns, int kTileRows>
 cudaError_t launch_sm90_boundary(const PrenormArgs& args, const BoundaryColumns& cols,
                                  LaunchTarget on) {
-  using S = BoundaryShape<kStreams, kColumns>;
+  using S = BoundaryShape<kStreams, kColumns, kTileRows>;
   const CUtensorMapSwizzle swizzle =
       S::kRowBytes == 128 ? CU_TENSOR_MAP_SWIZZLE_128B : CU_TENSOR_MAP_SWIZZLE_64B;
   CUtensorMap x_map, f_map, w_map, x_out_map, y_map;
@@ -596,7 +599,7 @@ cudaError_t launch_sm90_boundary(const PrenormArgs& args, const BoundaryColumns&
                                uint64_t(cols.hidden), tokens, S::kStageColumns, 16, swizzle);
   }
   if (err != cudaSuccess) return err;
-  const auto kernel = sm90_boundary_kernel<kStreams, kColumns>;
+  const auto kernel = sm90_boundary_kernel<kStreams, kColumns, kTileRows>;
   err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, S::kSmemBytes);
   if (err != cudaSuccess) return err;
   const int64_t tiles = ceil_div(args.tokens, S::kRows);
