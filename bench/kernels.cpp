@@ -56,7 +56,8 @@ struct Item {
   double bytes;  // the floor's bytes for this item
   EnqueueFn enqueue;
   PrenormTuning tuning;
-  int per_graph = 1;  // the graph holds this many instances; times are per instance
+  int per_graph = 1;            // the graph holds this many instances; times are per instance
+  BoundaryTile boundary{0, 0};  // the fused boundary's launch shape, where the item runs it
 };
 
 // One model site's weights (random; the kernels' speed does not depend on their values).
@@ -139,7 +140,7 @@ void add_boundary_item(const Setup& c, const char* name, const PrenormTuning& tu
                                      b.x_next.get()};
          prenorm_coefficients(c.p, c.m, out, c.proj, tuning, c.ws, s, &input, &previous);
        },
-       tuning});
+       tuning, 1, boundary_launch_tile(c.p, c.m, tuning, c.ws)});
 }
 
 void add_site_items(const Setup& c, bool sweep, std::vector<Item>& items) {
@@ -266,7 +267,7 @@ void add_stack_items(const Setup& c, bool sweep, std::vector<Item>& items) {
     const double bytes = c.coef_bytes + md * (2 * K + 4 * C);
     items.push_back({"site in stack, fused boundary (each)", bytes,
                      stack_steady_state(c, StackLayout::fused_boundary, fused), fused,
-                     kSitesPerGraph});
+                     kSitesPerGraph, boundary_launch_tile(c.p, c.m, fused, c.ws)});
     // Each tile shape forced (its split rule), against the rule's choice above: where the plan
     // fuses the boundary, and in the sweep.
     const bool plan_fuses = boundary_fuses(c.p, c.m, c.chosen, c.proj);
@@ -277,7 +278,7 @@ void add_stack_items(const Setup& c, bool sweep, std::vector<Item>& items) {
       items.push_back({rows == 128 ? "site in stack, fused boundary, 128-row tiles"
                                    : "site in stack, fused boundary, 64-row tiles",
                        bytes, stack_steady_state(c, StackLayout::fused_boundary, t), t,
-                       kSitesPerGraph});
+                       kSitesPerGraph, boundary_launch_tile(c.p, c.m, t, c.ws)});
     }
   }
 }
@@ -306,7 +307,10 @@ nlohmann::json time_item(const Item& item, const MhcParams& p, int64_t m, const 
   r.min_us /= item.per_graph;
   const double gbps = item.bytes / (r.median_us * 1e-6) / 1e9;  // 0 for the empty kernel
   const double floor_us = item.bytes / kAnchorCopyBandwidth * 1e6;
-  const std::string tuning = item.tuning.splits ? item.tuning.describe() : "";
+  std::string tuning = item.tuning.splits ? item.tuning.describe() : "";
+  if (item.boundary.splits > 0) {
+    tuning = fmt::format("boundary {}x{} ", item.boundary.rows, item.boundary.splits) + tuning;
+  }
   fmt::print("{:<34} {:>6} {:>10.2f} {:>9.0f} {:>10.2f} {:>7.0f}%  {}\n", item.name, m, r.median_us,
              gbps, floor_us, 100.0 * gbps * 1e9 / copy_bw, tuning);
   return {{"kernel", item.name},
@@ -322,6 +326,8 @@ nlohmann::json time_item(const Item& item, const MhcParams& p, int64_t m, const 
           {"boundary_splits", item.tuning.boundary_splits},
           {"boundary_stage_columns", item.tuning.boundary_stage_columns},
           {"boundary_rows", item.tuning.boundary_rows},
+          {"boundary_tile_rows", item.boundary.rows},
+          {"boundary_tile_splits", item.boundary.splits},
           {"rows_per_tile", item.tuning.rows_per_tile},
           {"input_sets", r.sets},
           {"instances_per_graph", item.per_graph},

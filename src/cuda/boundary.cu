@@ -195,7 +195,23 @@ BoundaryShapeChoice boundary_shape(const MhcParams& p, int64_t tokens, const Pre
   return c;
 }
 
+// The most splits whose partials the workspace holds (at least 1, at most 8): at 128-row tiles,
+// which round the batch up the most, so 64-row tiles fit too. A small workspace gets fewer splits
+// rather than an error.
+int workspace_room(const MhcParams& p, int64_t tokens, const SiteWorkspace& ws) {
+  const int64_t tiles = ceil_div(tokens, kBoundaryRowsPerTile);
+  const int64_t per_split = std::max<int64_t>(1, tiles * kBoundaryRowsPerTile * (p.nmix() + 1));
+  return static_cast<int>(
+      std::clamp<int64_t>(ws.partial_capacity() / per_split, 1, kBoundaryMaxSplits));
+}
+
 }  // namespace
+
+BoundaryTile boundary_launch_tile(const MhcParams& p, int64_t tokens, const PrenormTuning& tuning,
+                                  const SiteWorkspace& ws) {
+  return boundary_shape(p, tokens, tuning, workspace_room(p, tokens, ws), "boundary_launch_tile")
+      .tile;
+}
 
 // Declared in prenorm_dispatch.hpp.
 void launch_boundary(const MhcParams& p, int64_t tokens, const InputPathBuffers& input,
@@ -206,13 +222,9 @@ void launch_boundary(const MhcParams& p, int64_t tokens, const InputPathBuffers&
   check_ptr(input.layer_input, "layer_input", what);
   if (input.norm_weight != nullptr) check_ptr(input.norm_weight, "norm_weight", what);
   // Split partials beyond the first need room in the workspace (one split keeps its totals in
-  // shared memory); a small workspace gets fewer splits rather than an error.
-  // (128-row tiles round the batch up the most: room enough for 64-row tiles too.)
-  const int64_t tiles = ceil_div(tokens, kBoundaryRowsPerTile);
-  const int64_t per_split = tiles * kBoundaryRowsPerTile * (p.nmix() + 1);
-  const int room = static_cast<int>(
-      std::clamp<int64_t>(ws.partial_capacity() / per_split, 1, kBoundaryMaxSplits));
-  const BoundaryShapeChoice shape = boundary_shape(p, tokens, tuning, room, what);
+  // shared memory).
+  const BoundaryShapeChoice shape =
+      boundary_shape(p, tokens, tuning, workspace_room(p, tokens, ws), what);
   const int stage_columns = shape.stage_columns;
   args.splits = shape.tile.splits;
   args.leaf_chunks = 0;

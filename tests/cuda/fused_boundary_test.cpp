@@ -238,6 +238,18 @@ TEST(CudaFusedBoundary, HalfTiles) {
     }
   }
   cuda::SiteWorkspace ws(p, 64, cuda::max_prenorm_splits(p));
+  // What the launches above took: the forced fields, the rules for the rest.
+  const cuda::BoundaryTile forced =
+      cuda::boundary_launch_tile(p, 64, test::boundary_tuning(true, 3, 0, 64), ws);
+  EXPECT_EQ(forced.rows, 64);
+  EXPECT_EQ(forced.splits, 3);
+  EXPECT_EQ(cuda::boundary_launch_tile(p, 64, test::boundary_tuning(true, 5), ws).rows, 128);
+  const cuda::BoundaryTile ruled =
+      cuda::boundary_launch_tile(p, 64, test::boundary_tuning(true), ws);
+  EXPECT_TRUE(ruled.rows == 64 || ruled.rows == 128) << ruled.rows;
+  EXPECT_TRUE(ruled.splits >= 1 && ruled.splits <= 8) << ruled.splits;
+  EXPECT_THROW(cuda::boundary_launch_tile(p, 64, test::boundary_tuning(true, 0, 32, 64), ws),
+               Error);
   FoldCase k(p, 64, ++seed);
   FoldOutputs out(p, 64);
   EXPECT_THROW(run_boundary(k, out, true, ws, true, 0, 32, -1, 64), Error) << "64 rows x 32 cols";

@@ -179,8 +179,7 @@ bool boundary_fuses(const MhcParams& p, int64_t tokens, const PrenormTuning& tun
 // clusters of s CTAs (1..8) (what the device holds at once: GPCs fit fewer large clusters than
 // SMs / s); ties to fewer splits, but not to one.
 int boundary_splits(const MhcParams& p, int64_t tokens, const std::array<int, 8>& cluster_capacity,
-                    int max_splits = 8, int stage_columns = 64,
-                    int tile_rows = 128);
+                    int max_splits = 8, int stage_columns = 64, int tile_rows = 128);
 // The fused boundary's launch shape: tokens per tile and CTAs per tile.
 struct BoundaryTile {
   int rows = 128;
@@ -194,6 +193,11 @@ struct BoundaryTile {
 BoundaryTile boundary_tile(const MhcParams& p, int64_t tokens,
                            const std::array<int, 8>& capacity_128,
                            const std::array<int, 8>& capacity_64, int max_splits = 8);
+// The tile the fused boundary launches on this device for `tokens` with `tuning` and `ws` (the
+// tuning's forced fields, the rules for the rest; what benchmarks report). Throws on a bad
+// forced field.
+BoundaryTile boundary_launch_tile(const MhcParams& p, int64_t tokens, const PrenormTuning& tuning,
+                                  const SiteWorkspace& ws);
 
 // The previous site's post, folded into this site's coefficient launch (decode sizes): this
 // site's x is not read but formed, x = bf16(post * F + comb^T x_prev), and written to x_next.
