@@ -372,6 +372,8 @@ def table_boundary_sweep(paths):
     sweep, rule = {}, {}
     for r in doc["results"]:
         columns = r.get("boundary_stage_columns") or 64
+        if r.get("boundary_rows") == 64:  # 64-token tiles (forced) apart from the 128-row rows
+            columns = f"{columns}, 64-row tiles"
         if r["kernel"].strip() == "fused boundary sweep":
             sweep[(r["tokens"], columns, r["boundary_splits"])] = r["median_us"]
         elif r["kernel"] in rule_items:
@@ -380,7 +382,9 @@ def table_boundary_sweep(paths):
     lines = ["| M | stage columns | " + " | ".join(f"{s} split{'s' if s > 1 else ''}"
                                                    for s in counts) + " | the rule |",
              "|---:|---:|" + "---:|" * (len(counts) + 1)]
-    for m, columns in sorted({(m, c) for (m, c, _) in sweep}, key=lambda k: (k[0], -k[1])):
+    order = {64: 0, 32: 1}
+    for m, columns in sorted({(m, c) for (m, c, _) in sweep},
+                             key=lambda k: (k[0], order.get(k[1], 2), str(k[1]))):
         times = [sweep.get((m, columns, s)) for s in counts]
         best = min(t for t in times if t is not None)
         cells = ["" if t is None else (f"**{t:.1f}**" if t == best else f"{t:.1f}")
@@ -389,6 +393,45 @@ def table_boundary_sweep(paths):
         lines.append(f"| {m} | {columns} | " + " | ".join(cells) + " |")
     lines += ["", f"`mhc bench kernels --sweep` (median µs) on {provenance(doc)}; source "
               f"`{path}`."]
+    return lines
+
+
+def table_boundary_tiles(paths):
+    """`mhc bench kernels` JSONs (several hidden sizes, rounds of each) with the fused boundary's
+    rows per forced tile height: per C and size, the site in a stack graph with the rule's tile
+    (rows x splits), with 128- and 64-row tiles forced, and unfused; ranges over the rounds."""
+    items = {"site in stack, fused boundary (each)": "rule",
+             "site in stack, fused boundary, 128-row tiles": "128",
+             "site in stack, fused boundary, 64-row tiles": "64",
+             "site in stack, 8 per graph (each)": "unfused"}
+    times, tiles = {}, {}
+    for path in paths:
+        doc = load(path)
+        hidden = int(re.search(r"C=(\d+)", doc.get("params", "")).group(1))
+        for r in doc["results"]:
+            if r["kernel"] in items:
+                key = (hidden, r["tokens"], items[r["kernel"]])
+                times.setdefault(key, []).append(r["median_us"])
+                if items[r["kernel"]] == "rule" and r.get("boundary_tile_rows"):
+                    tiles[(hidden, r["tokens"])] = f"{r['boundary_tile_rows']} x " \
+                                                   f"{r['boundary_tile_splits']}"
+                elif items[r["kernel"]] == "rule":  # a binary that did not report its tile
+                    tiles.setdefault((hidden, r["tokens"]), "")
+
+    def span(values):
+        lo, hi = min(values), max(values)
+        return f"{lo:.1f}" if round(lo, 1) == round(hi, 1) else f"{lo:.1f}-{hi:.1f}"
+
+    lines = ["| C | M | the rule's tile (rows x splits) | fused, the rule | fused, 128-row tiles | "
+             "fused, 64-row tiles | unfused |", "|---:|---:|---:|---:|---:|---:|---:|"]
+    for hidden, m in sorted(tiles):
+        cells = [tiles[(hidden, m)]]
+        cells += [span(times[(hidden, m, k)]) if (hidden, m, k) in times else ""
+                  for k in ("rule", "128", "64", "unfused")]
+        lines.append(f"| {hidden} | {m} | " + " | ".join(cells) + " |")
+    sources = " ".join(f"`{p}`" for p in paths)
+    lines += ["", f"`mhc bench kernels`, the site in a stack graph (median µs per site; a range "
+              f"over the rounds) on {provenance(load(paths[0]))}; sources {sources}."]
     return lines
 
 
@@ -447,7 +490,7 @@ KINDS = {"tune": table_tune, "overlap": table_overlap, "log": table_log,
          "prenorm": table_prenorm, "invariance": table_invariance, "kernels": table_kernels,
          "kernels_ab": table_kernels_ab, "overlap_ab": table_overlap_ab,
          "overlap_main_rounds": table_overlap_main_rounds,
-         "kernels_arms": table_kernels_arms,
+         "kernels_arms": table_kernels_arms, "boundary_tiles": table_boundary_tiles,
          "boundary": table_boundary,
          "boundary_sweep": table_boundary_sweep, "tma_stream": table_tma_stream,
          "python_overlap": table_python_overlap, "kernels_site": table_kernels_site}

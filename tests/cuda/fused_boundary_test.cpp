@@ -375,13 +375,22 @@ TEST(CudaFusedBoundary, SplitRule) {
   // 2048 tokens: 16 tiles x 6 splits (14 x 104 KB) against 32 x 3 (27 x 64 KB): the same 96 SMs;
   // measured 80.6 against 92.4 µs.
   EXPECT_EQ(tile(p, 2048), (std::array<int, 2>{128, 6}));
-  // 8192 tokens and more: every SM busy either way; 128 rows read hc_fn half as often.
-  EXPECT_EQ(tile(p, 8192), (std::array<int, 2>{128, 2}));
-  EXPECT_EQ(tile(p, 16384), (std::array<int, 2>{128, 2}));
+  // 3072 and 6144 tokens: 24 x 4 and 48 x 2 on 96 SMs, against 20 x 64 KB and two waves of
+  // 96 x 2 (measured 117 against 132 µs, 226 against 276).
+  EXPECT_EQ(tile(p, 3072), (std::array<int, 2>{128, 4}));
+  EXPECT_EQ(tile(p, 6144), (std::array<int, 2>{128, 2}));
+  // From 8192 tokens the 128-row tiles' first wave keeps 128-132 of 132 SMs busy (12288: 15
+  // clusters of 8): the halves' 3-stage ring, measured 0.1-5% faster at C = 4096-7168.
+  EXPECT_EQ(tile(p, 8192), (std::array<int, 2>{64, 2}));
+  EXPECT_EQ(tile(p, 12288), (std::array<int, 2>{64, 2}));
+  EXPECT_EQ(tile(p, 16384), (std::array<int, 2>{64, 2}));
+  // n = 2: both rings hold 3 stages; the stage bytes decide.
+  EXPECT_EQ(tile(test::small_params(2, 5120), 16384)[0], 128);
   EXPECT_EQ(tile(p, 4096, 1), (std::array<int, 2>{64, 1})) << "workspace room for one split";
-  const std::array<int, 8> same = {1, 1, 1, 1, 1, 1, 1, 1};
-  EXPECT_EQ(cuda::boundary_tile(p, 64, same, same).rows, 64) << "one tile either way";
-  EXPECT_EQ(cuda::boundary_tile(p, 128, same, same).rows, 128) << "one cluster at a time";
+  // A device of 8 SMs (one cluster of 5-8 at a time): one 128-row tile of 8 splits fills it.
+  const std::array<int, 8> small = {8, 4, 2, 2, 1, 1, 1, 1};
+  EXPECT_EQ(cuda::boundary_tile(p, 128, small, small).rows, 64);
+  EXPECT_EQ(cuda::boundary_tile(p, 128, small, small).splits, 4) << "2 tiles x 4: one wave";
 
   // The splits' interleaved stages (split s of S: s, s + S, ...) cover every stage once, and a
   // split's share fits the kernel's table exactly where boundary_fits_table says so.

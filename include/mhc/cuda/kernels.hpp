@@ -185,11 +185,13 @@ struct BoundaryTile {
   int rows = 128;
   int splits = 1;
 };
-// The tile (128 or 64 tokens, 64-column stages) whose boundary_splits leaves the fewest stage
-// bytes per CTA, waves x stages per split x the stage's bytes (n x and one F box of the tile's
-// rows, hc_fn's 64 columns): 64-row tiles where the 128-row tiles' best split count leaves SMs
-// idle that the halves fill (4096 tokens on the H200), 128 otherwise; ties to 128 (each tile
-// reads all of hc_fn). capacity_128 / capacity_64: cluster_capacity of each kernel.
+// The tile (128 or 64 tokens, 64-column stages) and its boundary_splits: 64-row tiles where the
+// 128-row tiles' first wave keeps 90% of the SMs busy and the halves' ring is deeper (DRAM sets
+// the time; n = 4 from 8192 tokens on the H200); elsewhere the height whose split count leaves
+// the fewest stage bytes per CTA, waves x stages per split x the stage's bytes (n x and one F box
+// of the tile's rows, hc_fn's 64 columns): 64 rows where the 128-row tiles leave SMs idle that
+// the halves fill (4096 tokens), ties to 128 (each tile reads all of hc_fn).
+// capacity_128 / capacity_64: cluster_capacity of each kernel (capacity_128[0]: the SMs).
 BoundaryTile boundary_tile(const MhcParams& p, int64_t tokens,
                            const std::array<int, 8>& capacity_128,
                            const std::array<int, 8>& capacity_64, int max_splits = 8);
