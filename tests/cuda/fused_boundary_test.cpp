@@ -380,7 +380,7 @@ TEST(CudaFusedBoundary, SplitRule) {
   EXPECT_EQ(tile(p, 3072), (std::array<int, 2>{128, 4}));
   EXPECT_EQ(tile(p, 6144), (std::array<int, 2>{128, 2}));
   // From 8192 tokens the 128-row tiles' first wave keeps 128-132 of 132 SMs busy (12288: 15
-  // clusters of 8): the halves' 3-stage ring, measured 0.1-5% faster at C = 4096-7168.
+  // clusters of 8): the halves' 3-stage ring, measured up to 5% faster at C = 4096-7168.
   EXPECT_EQ(tile(p, 8192), (std::array<int, 2>{64, 2}));
   EXPECT_EQ(tile(p, 12288), (std::array<int, 2>{64, 2}));
   EXPECT_EQ(tile(p, 16384), (std::array<int, 2>{64, 2}));
