@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <array>
 #include <cmath>
+#include <initializer_list>
 #include <string>
 #include <vector>
 
@@ -49,14 +50,30 @@ void check_boundary(const MhcParams& p, int64_t m, uint64_t seed, double amplitu
   test::expect_boundary_matches_reference(k, got, with_norm, label);
 }
 
+// Every model shape (n = 2 and 4, C = 4096 / 5120 / 7168) at each token count of `tokens`, with
+// the forced stage columns and tile rows (0: the rules).
+void check_model_shapes(std::initializer_list<int64_t> tokens, uint64_t& seed,
+                        int stage_columns = 0, int rows = 0) {
+  for (int n : {2, 4}) {
+    for (int hidden : {4096, 5120, 7168}) {
+      for (int64_t m : tokens) {
+        check_boundary(test::small_params(n, hidden), m, ++seed, 1.0, true, 0, stage_columns, rows);
+      }
+    }
+  }
+}
+
+// Small and large amplitudes and the plain collapse (no norm weight) at 200 tokens of p.
+void check_amplitudes(const MhcParams& p, uint64_t& seed, int stage_columns = 0, int rows = 0) {
+  check_boundary(p, 200, ++seed, 1e-3, true, 0, stage_columns, rows);
+  check_boundary(p, 200, ++seed, 1e2, true, 0, stage_columns, rows);
+  check_boundary(p, 200, ++seed, 1.0, false, 0, stage_columns, rows);
+}
+
 TEST(CudaFusedBoundary, MatchesTheReferenceAtEveryModelShape) {
   MHC_SKIP_WITHOUT_SM90A_KERNELS("the fused boundary");
   uint64_t seed = 7000;
-  for (int n : {2, 4}) {
-    for (int hidden : {4096, 5120, 7168}) {
-      for (int64_t m : {1, 17, 129, 300}) check_boundary(test::small_params(n, hidden), m, ++seed);
-    }
-  }
+  check_model_shapes({1, 17, 129, 300}, seed);
 }
 
 // Token counts on both sides of every tile edge (128) and of the split rule's steps (the splits
@@ -181,19 +198,11 @@ void sanitize_case(int splits, int stage_columns, uint64_t seed) {
 TEST(CudaFusedBoundary, ThirtyTwoColumnStages) {
   MHC_SKIP_WITHOUT_SM90A_KERNELS("the fused boundary");
   uint64_t seed = 7500;
-  for (int n : {2, 4}) {
-    for (int hidden : {4096, 5120, 7168}) {
-      for (int64_t m : {1, 129, 300}) {
-        check_boundary(test::small_params(n, hidden), m, ++seed, 1.0, true, 0, 32);
-      }
-    }
-  }
+  check_model_shapes({1, 129, 300}, seed, 32);
   const MhcParams p = test::small_params(4, 5120);
   for (int64_t m : {2, 127, 128, 1000, 4097}) check_boundary(p, m, ++seed, 1.0, true, 0, 32);
   for (int splits : {1, 3, 7, 8}) check_boundary(p, 300, ++seed, 1.0, true, splits, 32);
-  check_boundary(p, 200, ++seed, 1e-3, true, 0, 32);
-  check_boundary(p, 200, ++seed, 1e2, true, 0, 32);
-  check_boundary(p, 200, ++seed, 1.0, false, 0, 32);
+  check_amplitudes(p, seed, 32);
   check_boundary(test::small_params(2, 7168), 140, ++seed, 1.0, false, 1, 32);
   expect_bitwise_run_to_run(p, 1000, ++seed, 32);
 }
@@ -206,20 +215,13 @@ TEST(CudaFusedBoundary, ThirtyTwoColumnStages) {
 TEST(CudaFusedBoundary, HalfTiles) {
   MHC_SKIP_WITHOUT_SM90A_KERNELS("the fused boundary");
   uint64_t seed = 7700;
-  for (int n : {2, 4}) {
-    for (int hidden : {4096, 5120, 7168}) {
-      for (int64_t m : {1, 65, 300}) {
-        check_boundary(test::small_params(n, hidden), m, ++seed, 1.0, true, 0, 0, 64);
-      }
-    }
-  }
+  check_model_shapes({1, 65, 300}, seed, 0, 64);
   const MhcParams p = test::small_params(4, 5120);
   for (int64_t m : {16, 63, 64, 127, 129, 1000, 4097}) {
     check_boundary(p, m, ++seed, 1.0, true, 0, 0, 64);
   }
   for (int splits : {1, 3, 8}) check_boundary(p, 300, ++seed, 1.0, true, splits, 0, 64);
-  check_boundary(p, 200, ++seed, 1e-3, true, 0, 0, 64);
-  check_boundary(p, 200, ++seed, 1e2, true, 0, 0, 64);
+  check_amplitudes(p, seed, 0, 64);
   check_boundary(test::small_params(2, 7168), 140, ++seed, 1.0, false, 1, 0, 64);
   for (int splits : {1, 2, 5}) {
     for (int64_t m : {97, 1000}) {
