@@ -9,16 +9,17 @@
 // Work split. grid = (splits, tiles of 128 or 64 tokens); the splits of a tile share C's stages of
 // kColumns columns (64, or 32 for a deeper ring; all n streams of those columns, so that the post
 // has every source stream of a column), split s of S taking stages s, s + S, s + 2S, ..., and form
-// one thread block cluster. Thread 0 streams each stage through the copy engine: the n x boxes and
-// the F box (a tile's tokens x kColumns bf16 each, 128- or 64-byte swizzle) and hc_fn's 32-column boxes
-// of every stream for those columns. Warp w owns tokens 16w..16w+15 over the CTA's columns; lane
-// (g, t) reads the 16-byte pieces of rows g and g + 8 that are exactly its mma.sync A fragment
+// one thread block cluster. One thread streams each stage through the copy engine (thread 0 with
+// 128-row tiles, the fifth warp's with 64: the producer warp): the n x boxes and the F box (a
+// tile's tokens x kColumns bf16 each, 128- or 64-byte swizzle) and hc_fn's 32-column boxes of
+// every stream for those columns. Consumer warp w owns tokens 16w..16w+15 over the CTA's columns;
+// lane (g, t) reads the 16-byte pieces of rows g and g + 8 that are exactly its mma.sync A fragment
 // (chunk_mma's layout), forms x there with post_sum (the post kernels' formula: the same bits),
 // collapses it with the carried pre_mix (collapse8's sum: the same bf16 y as the row kernels) and
 // runs the MMAs of the n streams' K chunks from the same registers. x and y go back into the stage
-// (over x_prev and F) and the copy engine stores a warp's 16 rows of them as whole lines: from
-// registers, the lanes' 16-byte stores left the kernel bound by store transactions
-// (docs/decisions.md).
+// (over x_prev and F) and the copy engine stores them as whole lines (a warp's 16 rows, or the
+// tile's with the producer warp): from registers, the lanes' 16-byte stores left the kernel bound
+// by store transactions (docs/decisions.md).
 //
 // The norm needs the whole row, which the cluster's CTAs share: each CTA writes its y (unscaled)
 // to layer_input, sends its per-token sums of y^2 to every CTA of the cluster (distributed shared
@@ -39,6 +40,7 @@
 
 #include "mhc/cuda/post.cuh"
 #include "mhc/cuda/prenorm_common.cuh"
+#include "mhc/cuda/sm90_boundary_stages.cuh"
 #include "mhc/cuda/sm90_post_cluster.cuh"
 #include "mhc/cuda/sm90_prenorm_tma.cuh"
 
@@ -64,10 +66,14 @@ struct BoundaryShape {
   static constexpr int kStride = kNmix + 1;
   static constexpr int kConsumerWarps = kTileRows / 16;
   static constexpr int kRows = kTileRows;
-  // No producer warp: warp 0 issues the copies (consume_boundary). A ninth warp would put three
-  // warps on one of the SM's four schedulers and cap every thread at 168 registers, where the
-  // consumers need about 210 at n = 4 (ptxas spilled).
-  static constexpr int kThreads = kWarp * kConsumerWarps;
+  // 64-row tiles add a producer warp that issues every copy, loads and stores, and waits until
+  // the stores have read the stage, so that the consumers wait for nothing but their data (3-4%
+  // faster from 4096 tokens, 13-19% at 1024; docs/decisions.md, "A producer warp for the half
+  // tiles"). 128-row tiles have none: warp 0 issues the copies (consume_boundary), since a ninth
+  // warp would put three warps on one of the SM's four schedulers and cap every thread at 168
+  // registers, where the consumers need about 210 at n = 4 (ptxas spilled).
+  static constexpr bool kProducerWarp = kTileRows == kBoundaryHalfTileRows;
+  static constexpr int kThreads = kWarp * (kConsumerWarps + (kProducerWarp ? 1 : 0));
   static constexpr int kStageColumns = kColumns;
   static constexpr int kChunks = kColumns / 32;        // 32-column MMA chunks per stage
   static constexpr int kRowBytes = kColumns * 2;       // an x or F box row: the swizzle's span
@@ -107,235 +113,6 @@ struct BoundaryColumns {
 
 namespace detail {
 
-// Byte offset of 16-byte chunk `chunk` of row `row` in a box of kRowBytes-byte rows with the
-// matching swizzle: 128 (chunk ^ row % 8) or 64 (chunk ^ (row / 2) % 4), the copy engine's
-// 128- and 64-byte swizzles.
-template <int kRowBytes>
-__device__ __forceinline__ int box_offset(int row, int chunk) {
-  if constexpr (kRowBytes == 128) {
-    return swizzled(row, chunk);
-  } else {
-    static_assert(kRowBytes == 64, "128- or 64-byte box rows");
-    return row * 64 + ((chunk ^ ((row >> 1) & 3)) << 4);
-  }
-}
-
-// Word i (0..3) of a 16-byte vector; i is a constant once the callers' loops unroll.
-__device__ __forceinline__ uint32_t word_at(const uint4& v, int i) {
-  return i == 0 ? v.x : i == 1 ? v.y : i == 2 ? v.z : v.w;
-}
-
-// A row's coefficients in shared memory (registers spilled at n = 4 with them beside the MMA
-// fragments): comb transposed, comb_t[k][j] = comb[j][k], so that output stream k reads its
-// sources' weights as one vector; and per output stream k the pair (post[k], pre_mix[k]).
-template <int kStreams>
-struct BoundaryRow {
-  const float* comb_t;        // [n][n]
-  const float* post_pre_mix;  // [n][2]
-};
-
-// Writes row `token`'s coefficients (zeros past the batch: its rows are computed from
-// zero-filled boxes and never stored); lane t of the row's quad writes output streams k = t,
-// t + 4, ... (the warp reads them after a __syncwarp).
-template <int kStreams>
-__device__ __forceinline__ void load_boundary_row(const PrenormArgs& a, int64_t token, bool valid,
-                                                  int t, float* comb_t, float* post_pre_mix) {
-  constexpr int n = kStreams;
-  for (int k = t; k < n; k += 4) {
-    post_pre_mix[2 * k] = valid ? a.previous.post[token * n + k] : 0.f;
-    post_pre_mix[2 * k + 1] = valid ? a.input.pre_mix[token * n + k] : 0.f;
-#pragma unroll
-    for (int j = 0; j < n; ++j) {
-      comb_t[k * n + j] = valid ? a.previous.comb[(token * n + j) * n + k] : 0.f;
-    }
-  }
-}
-
-// The copies' L2 policies. hc_fn is re-read by every tile: kept. x_prev and F are read once, but
-// an evict-first hint on them cost 27-31 us of 190 at 4096 tokens (C = 5120) and 22-28 us of 345
-// at 8192: with it the kernel's mixed reads and 128-byte row pieces of writes moved fewer bytes;
-// layer_input's y likewise streams better without the evict-last hint it had for the norm's
-// read-back (docs/decisions.md, "The fused boundary's L2 hints"). x goes out first.
-struct BoundaryPolicies {
-  uint64_t inputs;       // x_prev and F: normal
-  uint64_t weights;      // hc_fn: last
-  uint64_t x_out;        // x: first
-  uint64_t layer_input;  // y, then its scaled rows: normal
-};
-
-// One stage's copies: the n x boxes and the F box at (column col, token row0), hc_fn's 32-wide
-// boxes (kChunks per stream).
-template <class S>
-__device__ __forceinline__ void produce_boundary_stage(const CUtensorMap* x_map,
-                                                       const CUtensorMap* f_map,
-                                                       const CUtensorMap* w_map,
-                                                       unsigned char* stage, uint64_t* full,
-                                                       int hidden, int col, int64_t row0,
-                                                       const BoundaryPolicies& policies) {
-  constexpr int kStreams = S::kStreamCount;
-  mbarrier_arrive_expect_bytes(full, S::kStageBytes);
-#pragma unroll
-  for (int j = 0; j < kStreams; ++j) {
-    tensor_copy_to_shared(stage + j * S::kBoxBytes, x_map, j * hidden + col, int(row0), full,
-                          policies.inputs);
-  }
-  tensor_copy_to_shared(stage + S::kFOffset, f_map, col, int(row0), full, policies.inputs);
-#pragma unroll
-  for (int j = 0; j < kStreams; ++j) {
-#pragma unroll
-    for (int h = 0; h < S::kChunks; ++h) {
-      tensor_copy_to_shared(stage + S::kWOffset + (S::kChunks * j + h) * S::kWBoxBytes, w_map,
-                            j * hidden + col + h * S::kWBoxK, 0, full, policies.weights);
-    }
-  }
-}
-
-// One consumer lane's post of its 8 columns of one row: x for every stream (packed bf16, written
-// back over x_prev in the stage) and y = the collapse with the carried pre_mix (written over F's
-// piece, which this lane alone reads), whose squares go into y_sum_sq; the copy engine stores
-// both boxes (consume_boundary). `offset`: the lane's 16-byte piece in every box of the stage.
-// Register economy (at n = 4 whole rows in floats spilled beside the MMA fragments): x stays packed
-// and is widened per output stream, the coefficients are read per output stream. Each value is
-// still post_sum's rounded, and y is collapse8's sum (the same fmas in stream order).
-template <class S>
-__device__ __forceinline__ void boundary_row_post(unsigned char* stage, int offset,
-                                                  const BoundaryRow<S::kStreamCount>& r,
-                                                  uint4 (&x_packed)[S::kStreamCount],
-                                                  float& y_sum_sq) {
-  constexpr int n = S::kStreamCount;
-  uint4 xv[n];
-#pragma unroll
-  for (int j = 0; j < n; ++j)
-    xv[j] = *reinterpret_cast<const uint4*>(stage + j * S::kBoxBytes + offset);
-  float f[8];
-  unpack_bf16x8(*reinterpret_cast<const uint4*>(stage + S::kFOffset + offset), f);
-  float y[8] = {};
-#pragma unroll
-  for (int k = 0; k < n; ++k) {
-    float comb_to_k[n];
-#pragma unroll
-    for (int j = 0; j < n; ++j) comb_to_k[j] = r.comb_t[k * n + j];
-    const float post_k = r.post_pre_mix[2 * k], pre_mix_k = r.post_pre_mix[2 * k + 1];
-    float sums[8];
-#pragma unroll
-    for (int e = 0; e < 8; ++e) {
-      float column[n];
-#pragma unroll
-      for (int j = 0; j < n; ++j) {
-        const uint32_t word = word_at(xv[j], e / 2);
-        column[j] = e % 2 == 0 ? bf16_lo(word) : bf16_hi(word);
-      }
-      sums[e] = post_sum<n>(column, f[e], post_k, comb_to_k);
-    }
-    // Rounded in pairs by the packing conversion; the collapse reads the rounded values back.
-    x_packed[k] = pack_bf16x8(sums);
-    *reinterpret_cast<uint4*>(stage + k * S::kBoxBytes + offset) = x_packed[k];
-    float out[8];
-    unpack_bf16x8(x_packed[k], out);
-#pragma unroll
-    for (int e = 0; e < 8; ++e) y[e] = fmaf(pre_mix_k, out[e], y[e]);
-  }
-  const uint4 y_packed = pack_bf16x8(y);
-  float y_rounded[8];
-  unpack_bf16x8(y_packed, y_rounded);
-#pragma unroll
-  for (int e = 0; e < 8; ++e) y_sum_sq = fmaf(y_rounded[e], y_rounded[e], y_sum_sq);
-  *reinterpret_cast<uint4*>(stage + S::kFOffset + offset) = y_packed;
-}
-
-// The copies out of one stage: warp `warp`'s 16 rows of the n x boxes and of the y box (over F),
-// kColumns columns at `col`; rows past the batch are clipped by the copy engine. Lane 0 of the
-// warp issues them once the warp's writes are fenced and synchronised, and waits until they
-// have read the stage before the warp releases it.
-template <class S>
-__device__ __forceinline__ void store_boundary_stage(const CUtensorMap* x_out_map,
-                                                     const CUtensorMap* y_map,
-                                                     const unsigned char* stage, int warp,
-                                                     int hidden, int col, int64_t row0,
-                                                     const BoundaryPolicies& policies) {
-  constexpr int kStreams = S::kStreamCount;
-  const int row = static_cast<int>(row0) + 16 * warp;
-  const int offset = 16 * warp * S::kRowBytes;  // whole swizzle periods (8 rows) of the box
-#pragma unroll
-  for (int k = 0; k < kStreams; ++k) {
-    tensor_copy_to_global(x_out_map, k * hidden + col, row, stage + k * S::kBoxBytes + offset,
-                          policies.x_out);
-  }
-  tensor_copy_to_global(y_map, col, row, stage + S::kFOffset + offset, policies.layer_input);
-  bulk_commit_group();
-  bulk_wait_group_read<0>();
-}
-
-// A consumer warp over the CTA's stages: per 32-column chunk, the post of its two rows, then the
-// MMAs of the n streams' K chunks from the packed x (chunk_mma; sum of squares of x included);
-// then the copy engine stores the warp's rows of x and y from the stage. rows[h]: tile row of
-// MMA row g + 8h. Lane 0 of warp 0 also keeps the ring full: before stage i it waits until every
-// warp has released stage i - 1 and refills that slot with stage i - 1 + kStages (the first
-// kStages were issued up front).
-template <class S>
-__device__ __forceinline__ void consume_boundary(
-    const CUtensorMap* x_map, const CUtensorMap* f_map, const CUtensorMap* w_map,
-    const CUtensorMap* x_out_map, const CUtensorMap* y_map, unsigned char* stages, uint64_t* full,
-    uint64_t* empty, int hidden, const uint16_t* stage_of, int stage_count, int64_t row0,
-    bool warp_has_rows, const int (&rows)[2], const BoundaryRow<S::kStreamCount> (&coefs)[2],
-    float (&acc)[1][S::kNTiles][4], float (&sumsq)[1][2], float (&y_sum_sq)[2]) {
-  constexpr int n = S::kStreamCount;
-  const int warp = threadIdx.x / kWarp, lane = threadIdx.x % kWarp, g = lane / 4, t = lane % 4;
-  const bool issuer = threadIdx.x == 0;
-  const BoundaryPolicies policies{l2_policy<L2Eviction::normal>(), l2_policy<L2Eviction::last>(),
-                                  l2_policy<L2Eviction::first>(), l2_policy<L2Eviction::normal>()};
-  auto issue = [&](int stage) {  // stage index within the split, into its ring slot
-    const int slot = stage % S::kStages;
-    produce_boundary_stage<S>(x_map, f_map, w_map, stages + slot * S::kStageBytes, &full[slot],
-                              hidden, stage_of[stage] * S::kStageColumns, row0, policies);
-  };
-  if (issuer) {
-    for (int i = 0; i < min(S::kStages, stage_count); ++i) issue(i);
-  }
-  for (int i = 0; i < stage_count; ++i) {
-    const int refill = i - 1 + S::kStages;
-    if (issuer && i >= 1 && refill < stage_count) {
-      mbarrier_wait(&empty[(i - 1) % S::kStages], unsigned((i - 1) / S::kStages) & 1u);
-      issue(refill);
-    }
-    __syncwarp();
-    const int s = i % S::kStages;
-    mbarrier_wait(&full[s], unsigned(i / S::kStages) & 1u);
-    unsigned char* stage = stages + s * S::kStageBytes;
-    const int col0 = stage_of[i] * S::kStageColumns;
-#pragma unroll
-    for (int c = 0; c < S::kChunks; ++c) {  // 32-column chunks of the stage
-      uint4 x_packed[2][n];
-#pragma unroll
-      for (int h = 0; h < 2; ++h) {
-        boundary_row_post<S>(stage, box_offset<S::kRowBytes>(rows[h], c * 4 + t), coefs[h],
-                             x_packed[h], y_sum_sq[h]);
-      }
-#pragma unroll
-      for (int k = 0; k < n; ++k) {
-        const unsigned char* w_box = stage + S::kWOffset + (S::kChunks * k + c) * S::kWBoxBytes;
-        const uint4 xv[1][2] = {{x_packed[0][k], x_packed[1][k]}};
-        float4 wv[S::kNTiles][2];
-#pragma unroll
-        for (int nt = 0; nt < S::kNTiles; ++nt) {
-          wv[nt][0] = *reinterpret_cast<const float4*>(w_box + swizzled(nt * 8 + g, 2 * t));
-          wv[nt][1] = *reinterpret_cast<const float4*>(w_box + swizzled(nt * 8 + g, 2 * t + 1));
-        }
-        chunk_mma<n, 1, false, /*kTruncateWeights=*/true>(xv, wv, acc, sumsq);
-      }
-    }
-    // This warp's reads and writes of the stage before the copy engine stores and refills it.
-    fence_shared_for_async_writes();
-    __syncwarp();
-    if (lane == 0) {
-      if (warp_has_rows) {
-        store_boundary_stage<S>(x_out_map, y_map, stage, warp, hidden, col0, row0, policies);
-      }
-      mbarrier_arrive(&empty[s]);
-    }
-  }
-}
-
 // The norm's scale of every row of the tile, in every CTA of the cluster: each CTA's per-row sums
 // of y^2 (row_sum_sq[rank][row], written into every CTA's shared memory), added in rank order.
 // With several CTAs it ends the relaxed arrival made at the kernel's start; one CTA (launched
@@ -345,12 +122,14 @@ __device__ __forceinline__ void exchange_row_norms(float (&row_sum_sq)[S::kMaxSp
                                                    float* row_scale, const float (&mine)[2],
                                                    const int (&rows)[2], int rank, int ctas,
                                                    int hidden, float eps_n) {
+  // Not the producer warp, whose rows start at kRows.
+  const bool writer = rows[0] < S::kRows && threadIdx.x % 4 == 0;
   if (ctas == 1) {
-    if (threadIdx.x % 4 == 0) row_sum_sq[0][rows[0]] = mine[0], row_sum_sq[0][rows[1]] = mine[1];
+    if (writer) row_sum_sq[0][rows[0]] = mine[0], row_sum_sq[0][rows[1]] = mine[1];
     __syncthreads();
   } else {
     cluster_wait();  // every CTA of the cluster has started: its shared memory can be written
-    if (threadIdx.x % 4 == 0) {
+    if (writer) {
 #pragma unroll
       for (int h = 0; h < 2; ++h) {
         for (int q = 0; q < ctas; ++q) {
@@ -503,27 +282,43 @@ __global__ void __launch_bounds__(BoundaryShape<kStreams, kColumns, kTileRows>::
   float acc[1][S::kNTiles][4] = {};
   float sumsq[1][2] = {};
   float y_sum_sq[2] = {0.f, 0.f};
-  const bool warp_has_rows = warp * 16 < rows_valid;
+  const bool consumer = warp < S::kConsumerWarps;  // else the producer warp
+  const bool warp_has_rows = consumer && warp * 16 < rows_valid;
+  // The producer warp streams every stage first, then runs the consumers' code over no stages
+  // (its rows, from kRows on, hold nothing): a branch around the consumers' loop instead put the
+  // n = 4 consumers into a spill.
+  if (S::kProducerWarp && !consumer && lane == 0) {
+    detail::produce_boundary<S>(&x_map, &f_map, &w_map, &x_out_map, &y_map, stages, full, empty,
+                                cols.hidden, stage_of, stage_count, row0);
+  }
   {
     detail::BoundaryRow<kStreams> coefs[2];
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
-      const bool valid = rows[h] < rows_valid;
-      detail::load_boundary_row<kStreams>(args, row0 + rows[h], valid, lane % 4, comb_t[rows[h]],
-                                          post_pre_mix[rows[h]]);
-      coefs[h] = {comb_t[rows[h]], post_pre_mix[rows[h]]};
+      const int row = consumer ? rows[h] : 0;  // in bounds; the producer warp writes nothing
+      if (consumer) {
+        detail::load_boundary_row<kStreams>(args, row0 + row, row < rows_valid, lane % 4,
+                                            comb_t[row], post_pre_mix[row]);
+      }
+      coefs[h] = {comb_t[row], post_pre_mix[row]};
     }
     __syncwarp();  // the warp's rows' coefficients, written by their quads
-    detail::consume_boundary<S>(
-        &x_map, &f_map, &w_map, &x_out_map, &y_map, stages, full, empty, cols.hidden, stage_of,
-        stage_count, row0, warp_has_rows, rows, coefs, acc, sumsq, y_sum_sq);
+    if constexpr (S::kProducerWarp) {
+      detail::consume_boundary_ring<S>(stages, full, empty, consumer ? stage_count : 0, rows,
+                                       &comb_t[0][0], &post_pre_mix[0][0], acc, sumsq, y_sum_sq);
+    } else {
+      detail::consume_boundary<S>(&x_map, &f_map, &w_map, &x_out_map, &y_map, stages, full, empty,
+                                  cols.hidden, stage_of, stage_count, row0, warp_has_rows, rows,
+                                  coefs, acc, sumsq, y_sum_sq);
+    }
     sumsq[0][0] = group_sum<4>(sumsq[0][0]);
     sumsq[0][1] = group_sum<4>(sumsq[0][1]);
     y_sum_sq[0] = group_sum<4>(y_sum_sq[0]);
     y_sum_sq[1] = group_sum<4>(y_sum_sq[1]);
   }
-  // The norm reads y back from layer_input: the copy engine's writes complete first.
-  if (lane == 0 && warp_has_rows) bulk_wait_all_written();
+  // The norm reads y back from layer_input: the copy engine's writes complete first (the
+  // producer waited for its own).
+  if (!S::kProducerWarp && lane == 0 && warp_has_rows) bulk_wait_all_written();
   // Every stage consumed: the ring is idle and holds the epilogue's sums and staged outputs.
   __syncthreads();
   // With the cluster epilogue each CTA's totals stay in its own shared memory (the tile's CTAs
@@ -536,10 +331,11 @@ __global__ void __launch_bounds__(BoundaryShape<kStreams, kColumns, kTileRows>::
   float* tile_partials = args.partials + row0 * S::kStride * args.splits;
   float* dest =
       in_cluster || args.splits == 1 ? sums : tile_partials + int64_t(split) * n_out_padded;
+  // The producer warp's rows (from kRows on) are past rows_valid: it stores nothing.
   store_fragment_rows<kStreams>(dest, warp * 16, rows_valid, acc[0], sumsq[0], row_of_g, lane % 4);
   if (args.input.norm_weight != nullptr) {
-    detail::exchange_row_norms<S>(row_sum_sq, row_scale, y_sum_sq, rows, split, args.splits,
-                                         hidden, args.input.eps_n);
+    detail::exchange_row_norms<S>(row_sum_sq, row_scale, y_sum_sq, rows, split, args.splits, hidden,
+                                  args.input.eps_n);
     detail::scale_layer_input<S::kThreads, S::kScaleSlots, S::kStageColumns>(
         args.input.layer_input, args.input.norm_weight, row_scale, row0, rows_valid, hidden,
         static_cast<int>(blockIdx.x), args.splits,
@@ -590,13 +386,16 @@ cudaError_t launch_sm90_boundary(const PrenormArgs& args, const BoundaryColumns&
     err = encode_tensor_map_2d(&w_map, CU_TENSOR_MAP_DATA_TYPE_FLOAT32, 4, args.hc_fn,
                                uint64_t(args.k), uint64_t(S::kNmix), S::kWBoxK, S::kNmix);
   }
-  if (err == cudaSuccess) {  // the stores: a warp's 16 rows of a stage's boxes
+  // The stores: the tile's rows of a stage's boxes (the producer warp), or a warp's 16.
+  constexpr uint32_t kStoreRows = S::kProducerWarp ? S::kRows : 16;
+  if (err == cudaSuccess) {
     err = encode_tensor_map_2d(&x_out_map, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 2, args.previous.x_out,
-                               uint64_t(args.k), tokens, S::kStageColumns, 16, swizzle);
+                               uint64_t(args.k), tokens, S::kStageColumns, kStoreRows, swizzle);
   }
   if (err == cudaSuccess) {
-    err = encode_tensor_map_2d(&y_map, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 2, args.input.layer_input,
-                               uint64_t(cols.hidden), tokens, S::kStageColumns, 16, swizzle);
+    err =
+        encode_tensor_map_2d(&y_map, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 2, args.input.layer_input,
+                             uint64_t(cols.hidden), tokens, S::kStageColumns, kStoreRows, swizzle);
   }
   if (err != cudaSuccess) return err;
   const auto kernel = sm90_boundary_kernel<kStreams, kColumns, kTileRows>;

@@ -1,0 +1,323 @@
+// One stage of the fused boundary's pipeline (sm90_boundary.cuh), for its BoundaryShape S: the
+// copies in (x_prev, F, hc_fn), a consumer warp's post, collapse and MMAs of its rows, the copies
+// out (x, y), and the loops that run them: the consumers' with warp 0 issuing the copies (128-row
+// tiles), or the producer warp's and the consumers' (64-row tiles).
+#pragma once
+#include <cuda.h>
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+#include "mhc/cuda/post.cuh"
+#include "mhc/cuda/prenorm_common.cuh"
+#include "mhc/cuda/sm90_prenorm_tma.cuh"
+
+namespace mhc::cuda::detail {
+
+// Byte offset of 16-byte chunk `chunk` of row `row` in a box of kRowBytes-byte rows with the
+// matching swizzle: 128 (chunk ^ row % 8) or 64 (chunk ^ (row / 2) % 4), the copy engine's
+// 128- and 64-byte swizzles.
+template <int kRowBytes>
+__device__ __forceinline__ int box_offset(int row, int chunk) {
+  if constexpr (kRowBytes == 128) {
+    return swizzled(row, chunk);
+  } else {
+    static_assert(kRowBytes == 64, "128- or 64-byte box rows");
+    return row * 64 + ((chunk ^ ((row >> 1) & 3)) << 4);
+  }
+}
+
+// Word i (0..3) of a 16-byte vector; i is a constant once the callers' loops unroll.
+__device__ __forceinline__ uint32_t word_at(const uint4& v, int i) {
+  return i == 0 ? v.x : i == 1 ? v.y : i == 2 ? v.z : v.w;
+}
+
+// A row's coefficients in shared memory (registers spilled at n = 4 with them beside the MMA
+// fragments): comb transposed, comb_t[k][j] = comb[j][k], so that output stream k reads its
+// sources' weights as one vector; and per output stream k the pair (post[k], pre_mix[k]).
+template <int kStreams>
+struct BoundaryRow {
+  const float* comb_t;        // [n][n]
+  const float* post_pre_mix;  // [n][2]
+};
+
+// Writes row `token`'s coefficients (zeros past the batch: its rows are computed from
+// zero-filled boxes and never stored); lane t of the row's quad writes output streams k = t,
+// t + 4, ... (the warp reads them after a __syncwarp).
+template <int kStreams>
+__device__ __forceinline__ void load_boundary_row(const PrenormArgs& a, int64_t token, bool valid,
+                                                  int t, float* comb_t, float* post_pre_mix) {
+  constexpr int n = kStreams;
+  for (int k = t; k < n; k += 4) {
+    post_pre_mix[2 * k] = valid ? a.previous.post[token * n + k] : 0.f;
+    post_pre_mix[2 * k + 1] = valid ? a.input.pre_mix[token * n + k] : 0.f;
+#pragma unroll
+    for (int j = 0; j < n; ++j) {
+      comb_t[k * n + j] = valid ? a.previous.comb[(token * n + j) * n + k] : 0.f;
+    }
+  }
+}
+
+// The copies' L2 policies. hc_fn is re-read by every tile: kept. x_prev and F are read once, but
+// an evict-first hint on them cost 27-31 us of 190 at 4096 tokens (C = 5120) and 22-28 us of 345
+// at 8192: with it the kernel's mixed reads and 128-byte row pieces of writes moved fewer bytes;
+// layer_input's y likewise streams better without the evict-last hint it had for the norm's
+// read-back (docs/decisions.md, "The fused boundary's L2 hints"). x goes out first.
+struct BoundaryPolicies {
+  uint64_t inputs;       // x_prev and F: normal
+  uint64_t weights;      // hc_fn: last
+  uint64_t x_out;        // x: first
+  uint64_t layer_input;  // y, then its scaled rows: normal
+};
+
+// One stage's copies: the n x boxes and the F box at (column col, token row0), hc_fn's 32-wide
+// boxes (kChunks per stream).
+template <class S>
+__device__ __forceinline__ void produce_boundary_stage(const CUtensorMap* x_map,
+                                                       const CUtensorMap* f_map,
+                                                       const CUtensorMap* w_map,
+                                                       unsigned char* stage, uint64_t* full,
+                                                       int hidden, int col, int64_t row0,
+                                                       const BoundaryPolicies& policies) {
+  constexpr int kStreams = S::kStreamCount;
+  mbarrier_arrive_expect_bytes(full, S::kStageBytes);
+#pragma unroll
+  for (int j = 0; j < kStreams; ++j) {
+    tensor_copy_to_shared(stage + j * S::kBoxBytes, x_map, j * hidden + col, int(row0), full,
+                          policies.inputs);
+  }
+  tensor_copy_to_shared(stage + S::kFOffset, f_map, col, int(row0), full, policies.inputs);
+#pragma unroll
+  for (int j = 0; j < kStreams; ++j) {
+#pragma unroll
+    for (int h = 0; h < S::kChunks; ++h) {
+      tensor_copy_to_shared(stage + S::kWOffset + (S::kChunks * j + h) * S::kWBoxBytes, w_map,
+                            j * hidden + col + h * S::kWBoxK, 0, full, policies.weights);
+    }
+  }
+}
+
+// One consumer lane's post of its 8 columns of one row: x for every stream (packed bf16, written
+// back over x_prev in the stage) and y = the collapse with the carried pre_mix (written over F's
+// piece, which this lane alone reads), whose squares go into y_sum_sq; the copy engine stores
+// both boxes (consume_boundary). `offset`: the lane's 16-byte piece in every box of the stage.
+// Register economy (at n = 4 whole rows in floats spilled beside the MMA fragments): x stays packed
+// and is widened per output stream, the coefficients are read per output stream. Each value is
+// still post_sum's rounded, and y is collapse8's sum (the same fmas in stream order).
+template <class S>
+__device__ __forceinline__ void boundary_row_post(unsigned char* stage, int offset,
+                                                  const BoundaryRow<S::kStreamCount>& r,
+                                                  uint4 (&x_packed)[S::kStreamCount],
+                                                  float& y_sum_sq) {
+  constexpr int n = S::kStreamCount;
+  uint4 xv[n];
+#pragma unroll
+  for (int j = 0; j < n; ++j)
+    xv[j] = *reinterpret_cast<const uint4*>(stage + j * S::kBoxBytes + offset);
+  float f[8];
+  unpack_bf16x8(*reinterpret_cast<const uint4*>(stage + S::kFOffset + offset), f);
+  float y[8] = {};
+#pragma unroll
+  for (int k = 0; k < n; ++k) {
+    float comb_to_k[n];
+#pragma unroll
+    for (int j = 0; j < n; ++j) comb_to_k[j] = r.comb_t[k * n + j];
+    const float post_k = r.post_pre_mix[2 * k], pre_mix_k = r.post_pre_mix[2 * k + 1];
+    float sums[8];
+#pragma unroll
+    for (int e = 0; e < 8; ++e) {
+      float column[n];
+#pragma unroll
+      for (int j = 0; j < n; ++j) {
+        const uint32_t word = word_at(xv[j], e / 2);
+        column[j] = e % 2 == 0 ? bf16_lo(word) : bf16_hi(word);
+      }
+      sums[e] = post_sum<n>(column, f[e], post_k, comb_to_k);
+    }
+    // Rounded in pairs by the packing conversion; the collapse reads the rounded values back.
+    x_packed[k] = pack_bf16x8(sums);
+    *reinterpret_cast<uint4*>(stage + k * S::kBoxBytes + offset) = x_packed[k];
+    float out[8];
+    unpack_bf16x8(x_packed[k], out);
+#pragma unroll
+    for (int e = 0; e < 8; ++e) y[e] = fmaf(pre_mix_k, out[e], y[e]);
+  }
+  const uint4 y_packed = pack_bf16x8(y);
+  float y_rounded[8];
+  unpack_bf16x8(y_packed, y_rounded);
+#pragma unroll
+  for (int e = 0; e < 8; ++e) y_sum_sq = fmaf(y_rounded[e], y_rounded[e], y_sum_sq);
+  *reinterpret_cast<uint4*>(stage + S::kFOffset + offset) = y_packed;
+}
+
+// The copies out of one stage from tile row `first_row` on (the maps' box rows: 16, or the whole
+// tile with the producer warp), x's n boxes and y's (over F), not yet committed.
+template <class S>
+__device__ __forceinline__ void store_boundary_rows(const CUtensorMap* x_out_map,
+                                                    const CUtensorMap* y_map,
+                                                    const unsigned char* stage, int first_row,
+                                                    int hidden, int col, int64_t row0,
+                                                    const BoundaryPolicies& policies) {
+  const int row = static_cast<int>(row0) + first_row;
+  const int offset = first_row * S::kRowBytes;  // whole swizzle periods (8 rows) of the box
+#pragma unroll
+  for (int k = 0; k < S::kStreamCount; ++k) {
+    tensor_copy_to_global(x_out_map, k * hidden + col, row, stage + k * S::kBoxBytes + offset,
+                          policies.x_out);
+  }
+  tensor_copy_to_global(y_map, col, row, stage + S::kFOffset + offset, policies.layer_input);
+}
+
+// The copies out of one stage: warp `warp`'s 16 rows of the n x boxes and of the y box (over F),
+// kColumns columns at `col`; rows past the batch are clipped by the copy engine. Lane 0 of the
+// warp issues them once the warp's writes are fenced and synchronised, and waits until they
+// have read the stage before the warp releases it.
+template <class S>
+__device__ __forceinline__ void store_boundary_stage(const CUtensorMap* x_out_map,
+                                                     const CUtensorMap* y_map,
+                                                     const unsigned char* stage, int warp,
+                                                     int hidden, int col, int64_t row0,
+                                                     const BoundaryPolicies& policies) {
+  store_boundary_rows<S>(x_out_map, y_map, stage, 16 * warp, hidden, col, row0, policies);
+  bulk_commit_group();
+  bulk_wait_group_read<0>();
+}
+
+// A consumer warp's work on one stage: per 32-column chunk, the post of its two rows, then the
+// MMAs of the n streams' K chunks from the packed x (chunk_mma; sum of squares of x included).
+template <class S>
+__device__ __forceinline__ void consume_boundary_stage(
+    unsigned char* stage, const int (&rows)[2], const BoundaryRow<S::kStreamCount> (&coefs)[2],
+    float (&acc)[1][S::kNTiles][4], float (&sumsq)[1][2], float (&y_sum_sq)[2]) {
+  constexpr int n = S::kStreamCount;
+  const int lane = threadIdx.x % kWarp, g = lane / 4, t = lane % 4;
+#pragma unroll
+  for (int c = 0; c < S::kChunks; ++c) {  // 32-column chunks of the stage
+    uint4 x_packed[2][n];
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      boundary_row_post<S>(stage, box_offset<S::kRowBytes>(rows[h], c * 4 + t), coefs[h],
+                           x_packed[h], y_sum_sq[h]);
+    }
+#pragma unroll
+    for (int k = 0; k < n; ++k) {
+      const unsigned char* w_box = stage + S::kWOffset + (S::kChunks * k + c) * S::kWBoxBytes;
+      const uint4 xv[1][2] = {{x_packed[0][k], x_packed[1][k]}};
+      float4 wv[S::kNTiles][2];
+#pragma unroll
+      for (int nt = 0; nt < S::kNTiles; ++nt) {
+        wv[nt][0] = *reinterpret_cast<const float4*>(w_box + swizzled(nt * 8 + g, 2 * t));
+        wv[nt][1] = *reinterpret_cast<const float4*>(w_box + swizzled(nt * 8 + g, 2 * t + 1));
+      }
+      chunk_mma<n, 1, false, /*kTruncateWeights=*/true>(xv, wv, acc, sumsq);
+    }
+  }
+}
+
+// A consumer warp over the CTA's stages: per 32-column chunk, the post of its two rows, then the
+// MMAs of the n streams' K chunks from the packed x (chunk_mma; sum of squares of x included);
+// then the copy engine stores the warp's rows of x and y from the stage. rows[h]: tile row of
+// MMA row g + 8h. Lane 0 of warp 0 also keeps the ring full: before stage i it waits until every
+// warp has released stage i - 1 and refills that slot with stage i - 1 + kStages (the first
+// kStages were issued up front).
+template <class S>
+__device__ __forceinline__ void consume_boundary(
+    const CUtensorMap* x_map, const CUtensorMap* f_map, const CUtensorMap* w_map,
+    const CUtensorMap* x_out_map, const CUtensorMap* y_map, unsigned char* stages, uint64_t* full,
+    uint64_t* empty, int hidden, const uint16_t* stage_of, int stage_count, int64_t row0,
+    bool warp_has_rows, const int (&rows)[2], const BoundaryRow<S::kStreamCount> (&coefs)[2],
+    float (&acc)[1][S::kNTiles][4], float (&sumsq)[1][2], float (&y_sum_sq)[2]) {
+  const int warp = threadIdx.x / kWarp, lane = threadIdx.x % kWarp;
+  const bool issuer = threadIdx.x == 0;
+  const BoundaryPolicies policies{l2_policy<L2Eviction::normal>(), l2_policy<L2Eviction::last>(),
+                                  l2_policy<L2Eviction::first>(), l2_policy<L2Eviction::normal>()};
+  auto issue = [&](int stage) {  // stage index within the split, into its ring slot
+    const int slot = stage % S::kStages;
+    produce_boundary_stage<S>(x_map, f_map, w_map, stages + slot * S::kStageBytes, &full[slot],
+                              hidden, stage_of[stage] * S::kStageColumns, row0, policies);
+  };
+  if (issuer) {
+    for (int i = 0; i < min(S::kStages, stage_count); ++i) issue(i);
+  }
+  for (int i = 0; i < stage_count; ++i) {
+    const int refill = i - 1 + S::kStages;
+    if (issuer && i >= 1 && refill < stage_count) {
+      mbarrier_wait(&empty[(i - 1) % S::kStages], unsigned((i - 1) / S::kStages) & 1u);
+      issue(refill);
+    }
+    __syncwarp();
+    const int s = i % S::kStages;
+    mbarrier_wait(&full[s], unsigned(i / S::kStages) & 1u);
+    unsigned char* stage = stages + s * S::kStageBytes;
+    const int col0 = stage_of[i] * S::kStageColumns;
+    consume_boundary_stage<S>(stage, rows, coefs, acc, sumsq, y_sum_sq);
+    // This warp's reads and writes of the stage before the copy engine stores and refills it.
+    fence_shared_for_async_writes();
+    __syncwarp();
+    if (lane == 0) {
+      if (warp_has_rows) {
+        store_boundary_stage<S>(x_out_map, y_map, stage, warp, hidden, col0, row0, policies);
+      }
+      mbarrier_arrive(&empty[s]);
+    }
+  }
+}
+
+// With the producer warp (64-row tiles): its lane 0 fills the ring; per stage, once every
+// consumer warp has arrived on computed[s], it stores the tile's x and y boxes of the stage (rows
+// past the batch clipped by the copy engine), waits until the copy engine has read them and
+// refills the slot with stage i + kStages; at the end it waits until every store is written (the
+// norm reads y back).
+template <class S>
+__device__ __noinline__ void produce_boundary(
+    const CUtensorMap* x_map, const CUtensorMap* f_map, const CUtensorMap* w_map,
+    const CUtensorMap* x_out_map, const CUtensorMap* y_map, unsigned char* stages, uint64_t* full,
+    uint64_t* computed, int hidden, const uint16_t* stage_of, int stage_count, int64_t row0) {
+  const BoundaryPolicies policies{l2_policy<L2Eviction::normal>(), l2_policy<L2Eviction::last>(),
+                                  l2_policy<L2Eviction::first>(), l2_policy<L2Eviction::normal>()};
+  auto issue = [&](int stage) {
+    const int slot = stage % S::kStages;
+    produce_boundary_stage<S>(x_map, f_map, w_map, stages + slot * S::kStageBytes, &full[slot],
+                              hidden, stage_of[stage] * S::kStageColumns, row0, policies);
+  };
+  for (int i = 0; i < min(S::kStages, stage_count); ++i) issue(i);
+  for (int i = 0; i < stage_count; ++i) {
+    const int s = i % S::kStages;
+    mbarrier_wait(&computed[s], unsigned(i / S::kStages) & 1u);
+    store_boundary_rows<S>(x_out_map, y_map, stages + s * S::kStageBytes, 0, hidden,
+                           stage_of[i] * S::kStageColumns, row0, policies);
+    bulk_commit_group();
+    if (i + S::kStages < stage_count) {
+      bulk_wait_group_read<0>();
+      issue(i + S::kStages);
+    }
+  }
+  bulk_wait_all_written();
+}
+
+// A consumer warp with the producer warp: per stage, its rows' work (consume_boundary_stage),
+// then its writes fenced for the copy engine and the stage handed to the producer.
+template <class S>
+__device__ __forceinline__ void consume_boundary_ring(unsigned char* stages, uint64_t* full,
+                                                      uint64_t* computed, int stage_count,
+                                                      const int (&rows)[2], const float* comb_t,
+                                                      const float* post_pre_mix,
+                                                      float (&acc)[1][S::kNTiles][4],
+                                                      float (&sumsq)[1][2], float (&y_sum_sq)[2]) {
+  constexpr int n = S::kStreamCount;
+  int s = 0;
+  unsigned phase = 0;
+#pragma unroll 1
+  for (int i = 0; i < stage_count; ++i) {
+    mbarrier_wait(&full[s], phase);
+    const BoundaryRow<n> coefs[2] = {{comb_t + rows[0] * n * n, post_pre_mix + rows[0] * 2 * n},
+                                     {comb_t + rows[1] * n * n, post_pre_mix + rows[1] * 2 * n}};
+    consume_boundary_stage<S>(stages + s * S::kStageBytes, rows, coefs, acc, sumsq, y_sum_sq);
+    fence_shared_for_async_writes();
+    __syncwarp();
+    if (threadIdx.x % kWarp == 0) mbarrier_arrive(&computed[s]);
+    if (++s == S::kStages) s = 0, phase ^= 1u;
+  }
+}
+
+}  // namespace mhc::cuda::detail
