@@ -37,12 +37,11 @@ ArchRules sm90_rules() {
   // partials").
   r.flagged_partials_max_tokens = 8;
   // The fused boundary kernel (sm90_boundary.cuh) against the two launches it replaces, per site
-  // in a stack graph on the H200 with interleaved splits (session 23): at n = 4 from 2048 tokens
-  // 8-9% faster at C = 4096 and 5120 at 2048, a tie to 3% faster at 4096, 5% faster at 8192 and
-  // 16384; 18-23% faster at C = 7168 (docs/decisions.md, "Interleaved boundary splits"). 1024
-  // tokens and n = 2 lost (docs/decisions.md, "The fused boundary's L2 hints"); C below 4096 was
-  // not measured.
-  r.fused_boundary_min_tokens = 2048;
+  // in a stack graph on the H200 with the half tiles' producer warp (session 25): at n = 4 from
+  // 768 tokens 3-4% faster at C = 4096 up to 1024 tokens and 7-14% above, 13-15% at C = 5120,
+  // 24-26% at C = 7168; 512 tokens lost at every C (docs/decisions.md, "A producer warp for the
+  // half tiles"). n = 2 lost (docs/decisions.md, "Half tiles"); C below 4096 was not measured.
+  r.fused_boundary_min_tokens = 768;
   r.fused_boundary_min_hidden = 4096;
   r.fused_boundary_streams = 4;
   // The TMA kernel's tiles as clusters where they fit at once (2 splits from about 4100 to 8400

@@ -140,7 +140,7 @@ StackLayout StackExecutor::Impl::layout(int64_t tokens, bool overlap) const {
   const PrenormTuning tuning = prenorm_tuning_for(plan, config, p, tokens);
   const bool input_fuses = input_path_fuses(p, tokens, tuning);
   // Native, above the decode sizes (where the input path rides in the coefficient launch) and
-  // where the plan fuses the boundary (sm90: n = 4, C >= 7168, from 2048 tokens): the previous
+  // where the plan fuses the boundary (sm90: n = 4, C >= 4096, from 768 tokens): the previous
   // post, the input path and the coefficients in one launch. Never at sizes where the overlap
   // may run (its launches are the unfused ones, whose coefficients differ in the last bits), so
   // that the two schedules agree bitwise wherever the policy could pick either.

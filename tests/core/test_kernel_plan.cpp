@@ -273,7 +273,7 @@ TEST(KernelPlanText, RowKernelsHiddenSizeLimit) {
   EXPECT_TRUE(contains(p.to_json(), R"("row_kernels_max_hidden":12288)")) << p.to_json();
 }
 
-// The fused boundary: in the sm90 rules only where it was measured to win (n = 4 from 2048 tokens
+// The fused boundary: in the sm90 rules only where it was measured to win (n = 4 from 768 tokens
 // at C >= 4096), forced on at every size and shape by the switch where the image has the sm_90a
 // kernels, refused without them and in batch-invariant mode (its split count follows the batch
 // size).
@@ -281,16 +281,16 @@ TEST(KernelPlanSwitches, FusedBoundary) {
   const KernelPlan plain = plan("9.0", kWithSm100);
   EXPECT_EQ(plain.fused_boundary_min_tokens, sm90_rules().fused_boundary_min_tokens);
   for (int hidden : {4096, 5120, 7168}) {
-    EXPECT_FALSE(plain.fuses_boundary(hidden, 4, 2047)) << hidden;  // lost at 1024 tokens
-    EXPECT_TRUE(plain.fuses_boundary(hidden, 4, 2048)) << hidden;   // won at 2048
+    EXPECT_FALSE(plain.fuses_boundary(hidden, 4, 767)) << hidden;   // lost at 512 tokens
+    EXPECT_TRUE(plain.fuses_boundary(hidden, 4, 768)) << hidden;    // won at 768
     EXPECT_TRUE(plain.fuses_boundary(hidden, 4, 16384)) << hidden;  // won or tied up to 16384
     EXPECT_FALSE(plain.fuses_boundary(hidden, 2, 8192)) << hidden;  // lost at n = 2
   }
   EXPECT_FALSE(plain.fuses_boundary(4032, 4, 8192));  // below the measured hidden sizes
   EXPECT_TRUE(
-      contains(plain.describe(), "one launch (sm_90a), from 2048 tokens at n = 4, C >= 4096"))
+      contains(plain.describe(), "one launch (sm_90a), from 768 tokens at n = 4, C >= 4096"))
       << plain.describe();
-  EXPECT_TRUE(contains(plain.summary(), ", fused boundary M>=2048 at n = 4, C >= 4096"))
+  EXPECT_TRUE(contains(plain.summary(), ", fused boundary M>=768 at n = 4, C >= 4096"))
       << plain.summary();
   EXPECT_TRUE(contains(plain.to_json(), R"("fused_boundary_min_hidden":4096)")) << plain.to_json();
   EXPECT_FALSE(contains(plain.to_json(), "narrow")) << plain.to_json();
