@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "cuda/gpu_test_util.hpp"
+#include "mhc/core/kernel_plan.hpp"
 #include "mhc/cpu/compare.hpp"
 #include "mhc/cpu/model.hpp"
 #include "mhc/cuda/check.hpp"
@@ -189,12 +190,13 @@ TEST_F(StackStressTest, FusedBoundaryLayoutMatchesFloat64Reference) {
 }
 
 // The built-in plan's fused boundary: the native schedule takes it exactly where the sm90 rule
-// holds (n = 4 from 2048 tokens at C >= 4096) and never at sizes the overlap threshold covers (the
-// overlap's launches are the unfused ones); at 2048 tokens of DeepSeek-V4-Pro- and
-// V4.1-Flash-sized stacks within the float64 reference's bounds.
+// holds (n = 4 from the rule's token count, 768, at C >= 4096) and never at sizes the overlap
+// threshold covers (the overlap's launches are the unfused ones); at that token count
+// DeepSeek-V4-Pro- and V4.1-Flash-sized stacks within the float64 reference's bounds.
 TEST_F(StackStressTest, PlanFusesTheBoundaryWhereItWins) {
   if (!tma_prenorm_available()) GTEST_SKIP() << "the fused boundary needs the sm_90a kernels";
-  const int64_t tokens = 2048;
+  const int64_t tokens = sm90_rules().fused_boundary_min_tokens;
+  ASSERT_GT(tokens, 64) << "above the decode sizes, where the input path rides elsewhere";
   StackOptions opt;
   opt.max_tokens = 4097;
   opt.trace_layers = true;
