@@ -375,12 +375,22 @@ TEST(CudaFusedBoundary, SplitRule) {
   EXPECT_EQ(tile(p, 4096), (std::array<int, 2>{64, 2}));
   EXPECT_EQ(tile(test::small_params(4, 7168), 4096), (std::array<int, 2>{64, 2}));
   // 2048 tokens: 16 tiles x 6 splits (14 x 104 KB) against 32 x 3 (27 x 64 KB): the same 96 SMs;
-  // measured 80.6 against 92.4 µs.
+  // measured 80.6 against 92.4 µs (81.6-81.7 with the halves' producer warp).
   EXPECT_EQ(tile(p, 2048), (std::array<int, 2>{128, 6}));
-  // 3072 and 6144 tokens: 24 x 4 and 48 x 2 on 96 SMs, against 20 x 64 KB and two waves of
-  // 96 x 2 (measured 117 against 132 µs, 226 against 276).
-  EXPECT_EQ(tile(p, 3072), (std::array<int, 2>{128, 4}));
+  // 6144 tokens: 48 x 2 on 96 SMs against 7 waves of 8-CTA clusters of the halves (measured
+  // 226 against 242 µs).
   EXPECT_EQ(tile(p, 6144), (std::array<int, 2>{128, 2}));
+  // 2881-3712 tokens: both heights in one wave on the same SMs, the halves in 2 splits (their
+  // 40-stage pipelines with the producer warp): 3072 tokens measured 111.8-112.1 against
+  // 116.5-117.6 µs per site (C = 5120), 2-5% at C = 4096 and 7168. At 2880 tokens the halves'
+  // rule takes 8 splits (45 tiles: 3 waves of 15 clusters), which the stage bytes already chose
+  // (not measured); from 3713 the 128-row tiles' first wave fills 90% of the SMs.
+  EXPECT_EQ(tile(p, 3072), (std::array<int, 2>{64, 2}));
+  EXPECT_EQ(tile(p, 2881), (std::array<int, 2>{64, 2}));
+  EXPECT_EQ(tile(p, 3712), (std::array<int, 2>{64, 2}));
+  EXPECT_EQ(tile(p, 2880), (std::array<int, 2>{64, 8}));
+  EXPECT_EQ(tile(test::small_params(4, 7168), 3072), (std::array<int, 2>{64, 2}));
+  EXPECT_EQ(tile(test::small_params(2, 5120), 3072)[0], 128) << "n = 2: not measured";
   // From 8192 tokens the 128-row tiles' first wave keeps 128-132 of 132 SMs busy (12288: 15
   // clusters of 8): the halves' 3-stage ring, measured up to 5% faster at C = 4096-7168.
   EXPECT_EQ(tile(p, 8192), (std::array<int, 2>{64, 2}));
