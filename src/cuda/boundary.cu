@@ -124,19 +124,21 @@ BoundaryTile boundary_tile(const MhcParams& p, int64_t tokens,
       std::min<int64_t>(tiles, std::max(1, capacity_128[whole.splits - 1])) * whole.splits;
   const int64_t sms = std::max(1, capacity_128[0]);  // clusters of one CTA: one per SM
   if (deeper_half_ring(p.n) && first_wave * 10 >= sms * 9) return halves;
-  // Where both heights run in one wave and the halves' rule takes at most 2 splits (n = 4, 2881-
-  // 3712 tokens on the H200 at every C, where the 128-row rule takes 4 on the same SMs), the
-  // halves: with their producer warp they were 2-5% faster at 3072 tokens at C = 4096, 5120 and
-  // 7168, where the stage bytes say 128; with 3 splits (2048 tokens) they lost 1-3%
-  // (docs/decisions.md, "A producer warp for the half tiles").
+  // At n = 4, below that: whole waves decide before the stage bytes do. Where the halves run in
+  // one wave on 1 or an even number of splits, the halves (with their producer warp 2-5% faster
+  // at 3072 tokens at C = 4096-7168 on 2 splits, 4% at 1536 on 4, where the stage bytes say 128;
+  // on 3 splits at 2048 they lost 3%). Where they need more waves and the 128-row tiles one, the
+  // 128-row tiles (at 2880 tokens 64 x 8 in 3 waves lost 4% to 128 x 4, where the stage bytes
+  // say 64; docs/decisions.md, "A producer warpgroup for the whole tiles").
   const int64_t half_tiles = std::max<int64_t>(1, ceil_div(tokens, kBoundaryHalfTileRows));
-  const bool one_wave_each = tiles <= std::max(1, capacity_128[whole.splits - 1]) &&
-                             half_tiles <= std::max(1, capacity_64[half.splits - 1]);
-  if (p.n == 4 && one_wave_each && half.splits <= 2) return halves;
+  const bool half_one_wave = half_tiles <= std::max(1, capacity_64[half.splits - 1]);
+  const bool whole_one_wave = tiles <= std::max(1, capacity_128[whole.splits - 1]);
+  const BoundaryTile wholes{kBoundaryRowsPerTile, whole.splits};
+  if (p.n == 4 && half_one_wave && (half.splits == 1 || half.splits % 2 == 0)) return halves;
+  if (p.n == 4 && !half_one_wave && whole_one_wave) return wholes;
   const int64_t whole_bytes = whole.stage_times * stage_bytes(p.n, kBoundaryRowsPerTile);
   const int64_t half_bytes = half.stage_times * stage_bytes(p.n, kBoundaryHalfTileRows);
-  if (half_bytes < whole_bytes) return halves;
-  return {kBoundaryRowsPerTile, whole.splits};
+  return half_bytes < whole_bytes ? halves : wholes;
 }
 
 namespace {

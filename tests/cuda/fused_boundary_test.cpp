@@ -182,6 +182,20 @@ TEST(CudaFusedBoundary, ClusterEpilogueGivesTheWorkspacePathsBits) {
 
 // Small, a partial tile, both stream counts: for compute-sanitizer (device-validate runs
 // Sanitize*).
+// Both stream counts, the split rule's count and one split, 130 tokens (a partial tile) in tiles
+// of `rows`.
+void sanitize_tiles(int rows, uint64_t seed) {
+  for (int splits : {0, 1}) {
+    for (int n : {2, 4}) {
+      const MhcParams p = test::small_params(n, 4096);
+      FoldCase k(p, 130, seed + uint64_t(n + splits));
+      cuda::SiteWorkspace ws(p, 130, cuda::max_prenorm_splits(p));
+      FoldOutputs out(p, 130);
+      run_boundary(k, out, true, ws, true, splits, 0, -1, rows);
+    }
+  }
+}
+
 void sanitize_case(int splits, int stage_columns, uint64_t seed) {
   for (int n : {2, 4}) {
     const MhcParams p = test::small_params(n, 4096);
@@ -374,21 +388,29 @@ TEST(CudaFusedBoundary, SplitRule) {
   // C = 7168 (docs/decisions.md, "Half tiles").
   EXPECT_EQ(tile(p, 4096), (std::array<int, 2>{64, 2}));
   EXPECT_EQ(tile(test::small_params(4, 7168), 4096), (std::array<int, 2>{64, 2}));
-  // 2048 tokens: 16 tiles x 6 splits (14 x 104 KB) against 32 x 3 (27 x 64 KB): the same 96 SMs;
-  // measured 80.6 against 92.4 µs (81.6-81.7 with the halves' producer warp).
-  EXPECT_EQ(tile(p, 2048), (std::array<int, 2>{128, 6}));
   // 6144 tokens: 48 x 2 on 96 SMs against 7 waves of 8-CTA clusters of the halves (measured
   // 226 against 242 µs).
   EXPECT_EQ(tile(p, 6144), (std::array<int, 2>{128, 2}));
-  // 2881-3712 tokens: both heights in one wave on the same SMs, the halves in 2 splits (their
-  // 40-stage pipelines with the producer warp): 3072 tokens measured 111.8-112.1 against
-  // 116.5-117.6 µs per site (C = 5120), 2-5% at C = 4096 and 7168. At 2880 tokens the halves'
-  // rule takes 8 splits (45 tiles: 3 waves of 15 clusters), which the stage bytes already chose
-  // (not measured); from 3713 the 128-row tiles' first wave fills 90% of the SMs.
+  // Below that at n = 4, whole waves first. Where the halves run in one wave on an even split
+  // count, the halves: 2881-3712 tokens on 2 splits (45-58 tiles; 3072 tokens measured 111.7-112.5
+  // against 113.1-113.6 µs per site for 128 x 4 with its producer warpgroup, 2-5% at C = 4096 and
+  // 7168 without it) and 1409-1792 on 4 (1536: 60.0 against 62.3-62.8 for 128 x 8), where the
+  // stage bytes say 128.
   EXPECT_EQ(tile(p, 3072), (std::array<int, 2>{64, 2}));
   EXPECT_EQ(tile(p, 2881), (std::array<int, 2>{64, 2}));
   EXPECT_EQ(tile(p, 3712), (std::array<int, 2>{64, 2}));
-  EXPECT_EQ(tile(p, 2880), (std::array<int, 2>{64, 8}));
+  EXPECT_EQ(tile(p, 1536), (std::array<int, 2>{64, 4}));
+  EXPECT_EQ(tile(p, 1409), (std::array<int, 2>{64, 4}));
+  EXPECT_EQ(tile(p, 1792), (std::array<int, 2>{64, 4}));
+  // On an odd split count the stage bytes decide: 2048 tokens (32 x 3 against 16 x 6 on the same
+  // 96 SMs) measured 81.7 against 79.0 µs; at 1408 (22 tiles) the halves' rule takes 5.
+  EXPECT_EQ(tile(p, 1408), (std::array<int, 2>{64, 5}));
+  EXPECT_EQ(tile(p, 2048), (std::array<int, 2>{128, 6}));
+  // Where the halves need more waves and the 128-row tiles one, the 128-row tiles: 2817-2880
+  // tokens, where the halves' rule takes 8 splits (45 tiles: 3 waves of 15 clusters) and the
+  // stage bytes said 64; at 2880 tokens 64 x 8 measured 112.7-113.1 against 107.7-107.8 µs.
+  EXPECT_EQ(tile(p, 2880), (std::array<int, 2>{128, 4}));
+  EXPECT_EQ(tile(p, 2817), (std::array<int, 2>{128, 4}));
   EXPECT_EQ(tile(test::small_params(4, 7168), 3072), (std::array<int, 2>{64, 2}));
   EXPECT_EQ(tile(test::small_params(2, 5120), 3072)[0], 128) << "n = 2: not measured";
   // From 8192 tokens the 128-row tiles' first wave keeps 128-132 of 132 SMs busy (12288: 15
@@ -432,15 +454,13 @@ TEST(SanitizeFusedBoundary, PartialTileAndClusters) {
 
 TEST(SanitizeFusedBoundary, HalfTiles) {
   MHC_SKIP_WITHOUT_SM90A_KERNELS("the fused boundary");
-  for (int splits : {0, 1}) {
-    for (int n : {2, 4}) {
-      const MhcParams p = test::small_params(n, 4096);
-      FoldCase k(p, 130, 7420 + uint64_t(n + splits));
-      cuda::SiteWorkspace ws(p, 130, cuda::max_prenorm_splits(p));
-      FoldOutputs out(p, 130);
-      run_boundary(k, out, true, ws, true, splits, 0, -1, 64);
-    }
-  }
+  sanitize_tiles(64, 7420);
+}
+
+// 128-row tiles: the producer warpgroup and its register handover (setmaxnreg).
+TEST(SanitizeFusedBoundary, WholeTiles) {
+  MHC_SKIP_WITHOUT_SM90A_KERNELS("the fused boundary");
+  sanitize_tiles(128, 7430);
 }
 
 TEST(SanitizeFusedBoundary, ThirtyTwoColumnStages) {

@@ -9,16 +9,16 @@
 // Work split. grid = (splits, tiles of 128 or 64 tokens); the splits of a tile share C's stages of
 // kColumns columns (64, or 32 for a deeper ring; all n streams of those columns, so that the post
 // has every source stream of a column), split s of S taking stages s, s + S, s + 2S, ..., and form
-// one thread block cluster. One thread streams each stage through the copy engine (thread 0 with
-// 128-row tiles, the fifth warp's with 64: the producer warp): the n x boxes and the F box (a
+// one thread block cluster. One thread, lane 0 of the first producer warp (after the consumer
+// warps), streams each stage through the copy engine: the n x boxes and the F box (a
 // tile's tokens x kColumns bf16 each, 128- or 64-byte swizzle) and hc_fn's 32-column boxes of
 // every stream for those columns. Consumer warp w owns tokens 16w..16w+15 over the CTA's columns;
 // lane (g, t) reads the 16-byte pieces of rows g and g + 8 that are exactly its mma.sync A fragment
 // (chunk_mma's layout), forms x there with post_sum (the post kernels' formula: the same bits),
 // collapses it with the carried pre_mix (collapse8's sum: the same bf16 y as the row kernels) and
 // runs the MMAs of the n streams' K chunks from the same registers. x and y go back into the stage
-// (over x_prev and F) and the copy engine stores them as whole lines (a warp's 16 rows, or the
-// tile's with the producer warp): from registers, the lanes' 16-byte stores left the kernel bound
+// (over x_prev and F) and the copy engine stores the tile's rows as whole lines once every consumer
+// warp is done with the stage: from registers, the lanes' 16-byte stores left the kernel bound
 // by store transactions (docs/decisions.md).
 //
 // The norm needs the whole row, which the cluster's CTAs share: each CTA writes its y (unscaled)
@@ -66,14 +66,27 @@ struct BoundaryShape {
   static constexpr int kStride = kNmix + 1;
   static constexpr int kConsumerWarps = kTileRows / 16;
   static constexpr int kRows = kTileRows;
-  // 64-row tiles add a producer warp that issues every copy, loads and stores, and waits until
-  // the stores have read the stage, so that the consumers wait for nothing but their data (3-4%
-  // faster from 4096 tokens, 13-19% at 1024; docs/decisions.md, "A producer warp for the half
-  // tiles"). 128-row tiles have none: warp 0 issues the copies (consume_boundary), since a ninth
-  // warp would put three warps on one of the SM's four schedulers and cap every thread at 168
-  // registers, where the consumers need about 210 at n = 4 (ptxas spilled).
-  static constexpr bool kProducerWarp = kTileRows == kBoundaryHalfTileRows;
-  static constexpr int kThreads = kWarp * (kConsumerWarps + (kProducerWarp ? 1 : 0));
+  // Producer warps issue every copy, loads and stores, and wait until the stores have read the
+  // stage, so that the consumers wait for nothing but their data (docs/decisions.md, "A producer
+  // warp for the half tiles" and "A producer warpgroup for the whole tiles"). 64-row tiles take
+  // one (160 threads: at 255 registers each they still fit the register file once). 128-row tiles
+  // take a warpgroup of four (384 threads, so 168 registers a thread at launch), whose registers
+  // go to the consumers by setmaxnreg: the n = 4 consumers need about 200, and one ninth warp would
+  // have put three warps on one scheduler and every thread at 168 (ptxas spilled).
+  static constexpr bool kRegisterSplit = kTileRows == kBoundaryRowsPerTile;
+  static constexpr int kProducerWarps = kRegisterSplit ? 4 : 1;
+  static constexpr int kThreads = kWarp * (kConsumerWarps + kProducerWarps);
+  // setmaxnreg's per-thread counts with the register split: the producers while they stream, the
+  // consumers while they compute, everyone in the epilogue (multiples of 8, within the file).
+  static constexpr int kProducerRegisters = 96;
+  static constexpr int kConsumerRegisters = 200;
+  static constexpr int kEpilogueRegisters = 152;
+  static_assert(!kRegisterSplit ||
+                    (kConsumerWarps * kConsumerRegisters + kProducerWarps * kProducerRegisters) *
+                            kWarp <=
+                        65536 - 1024,
+                "the register split fits the register file at launch (168 a thread)");
+  static_assert(!kRegisterSplit || kConsumerWarps % 4 == 0, "consumers in whole warpgroups");
   static constexpr int kStageColumns = kColumns;
   static constexpr int kChunks = kColumns / 32;        // 32-column MMA chunks per stage
   static constexpr int kRowBytes = kColumns * 2;       // an x or F box row: the swizzle's span
@@ -258,7 +271,7 @@ __global__ void __launch_bounds__(BoundaryShape<kStreams, kColumns, kTileRows>::
   const int hidden = cols.hidden;
   const int stage_count = boundary_split_stages(split, args.splits, hidden / S::kStageColumns);
 
-  if (threadIdx.x == 0) {  // the thread that issues the copies (consume_boundary)
+  if (threadIdx.x == 0) {  // the copies' descriptors, ahead of the producer's first copy
     prefetch_tensor_map(&x_map);
     prefetch_tensor_map(&f_map);
     prefetch_tensor_map(&w_map);
@@ -282,43 +295,36 @@ __global__ void __launch_bounds__(BoundaryShape<kStreams, kColumns, kTileRows>::
   float acc[1][S::kNTiles][4] = {};
   float sumsq[1][2] = {};
   float y_sum_sq[2] = {0.f, 0.f};
-  const bool consumer = warp < S::kConsumerWarps;  // else the producer warp
-  const bool warp_has_rows = consumer && warp * 16 < rows_valid;
-  // The producer warp streams every stage first, then runs the consumers' code over no stages
-  // (its rows, from kRows on, hold nothing): a branch around the consumers' loop instead put the
-  // n = 4 consumers into a spill.
-  if (S::kProducerWarp && !consumer && lane == 0) {
+  const bool consumer = warp < S::kConsumerWarps;  // else a producer warp
+  const auto produce = [&] {
     detail::produce_boundary<S>(&x_map, &f_map, &w_map, &x_out_map, &y_map, stages, full, empty,
                                 cols.hidden, stage_of, stage_count, row0);
-  }
-  {
-    detail::BoundaryRow<kStreams> coefs[2];
-#pragma unroll
-    for (int h = 0; h < 2; ++h) {
-      const int row = consumer ? rows[h] : 0;  // in bounds; the producer warp writes nothing
-      if (consumer) {
-        detail::load_boundary_row<kStreams>(args, row0 + row, row < rows_valid, lane % 4,
-                                            comb_t[row], post_pre_mix[row]);
-      }
-      coefs[h] = {comb_t[row], post_pre_mix[row]};
-    }
-    __syncwarp();  // the warp's rows' coefficients, written by their quads
-    if constexpr (S::kProducerWarp) {
-      detail::consume_boundary_ring<S>(stages, full, empty, consumer ? stage_count : 0, rows,
-                                       &comb_t[0][0], &post_pre_mix[0][0], acc, sumsq, y_sum_sq);
+  };
+  if constexpr (S::kRegisterSplit) {
+    // Each warpgroup changes its registers together and meets its own warps (the producers', or
+    // every consumer's) before it changes them again (setmaxnreg's rule); every thread runs the
+    // epilogue at kEpilogueRegisters.
+    if (!consumer) {
+      detail::registers_lower<S::kProducerRegisters>();
+      if (warp == S::kConsumerWarps && lane == 0) produce();
+      detail::named_barrier<1, S::kProducerWarps * kWarp>();
+      detail::registers_raise<S::kEpilogueRegisters>();
     } else {
-      detail::consume_boundary<S>(&x_map, &f_map, &w_map, &x_out_map, &y_map, stages, full, empty,
-                                  cols.hidden, stage_of, stage_count, row0, warp_has_rows, rows,
-                                  coefs, acc, sumsq, y_sum_sq);
+      detail::registers_raise<S::kConsumerRegisters>();
+      detail::consume_tile<S>(args, row0, rows_valid, true, rows, comb_t, post_pre_mix, stages,
+                              full, empty, stage_count, acc, sumsq, y_sum_sq);
+      detail::named_barrier<2, S::kConsumerWarps * kWarp>();
+      detail::registers_lower<S::kEpilogueRegisters>();
     }
-    sumsq[0][0] = group_sum<4>(sumsq[0][0]);
-    sumsq[0][1] = group_sum<4>(sumsq[0][1]);
-    y_sum_sq[0] = group_sum<4>(y_sum_sq[0]);
-    y_sum_sq[1] = group_sum<4>(y_sum_sq[1]);
+  } else {
+    // The producer warp streams every stage first, then runs the consumers' code over no stages
+    // (its rows, from kRows on, hold nothing): a branch around the consumers' loop instead put
+    // the n = 4 consumers into a spill at 255 registers.
+    if (!consumer && lane == 0) produce();
+    detail::consume_tile<S>(args, row0, rows_valid, consumer, rows, comb_t, post_pre_mix, stages,
+                            full, empty, stage_count, acc, sumsq, y_sum_sq);
   }
-  // The norm reads y back from layer_input: the copy engine's writes complete first (the
-  // producer waited for its own).
-  if (!S::kProducerWarp && lane == 0 && warp_has_rows) bulk_wait_all_written();
+  // The norm reads y back from layer_input: the producer waited until its stores were written.
   // Every stage consumed: the ring is idle and holds the epilogue's sums and staged outputs.
   __syncthreads();
   // With the cluster epilogue each CTA's totals stay in its own shared memory (the tile's CTAs
@@ -386,8 +392,8 @@ cudaError_t launch_sm90_boundary(const PrenormArgs& args, const BoundaryColumns&
     err = encode_tensor_map_2d(&w_map, CU_TENSOR_MAP_DATA_TYPE_FLOAT32, 4, args.hc_fn,
                                uint64_t(args.k), uint64_t(S::kNmix), S::kWBoxK, S::kNmix);
   }
-  // The stores: the tile's rows of a stage's boxes (the producer warp), or a warp's 16.
-  constexpr uint32_t kStoreRows = S::kProducerWarp ? S::kRows : 16;
+  // The stores: the tile's rows of a stage's boxes (the producer warp).
+  constexpr uint32_t kStoreRows = S::kRows;
   if (err == cudaSuccess) {
     err = encode_tensor_map_2d(&x_out_map, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 2, args.previous.x_out,
                                uint64_t(args.k), tokens, S::kStageColumns, kStoreRows, swizzle);

@@ -1,7 +1,6 @@
 // One stage of the fused boundary's pipeline (sm90_boundary.cuh), for its BoundaryShape S: the
 // copies in (x_prev, F, hc_fn), a consumer warp's post, collapse and MMAs of its rows, the copies
-// out (x, y), and the loops that run them: the consumers' with warp 0 issuing the copies (128-row
-// tiles), or the producer warp's and the consumers' (64-row tiles).
+// out (x, y), and the loops that run them: the producer warp's and the consumers'.
 #pragma once
 #include <cuda.h>
 #include <cuda_runtime.h>
@@ -13,6 +12,29 @@
 #include "mhc/cuda/sm90_prenorm_tma.cuh"
 
 namespace mhc::cuda::detail {
+
+// setmaxnreg (sm_90a): the warpgroup's per-thread register count, raised (waits until the
+// CTA's pool holds them) or lowered (returns them). Every warp of the warpgroup executes the same
+// one, and the warpgroup synchronises (named_barrier) before its next.
+template <unsigned kRegisters>
+__device__ __forceinline__ void registers_raise() {
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;" ::"n"(kRegisters));
+#endif
+}
+template <unsigned kRegisters>
+__device__ __forceinline__ void registers_lower() {
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;" ::"n"(kRegisters));
+#endif
+}
+
+// kThreads threads (whole warps) meet at named barrier kId (1..15; 0 is __syncthreads').
+template <int kId, int kThreads>
+__device__ __forceinline__ void named_barrier() {
+  static_assert(kId >= 1 && kId < 16 && kThreads % 32 == 0, "a named barrier of whole warps");
+  asm volatile("bar.sync %0, %1;" ::"n"(kId), "n"(kThreads) : "memory");
+}
 
 // Byte offset of 16-byte chunk `chunk` of row `row` in a box of kRowBytes-byte rows with the
 // matching swizzle: 128 (chunk ^ row % 8) or 64 (chunk ^ (row / 2) % 4), the copy engine's
@@ -100,7 +122,7 @@ __device__ __forceinline__ void produce_boundary_stage(const CUtensorMap* x_map,
 // One consumer lane's post of its 8 columns of one row: x for every stream (packed bf16, written
 // back over x_prev in the stage) and y = the collapse with the carried pre_mix (written over F's
 // piece, which this lane alone reads), whose squares go into y_sum_sq; the copy engine stores
-// both boxes (consume_boundary). `offset`: the lane's 16-byte piece in every box of the stage.
+// both boxes (produce_boundary). `offset`: the lane's 16-byte piece in every box of the stage.
 // Register economy (at n = 4 whole rows in floats spilled beside the MMA fragments): x stays packed
 // and is widened per output stream, the coefficients are read per output stream. Each value is
 // still post_sum's rounded, and y is collapse8's sum (the same fmas in stream order).
@@ -150,37 +172,21 @@ __device__ __forceinline__ void boundary_row_post(unsigned char* stage, int offs
   *reinterpret_cast<uint4*>(stage + S::kFOffset + offset) = y_packed;
 }
 
-// The copies out of one stage from tile row `first_row` on (the maps' box rows: 16, or the whole
-// tile with the producer warp), x's n boxes and y's (over F), not yet committed.
+// The copies out of one stage: the tile's rows of x's n boxes and of y's (over F), not yet
+// committed; rows past the batch are clipped by the copy engine.
 template <class S>
 __device__ __forceinline__ void store_boundary_rows(const CUtensorMap* x_out_map,
                                                     const CUtensorMap* y_map,
-                                                    const unsigned char* stage, int first_row,
-                                                    int hidden, int col, int64_t row0,
+                                                    const unsigned char* stage, int hidden, int col,
+                                                    int64_t row0,
                                                     const BoundaryPolicies& policies) {
-  const int row = static_cast<int>(row0) + first_row;
-  const int offset = first_row * S::kRowBytes;  // whole swizzle periods (8 rows) of the box
+  const int row = static_cast<int>(row0);
 #pragma unroll
   for (int k = 0; k < S::kStreamCount; ++k) {
-    tensor_copy_to_global(x_out_map, k * hidden + col, row, stage + k * S::kBoxBytes + offset,
+    tensor_copy_to_global(x_out_map, k * hidden + col, row, stage + k * S::kBoxBytes,
                           policies.x_out);
   }
-  tensor_copy_to_global(y_map, col, row, stage + S::kFOffset + offset, policies.layer_input);
-}
-
-// The copies out of one stage: warp `warp`'s 16 rows of the n x boxes and of the y box (over F),
-// kColumns columns at `col`; rows past the batch are clipped by the copy engine. Lane 0 of the
-// warp issues them once the warp's writes are fenced and synchronised, and waits until they
-// have read the stage before the warp releases it.
-template <class S>
-__device__ __forceinline__ void store_boundary_stage(const CUtensorMap* x_out_map,
-                                                     const CUtensorMap* y_map,
-                                                     const unsigned char* stage, int warp,
-                                                     int hidden, int col, int64_t row0,
-                                                     const BoundaryPolicies& policies) {
-  store_boundary_rows<S>(x_out_map, y_map, stage, 16 * warp, hidden, col, row0, policies);
-  bulk_commit_group();
-  bulk_wait_group_read<0>();
+  tensor_copy_to_global(y_map, col, row, stage + S::kFOffset, policies.layer_input);
 }
 
 // A consumer warp's work on one stage: per 32-column chunk, the post of its two rows, then the
@@ -214,60 +220,10 @@ __device__ __forceinline__ void consume_boundary_stage(
   }
 }
 
-// A consumer warp over the CTA's stages: per 32-column chunk, the post of its two rows, then the
-// MMAs of the n streams' K chunks from the packed x (chunk_mma; sum of squares of x included);
-// then the copy engine stores the warp's rows of x and y from the stage. rows[h]: tile row of
-// MMA row g + 8h. Lane 0 of warp 0 also keeps the ring full: before stage i it waits until every
-// warp has released stage i - 1 and refills that slot with stage i - 1 + kStages (the first
-// kStages were issued up front).
-template <class S>
-__device__ __forceinline__ void consume_boundary(
-    const CUtensorMap* x_map, const CUtensorMap* f_map, const CUtensorMap* w_map,
-    const CUtensorMap* x_out_map, const CUtensorMap* y_map, unsigned char* stages, uint64_t* full,
-    uint64_t* empty, int hidden, const uint16_t* stage_of, int stage_count, int64_t row0,
-    bool warp_has_rows, const int (&rows)[2], const BoundaryRow<S::kStreamCount> (&coefs)[2],
-    float (&acc)[1][S::kNTiles][4], float (&sumsq)[1][2], float (&y_sum_sq)[2]) {
-  const int warp = threadIdx.x / kWarp, lane = threadIdx.x % kWarp;
-  const bool issuer = threadIdx.x == 0;
-  const BoundaryPolicies policies{l2_policy<L2Eviction::normal>(), l2_policy<L2Eviction::last>(),
-                                  l2_policy<L2Eviction::first>(), l2_policy<L2Eviction::normal>()};
-  auto issue = [&](int stage) {  // stage index within the split, into its ring slot
-    const int slot = stage % S::kStages;
-    produce_boundary_stage<S>(x_map, f_map, w_map, stages + slot * S::kStageBytes, &full[slot],
-                              hidden, stage_of[stage] * S::kStageColumns, row0, policies);
-  };
-  if (issuer) {
-    for (int i = 0; i < min(S::kStages, stage_count); ++i) issue(i);
-  }
-  for (int i = 0; i < stage_count; ++i) {
-    const int refill = i - 1 + S::kStages;
-    if (issuer && i >= 1 && refill < stage_count) {
-      mbarrier_wait(&empty[(i - 1) % S::kStages], unsigned((i - 1) / S::kStages) & 1u);
-      issue(refill);
-    }
-    __syncwarp();
-    const int s = i % S::kStages;
-    mbarrier_wait(&full[s], unsigned(i / S::kStages) & 1u);
-    unsigned char* stage = stages + s * S::kStageBytes;
-    const int col0 = stage_of[i] * S::kStageColumns;
-    consume_boundary_stage<S>(stage, rows, coefs, acc, sumsq, y_sum_sq);
-    // This warp's reads and writes of the stage before the copy engine stores and refills it.
-    fence_shared_for_async_writes();
-    __syncwarp();
-    if (lane == 0) {
-      if (warp_has_rows) {
-        store_boundary_stage<S>(x_out_map, y_map, stage, warp, hidden, col0, row0, policies);
-      }
-      mbarrier_arrive(&empty[s]);
-    }
-  }
-}
-
-// With the producer warp (64-row tiles): its lane 0 fills the ring; per stage, once every
-// consumer warp has arrived on computed[s], it stores the tile's x and y boxes of the stage (rows
-// past the batch clipped by the copy engine), waits until the copy engine has read them and
-// refills the slot with stage i + kStages; at the end it waits until every store is written (the
-// norm reads y back).
+// The producer warp's lane 0 fills the ring; per stage, once every consumer warp has arrived on
+// computed[s], it stores the tile's x and y boxes of the stage, waits until the copy engine has
+// read them and refills the slot with stage i + kStages; at the end it waits until every store is
+// written (the norm reads y back).
 template <class S>
 __device__ __noinline__ void produce_boundary(
     const CUtensorMap* x_map, const CUtensorMap* f_map, const CUtensorMap* w_map,
@@ -284,7 +240,7 @@ __device__ __noinline__ void produce_boundary(
   for (int i = 0; i < stage_count; ++i) {
     const int s = i % S::kStages;
     mbarrier_wait(&computed[s], unsigned(i / S::kStages) & 1u);
-    store_boundary_rows<S>(x_out_map, y_map, stages + s * S::kStageBytes, 0, hidden,
+    store_boundary_rows<S>(x_out_map, y_map, stages + s * S::kStageBytes, hidden,
                            stage_of[i] * S::kStageColumns, row0, policies);
     bulk_commit_group();
     if (i + S::kStages < stage_count) {
@@ -295,7 +251,7 @@ __device__ __noinline__ void produce_boundary(
   bulk_wait_all_written();
 }
 
-// A consumer warp with the producer warp: per stage, its rows' work (consume_boundary_stage),
+// A consumer warp: per stage, its rows' work (consume_boundary_stage),
 // then its writes fenced for the copy engine and the stage handed to the producer.
 template <class S>
 __device__ __forceinline__ void consume_boundary_ring(unsigned char* stages, uint64_t* full,
@@ -318,6 +274,31 @@ __device__ __forceinline__ void consume_boundary_ring(unsigned char* stages, uin
     if (threadIdx.x % kWarp == 0) mbarrier_arrive(&computed[s]);
     if (++s == S::kStages) s = 0, phase ^= 1u;
   }
+}
+
+// A warp's part of the tile: its rows' coefficients into shared memory (consumers only), then
+// consume_boundary_ring over `stage_count` stages (none for the 64-row tiles' producer warp), then
+// the quads' sums of squares. rows[h]: tile row of MMA row g + 8h.
+template <class S>
+__device__ __forceinline__ void consume_tile(
+    const PrenormArgs& args, int64_t row0, int rows_valid, bool consumer, const int (&rows)[2],
+    float (*comb_t)[S::kStreamCount * S::kStreamCount], float (*post_pre_mix)[2 * S::kStreamCount],
+    unsigned char* stages, uint64_t* full, uint64_t* computed, int stage_count,
+    float (&acc)[1][S::kNTiles][4], float (&sumsq)[1][2], float (&y_sum_sq)[2]) {
+  if (consumer) {
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      load_boundary_row<S::kStreamCount>(args, row0 + rows[h], rows[h] < rows_valid,
+                                         threadIdx.x % 4, comb_t[rows[h]], post_pre_mix[rows[h]]);
+    }
+  }
+  __syncwarp();  // the warp's rows' coefficients, written by their quads
+  consume_boundary_ring<S>(stages, full, computed, consumer ? stage_count : 0, rows, &comb_t[0][0],
+                           &post_pre_mix[0][0], acc, sumsq, y_sum_sq);
+  sumsq[0][0] = group_sum<4>(sumsq[0][0]);
+  sumsq[0][1] = group_sum<4>(sumsq[0][1]);
+  y_sum_sq[0] = group_sum<4>(y_sum_sq[0]);
+  y_sum_sq[1] = group_sum<4>(y_sum_sq[1]);
 }
 
 }  // namespace mhc::cuda::detail
