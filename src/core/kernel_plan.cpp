@@ -165,6 +165,7 @@ void apply_switches(KernelPlan& plan, const KernelConfig& config) {
     plan.fused_boundary_min_tokens = *config.fused_boundary ? 1 : 0;
     plan.fused_boundary_min_hidden = 0;  // forced: every shape
     plan.fused_boundary_streams = 0;
+    plan.fused_boundary_wide = {};
     plan.overrides.push_back(fmt::format("fused_boundary={}", *config.fused_boundary));
   }
   if (config.overlap_side_ctas) {
@@ -340,6 +341,7 @@ KernelPlan make_plan(ComputeCapability cc, int sm_count, std::optional<KernelIma
   plan.fused_boundary_min_tokens = plan.tma128_available ? plan.rules.fused_boundary_min_tokens : 0;
   plan.fused_boundary_min_hidden = plan.rules.fused_boundary_min_hidden;
   plan.fused_boundary_streams = plan.rules.fused_boundary_streams;
+  plan.fused_boundary_wide = plan.rules.fused_boundary_wide;
   plan.tma_cluster_epilogue = plan.tma128_available && plan.rules.tma_cluster_epilogue;
   plan.overlap_side_ctas = image ? plan.rules.overlap_side_ctas : 0;
   plan.overlap = image ? plan.rules.overlap : OverlapAvailability::never;
@@ -357,7 +359,7 @@ KernelPlan simulated_plan(ComputeCapability cc, int sm_count, const std::vector<
 
 bool KernelPlan::fuses_boundary(int hidden, int streams, int64_t tokens) const {
   return boundary_rule_holds(fused_boundary_min_tokens, fused_boundary_min_hidden,
-                             fused_boundary_streams, hidden, streams, tokens);
+                             fused_boundary_streams, fused_boundary_wide, hidden, streams, tokens);
 }
 
 PrenormKernel KernelPlan::prenorm_kernel(int64_t tokens) const {

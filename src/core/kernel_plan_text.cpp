@@ -36,6 +36,20 @@ std::string boundary_shapes_text(const KernelPlan& plan) {
   if (plan.fused_boundary_min_hidden > 0) {
     out += fmt::format("{} C >= {}", out.empty() ? " at" : ",", plan.fused_boundary_min_hidden);
   }
+  for (const BoundaryStep& step : plan.fused_boundary_wide) {
+    if (step.min_tokens <= 0 || step.min_tokens >= plan.fused_boundary_min_tokens) continue;
+    out += fmt::format("; from {} at C >= {}", step.min_tokens, step.hidden);
+  }
+  return out;
+}
+
+// The wide steps in use, as [{"hidden": C, "min_tokens": M}, ...].
+nlohmann::json wide_steps_json(const BoundaryWideSteps& steps) {
+  nlohmann::json out = nlohmann::json::array();
+  for (const BoundaryStep& step : steps) {
+    if (step.min_tokens > 0)
+      out.push_back({{"hidden", step.hidden}, {"min_tokens", step.min_tokens}});
+  }
   return out;
 }
 
@@ -271,6 +285,7 @@ std::string KernelPlan::to_json() const {
       {"fused_boundary_min_tokens", fused_boundary_min_tokens},
       {"fused_boundary_min_hidden", fused_boundary_min_hidden},
       {"fused_boundary_streams", fused_boundary_streams},
+      {"fused_boundary_wide", wide_steps_json(fused_boundary_wide)},
       {"tma_cluster_epilogue", tma_cluster_epilogue},
       {"overlap", std::string(mhc::to_string(overlap))},
       {"overlap_max_tokens", overlap_max_tokens},

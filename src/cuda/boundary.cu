@@ -20,7 +20,8 @@ bool boundary_fuses(const MhcParams& p, int64_t tokens, const PrenormTuning& tun
   const bool rule_holds =
       tuning.fused_boundary_min_tokens >= 0
           ? boundary_rule_holds(tuning.fused_boundary_min_tokens, tuning.fused_boundary_min_hidden,
-                                tuning.fused_boundary_streams, p.hidden, p.n, tokens)
+                                tuning.fused_boundary_streams, tuning.fused_boundary_wide, p.hidden,
+                                p.n, tokens)
           : default_device_plan().fuses_boundary(p.hidden, p.n, tokens);
   return rule_holds && tma_prenorm_available() && !tuning.batch_invariant &&
          projection == Projection::tf32 && p.hidden % kBoundaryStageColumns == 0 &&
@@ -31,6 +32,7 @@ PrenormTuning forcing_fused_boundary(PrenormTuning t) {
   t.fused_boundary_min_tokens = 1;
   t.fused_boundary_min_hidden = 0;
   t.fused_boundary_streams = 0;
+  t.fused_boundary_wide = {};
   return t;
 }
 
@@ -125,16 +127,18 @@ BoundaryTile boundary_tile(const MhcParams& p, int64_t tokens,
   const int64_t sms = std::max(1, capacity_128[0]);  // clusters of one CTA: one per SM
   if (deeper_half_ring(p.n) && first_wave * 10 >= sms * 9) return halves;
   // At n = 4, below that: whole waves decide before the stage bytes do. Where the halves run in
-  // one wave on 1 or an even number of splits, the halves (with their producer warp 2-5% faster
-  // at 3072 tokens at C = 4096-7168 on 2 splits, 4% at 1536 on 4, where the stage bytes say 128;
-  // on 3 splits at 2048 they lost 3%). Where they need more waves and the 128-row tiles one, the
+  // one wave on 1, 5 or an even number of splits, the halves (with their producer warp 2-5%
+  // faster at 3072 tokens at C = 4096-7168 on 2 splits, 4% at 1536 on 4, 3-13% at 1152-1408 on
+  // 5 where the stage bytes tie within 1%; on 3 splits at 2048 they lost 3%; 7 not measured).
+  // Where they need more waves and the 128-row tiles one, the
   // 128-row tiles (at 2880 tokens 64 x 8 in 3 waves lost 4% to 128 x 4, where the stage bytes
   // say 64; docs/decisions.md, "A producer warpgroup for the whole tiles").
   const int64_t half_tiles = std::max<int64_t>(1, ceil_div(tokens, kBoundaryHalfTileRows));
   const bool half_one_wave = half_tiles <= std::max(1, capacity_64[half.splits - 1]);
   const bool whole_one_wave = tiles <= std::max(1, capacity_128[whole.splits - 1]);
   const BoundaryTile wholes{kBoundaryRowsPerTile, whole.splits};
-  if (p.n == 4 && half_one_wave && (half.splits == 1 || half.splits % 2 == 0)) return halves;
+  const bool half_splits_won = half.splits == 1 || half.splits == 5 || half.splits % 2 == 0;
+  if (p.n == 4 && half_one_wave && half_splits_won) return halves;
   if (p.n == 4 && !half_one_wave && whole_one_wave) return wholes;
   const int64_t whole_bytes = whole.stage_times * stage_bytes(p.n, kBoundaryRowsPerTile);
   const int64_t half_bytes = half.stage_times * stage_bytes(p.n, kBoundaryHalfTileRows);

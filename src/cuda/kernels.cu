@@ -159,6 +159,7 @@ PrenormTuning choose_prenorm_tuning(const KernelPlan& plan, const MhcParams& p, 
   t.fused_boundary_min_tokens = plan.fused_boundary_min_tokens;
   t.fused_boundary_min_hidden = plan.fused_boundary_min_hidden;
   t.fused_boundary_streams = plan.fused_boundary_streams;
+  t.fused_boundary_wide = plan.fused_boundary_wide;
   t.tma_cluster_epilogue = plan.tma_cluster_epilogue ? 1 : 0;
   return t;
 }

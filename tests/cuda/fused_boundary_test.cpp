@@ -402,9 +402,19 @@ TEST(CudaFusedBoundary, SplitRule) {
   EXPECT_EQ(tile(p, 1536), (std::array<int, 2>{64, 4}));
   EXPECT_EQ(tile(p, 1409), (std::array<int, 2>{64, 4}));
   EXPECT_EQ(tile(p, 1792), (std::array<int, 2>{64, 4}));
-  // On an odd split count the stage bytes decide: 2048 tokens (32 x 3 against 16 x 6 on the same
-  // 96 SMs) measured 81.7 against 79.0 µs; at 1408 (22 tiles) the halves' rule takes 5.
+  // On 5 splits in one wave, the halves: 1089-1408 tokens (18-22 tiles) at every C, where the
+  // stage bytes tie within 1% (C = 4096 and 7168 said 128 x 8; measured per site at 1152 tokens
+  // 41.6 against 47.9 µs at C = 4096, 68.3 against 73.6 at 7168; at 7168 and 1408, 79.7 against
+  // 78.5, a known miss). On 3 the stage bytes decide: 2048 tokens (32 x 3 against 16 x 6 on the
+  // same 96 SMs) measured 81.7 against 79.0 µs.
   EXPECT_EQ(tile(p, 1408), (std::array<int, 2>{64, 5}));
+  for (int hidden : {4096, 7168}) {
+    const MhcParams q = test::small_params(4, hidden);
+    EXPECT_EQ(tile(q, 1089), (std::array<int, 2>{64, 5})) << hidden;
+    EXPECT_EQ(tile(q, 1152), (std::array<int, 2>{64, 5})) << hidden;
+    EXPECT_EQ(tile(q, 1408), (std::array<int, 2>{64, 5})) << hidden;
+    EXPECT_EQ(tile(q, 1024), (std::array<int, 2>{64, 6})) << hidden;  // 16 tiles: 6, even
+  }
   EXPECT_EQ(tile(p, 2048), (std::array<int, 2>{128, 6}));
   // Where the halves need more waves and the 128-row tiles one, the 128-row tiles: 2817-2880
   // tokens, where the halves' rule takes 8 splits (45 tiles: 3 waves of 15 clusters) and the

@@ -8,6 +8,8 @@
 // image the runtime reports loading (src/cuda/device_plan.cu); a simulated one (`mhc plan --arch
 // 10.0`, the tests) from the image the driver would pick from the build's list.
 #pragma once
+#include <algorithm>
+#include <array>
 #include <cstdint>
 #include <limits>
 #include <optional>
@@ -29,6 +31,14 @@ enum class OverlapAvailability { automatic, opt_in, never };
 std::string_view to_string(OverlapAvailability a);
 
 inline constexpr int64_t kNoTokenLimit = std::numeric_limits<int64_t>::max();
+
+// A lower token threshold for the fused boundary from a wider hidden size: at C >= hidden, from
+// min_tokens (0: an unused step).
+struct BoundaryStep {
+  int hidden = 0;
+  int64_t min_tokens = 0;
+};
+using BoundaryWideSteps = std::array<BoundaryStep, 2>;
 
 // One architecture's measured heuristics (src/core/plan_sm90.cpp, plan_sm80.cpp, plan_sm100.cpp).
 struct ArchRules {
@@ -58,6 +68,8 @@ struct ArchRules {
   int64_t fused_boundary_min_tokens = 0;
   int fused_boundary_min_hidden = 0;
   int fused_boundary_streams = 0;
+  // Lower thresholds at wider C, where the fused boundary's lead starts earlier (BoundaryStep).
+  BoundaryWideSteps fused_boundary_wide{};
   // The TMA prenorm kernel's splits of a tile as one thread block cluster (2-8 splits, where the
   // device holds every tile's cluster at once): the split reduction through distributed shared
   // memory and the stats shared, the same bits.
@@ -72,11 +84,20 @@ struct ArchRules {
   int overlap_max_tokens = 16;
 };
 // Whether a fused-boundary rule (ArchRules::fused_boundary_*) covers a site of C = hidden and
-// n = streams at this many tokens.
-inline bool boundary_rule_holds(int64_t min_tokens, int min_hidden, int rule_streams, int hidden,
-                                int streams, int64_t tokens) {
-  return min_tokens > 0 && tokens >= min_tokens && hidden >= min_hidden &&
-         (rule_streams == 0 || streams == rule_streams);
+// n = streams at this many tokens: from min_tokens, or from a wide step's fewer tokens where C
+// reaches the step's hidden size (steps only lower the threshold, so 1, "every size", stays 1).
+inline bool boundary_rule_holds(int64_t min_tokens, int min_hidden, int rule_streams,
+                                const BoundaryWideSteps& wide, int hidden, int streams,
+                                int64_t tokens) {
+  if (min_tokens <= 0 || hidden < min_hidden || (rule_streams != 0 && streams != rule_streams)) {
+    return false;
+  }
+  int64_t threshold = min_tokens;
+  for (const BoundaryStep& step : wide) {
+    if (step.min_tokens > 0 && hidden >= step.hidden)
+      threshold = std::min(threshold, step.min_tokens);
+  }
+  return tokens >= threshold;
 }
 
 ArchRules sm80_rules();
@@ -129,11 +150,12 @@ struct KernelPlan {
   // for flagged partials (behind the stand-in sublayers the side launch's flagged form made the
   // main stream pay more at C = 4096 and 7168: docs/decisions.md, "Flagged partials").
   bool flagged_partials_split_loop = false;
-  int64_t fused_boundary_min_tokens = 0;  // 0: the boundary's launches are never fused
-  int fused_boundary_min_hidden = 0;      // ... and only from this C (0: any)
-  int fused_boundary_streams = 0;         // ... and only at this n (0: any)
-  bool tma_cluster_epilogue = false;      // ArchRules::tma_cluster_epilogue, in the image
-  int overlap_side_ctas = 0;              // ArchRules::overlap_side_ctas (0: one CTA per split)
+  int64_t fused_boundary_min_tokens = 0;    // 0: the boundary's launches are never fused
+  int fused_boundary_min_hidden = 0;        // ... and only from this C (0: any)
+  int fused_boundary_streams = 0;           // ... and only at this n (0: any)
+  BoundaryWideSteps fused_boundary_wide{};  // ... from fewer tokens at wider C (ArchRules)
+  bool tma_cluster_epilogue = false;        // ArchRules::tma_cluster_epilogue, in the image
+  int overlap_side_ctas = 0;                // ArchRules::overlap_side_ctas (0: one CTA per split)
   // CTAs for the overlap's side-stream coefficient launch of 1-16 tokens in `splits` splits:
   // overlap_side_ctas; 0 (one CTA per split) at more tokens, or where that is not fewer.
   int side_split_ctas(int64_t tokens, int splits) const;

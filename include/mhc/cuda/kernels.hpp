@@ -72,10 +72,12 @@ struct PrenormTuning {
   int64_t cluster_post_max_tokens = -1;
   // The fused boundary (prenorm_coefficients with `previous`: one launch, sm90_boundary.cuh) from
   // this many tokens where it is eligible (boundary_fuses), at C >= fused_boundary_min_hidden and
-  // n == fused_boundary_streams (0: any); 0 tokens: never; < 0: the device plan's three.
+  // n == fused_boundary_streams (0: any), from fewer tokens at wider C (fused_boundary_wide);
+  // 0 tokens: never; < 0: the device plan's rule.
   int64_t fused_boundary_min_tokens = -1;
   int fused_boundary_min_hidden = 0;
   int fused_boundary_streams = 0;
+  BoundaryWideSteps fused_boundary_wide{};
   // The fused boundary's CTAs per tile (1..8); 0: boundary_tile's rule. For sweeps.
   int boundary_splits = 0;
   // The fused boundary's tokens per tile: 128 or 64 (64-column stages only); 0: boundary_tile's
