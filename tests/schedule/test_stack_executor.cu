@@ -190,8 +190,8 @@ TEST_F(StackStressTest, FusedBoundaryLayoutMatchesFloat64Reference) {
 }
 
 // The built-in plan's fused boundary: the native schedule takes it exactly where the sm90 rule
-// holds (n = 4 from the rule's token count, 768, at C >= 4096) and never at sizes the overlap
-// threshold covers (the overlap's launches are the unfused ones); at that token count
+// holds (n = 4 from the rule's token count at C >= 4096, fewer at wider C) and never at sizes the
+// overlap threshold covers (the overlap's launches are the unfused ones); at that token count
 // DeepSeek-V4-Pro- and V4.1-Flash-sized stacks within the float64 reference's bounds.
 TEST_F(StackStressTest, PlanFusesTheBoundaryWhereItWins) {
   if (!tma_prenorm_available()) GTEST_SKIP() << "the fused boundary needs the sm_90a kernels";
@@ -206,9 +206,17 @@ TEST_F(StackStressTest, PlanFusesTheBoundaryWhereItWins) {
     return std::string(to_string(ex.layout(m, false)));
   };
   const char* plain = R"({"enable_mhc_overlap": false})";
+  const ArchRules rules = sm90_rules();
   for (int hidden : {4096, 5120, 7168}) {
-    EXPECT_EQ(layout(hidden, 4, plain, tokens - 1), "fused_post") << hidden;
-    EXPECT_EQ(layout(hidden, 4, plain, tokens), "fused_boundary") << hidden;
+    int64_t from = 1;  // the rule's first fused size at this C
+    while (!boundary_rule_holds(rules.fused_boundary_min_tokens, rules.fused_boundary_min_hidden,
+                                rules.fused_boundary_streams, rules.fused_boundary_wide, hidden, 4,
+                                from)) {
+      ASSERT_LT(++from, tokens + 1) << hidden;
+    }
+    ASSERT_GT(from, 64) << hidden;
+    EXPECT_EQ(layout(hidden, 4, plain, from - 1), "fused_post") << hidden;
+    EXPECT_EQ(layout(hidden, 4, plain, from), "fused_boundary") << hidden;
     EXPECT_EQ(layout(hidden, 4, plain, 4097), "fused_boundary") << hidden;
   }
   EXPECT_EQ(layout(4032, 4, plain, 4097), "fused_post") << "below the measured hidden sizes";
