@@ -46,7 +46,7 @@ ArchRules sm90_rules() {
   r.fused_boundary_streams = 4;
   // Wider rows cross over earlier (session 27, per site in a stack graph, two rounds): at C = 5120
   // lost at 576 tokens, tied at 608 and won from 640; at C = 7168 lost at 512 and won from 544
-  // (6%; 23% at 704); at C = 4096 lost at 736 and won from 768 (docs/decisions.md, "The fused
+  // (6%; 23% at 704); at C = 4096 tied at 704-736 and won from 768 (docs/decisions.md, "The fused
   // boundary's threshold by hidden size").
   r.fused_boundary_wide = {{{5120, 640}, {7168, 544}}};
   // The TMA kernel's tiles as clusters where they fit at once (2 splits from about 4100 to 8400
