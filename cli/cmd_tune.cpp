@@ -1,11 +1,14 @@
 // `mhc tune`: measures on this GPU, for this model shape, up to which batch the overlap schedule
-// beats the native one, and writes a tactics file (mhc/core/tactics.hpp) that
+// beats the native one, the prenorm kernel per size and from which size the fused boundary beats
+// its two launches, and writes a tactics file (mhc/core/tactics.hpp) that
 // --kernel-config '{"tactics": "FILE"}' loads. How the threshold is chosen: docs/tuning.md.
 #include <fmt/core.h>
 
 #include <algorithm>
+#include <map>
 #include <memory>
 #include <nlohmann/json.hpp>
+#include <utility>
 
 #include "commands.hpp"
 #include "mhc/bench/common.hpp"
@@ -20,6 +23,7 @@
 #if MHC_WITH_CUDA
 #include "mhc/cuda/cuda_backend.hpp"
 #include "mhc/cuda/device_plan.hpp"
+#include "mhc/cuda/kernels.hpp"
 #endif
 
 namespace mhc::cli {
@@ -35,6 +39,12 @@ struct TuneOptions {
   // split count; empty (--prenorm-tokens 0): keep the plan's built-in ranges.
   std::vector<int64_t> prenorm_tokens{1, 4, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096, 8192};
   int prenorm_reps = 100;
+  // The fused boundary's crossover: sizes at which `mhc bench kernels` times a site in a stack
+  // graph with the fused boundary and with the two launches it replaces; empty
+  // (--boundary-tokens 0): keep the plan's built-in rule.
+  std::vector<int64_t> boundary_tokens{256, 384, 512,  544,  576,  608,  640,  704,
+                                       768, 896, 1024, 1536, 2048, 3072, 4096, 8192};
+  int boundary_reps = 50;
   std::string out_path;
 };
 
@@ -70,6 +80,12 @@ constexpr const char* kPrenormMethod =
     "CUDA-graph replays; the fastest wins the size, equal neighbours merge into one range, a "
     "range reaches up to its last measured size and the last one to every larger size";
 
+constexpr const char* kBoundaryMethod =
+    "per size of boundary_tokens, a site in a stack graph of `mhc bench kernels` with the fused "
+    "boundary kernel (the plan's tile) and with the two launches it replaces, the median of "
+    "CUDA-graph replays; fused_boundary_min_tokens is the smallest measured size from which the "
+    "fused site won at every larger measured size (0: it lost at the largest)";
+
 // The largest size up to which every measured size was won (0: the first one was lost).
 int64_t threshold(const nlohmann::json& sizes) {
   int64_t up_to = 0;
@@ -89,13 +105,16 @@ MhcParams shape(const TuneOptions& o) {
 
 // Sorted and without repeats (the options' checks did the ranges).
 void check(TuneOptions& o) {
-  for (auto* list : {&o.tokens, &o.prenorm_tokens}) {
+  for (auto* list : {&o.tokens, &o.prenorm_tokens, &o.boundary_tokens}) {
     std::sort(list->begin(), list->end());
     list->erase(std::unique(list->begin(), list->end()), list->end());
   }
-  if (o.prenorm_tokens == std::vector<int64_t>{0}) o.prenorm_tokens.clear();
-  if (!o.prenorm_tokens.empty() && o.prenorm_tokens.front() == 0) {
-    throw Error("--prenorm-tokens: 0 (skip) cannot be combined with sizes");
+  for (auto [list, name] : {std::pair{&o.prenorm_tokens, "--prenorm-tokens"},
+                            std::pair{&o.boundary_tokens, "--boundary-tokens"}}) {
+    if (*list == std::vector<int64_t>{0}) list->clear();
+    if (!list->empty() && list->front() == 0) {
+      throw Error(fmt::format("{}: 0 (skip) cannot be combined with sizes", name));
+    }
   }
 }
 
@@ -150,6 +169,41 @@ nlohmann::json tune_prenorm(const TuneOptions& o, const MhcParams& p, nlohmann::
   return ranges;
 }
 
+// The fused boundary's crossover on this GPU: per size the site in a stack graph with the fused
+// boundary and with the two launches it replaces (the same graphs `mhc bench kernels` times).
+int64_t tune_boundary(const TuneOptions& o, const MhcParams& p, nlohmann::json& doc) {
+  bench::KernelBenchOptions k;
+  k.preset_name = o.preset_name;
+  k.params = p;
+  k.tokens = o.boundary_tokens;
+  k.reps = o.boundary_reps;
+  k.commit = doc.value("commit", "");
+  const nlohmann::json report = bench::bench_kernels(k);
+  std::map<int64_t, BoundaryTiming> by_size;
+  for (const auto& r : report.at("results")) {
+    const int64_t tokens = r.at("tokens").get<int64_t>();
+    BoundaryTiming& t = by_size[tokens];
+    t.tokens = tokens;
+    if (r.at("kernel") == "site in stack, fused boundary (each)") {
+      t.fused_us = r.at("median_us").get<double>();
+    } else if (r.at("kernel") == "site in stack, 8 per graph (each)") {
+      t.unfused_us = r.at("median_us").get<double>();
+    }
+  }
+  std::vector<BoundaryTiming> timings;
+  nlohmann::json rows = nlohmann::json::array();
+  for (const auto& [tokens, t] : by_size) {
+    timings.push_back(t);
+    rows.push_back({{"tokens", tokens}, {"fused_us", t.fused_us}, {"unfused_us", t.unfused_us}});
+    fmt::print("boundary at {:>6} tokens: fused {:8.2f} us, unfused {:8.2f} us per site\n", tokens,
+               t.fused_us, t.unfused_us);
+  }
+  doc["boundary_timings"] = rows;
+  const int64_t from = fused_boundary_threshold(timings);
+  fmt::print("fused_boundary_min_tokens = {}\n", from);
+  return from;
+}
+
 void run_tune(TuneOptions o) {
   check(o);
 #if MHC_WITH_CUDA
@@ -179,6 +233,12 @@ void run_tune(TuneOptions o) {
     doc["prenorm_method"] = kPrenormMethod;
     doc["prenorm"] = tune_prenorm(o, p, doc);
   }
+  if (!o.boundary_tokens.empty() && cuda::tma_prenorm_available()) {
+    doc["boundary_method"] = kBoundaryMethod;
+    doc["fused_boundary_min_tokens"] = tune_boundary(o, p, doc);
+  } else if (!o.boundary_tokens.empty()) {
+    fmt::print("fused boundary: not in the image this GPU loads; the plan's rule stays\n");
+  }
   Tactics::parse(doc.dump(), o.out_path);  // what is written must load
   write_output_file(o.out_path, doc.dump(1) + "\n");
   fmt::print(
@@ -191,6 +251,7 @@ void run_tune(TuneOptions o) {
   (void)per_size;
   (void)threshold;
   (void)tune_prenorm;
+  (void)tune_boundary;
   throw Error("mhc tune needs the CUDA backend; this build has none");
 #endif
 }
@@ -220,6 +281,14 @@ void register_tune(CLI::App& app) {
       ->check(integer_in<int64_t>(0))
       ->capture_default_str();
   cmd->add_option("--prenorm-reps", o->prenorm_reps, "Timed replays per prenorm variant")
+      ->check(integer_in(5))
+      ->capture_default_str();
+  cmd->add_option("--boundary-tokens", o->boundary_tokens,
+                  "Sizes at which to time the fused boundary against its two launches (0: skip)")
+      ->delimiter(',')
+      ->check(integer_in<int64_t>(0))
+      ->capture_default_str();
+  cmd->add_option("--boundary-reps", o->boundary_reps, "Timed replays per boundary variant")
       ->check(integer_in(5))
       ->capture_default_str();
   cmd->add_option("--out", o->out_path, "The tactics file to write (safely: temp file + rename)")

@@ -104,6 +104,25 @@ void apply_prenorm_tactics(KernelPlan& plan, const KernelConfig& config) {
   plan.prenorm_source = config.tactics->describe();
 }
 
+// The tactics' measured fused-boundary threshold replaces the built-in rule: at the measured n,
+// from the measured C up (a wider C crossed over earlier wherever measured), from that many
+// tokens (0: never).
+void apply_boundary_tactics(KernelPlan& plan, const KernelConfig& config) {
+  if (!config.tactics || !config.tactics->fused_boundary_min_tokens) return;
+  const int64_t from = *config.tactics->fused_boundary_min_tokens;
+  if (from > 0 && !plan.tma128_available) {
+    throw Error(fmt::format(
+        "{} fuses the boundary from {} tokens, but the image this GPU loads ({}) has no fused "
+        "boundary kernel: run `mhc tune` with this binary",
+        config.tactics->source, from, plan.image ? plan.image->name() : "none"));
+  }
+  plan.fused_boundary_min_tokens = from;
+  plan.fused_boundary_min_hidden = config.tactics->hidden;
+  plan.fused_boundary_streams = config.tactics->n;
+  plan.fused_boundary_wide = {};
+  plan.overrides.push_back(fmt::format("fused_boundary_min_tokens={} (tactics)", from));
+}
+
 void apply_switches(KernelPlan& plan, const KernelConfig& config) {
   if (config.prenorm_kernel) {
     const PrenormKernel k = parse_prenorm_kernel(*config.prenorm_kernel);
@@ -347,6 +366,7 @@ KernelPlan make_plan(ComputeCapability cc, int sm_count, std::optional<KernelIma
   plan.overlap = image ? plan.rules.overlap : OverlapAvailability::never;
   apply_threshold(plan, config);
   apply_prenorm_tactics(plan, config);
+  apply_boundary_tactics(plan, config);
   apply_switches(plan, config);
   if (config.batch_invariant) apply_batch_invariance(plan, config);
   return plan;

@@ -127,6 +127,11 @@ Tactics Tactics::parse(std::string_view json_text, const std::string& source) {
   t.overlap_max_tokens =
       static_cast<int>(r.integer(root, "overlap_max_tokens", "the file", 0, kMaxThreshold));
   t.prenorm = read_prenorm(r);
+  if (root.contains("fused_boundary_min_tokens") &&
+      !root.at("fused_boundary_min_tokens").is_null()) {
+    t.fused_boundary_min_tokens =
+        r.integer(root, "fused_boundary_min_tokens", "the file", 0, kMaxThreshold);
+  }
   return t;
 }
 
@@ -170,6 +175,7 @@ std::string Tactics::to_json() const {
     }
     j["prenorm"] = ranges;
   }
+  if (fused_boundary_min_tokens) j["fused_boundary_min_tokens"] = *fused_boundary_min_tokens;
   return j.dump();
 }
 
@@ -195,10 +201,37 @@ std::vector<PrenormTactic> fastest_prenorm(const std::vector<PrenormTiming>& tim
   return out;
 }
 
+int64_t fused_boundary_threshold(const std::vector<BoundaryTiming>& timings) {
+  std::map<int64_t, bool> won;  // by size, ascending
+  for (const BoundaryTiming& t : timings) {
+    if (!(t.fused_us > 0) || !(t.unfused_us > 0)) {
+      throw Error(fmt::format("boundary timing at M={} is not positive", t.tokens));
+    }
+    if (won.count(t.tokens) != 0)
+      throw Error(fmt::format("two boundary timings at M={}", t.tokens));
+    won[t.tokens] = t.fused_us < t.unfused_us;
+  }
+  if (won.empty()) throw Error("no boundary timings to choose from");
+  int64_t from = 0;  // the first size of the last run of wins that reaches the largest size
+  for (const auto& [tokens, fused_won] : won) {
+    if (!fused_won) {
+      from = 0;
+    } else if (from == 0) {
+      from = tokens;
+    }
+  }
+  return from;
+}
+
 std::string Tactics::describe() const {
+  const std::string boundary =
+      !fused_boundary_min_tokens ? ""
+      : *fused_boundary_min_tokens > 0
+          ? fmt::format(", fused boundary from {} tokens", *fused_boundary_min_tokens)
+          : ", fused boundary never";
   return fmt::format(
-      "tactics {}: overlap up to {} tokens ({}, {}.{}, C={} n={} L={}, commit {}, {})", source,
-      overlap_max_tokens, gpu, capability.major, capability.minor, hidden, n, layers,
+      "tactics {}: overlap up to {} tokens{} ({}, {}.{}, C={} n={} L={}, commit {}, {})", source,
+      overlap_max_tokens, boundary, gpu, capability.major, capability.minor, hidden, n, layers,
       commit.empty() ? "unknown" : commit, date.empty() ? "undated" : date);
 }
 

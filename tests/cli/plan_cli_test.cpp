@@ -84,6 +84,12 @@ TEST(TuneCli, RefusesBadOptionsBeforeMeasuring) {
     EXPECT_EQ(r.status, 2) << prenorm;
     EXPECT_NE(r.err.find("--prenorm"), std::string::npos) << prenorm << ": " << r.err;
   }
+  for (const char* boundary :
+       {"--boundary-tokens 0,640", "--boundary-tokens -1", "--boundary-reps 4"}) {
+    const RunResult r = run_mhc(std::string("tune --out /tmp/x.json ") + boundary);
+    EXPECT_EQ(r.status, 2) << boundary;
+    EXPECT_NE(r.err.find("--boundary"), std::string::npos) << boundary << ": " << r.err;
+  }
 }
 
 TEST(DispatchCli, NoAutomaticOverlapOnBlackwellWithoutItsCode) {

@@ -1,6 +1,7 @@
 // The kernel plan on simulated devices: which image a GPU loads from a binary's images, the
 // prenorm kernel per token range and the splits, the switches, the tactics, and the dispatch
 // policy's promise that it never says yes to a path the binary lacks.
+#include <fmt/core.h>
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -559,6 +560,50 @@ TEST(KernelPlanTactics, MeasuredPrenormRanges) {
   }
   EXPECT_THROW(plan("8.0", kWithSm100, tactics.c_str()), Error);
   EXPECT_TRUE(contains(plan("9.0", kWithSm100).prenorm_source, "built-in rules of sm90"));
+}
+
+// A measured fused-boundary threshold from `mhc tune` replaces the built-in rule: at the measured
+// n, from the measured C up, from that many tokens (0: never); the switch and batch-invariant
+// mode still win, and an image without the kernel refuses it.
+TEST(KernelPlanTactics, MeasuredFusedBoundaryThreshold) {
+  const auto with = [](const char* from) {
+    return fmt::format(
+        R"({{"tactics": {{"format": "mhc-tactics-1", "gpu": "g", "arch": "9.0", "sm_count": 132,
+            "shape": {{"hidden": 5120, "n": 4, "layers": 43}}, "overlap_max_tokens": 32,
+            "fused_boundary_min_tokens": {}}}}})",
+        from);
+  };
+  const KernelPlan p = plan("9.0", kWithSm100, with("1024").c_str());
+  EXPECT_FALSE(p.fuses_boundary(5120, 4, 1023));
+  EXPECT_TRUE(p.fuses_boundary(5120, 4, 1024));
+  EXPECT_TRUE(p.fuses_boundary(7168, 4, 1024)) << "a wider C: the measured threshold too";
+  EXPECT_FALSE(p.fuses_boundary(7168, 4, 800)) << "the built-in steps are gone";
+  EXPECT_FALSE(p.fuses_boundary(4096, 4, 8192)) << "below the measured C";
+  EXPECT_FALSE(p.fuses_boundary(5120, 2, 8192)) << "another n";
+  EXPECT_TRUE(contains(p.describe(), "fused_boundary_min_tokens=1024 (tactics)")) << p.describe();
+  EXPECT_TRUE(contains(p.describe(), "from 1024 tokens at n = 4, C >= 5120\n")) << p.describe();
+  EXPECT_FALSE(plan("9.0", kWithSm100, with("0").c_str()).fuses_boundary(5120, 4, 8192));
+  // Without the field the built-in rule stays.
+  EXPECT_TRUE(plan("9.0", kWithSm100, with("null").c_str()).fuses_boundary(5120, 4, 640));
+  std::string off = with("1024");
+  off.insert(1, R"("fused_boundary": false, )");
+  EXPECT_FALSE(plan("9.0", kWithSm100, off.c_str()).fuses_boundary(5120, 4, 8192));
+  std::string bi = with("1024");
+  bi.insert(1, R"("batch_invariant": true, )");
+  EXPECT_FALSE(plan("9.0", kWithSm100, bi.c_str()).fuses_boundary(5120, 4, 8192));
+  // Measured on an arch whose image lacks the kernel: refused (never fusing needs none).
+  const auto on_sm100 = [&](const char* from) {
+    std::string t = with(from);
+    t.replace(t.find(R"("arch": "9.0")"), 13, R"("arch": "10.0")");
+    return plan("10.0", kWithSm100, t.c_str());
+  };
+  try {
+    on_sm100("1024");
+    ADD_FAILURE() << "no error";
+  } catch (const Error& e) {
+    EXPECT_TRUE(contains(e.what(), "no fused boundary kernel")) << e.what();
+  }
+  EXPECT_FALSE(on_sm100("0").fuses_boundary(5120, 4, 8192));
 }
 
 }  // namespace

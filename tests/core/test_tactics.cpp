@@ -160,5 +160,44 @@ TEST(Tactics, FastestPrenormPerSize) {
   EXPECT_THROW(fastest_prenorm({{1, "mma16", 1, std::nan("")}}), Error);
 }
 
+// The measured fused-boundary threshold: optional (absent keeps older files' canonical JSON and
+// hashes), an integer in 0..2^20, shown by describe().
+TEST(Tactics, FusedBoundaryThresholdIsValidated) {
+  EXPECT_FALSE(Tactics::parse(kValid, "t").fused_boundary_min_tokens.has_value());
+  EXPECT_EQ(Tactics::parse(kValid, "t").to_json().find("fused_boundary"), std::string::npos);
+  nlohmann::json j = nlohmann::json::parse(kValid);
+  j["fused_boundary_min_tokens"] = 640;
+  const Tactics t = Tactics::parse(j.dump(), "t");
+  EXPECT_EQ(t.fused_boundary_min_tokens, 640);
+  EXPECT_NE(t.describe().find("fused boundary from 640 tokens"), std::string::npos) << t.describe();
+  EXPECT_EQ(Tactics::parse(t.to_json(), "again").to_json(), t.to_json());
+  j["fused_boundary_min_tokens"] = 0;
+  EXPECT_NE(Tactics::parse(j.dump(), "t").describe().find("fused boundary never"),
+            std::string::npos);
+  for (const nlohmann::json& bad : {nlohmann::json(-1), nlohmann::json(1.5), nlohmann::json("640"),
+                                    nlohmann::json(int64_t{1} << 21)}) {
+    j["fused_boundary_min_tokens"] = bad;
+    const std::string e = error_of(j.dump());
+    EXPECT_NE(e.find("fused_boundary_min_tokens"), std::string::npos) << bad.dump() << ": " << e;
+  }
+}
+
+// `mhc tune`'s choice: the first size of the run of wins that reaches the largest measured size.
+TEST(Tactics, FusedBoundaryThresholdFromTimings) {
+  using T = std::vector<BoundaryTiming>;
+  EXPECT_EQ(fused_boundary_threshold(T{{512, 30, 29}, {640, 30, 31}, {768, 31, 33}}), 640);
+  EXPECT_EQ(fused_boundary_threshold(T{{768, 31, 33}, {512, 30, 29}, {640, 30, 31}}), 640)
+      << "in any order";
+  EXPECT_EQ(fused_boundary_threshold(T{{512, 28, 29}, {640, 30, 31}}), 512) << "won everywhere";
+  EXPECT_EQ(fused_boundary_threshold(T{{512, 28, 29}, {640, 32, 31}, {768, 31, 33}}), 768)
+      << "a loss in between moves it up";
+  EXPECT_EQ(fused_boundary_threshold(T{{512, 28, 29}, {4096, 40, 39}}), 0) << "lost at the largest";
+  EXPECT_EQ(fused_boundary_threshold(T{{512, 30, 30}}), 0) << "a tie is not a win";
+  EXPECT_THROW(fused_boundary_threshold(T{}), Error);
+  EXPECT_THROW(fused_boundary_threshold(T{{512, 0, 29}}), Error);
+  EXPECT_THROW(fused_boundary_threshold(T{{512, 30, std::nan("")}}), Error);
+  EXPECT_THROW(fused_boundary_threshold(T{{512, 30, 29}, {512, 28, 29}}), Error) << "twice";
+}
+
 }  // namespace
 }  // namespace mhc

@@ -4,6 +4,7 @@
 // of the architecture's built-in default. docs/tuning.md. Policy code: no CUDA.
 #pragma once
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -34,6 +35,18 @@ struct PrenormTiming {
 // between two measured ones thus takes the smaller one's winner. Throws mhc::Error when empty.
 std::vector<PrenormTactic> fastest_prenorm(const std::vector<PrenormTiming>& timings);
 
+// One timing of a boundary in a stack graph (`mhc tune`, from `mhc bench kernels`): the site
+// with the fused boundary kernel and with the two launches it replaces, at one size.
+struct BoundaryTiming {
+  int64_t tokens = 0;
+  double fused_us = 0;
+  double unfused_us = 0;
+};
+// The smallest measured size from which the fused site won (fused_us < unfused_us) at every
+// measured size up to the largest; 0 where it lost at the largest (never fuse). Throws
+// mhc::Error when empty or on a timing that is not positive.
+int64_t fused_boundary_threshold(const std::vector<BoundaryTiming>& timings);
+
 struct Tactics {
   std::string source;  // the file it was read from ("inline" when given as a JSON object)
   std::string gpu;     // device name
@@ -46,6 +59,9 @@ struct Tactics {
   // The fastest prenorm kernel and splits per token range (`mhc tune`; empty: the plan's own),
   // ascending, the last open-ended.
   std::vector<PrenormTactic> prenorm;
+  // From this many tokens the fused boundary (0: never), at this shape (n) and any wider C
+  // (`mhc tune`; none: the plan's built-in rule).
+  std::optional<int64_t> fused_boundary_min_tokens;
 
   // Canonical JSON (keys sorted, no measurement rows, "prenorm" only when measured so that
   // older tactics keep their hashes): what the config hash covers.
