@@ -435,6 +435,31 @@ def table_boundary_tiles(paths):
     return lines
 
 
+def table_tune_boundary(paths):
+    """`mhc tune` tactics files with boundary timings (one per hidden size): per size the site in a
+    stack graph with the fused boundary and unfused, per C, and each file's chosen threshold."""
+    docs = [load(p) for p in paths]
+    sizes = sorted({r["tokens"] for d in docs for r in d["boundary_timings"]})
+    head = "| tokens |" + "".join(f" C={d['shape']['hidden']} fused | unfused |" for d in docs)
+    lines = [head, "|---:|" + "---:|---:|" * len(docs)]
+    for m in sizes:
+        cells = []
+        for d in docs:
+            row = {r["tokens"]: r for r in d["boundary_timings"]}.get(m)
+            if row is None:
+                cells += ["", ""]
+                continue
+            fused, unfused = f"{row['fused_us']:.2f}", f"{row['unfused_us']:.2f}"
+            cells += [f"**{fused}**" if row["fused_us"] < row["unfused_us"] else fused, unfused]
+        lines.append(f"| {m} | " + " | ".join(cells) + " |")
+    chosen = ", ".join(f"C={d['shape']['hidden']}: {d['fused_boundary_min_tokens']}" for d in docs)
+    sources = " ".join(f"`{p}`" for p in paths)
+    lines += ["", f"`mhc tune`, the site in a stack graph (median µs; bold where the fused boundary "
+              f"won) on {provenance(docs[0])}; fused_boundary_min_tokens {chosen}; sources "
+              f"{sources}."]
+    return lines
+
+
 def table_tma_stream(paths):
     """The copy-engine streaming micro-benchmark (bench/tma_stream_microbench.cu): per variant,
     µs and TB/s of x at each token count."""
@@ -493,7 +518,8 @@ KINDS = {"tune": table_tune, "overlap": table_overlap, "log": table_log,
          "kernels_arms": table_kernels_arms, "boundary_tiles": table_boundary_tiles,
          "boundary": table_boundary,
          "boundary_sweep": table_boundary_sweep, "tma_stream": table_tma_stream,
-         "python_overlap": table_python_overlap, "kernels_site": table_kernels_site}
+         "python_overlap": table_python_overlap, "kernels_site": table_kernels_site,
+         "tune_boundary": table_tune_boundary}
 
 
 def render(text):
