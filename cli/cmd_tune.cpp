@@ -8,6 +8,7 @@
 #include <map>
 #include <memory>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <utility>
 
 #include "commands.hpp"
@@ -171,7 +172,9 @@ nlohmann::json tune_prenorm(const TuneOptions& o, const MhcParams& p, nlohmann::
 
 // The fused boundary's crossover on this GPU: per size the site in a stack graph with the fused
 // boundary and with the two launches it replaces (the same graphs `mhc bench kernels` times).
-int64_t tune_boundary(const TuneOptions& o, const MhcParams& p, nlohmann::json& doc) {
+// None where the shape cannot take the kernel (`mhc bench kernels` then times no fused site).
+std::optional<int64_t> tune_boundary(const TuneOptions& o, const MhcParams& p,
+                                     nlohmann::json& doc) {
   bench::KernelBenchOptions k;
   k.preset_name = o.preset_name;
   k.params = p;
@@ -193,12 +196,17 @@ int64_t tune_boundary(const TuneOptions& o, const MhcParams& p, nlohmann::json& 
   std::vector<BoundaryTiming> timings;
   nlohmann::json rows = nlohmann::json::array();
   for (const auto& [tokens, t] : by_size) {
+    if (t.fused_us == 0 || t.unfused_us == 0) continue;  // not timed both ways at this size
     timings.push_back(t);
     rows.push_back({{"tokens", tokens}, {"fused_us", t.fused_us}, {"unfused_us", t.unfused_us}});
     fmt::print("boundary at {:>6} tokens: fused {:8.2f} us, unfused {:8.2f} us per site\n", tokens,
                t.fused_us, t.unfused_us);
   }
   doc["boundary_timings"] = rows;
+  if (timings.empty()) {
+    fmt::print("fused boundary: not eligible at this shape; the plan's rule stays\n");
+    return std::nullopt;
+  }
   const int64_t from = fused_boundary_threshold(timings);
   fmt::print("fused_boundary_min_tokens = {}\n", from);
   return from;
@@ -234,8 +242,10 @@ void run_tune(TuneOptions o) {
     doc["prenorm"] = tune_prenorm(o, p, doc);
   }
   if (!o.boundary_tokens.empty() && cuda::tma_prenorm_available()) {
-    doc["boundary_method"] = kBoundaryMethod;
-    doc["fused_boundary_min_tokens"] = tune_boundary(o, p, doc);
+    if (const std::optional<int64_t> from = tune_boundary(o, p, doc)) {
+      doc["boundary_method"] = kBoundaryMethod;
+      doc["fused_boundary_min_tokens"] = *from;
+    }
   } else if (!o.boundary_tokens.empty()) {
     fmt::print("fused boundary: not in the image this GPU loads; the plan's rule stays\n");
   }
