@@ -29,39 +29,30 @@ Kinds:
   overlap_main_rounds  `mhc bench overlap` JSONs given as file name globs, several arms (commit
                 and kernel config) in several rounds: per size each arm's overlap main stream
                 µs per site, the range over its rounds
+  targets       issue 17's targets by hidden size: `mhc bench kernels` and `mhc bench overlap`
+                JSONs given as file name globs (rounds of each preset); per target and C the
+                range over the rounds, the target (C = 5120's scaled by C / 5120 where the issue
+                asks for the same fraction of the floor) and met or missed
   python_overlap  one bench/python_overlap.py JSON: per size and round, the sublayers alone and
                 each arm's mHC cost per site, and whether the arms agreed bitwise
 
 Every table ends with the line saying where its numbers come from (GPU, driver, commit, date).
 With --check nothing is written; the exit status is 1 when a table is stale.
-Standard library only (a docs generator; the project itself is C++).
+Standard library only (a docs generator; the project itself is C++). Issue 17's kinds (boundary,
+boundary_sweep, boundary_tiles, tune_boundary, targets) live in tables_boundary.py, what the kinds
+share in table_io.py.
 """
 import argparse
 import json
 import pathlib
 import re
-import statistics
 import sys
 
-ROOT = pathlib.Path(__file__).resolve().parent.parent
+from table_io import ROOT, expand, load, median_of, provenance
+from tables_boundary import (table_boundary, table_boundary_sweep, table_boundary_tiles,
+                             table_targets, table_tune_boundary)
 DOCS = ["README.md", *sorted(str(p.relative_to(ROOT)) for p in (ROOT / "docs").glob("*.md"))]
 MARKER = re.compile(r"(<!-- table:(\S+) ([^>]*?) -->\n)(.*?)(<!-- /table -->)", re.S)
-
-
-def load(path):
-    with open(ROOT / path) as f:
-        return json.load(f)
-
-
-def provenance(doc):
-    driver = doc.get("driver") or doc.get("cuda_driver_api") or doc.get("driver_version", "unknown")
-    arch = doc.get("arch") or doc.get("compute_capability", "?")
-    return (f"{doc.get('gpu', 'unknown GPU')} (compute capability {arch}, driver "
-            f"{driver}), commit {doc.get('commit', 'unknown')}, {doc.get('date', 'undated')}")
-
-
-def median_of(rounds, i, key):
-    return statistics.median(r[i][key] for r in rounds)
 
 
 def table_tune(paths):
@@ -311,9 +302,7 @@ def table_overlap_main_rounds(patterns):
     """`mhc bench overlap` runs of several arms in several rounds (file name globs, expanded in
     order): per size the overlap's main stream µs per site of each arm, as the range over its
     rounds. Arms by commit and kernel config."""
-    paths = [str(p.relative_to(ROOT)) for pat in patterns for p in sorted(ROOT.glob(pat))]
-    if not paths:
-        raise SystemExit(f"no files match {' '.join(patterns)}")
+    paths = expand(patterns)
     arms = {}
     for path in paths:
         doc = load(path)
@@ -333,130 +322,6 @@ def table_overlap_main_rounds(patterns):
     lines += ["", f"`mhc bench overlap`, the overlap's main stream in µs per site (median of the "
               f"replays; the range over {rounds} rounds) on {machine}, {first.get('date', 'undated')}; "
               f"sources `{' '.join(patterns)}` ({len(paths)} files)."]
-    return lines
-
-
-def table_boundary(paths):
-    """`mhc bench kernels` JSONs of the fused boundary (one per hidden size): per size, the fused
-    launch against the two launches it replaces, and the stack's steady state with and without
-    it, each with fused / unfused."""
-    pairs = [("fused boundary (one launch)", "coef + post with next input"),
-             ("site in stack, fused boundary (each)", "site in stack, 8 per graph (each)")]
-    lines = ["| C | n | M | fused boundary (one launch) | coef + post with next input | ratio | "
-             "site in stack, fused boundary | site in stack, unfused | ratio |",
-             "|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
-    for path in paths:
-        doc = load(path)
-        hidden = re.search(r"C=(\d+)", doc.get("params", "")).group(1)
-        streams = re.search(r"n=(\d+)", doc.get("params", "")).group(1)
-        times = {(r["kernel"], r["tokens"]): r["median_us"] for r in doc["results"]}
-        for m in sorted({r["tokens"] for r in doc["results"]}):
-            cells = []
-            for fused, unfused in pairs:
-                a, b = times.get((fused, m)), times.get((unfused, m))
-                cells += [f"{a:.2f}", f"{b:.2f}", f"{a / b:.2f}"] if a and b else ["", "", ""]
-            lines.append(f"| {hidden} | {streams} | {m} | " + " | ".join(cells) + " |")
-    sources = " and ".join(f"`{p}`" for p in paths)
-    lines += ["", f"`mhc bench kernels` (median µs) on {provenance(load(paths[0]))}; sources "
-              f"{sources}."]
-    return lines
-
-
-def table_boundary_sweep(paths):
-    """One `mhc bench kernels --sweep` JSON: per size and stage width (64 or 32 columns), the
-    fused boundary at each forced split count (CTAs per 128-token tile, one cluster) and at the
-    plan's rule; the fastest of each row in bold."""
-    (path,) = paths
-    doc = load(path)
-    rule_items = {"fused boundary (one launch)": 64, "fused boundary, 32-column stages": 32}
-    sweep, rule = {}, {}
-    for r in doc["results"]:
-        columns = r.get("boundary_stage_columns") or 64
-        if r.get("boundary_rows") == 64:  # 64-token tiles (forced) apart from the 128-row rows
-            columns = f"{columns}, 64-row tiles"
-        if r["kernel"].strip() == "fused boundary sweep":
-            sweep[(r["tokens"], columns, r["boundary_splits"])] = r["median_us"]
-        elif r["kernel"] in rule_items:
-            rule[(r["tokens"], rule_items[r["kernel"]])] = r["median_us"]
-    counts = sorted({s for (_, _, s) in sweep})
-    lines = ["| M | stage columns | " + " | ".join(f"{s} split{'s' if s > 1 else ''}"
-                                                   for s in counts) + " | the rule |",
-             "|---:|---:|" + "---:|" * (len(counts) + 1)]
-    order = {64: 0, 32: 1}
-    for m, columns in sorted({(m, c) for (m, c, _) in sweep},
-                             key=lambda k: (k[0], order.get(k[1], 2), str(k[1]))):
-        times = [sweep.get((m, columns, s)) for s in counts]
-        best = min(t for t in times if t is not None)
-        cells = ["" if t is None else (f"**{t:.1f}**" if t == best else f"{t:.1f}")
-                 for t in times]
-        cells.append(f"{rule[(m, columns)]:.1f}" if (m, columns) in rule else "")
-        lines.append(f"| {m} | {columns} | " + " | ".join(cells) + " |")
-    lines += ["", f"`mhc bench kernels --sweep` (median µs) on {provenance(doc)}; source "
-              f"`{path}`."]
-    return lines
-
-
-def table_boundary_tiles(paths):
-    """`mhc bench kernels` JSONs (several hidden sizes, rounds of each) with the fused boundary's
-    rows per forced tile height: per C and size, the site in a stack graph with the rule's tile
-    (rows x splits), with 128- and 64-row tiles forced, and unfused; ranges over the rounds."""
-    items = {"site in stack, fused boundary (each)": "rule",
-             "site in stack, fused boundary, 128-row tiles": "128",
-             "site in stack, fused boundary, 64-row tiles": "64",
-             "site in stack, 8 per graph (each)": "unfused"}
-    times, tiles = {}, {}
-    for path in paths:
-        doc = load(path)
-        hidden = int(re.search(r"C=(\d+)", doc.get("params", "")).group(1))
-        for r in doc["results"]:
-            if r["kernel"] in items:
-                key = (hidden, r["tokens"], items[r["kernel"]])
-                times.setdefault(key, []).append(r["median_us"])
-                if items[r["kernel"]] == "rule" and r.get("boundary_tile_rows"):
-                    tiles[(hidden, r["tokens"])] = f"{r['boundary_tile_rows']} x " \
-                                                   f"{r['boundary_tile_splits']}"
-                elif items[r["kernel"]] == "rule":  # a binary that did not report its tile
-                    tiles.setdefault((hidden, r["tokens"]), "")
-
-    def span(values):
-        lo, hi = min(values), max(values)
-        return f"{lo:.1f}" if round(lo, 1) == round(hi, 1) else f"{lo:.1f}-{hi:.1f}"
-
-    lines = ["| C | M | the rule's tile (rows x splits) | fused, the rule | fused, 128-row tiles | "
-             "fused, 64-row tiles | unfused |", "|---:|---:|---:|---:|---:|---:|---:|"]
-    for hidden, m in sorted(tiles):
-        cells = [tiles[(hidden, m)]]
-        cells += [span(times[(hidden, m, k)]) if (hidden, m, k) in times else ""
-                  for k in ("rule", "128", "64", "unfused")]
-        lines.append(f"| {hidden} | {m} | " + " | ".join(cells) + " |")
-    sources = " ".join(f"`{p}`" for p in paths)
-    lines += ["", f"`mhc bench kernels`, the site in a stack graph (median µs per site; a range "
-              f"over the rounds) on {provenance(load(paths[0]))}; sources {sources}."]
-    return lines
-
-
-def table_tune_boundary(paths):
-    """`mhc tune` tactics files with boundary timings (one per hidden size): per size the site in a
-    stack graph with the fused boundary and unfused, per C, and each file's chosen threshold."""
-    docs = [load(p) for p in paths]
-    sizes = sorted({r["tokens"] for d in docs for r in d["boundary_timings"]})
-    head = "| tokens |" + "".join(f" C={d['shape']['hidden']} fused | unfused |" for d in docs)
-    lines = [head, "|---:|" + "---:|---:|" * len(docs)]
-    for m in sizes:
-        cells = []
-        for d in docs:
-            row = {r["tokens"]: r for r in d["boundary_timings"]}.get(m)
-            if row is None:
-                cells += ["", ""]
-                continue
-            fused, unfused = f"{row['fused_us']:.2f}", f"{row['unfused_us']:.2f}"
-            cells += [f"**{fused}**" if row["fused_us"] < row["unfused_us"] else fused, unfused]
-        lines.append(f"| {m} | " + " | ".join(cells) + " |")
-    chosen = ", ".join(f"C={d['shape']['hidden']}: {d['fused_boundary_min_tokens']}" for d in docs)
-    sources = " ".join(f"`{p}`" for p in paths)
-    lines += ["", f"`mhc tune`, the site in a stack graph (median µs; bold where the fused boundary "
-              f"won) on {provenance(docs[0])}; fused_boundary_min_tokens {chosen}; sources "
-              f"{sources}."]
     return lines
 
 
@@ -519,7 +384,7 @@ KINDS = {"tune": table_tune, "overlap": table_overlap, "log": table_log,
          "boundary": table_boundary,
          "boundary_sweep": table_boundary_sweep, "tma_stream": table_tma_stream,
          "python_overlap": table_python_overlap, "kernels_site": table_kernels_site,
-         "tune_boundary": table_tune_boundary}
+         "tune_boundary": table_tune_boundary, "targets": table_targets}
 
 
 def render(text):

@@ -1,0 +1,198 @@
+"""gen-tables.py's kinds for issue 17: the fused boundary against the launches it replaces, its
+split and tile sweeps, the tuner's crossover, and the issue's targets by hidden size."""
+import re
+
+from table_io import expand, load, provenance
+
+
+def table_boundary(paths):
+    """`mhc bench kernels` JSONs of the fused boundary (one per hidden size): per size, the fused
+    launch against the two launches it replaces, and the stack's steady state with and without
+    it, each with fused / unfused."""
+    pairs = [("fused boundary (one launch)", "coef + post with next input"),
+             ("site in stack, fused boundary (each)", "site in stack, 8 per graph (each)")]
+    lines = ["| C | n | M | fused boundary (one launch) | coef + post with next input | ratio | "
+             "site in stack, fused boundary | site in stack, unfused | ratio |",
+             "|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+    for path in paths:
+        doc = load(path)
+        hidden = re.search(r"C=(\d+)", doc.get("params", "")).group(1)
+        streams = re.search(r"n=(\d+)", doc.get("params", "")).group(1)
+        times = {(r["kernel"], r["tokens"]): r["median_us"] for r in doc["results"]}
+        for m in sorted({r["tokens"] for r in doc["results"]}):
+            cells = []
+            for fused, unfused in pairs:
+                a, b = times.get((fused, m)), times.get((unfused, m))
+                cells += [f"{a:.2f}", f"{b:.2f}", f"{a / b:.2f}"] if a and b else ["", "", ""]
+            lines.append(f"| {hidden} | {streams} | {m} | " + " | ".join(cells) + " |")
+    sources = " and ".join(f"`{p}`" for p in paths)
+    lines += ["", f"`mhc bench kernels` (median µs) on {provenance(load(paths[0]))}; sources "
+              f"{sources}."]
+    return lines
+
+
+def table_boundary_sweep(paths):
+    """One `mhc bench kernels --sweep` JSON: per size and stage width (64 or 32 columns), the
+    fused boundary at each forced split count (CTAs per 128-token tile, one cluster) and at the
+    plan's rule; the fastest of each row in bold."""
+    (path,) = paths
+    doc = load(path)
+    rule_items = {"fused boundary (one launch)": 64, "fused boundary, 32-column stages": 32}
+    sweep, rule = {}, {}
+    for r in doc["results"]:
+        columns = r.get("boundary_stage_columns") or 64
+        if r.get("boundary_rows") == 64:  # 64-token tiles (forced) apart from the 128-row rows
+            columns = f"{columns}, 64-row tiles"
+        if r["kernel"].strip() == "fused boundary sweep":
+            sweep[(r["tokens"], columns, r["boundary_splits"])] = r["median_us"]
+        elif r["kernel"] in rule_items:
+            rule[(r["tokens"], rule_items[r["kernel"]])] = r["median_us"]
+    counts = sorted({s for (_, _, s) in sweep})
+    lines = ["| M | stage columns | " + " | ".join(f"{s} split{'s' if s > 1 else ''}"
+                                                   for s in counts) + " | the rule |",
+             "|---:|---:|" + "---:|" * (len(counts) + 1)]
+    order = {64: 0, 32: 1}
+    for m, columns in sorted({(m, c) for (m, c, _) in sweep},
+                             key=lambda k: (k[0], order.get(k[1], 2), str(k[1]))):
+        times = [sweep.get((m, columns, s)) for s in counts]
+        best = min(t for t in times if t is not None)
+        cells = ["" if t is None else (f"**{t:.1f}**" if t == best else f"{t:.1f}")
+                 for t in times]
+        cells.append(f"{rule[(m, columns)]:.1f}" if (m, columns) in rule else "")
+        lines.append(f"| {m} | {columns} | " + " | ".join(cells) + " |")
+    lines += ["", f"`mhc bench kernels --sweep` (median µs) on {provenance(doc)}; source "
+              f"`{path}`."]
+    return lines
+
+
+def table_boundary_tiles(paths):
+    """`mhc bench kernels` JSONs (several hidden sizes, rounds of each) with the fused boundary's
+    rows per forced tile height: per C and size, the site in a stack graph with the rule's tile
+    (rows x splits), with 128- and 64-row tiles forced, and unfused; ranges over the rounds."""
+    items = {"site in stack, fused boundary (each)": "rule",
+             "site in stack, fused boundary, 128-row tiles": "128",
+             "site in stack, fused boundary, 64-row tiles": "64",
+             "site in stack, 8 per graph (each)": "unfused"}
+    times, tiles = {}, {}
+    for path in paths:
+        doc = load(path)
+        hidden = int(re.search(r"C=(\d+)", doc.get("params", "")).group(1))
+        for r in doc["results"]:
+            if r["kernel"] in items:
+                key = (hidden, r["tokens"], items[r["kernel"]])
+                times.setdefault(key, []).append(r["median_us"])
+                if items[r["kernel"]] == "rule" and r.get("boundary_tile_rows"):
+                    tiles[(hidden, r["tokens"])] = f"{r['boundary_tile_rows']} x " \
+                                                   f"{r['boundary_tile_splits']}"
+                elif items[r["kernel"]] == "rule":  # a binary that did not report its tile
+                    tiles.setdefault((hidden, r["tokens"]), "")
+
+    def span(values):
+        lo, hi = min(values), max(values)
+        return f"{lo:.1f}" if round(lo, 1) == round(hi, 1) else f"{lo:.1f}-{hi:.1f}"
+
+    lines = ["| C | M | the rule's tile (rows x splits) | fused, the rule | fused, 128-row tiles | "
+             "fused, 64-row tiles | unfused |", "|---:|---:|---:|---:|---:|---:|---:|"]
+    for hidden, m in sorted(tiles):
+        cells = [tiles[(hidden, m)]]
+        cells += [span(times[(hidden, m, k)]) if (hidden, m, k) in times else ""
+                  for k in ("rule", "128", "64", "unfused")]
+        lines.append(f"| {hidden} | {m} | " + " | ".join(cells) + " |")
+    sources = " ".join(f"`{p}`" for p in paths)
+    lines += ["", f"`mhc bench kernels`, the site in a stack graph (median µs per site; a range "
+              f"over the rounds) on {provenance(load(paths[0]))}; sources {sources}."]
+    return lines
+
+
+def table_tune_boundary(paths):
+    """`mhc tune` tactics files with boundary timings (one per hidden size): per size the site in a
+    stack graph with the fused boundary and unfused, per C, and each file's chosen threshold."""
+    docs = [load(p) for p in paths]
+    sizes = sorted({r["tokens"] for d in docs for r in d["boundary_timings"]})
+    head = "| tokens |" + "".join(f" C={d['shape']['hidden']} fused | unfused |" for d in docs)
+    lines = [head, "|---:|" + "---:|---:|" * len(docs)]
+    for m in sizes:
+        cells = []
+        for d in docs:
+            row = {r["tokens"]: r for r in d["boundary_timings"]}.get(m)
+            if row is None:
+                cells += ["", ""]
+                continue
+            fused, unfused = f"{row['fused_us']:.2f}", f"{row['unfused_us']:.2f}"
+            cells += [f"**{fused}**" if row["fused_us"] < row["unfused_us"] else fused, unfused]
+        lines.append(f"| {m} | " + " | ".join(cells) + " |")
+    chosen = ", ".join(f"C={d['shape']['hidden']}: {d['fused_boundary_min_tokens']}" for d in docs)
+    sources = " ".join(f"`{p}`" for p in paths)
+    lines += ["", f"`mhc tune`, the site in a stack graph (median µs; bold where the fused boundary "
+              f"won) on {provenance(docs[0])}; fused_boundary_min_tokens {chosen}; sources "
+              f"{sources}."]
+    return lines
+
+
+# Issue 17's targets at C = 5120, n = 4: (what, source, item, tokens, target µs, scales with C).
+# The large-M targets are fractions of the bytes floor, which is proportional to C at n = 4, so at
+# other hidden sizes they scale by C / 5120 (docs/benchmarks.md, "The fused boundary's bytes
+# floor"); the decode and main-stream targets are latencies and stay as they are.
+ISSUE17_TARGETS = [
+    ("site in a stack graph, 1-16 tokens", "kernels", "site in stack, 8 per graph (each)",
+     (1, 2, 4, 8, 12, 16), 6.0, False),
+    ("overlap main stream per site, 1-8 tokens", "overlap", None, (1, 2, 4, 8), 3.5, False),
+    ("overlap main stream per site, 12-16 tokens", "overlap", None, (12, 16), 3.5, False),
+    ("site in a stack graph, 4096 tokens", "kernels", "site in stack, fused boundary (each)",
+     (4096,), 120.0, True),
+    ("site in a stack graph, 8192 tokens", "kernels", "site in stack, fused boundary (each)",
+     (8192,), 235.0, True),
+    ("prenorm GEMM + stats, 4096 tokens", "kernels", "coefficients (GEMM+stats)", (4096,), 45.0,
+     True),
+    ("prenorm GEMM + stats, 8192 tokens", "kernels", "coefficients (GEMM+stats)", (8192,), 84.0,
+     True),
+]
+
+
+def table_targets(patterns):
+    """Issue 17's targets by hidden size (ISSUE17_TARGETS) from `mhc bench kernels` and `mhc bench
+    overlap` runs (file name globs): per target and C, the measured range over every size and
+    round it covers, the target, and met (every value at or under it) or missed."""
+    paths = expand(patterns)
+    values = {}  # (target index, C) -> measured µs
+    for path in paths:
+        doc = load(path)
+        if doc.get("bench") == "overlap":
+            hidden = doc["params"]["hidden"]
+            rows = {r["tokens"]: r["overlap_main_stream_us_per_site"] for r in doc["rows"]}
+            items = {(None, m): v for m, v in rows.items()}
+            kind = "overlap"
+        else:
+            hidden = int(re.search(r"C=(\d+)", doc.get("params", "")).group(1))
+            items = {(r["kernel"], r["tokens"]): r["median_us"] for r in doc["results"]}
+            kind = "kernels"
+        for i, (_, source, item, sizes, _, _) in enumerate(ISSUE17_TARGETS):
+            if source != kind:
+                continue
+            for m in sizes:
+                if (item, m) in items:
+                    values.setdefault((i, hidden), []).append(items[(item, m)])
+    hiddens = sorted({c for _, c in values})
+    lines = ["| target |" + "".join(f" C = {c} |" for c in hiddens),
+             "|---|" + "---|" * len(hiddens)]
+    for i, (what, _, _, _, target, scales) in enumerate(ISSUE17_TARGETS):
+        cells = []
+        for c in hiddens:
+            got = values.get((i, c))
+            if not got:
+                cells.append("")
+                continue
+            bound = target * c / 5120 if scales else target
+            lo, hi = min(got), max(got)
+            span = f"{lo:.2f}" if f"{lo:.2f}" == f"{hi:.2f}" else f"{lo:.2f}-{hi:.2f}"
+            verdict = "met" if hi <= bound else ("missed" if lo > bound else "partly met")
+            cells.append(f"{span} (<= {bound:.1f}): {verdict}")
+        lines.append(f"| {what} |" + "".join(f" {cell} |" for cell in cells))
+    first = load(paths[0])
+    machine = provenance(first).split(", commit ")[0]
+    commits = sorted({load(p).get("commit", "?") for p in paths})
+    lines += ["", f"µs (medians; the range over every size and round a row covers), `mhc bench "
+              f"kernels` and `mhc bench overlap` on {machine}, commit {', '.join(commits)}, "
+              f"{first.get('date', 'undated')}; sources `{' '.join(patterns)}` ({len(paths)} "
+              f"files)."]
+    return lines
