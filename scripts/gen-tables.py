@@ -29,6 +29,9 @@ Kinds:
   overlap_main_rounds  `mhc bench overlap` JSONs given as file name globs, several arms (commit
                 and kernel config) in several rounds: per size each arm's overlap main stream
                 µs per site, the range over its rounds
+  overlap_files  `mhc bench overlap` JSONs (file name globs) of one binary in set-ups told apart
+                by file name (-r<round> joins rounds): per set-up and shared size, the overlap's
+                main stream µs per site and the sublayers alone, ranges over the rounds
   targets       issue 17's targets by hidden size: `mhc bench kernels` and `mhc bench overlap`
                 JSONs given as file name globs (rounds of each preset); per target and C the
                 range over the rounds, the target (C = 5120's scaled by C / 5120 where the issue
@@ -325,6 +328,40 @@ def table_overlap_main_rounds(patterns):
     return lines
 
 
+def table_overlap_files(patterns):
+    """`mhc bench overlap` runs of one binary in several set-ups told apart by file name (file name
+    globs; a trailing -r<round> joins a set-up's rounds): per size present in every set-up, the
+    overlap's main stream µs per site and the sublayers alone µs per layer, ranges over rounds."""
+    paths = expand(patterns)
+    arms = {}
+    for path in paths:
+        arm = re.sub(r"-r\d+$", "", pathlib.Path(path).stem)
+        arms.setdefault(arm, []).append({r["tokens"]: r for r in load(path)["rows"]})
+    sizes = sorted(set.intersection(*(set(r) for runs in arms.values() for r in runs)))
+
+    def span(runs, m, key, digits):
+        values = sorted(r[m][key] for r in runs)
+        lo, hi = f"{values[0]:.{digits}f}", f"{values[-1]:.{digits}f}"
+        return lo if lo == hi else f"{lo}-{hi}"
+
+    def natural(arm):  # "max8" before "max16"
+        return [int(t) if t.isdigit() else t for t in re.split(r"(\d+)", arm)]
+
+    arms = dict(sorted(arms.items(), key=lambda item: natural(item[0])))
+    lines = ["| set-up |" + "".join(f" main stream µs/site, M = {m} |" for m in sizes)
+             + "".join(f" sublayers alone µs/layer, M = {m} |" for m in sizes),
+             "|---|" + "---:|" * (2 * len(sizes))]
+    for arm, runs in arms.items():
+        cells = [span(runs, m, "overlap_main_stream_us_per_site", 2) for m in sizes]
+        cells += [span(runs, m, "sublayers_us_per_layer", 1) for m in sizes]
+        lines.append(f"| {arm} | " + " | ".join(cells) + " |")
+    first = load(paths[0])
+    rounds = max(len(runs) for runs in arms.values())
+    lines += ["", f"`mhc bench overlap` (median of the replays; the range over {rounds} rounds) on "
+              f"{provenance(first)}; sources `{' '.join(patterns)}` ({len(paths)} files)."]
+    return lines
+
+
 def table_tma_stream(paths):
     """The copy-engine streaming micro-benchmark (bench/tma_stream_microbench.cu): per variant,
     µs and TB/s of x at each token count."""
@@ -384,7 +421,8 @@ KINDS = {"tune": table_tune, "overlap": table_overlap, "log": table_log,
          "boundary": table_boundary,
          "boundary_sweep": table_boundary_sweep, "tma_stream": table_tma_stream,
          "python_overlap": table_python_overlap, "kernels_site": table_kernels_site,
-         "tune_boundary": table_tune_boundary, "targets": table_targets}
+         "tune_boundary": table_tune_boundary, "targets": table_targets,
+         "overlap_files": table_overlap_files}
 
 
 def render(text):
