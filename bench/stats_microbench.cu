@@ -1,6 +1,7 @@
 // Developer micro-benchmark of the coefficient path's stats stage (not a test; built by CMake as
 // mhc_stats_microbench when CUDA is on, bench/CMakeLists.txt): SM cycles per call of
-// token_coefficients (one thread per token), token_coefficients_by_rows (n lanes per token) and
+// token_coefficients (one thread per token), token_coefficients_by_lanes (kStatsLanes lanes per
+// token, two rows of P each) and
 // the Sinkhorn iterations alone (both forms), each with the loop as it runs and with the iteration
 // count as a constant (unrolled), for one CTA on random reduced sums held in shared memory, as in
 // the prenorm kernels' epilogue. Run on an sm_90 GPU: build/bench/mhc_stats_microbench.
@@ -48,10 +49,10 @@ __global__ void stats_kernel(const float* g_sums, int tokens, CoefficientParams 
     if constexpr (kVariant == kOneThreadPerToken) {
       if (tid < tokens) token_coefficients<n>(sums + tid * kStride, tid, cp, params, out);
     } else if constexpr (kVariant == kLanesPerToken || kVariant == kLanesPerTokenFixed) {
-      const int token = tid / n;
+      const int token = tid / kStatsLanes<n>;
       const bool active = token < tokens;
-      if (tid / kWarp * kWarp < tokens * n) {
-        token_coefficients_by_rows<n, kVariant == kLanesPerTokenFixed ? kIters : 0>(
+      if (tid / kWarp * kWarp < tokens * kStatsLanes<n>) {
+        token_coefficients_by_lanes<n, kVariant == kLanesPerTokenFixed ? kIters : 0>(
             sums + (active ? token : 0) * kStride, token, active, cp, params, out);
       }
     } else if constexpr (kVariant == kSinkhornOnly || kVariant == kSinkhornOnlyFixed) {
@@ -65,14 +66,19 @@ __global__ void stats_kernel(const float* g_sums, int tokens, CoefficientParams 
           for (int k = 0; k < n; ++k) out.comb[(tid * n + j) * n + k] = p[j][k];
         }
       }
-    } else if (tid / kWarp * kWarp < tokens * n) {  // n lanes per token, the Sinkhorn alone
-      const int token = tid / n, row = tid % n;
-      const int from = (token < tokens ? token : 0) * kStride + 2 * n + row * n;
-      float p[n];
-      for (int k = 0; k < n; ++k) p[k] = sums[from + k] + rep;
-      sinkhorn_iterations_by_rows<n, kVariant == kLanesSinkhornOnlyFixed ? kIters : 0>(p, cp);
+    } else if (tid / kWarp * kWarp < tokens * kStatsLanes<n>) {  // lanes, the Sinkhorn alone
+      constexpr int kRows = kStatsRowsPerLane<n>;
+      const int token = tid / kStatsLanes<n>, row0 = tid % kStatsLanes<n> * kRows;
+      const int from = (token < tokens ? token : 0) * kStride + 2 * n + row0 * n;
+      float p[kRows][n];
+      for (int j = 0; j < kRows; ++j) {
+        for (int k = 0; k < n; ++k) p[j][k] = sums[from + j * n + k] + rep;
+      }
+      sinkhorn_iterations_by_lanes<n, kVariant == kLanesSinkhornOnlyFixed ? kIters : 0>(p, cp);
       if (token < tokens) {
-        for (int k = 0; k < n; ++k) out.comb[(token * n + row) * n + k] = p[k];
+        for (int j = 0; j < kRows; ++j) {
+          for (int k = 0; k < n; ++k) out.comb[(token * n + row0 + j) * n + k] = p[j][k];
+        }
       }
     }
     __syncthreads();
@@ -124,13 +130,13 @@ int main() {
     time_variant(stats_kernel<kSinkhornOnlyFixed>, "one thread per token (Sinkhorn, fixed)", tokens,
                  288, sums, cp, d_cycles, sink);
     if (tokens * n <= 256) {
-      time_variant(stats_kernel<kLanesPerToken>, "n lanes per token (whole stats)", tokens, 256,
-                   sums, cp, d_cycles, sink);
-      time_variant(stats_kernel<kLanesPerTokenFixed>, "n lanes per token (whole stats, fixed)",
+      time_variant(stats_kernel<kLanesPerToken>, "lanes per token (whole stats)", tokens, 256, sums,
+                   cp, d_cycles, sink);
+      time_variant(stats_kernel<kLanesPerTokenFixed>, "lanes per token (whole stats, fixed)",
                    tokens, 256, sums, cp, d_cycles, sink);
-      time_variant(stats_kernel<kLanesSinkhornOnly>, "n lanes per token (Sinkhorn)", tokens, 256,
+      time_variant(stats_kernel<kLanesSinkhornOnly>, "lanes per token (Sinkhorn)", tokens, 256,
                    sums, cp, d_cycles, sink);
-      time_variant(stats_kernel<kLanesSinkhornOnlyFixed>, "n lanes per token (Sinkhorn, fixed)",
+      time_variant(stats_kernel<kLanesSinkhornOnlyFixed>, "lanes per token (Sinkhorn, fixed)",
                    tokens, 256, sums, cp, d_cycles, sink);
     }
   }

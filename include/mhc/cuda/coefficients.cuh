@@ -129,28 +129,49 @@ __device__ __forceinline__ void sinkhorn_iterations(float (&p)[n][n], const Coef
   sinkhorn_passes<kIters>(cp.sinkhorn_iters, row_pass, column_pass);
 }
 
-// sinkhorn_iterations with n lanes per token, lane j holding row j of P: the row passes are
-// lane-local, each column sum a butterfly over the token's n lanes (the same tree as tree_sum, so
-// the same bits); kIters as in sinkhorn_passes. Every lane of the warp must call it (shuffles).
+// Lanes per token of the lane forms (token_coefficients_by_lanes): each holds two rows of P, so
+// a column sum is a local add and one butterfly round fewer than with a row per lane. Measured in
+// the stats micro-benchmark: the 20 iterations in 3,118 SM cycles against 3,531 with n lanes and
+// 3,468 with one thread (docs/decisions.md, "Two rows per lane in the Sinkhorn").
+template <int kStreams>
+inline constexpr int kStatsLanes = kStreams >= 2 ? kStreams / 2 : 1;
+template <int kStreams>
+inline constexpr int kStatsRowsPerLane = kStreams / kStatsLanes<kStreams>;
+
+// sinkhorn_iterations with kStatsLanes<n> lanes per token, lane l holding rows l * R .. l * R +
+// R - 1 of P (R = kStatsRowsPerLane<n>): the row passes are lane-local; a column sum is the
+// lane's own rows as tree_sum<R> adds them, then a butterfly over the token's lanes, which
+// completes tree_sum<n>'s balanced tree (fp addition commutes), so the bits are those of
+// sinkhorn_iterations. kIters as in sinkhorn_passes. Every lane of the warp must call it
+// (shuffles).
 template <int n, int kIters = 0>
-__device__ __forceinline__ void sinkhorn_iterations_by_rows(float (&p)[n],
-                                                            const CoefficientParams& cp) {
+__device__ __forceinline__ void sinkhorn_iterations_by_lanes(float (&p)[kStatsRowsPerLane<n>][n],
+                                                             const CoefficientParams& cp) {
+  constexpr int kRows = kStatsRowsPerLane<n>;
   auto column_pass = [&] {
     float column[n];
 #pragma unroll
-    for (int k = 0; k < n; ++k) column[k] = p[k];
+    for (int k = 0; k < n; ++k) column[k] = tree_sum<kRows>([&](int j) { return p[j][k]; });
 #pragma unroll
-    for (int offset = 1; offset < n; offset *= 2) {
+    for (int offset = 1; offset < kStatsLanes<n>; offset *= 2) {
 #pragma unroll
       for (int k = 0; k < n; ++k) column[k] += __shfl_xor_sync(0xffffffffu, column[k], offset);
     }
 #pragma unroll
-    for (int k = 0; k < n; ++k) p[k] *= fast_reciprocal(column[k] + cp.sinkhorn_eps);
+    for (int k = 0; k < n; ++k) {
+      const float inv = fast_reciprocal(column[k] + cp.sinkhorn_eps);
+#pragma unroll
+      for (int j = 0; j < kRows; ++j) p[j][k] *= inv;
+    }
   };
   auto row_pass = [&] {
-    const float inv = fast_reciprocal(tree_sum<n>([&](int k) { return p[k]; }) + cp.sinkhorn_eps);
 #pragma unroll
-    for (int k = 0; k < n; ++k) p[k] *= inv;
+    for (int j = 0; j < kRows; ++j) {
+      const float inv =
+          fast_reciprocal(tree_sum<n>([&](int k) { return p[j][k]; }) + cp.sinkhorn_eps);
+#pragma unroll
+      for (int k = 0; k < n; ++k) p[j][k] *= inv;
+    }
   };
   sinkhorn_passes<kIters>(cp.sinkhorn_iters, row_pass, column_pass);
 }
@@ -208,52 +229,66 @@ __device__ __forceinline__ void token_coefficients(const float* sums, int64_t to
   }
 }
 
-// The same outputs with n lanes per token (lane `row` = threadIdx.x % n holds row `row` of P):
-// the row passes are lane-local and each column sum is a butterfly over the token's n lanes,
-// which adds in the same tree as tree_sum (fp addition commutes), so the results are bitwise those
-// of token_coefficients. The point is a shorter serial chain per Sinkhorn iteration (4 rows and
-// 4 columns' reciprocals in parallel lanes instead of one thread's instruction stream).
+// The same outputs with kStatsLanes<n> lanes per token (lane l = threadIdx.x % kStatsLanes<n>
+// holds rows l * R .. l * R + R - 1 of P, R = kStatsRowsPerLane<n>): each lane computes its rows'
+// pre, post and softmax, and the Sinkhorn runs as sinkhorn_iterations_by_lanes, so the results
+// are bitwise those of token_coefficients (the same operations in the same order per value). The
+// point is a shorter serial chain per Sinkhorn iteration than one thread's instruction stream.
 // Every lane of the warp must call it (shuffles); `active` false: compute, write nothing.
 template <int kStreams, int kIters = 0>
-__device__ __forceinline__ void token_coefficients_by_rows(const float* sums, int64_t token,
-                                                           bool active, const CoefficientParams& cp,
-                                                           const float* params,
-                                                           const CoefficientOutputs& out) {
+__device__ __forceinline__ void token_coefficients_by_lanes(const float* sums, int64_t token,
+                                                            bool active,
+                                                            const CoefficientParams& cp,
+                                                            const float* params,
+                                                            const CoefficientOutputs& out) {
   constexpr int n = kStreams;
   constexpr int kNmix = n * (n + 2);
-  const int row = int(threadIdx.x) % n;
+  constexpr int kRows = kStatsRowsPerLane<n>;
+  const int lane = int(threadIdx.x) % kStatsLanes<n>;
+  const int row0 = lane * kRows;
   const float* hc_base = params;
   const float r = fast_rsqrt(sums[kNmix] * cp.inv_k + cp.rms_eps);
   if (active) {
-    out.pre[token * n + row] = sigmoid(sums[row] * r * params[kNmix] + hc_base[row]) + cp.pre_eps;
-    out.post[token * n + row] =
-        cp.post_mult * sigmoid(sums[n + row] * r * params[kNmix + 1] + hc_base[n + row]);
+#pragma unroll
+    for (int j = row0; j < row0 + kRows; ++j) {
+      out.pre[token * n + j] = sigmoid(sums[j] * r * params[kNmix] + hc_base[j]) + cp.pre_eps;
+      out.post[token * n + j] =
+          cp.post_mult * sigmoid(sums[n + j] * r * params[kNmix + 1] + hc_base[n + j]);
+    }
     if (out.mixes != nullptr) {
 #pragma unroll
-      for (int i = row; i < kNmix; i += n) out.mixes[token * kNmix + i] = sums[i] * r;
+      for (int i = lane; i < kNmix; i += kStatsLanes<n>) out.mixes[token * kNmix + i] = sums[i] * r;
     }
   }
-  // Row `row` of P: softmax over k of the logits, then + sinkhorn_eps (as token_coefficients).
-  float p[n];
-  float row_max = -INFINITY;
+  // This lane's rows of P: softmax over k of the logits, then + sinkhorn_eps (as
+  // token_coefficients).
+  float p[kRows][n];
 #pragma unroll
-  for (int k = 0; k < n; ++k) {
-    p[k] = sums[2 * n + row * n + k] * r * params[kNmix + 2] + hc_base[2 * n + row * n + k];
-    row_max = fmaxf(row_max, p[k]);
+  for (int j = 0; j < kRows; ++j) {
+    const int row = row0 + j;
+    float row_max = -INFINITY;
+#pragma unroll
+    for (int k = 0; k < n; ++k) {
+      p[j][k] = sums[2 * n + row * n + k] * r * params[kNmix + 2] + hc_base[2 * n + row * n + k];
+      row_max = fmaxf(row_max, p[j][k]);
+    }
+    float total = 0.f;
+#pragma unroll
+    for (int k = 0; k < n; ++k) {
+      p[j][k] = expf(p[j][k] - row_max);
+      total += p[j][k];
+    }
+    const float inv_first = fast_reciprocal(total);
+#pragma unroll
+    for (int k = 0; k < n; ++k) p[j][k] = p[j][k] * inv_first + cp.sinkhorn_eps;
   }
-  float total = 0.f;
-#pragma unroll
-  for (int k = 0; k < n; ++k) {
-    p[k] = expf(p[k] - row_max);
-    total += p[k];
-  }
-  const float inv_first = fast_reciprocal(total);
-#pragma unroll
-  for (int k = 0; k < n; ++k) p[k] = p[k] * inv_first + cp.sinkhorn_eps;
-  sinkhorn_iterations_by_rows<n, kIters>(p, cp);
+  sinkhorn_iterations_by_lanes<n, kIters>(p, cp);
   if (active) {
 #pragma unroll
-    for (int k = 0; k < n; ++k) out.comb[(token * n + row) * n + k] = p[k];
+    for (int j = 0; j < kRows; ++j) {
+#pragma unroll
+      for (int k = 0; k < n; ++k) out.comb[(token * n + row0 + j) * n + k] = p[j][k];
+    }
   }
 }
 

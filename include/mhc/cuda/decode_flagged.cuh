@@ -168,8 +168,8 @@ __device__ __forceinline__ void store_flagged_partial(
 // Row `row` of the tile (its flagged_reducer_row): the CTA's threads poll the row's pairs (splits x
 // (NMIX + 1), a few each) into `scratch`, sum them in reduce_splits' order at this tile's lanes per
 // float4 (split_lanes; the same additions in the same order: the same bits), then warp 0 runs the
-// row's stats by n lanes, stored straight to the outputs. At most kMaxSplits splits; `scratch`:
-// kMaxSplits * (NMIX + 1) floats of shared memory; `sums`: NMIX + 1.
+// row's stats by kStatsLanes lanes, stored straight to the outputs. At most kMaxSplits splits;
+// `scratch`: kMaxSplits * (NMIX + 1) floats of shared memory; `sums`: NMIX + 1.
 template <int kStreams, int kThreads, int kMaxSplits>
 __device__ __forceinline__ void finish_flagged_row(const PrenormArgs& args, int64_t tile,
                                                    int64_t row0, int rows_valid, int row,
@@ -204,8 +204,8 @@ __device__ __forceinline__ void finish_flagged_row(const PrenormArgs& args, int6
   }
   __syncthreads();
   if (threadIdx.x >= kWarp) return;
-  token_coefficients_by_rows<kStreams>(sums, row0 + row, i0 < kStreams, args.coef, coef_params,
-                                       args.out);
+  token_coefficients_by_lanes<kStreams>(sums, row0 + row, i0 < kStatsLanes<kStreams>, args.coef,
+                                        coef_params, args.out);
 }
 
 }  // namespace mhc::cuda

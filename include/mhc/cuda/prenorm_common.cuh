@@ -473,14 +473,17 @@ __device__ __forceinline__ void finish_prenorm_tile(const PrenormArgs& args, int
   staged.comb = staged.post + rows_valid * n;
   staged.mixes = args.out.mixes != nullptr ? staged.comb + rows_valid * n * n : nullptr;
   // Tiles whose kRows * n lanes fit in the CTA never take the one-thread-per-token form, which is
-  // then not compiled: less code on the launch's serial path, fetched cold after a sublayer.
+  // then not compiled: less code on the launch's serial path, fetched cold after a sublayer. (The
+  // lane form takes kStatsLanes < n lanes per token since session 28; the bound stays n lanes, so
+  // that the tiles taking either form are those they were: the 128-row tiles' form unmeasured.)
   if (kRows * n <= kThreads || rows_valid * n <= kThreads) {
-    // n lanes per token (decode tiles): every lane of a warp that holds a token takes part.
-    const int token = int(threadIdx.x) / n;
+    // Lanes per token (decode tiles): every lane of a warp that holds a token takes part.
+    constexpr int kLanes = kStatsLanes<kStreams>;
+    const int token = int(threadIdx.x) / kLanes;
     const bool active = token < rows_valid;
-    if (int(threadIdx.x) / kWarp * kWarp < rows_valid * n) {
-      token_coefficients_by_rows<kStreams>(sums + (active ? token : 0) * kStride, token, active,
-                                           args.coef, coef_params, staged);
+    if (int(threadIdx.x) / kWarp * kWarp < rows_valid * kLanes) {
+      token_coefficients_by_lanes<kStreams>(sums + (active ? token : 0) * kStride, token, active,
+                                            args.coef, coef_params, staged);
     }
   } else if (int(threadIdx.x) < rows_valid) {
     token_coefficients<kStreams>(sums + threadIdx.x * kStride, threadIdx.x, args.coef, coef_params,
@@ -546,7 +549,7 @@ __device__ __forceinline__ float sum_in_split_order_of_width(const Get& get, int
 // counter. CTA `rank` owns rows [rank * per, rank * per + per) of the tile (per =
 // ceil(rows_valid / ctas)), sums those rows' values over the cluster's `sums` in reduce_splits'
 // order for this tile (its lanes per float4 and their butterfly, sum_in_split_order), and runs the
-// stats and stores for them: n lanes per token where its rows allow (token_coefficients_by_rows,
+// stats and stores for them: lanes per token where its rows allow (token_coefficients_by_lanes,
 // the bits of one thread per token). So the results are the workspace path's, bit for bit, and a
 // tile's serial Sinkhorn steps and stores are shared by its CTAs. `scratch`: shared memory the
 // kernel no longer uses, at least per * kStride + staged_output_floats(per) floats. A CTA leaves

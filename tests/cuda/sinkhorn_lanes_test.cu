@@ -1,6 +1,7 @@
-// token_coefficients_by_rows (n lanes per token) against token_coefficients (one thread per
-// token): bitwise equal outputs on random reduced sums, both stream counts, with a warp only
-// partly filled by tokens. Outputs are poisoned (NaN) before each run, so a missed write fails.
+// token_coefficients_by_lanes (kStatsLanes lanes per token, two rows of P each) against
+// token_coefficients (one thread per token): bitwise equal outputs on random reduced sums, both
+// stream counts, with a warp only partly filled by tokens and with every lane of the block busy.
+// Outputs are poisoned (NaN) before each run, so a missed write fails.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -29,13 +30,14 @@ __global__ void coefficients_one_thread_per_token(const float* sums, int tokens,
 }
 
 template <int n>
-__global__ void coefficients_by_rows(const float* sums, int tokens, cuda::CoefficientParams cp,
-                                     const float* params, cuda::CoefficientOutputs out) {
-  const int token = int(threadIdx.x) / n;
+__global__ void coefficients_by_lanes(const float* sums, int tokens, cuda::CoefficientParams cp,
+                                      const float* params, cuda::CoefficientOutputs out) {
+  constexpr int kLanes = cuda::kStatsLanes<n>;
+  const int token = int(threadIdx.x) / kLanes;
   const bool active = token < tokens;
-  if (int(threadIdx.x) / 32 * 32 < tokens * n) {
-    cuda::token_coefficients_by_rows<n>(sums + (active ? token : 0) * (n * (n + 2) + 1), token,
-                                        active, cp, params, out);
+  if (int(threadIdx.x) / 32 * 32 < tokens * kLanes) {
+    cuda::token_coefficients_by_lanes<n>(sums + (active ? token : 0) * (n * (n + 2) + 1), token,
+                                         active, cp, params, out);
   }
 }
 
@@ -83,10 +85,12 @@ void check_same_outputs(int tokens, uint64_t seed) {
   const auto d_sums = test::to_device(sums);
   const auto d_params = test::to_device(params);
   Outputs one(tokens, n), rows(tokens, n);
+  ASSERT_LE(tokens * cuda::kStatsLanes<n>, kBlock);
+  ASSERT_LE(tokens, kBlock);
   coefficients_one_thread_per_token<n>
       <<<1, kBlock>>>(d_sums.get(), tokens, cp, d_params.get(), one.view());
   MHC_CUDA_CHECK(cudaGetLastError());
-  coefficients_by_rows<n><<<1, kBlock>>>(d_sums.get(), tokens, cp, d_params.get(), rows.view());
+  coefficients_by_lanes<n><<<1, kBlock>>>(d_sums.get(), tokens, cp, d_params.get(), rows.view());
   MHC_CUDA_CHECK(cudaGetLastError());
   MHC_CUDA_CHECK(cudaDeviceSynchronize());
   expect_same_bits(one.pre, rows.pre, "pre");
@@ -95,11 +99,16 @@ void check_same_outputs(int tokens, uint64_t seed) {
   expect_same_bits(one.mixes, rows.mixes, "mixes");
 }
 
-TEST(SinkhornByRows, BitwiseEqualToOneThreadPerToken) {
+TEST(SinkhornByLanes, TwoRowsPerLane) {
+  static_assert(cuda::kStatsLanes<4> == 2 && cuda::kStatsRowsPerLane<4> == 2);
+  static_assert(cuda::kStatsLanes<2> == 1 && cuda::kStatsRowsPerLane<2> == 2);
+}
+
+TEST(SinkhornByLanes, BitwiseEqualToOneThreadPerToken) {
   MHC_SKIP_WITHOUT_GPU();
   uint64_t seed = 900;
-  for (int tokens : {1, 3, 8, 13, 16, 64}) check_same_outputs<4>(tokens, ++seed);
-  for (int tokens : {1, 7, 16, 128}) check_same_outputs<2>(tokens, ++seed);
+  for (int tokens : {1, 3, 8, 13, 16, 64, 127, 128}) check_same_outputs<4>(tokens, ++seed);
+  for (int tokens : {1, 7, 16, 128, 255, 256}) check_same_outputs<2>(tokens, ++seed);
 }
 
 }  // namespace
