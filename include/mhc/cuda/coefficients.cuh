@@ -247,19 +247,26 @@ __device__ __forceinline__ void token_coefficients_by_lanes(const float* sums, i
   const int lane = int(threadIdx.x) % kStatsLanes<n>;
   const int row0 = lane * kRows;
   const float* hc_base = params;
-  const float r = fast_rsqrt(sums[kNmix] * cp.inv_k + cp.rms_eps);
-  if (active) {
+  // Every value this lane reads from `sums` before any output store: a load cannot move above a
+  // store through another float pointer (they might alias), and the stores would otherwise sit
+  // between the loads and the Sinkhorn on the serial path.
+  float pre_dot[kRows], post_dot[kRows], logits[kRows][n];
 #pragma unroll
-    for (int j = row0; j < row0 + kRows; ++j) {
-      out.pre[token * n + j] = sigmoid(sums[j] * r * params[kNmix] + hc_base[j]) + cp.pre_eps;
-      out.post[token * n + j] =
-          cp.post_mult * sigmoid(sums[n + j] * r * params[kNmix + 1] + hc_base[n + j]);
-    }
-    if (out.mixes != nullptr) {
+  for (int j = 0; j < kRows; ++j) {
+    pre_dot[j] = sums[row0 + j];
+    post_dot[j] = sums[n + row0 + j];
 #pragma unroll
-      for (int i = lane; i < kNmix; i += kStatsLanes<n>) out.mixes[token * kNmix + i] = sums[i] * r;
+    for (int k = 0; k < n; ++k) logits[j][k] = sums[2 * n + (row0 + j) * n + k];
+  }
+  float mixes[(kNmix + kStatsLanes<n> - 1) / kStatsLanes<n>];
+  const bool want_mixes = active && out.mixes != nullptr;
+  if (want_mixes) {
+#pragma unroll
+    for (int i = 0; i * kStatsLanes<n> + lane < kNmix; ++i) {
+      mixes[i] = sums[i * kStatsLanes<n> + lane];
     }
   }
+  const float r = fast_rsqrt(sums[kNmix] * cp.inv_k + cp.rms_eps);
   // This lane's rows of P: softmax over k of the logits, then + sinkhorn_eps (as
   // token_coefficients).
   float p[kRows][n];
@@ -269,7 +276,7 @@ __device__ __forceinline__ void token_coefficients_by_lanes(const float* sums, i
     float row_max = -INFINITY;
 #pragma unroll
     for (int k = 0; k < n; ++k) {
-      p[j][k] = sums[2 * n + row * n + k] * r * params[kNmix + 2] + hc_base[2 * n + row * n + k];
+      p[j][k] = logits[j][k] * r * params[kNmix + 2] + hc_base[2 * n + row * n + k];
       row_max = fmaxf(row_max, p[j][k]);
     }
     float total = 0.f;
@@ -281,6 +288,22 @@ __device__ __forceinline__ void token_coefficients_by_lanes(const float* sums, i
     const float inv_first = fast_reciprocal(total);
 #pragma unroll
     for (int k = 0; k < n; ++k) p[j][k] = p[j][k] * inv_first + cp.sinkhorn_eps;
+  }
+  if (active) {
+#pragma unroll
+    for (int j = 0; j < kRows; ++j) {
+      const int row = row0 + j;
+      out.pre[token * n + row] =
+          sigmoid(pre_dot[j] * r * params[kNmix] + hc_base[row]) + cp.pre_eps;
+      out.post[token * n + row] =
+          cp.post_mult * sigmoid(post_dot[j] * r * params[kNmix + 1] + hc_base[n + row]);
+    }
+    if (want_mixes) {
+#pragma unroll
+      for (int i = 0; i * kStatsLanes<n> + lane < kNmix; ++i) {
+        out.mixes[token * kNmix + i * kStatsLanes<n> + lane] = mixes[i] * r;
+      }
+    }
   }
   sinkhorn_iterations_by_lanes<n, kIters>(p, cp);
   if (active) {
