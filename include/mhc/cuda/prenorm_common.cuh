@@ -473,9 +473,9 @@ __device__ __forceinline__ void finish_prenorm_tile(const PrenormArgs& args, int
   staged.comb = staged.post + rows_valid * n;
   staged.mixes = args.out.mixes != nullptr ? staged.comb + rows_valid * n * n : nullptr;
   // Tiles whose kRows * n lanes fit in the CTA never take the one-thread-per-token form, which is
-  // then not compiled: less code on the launch's serial path, fetched cold after a sublayer. (The
-  // lane form takes kStatsLanes < n lanes per token since session 28; the bound stays n lanes, so
-  // that the tiles taking either form are those they were: the 128-row tiles' form unmeasured.)
+  // then not compiled: less code on the launch's serial path, fetched cold after a sublayer. The
+  // bound counts n lanes per token although the lane form takes kStatsLanes: the 128-row tiles keep
+  // one thread per token, where the lane form was not measured.
   if (kRows * n <= kThreads || rows_valid * n <= kThreads) {
     // Lanes per token (decode tiles): every lane of a warp that holds a token takes part.
     constexpr int kLanes = kStatsLanes<kStreams>;
