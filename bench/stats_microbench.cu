@@ -1,12 +1,12 @@
 // Developer micro-benchmark of the coefficient path's stats stage (not a test; built by CMake as
 // mhc_stats_microbench when CUDA is on, bench/CMakeLists.txt): SM cycles per call of
 // token_coefficients (one thread per token), token_coefficients_by_lanes (kStatsLanes lanes per
-// token, two rows of P each) and
-// the Sinkhorn iterations alone (both forms), each with the loop as it runs and with the iteration
-// count as a constant (unrolled), for one CTA on random reduced sums held in shared memory, as in
-// the prenorm kernels' epilogue. Run on an sm_90 GPU: build/bench/mhc_stats_microbench.
-// Results and their provenance: docs/decisions.md, "Stats micro-benchmark" and "The decode
-// launch's serial tail" (the unrolled loop: faster here, slower in the kernel).
+// token, two rows of P each) and the Sinkhorn iterations alone, with the loop as it runs and with
+// the iteration count as a constant (unrolled), for one CTA on random reduced sums held in shared
+// memory, as in the prenorm kernels' epilogue. Run on an sm_90 GPU:
+// build/bench/mhc_stats_microbench. Results and their provenance: docs/decisions.md, "Stats
+// micro-benchmark" and "The decode launch's serial tail" (the unrolled loop: faster here, slower in
+// the kernel).
 #include <cuda_runtime.h>
 
 #include <cstdio>
@@ -25,9 +25,7 @@ enum Variant {
   kLanesPerToken,
   kLanesPerTokenFixed,  // the iteration count as a constant (20): the loop unrolled
   kSinkhornOnly,
-  kSinkhornOnlyFixed,
-  kLanesSinkhornOnly,
-  kLanesSinkhornOnlyFixed
+  kSinkhornOnlyFixed
 };
 
 template <Variant kVariant>
@@ -64,20 +62,6 @@ __global__ void stats_kernel(const float* g_sums, int tokens, CoefficientParams 
         sinkhorn_iterations<n, kVariant == kSinkhornOnlyFixed ? kIters : 0>(p, cp);
         for (int j = 0; j < n; ++j) {
           for (int k = 0; k < n; ++k) out.comb[(tid * n + j) * n + k] = p[j][k];
-        }
-      }
-    } else if (tid / kWarp * kWarp < tokens * kStatsLanes<n>) {  // lanes, the Sinkhorn alone
-      constexpr int kRows = kStatsRowsPerLane<n>;
-      const int token = tid / kStatsLanes<n>, row0 = tid % kStatsLanes<n> * kRows;
-      const int from = (token < tokens ? token : 0) * kStride + 2 * n + row0 * n;
-      float p[kRows][n];
-      for (int j = 0; j < kRows; ++j) {
-        for (int k = 0; k < n; ++k) p[j][k] = sums[from + j * n + k] + rep;
-      }
-      sinkhorn_iterations_by_lanes<n, kVariant == kLanesSinkhornOnlyFixed ? kIters : 0>(p, cp);
-      if (token < tokens) {
-        for (int j = 0; j < kRows; ++j) {
-          for (int k = 0; k < n; ++k) out.comb[(token * n + row0 + j) * n + k] = p[j][k];
         }
       }
     }
@@ -133,10 +117,6 @@ int main() {
       time_variant(stats_kernel<kLanesPerToken>, "lanes per token (whole stats)", tokens, 256, sums,
                    cp, d_cycles, sink);
       time_variant(stats_kernel<kLanesPerTokenFixed>, "lanes per token (whole stats, fixed)",
-                   tokens, 256, sums, cp, d_cycles, sink);
-      time_variant(stats_kernel<kLanesSinkhornOnly>, "lanes per token (Sinkhorn)", tokens, 256,
-                   sums, cp, d_cycles, sink);
-      time_variant(stats_kernel<kLanesSinkhornOnlyFixed>, "lanes per token (Sinkhorn, fixed)",
                    tokens, 256, sums, cp, d_cycles, sink);
     }
   }
