@@ -113,7 +113,7 @@ int main() {
                  cp, d_cycles, sink);
     time_variant(stats_kernel<kSinkhornOnlyFixed>, "one thread per token (Sinkhorn, fixed)", tokens,
                  288, sums, cp, d_cycles, sink);
-    if (tokens * n <= 256) {
+    if (tokens * kStatsLanes<n> <= 256) {  // the lane form where its lanes fit the CTA
       time_variant(stats_kernel<kLanesPerToken>, "lanes per token (whole stats)", tokens, 256, sums,
                    cp, d_cycles, sink);
       time_variant(stats_kernel<kLanesPerTokenFixed>, "lanes per token (whole stats, fixed)",

@@ -475,7 +475,9 @@ __device__ __forceinline__ void finish_prenorm_tile(const PrenormArgs& args, int
   // Tiles whose kRows * n lanes fit in the CTA never take the one-thread-per-token form, which is
   // then not compiled: less code on the launch's serial path, fetched cold after a sublayer. The
   // bound counts n lanes per token although the lane form takes kStatsLanes: the 128-row tiles keep
-  // one thread per token, where the lane form was not measured.
+  // one thread per token, because both lanes of a token run its whole Sinkhorn, and eight warps of
+  // that contend for the SM's reciprocal units (docs/decisions.md, "The Sinkhorn's row and column
+  // pass in one reciprocal").
   if (kRows * n <= kThreads || rows_valid * n <= kThreads) {
     // Lanes per token (decode tiles): every lane of a warp that holds a token takes part.
     constexpr int kLanes = kStatsLanes<kStreams>;
