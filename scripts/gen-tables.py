@@ -232,8 +232,16 @@ def table_kernels_ab(args):
         labels = [f"commit {d.get('commit', '?')}" for d in docs]
     else:
         keys = [k for k in ("cluster_post", "flagged_partials")
-                if docs[0].get(k, "plan") != docs[1].get(k, "plan")] or ["cluster_post"]
-        labels = [" ".join(f"{k}={json.dumps(d.get(k, 'plan'))}" for k in keys) for d in docs]
+                if docs[0].get(k, "plan") != docs[1].get(k, "plan")]
+        configs = [d.get("kernel_config", {}) for d in docs]
+        config_keys = sorted(k for k in set(configs[0]) | set(configs[1])
+                             if configs[0].get(k) != configs[1].get(k))
+        if keys or not config_keys:
+            keys = keys or ["cluster_post"]
+            labels = [" ".join(f"{k}={json.dumps(d.get(k, 'plan'))}" for k in keys) for d in docs]
+        else:  # another kernel-config key told the runs apart
+            labels = [" ".join(f"{k}={json.dumps(c.get(k, 'plan'))}" for k in config_keys)
+                      for c in configs]
     sizes = sorted({m for (_, m) in times[0]} & {m for (_, m) in times[1]})
     head = "| M |" + "".join(f" {i}, {labels[0]} | {i}, {labels[1]} | ratio |" for i in items)
     lines = [head, "|---:|" + "---:|---:|---:|" * len(items)]
