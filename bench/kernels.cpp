@@ -85,22 +85,27 @@ struct Setup {
   const MhcParams& p;
   const DeviceSiteWeights& w;
   SiteWorkspace& ws;
-  StackSchedule& schedule;  // made outside any capture: it creates a stream and events
+  StackSchedule& schedule;        // kSitesPerGraph sites; made outside any capture: it creates a
+  StackSchedule& model_schedule;  // stream and events; the model's sites (p.sites())
   Projection proj;
   int64_t m;
   PrenormTuning chosen;
   double coef_bytes, site_bytes;
 };
 
-// A stack's steady state as the executor launches it: kSitesPerGraph middle sites of a longer
-// stack (every site but the first and the last, which have an extra input path or the final
-// norm), in `layout`, without a sublayer, through the executor's own launches and schedule. The
-// stack's buffers are one input set's: x/x_next, pre/pre_mix, post/post_alt and comb/comb_alt
-// alternate by site.
+// A stack's steady state as the executor launches it: `sites` middle sites of a longer stack
+// (every site but the first and the last, which have an extra input path or the final norm), in
+// `layout`, without a sublayer, through the executor's own launches and `schedule` (made for at
+// least `sites` sites). The stack's buffers are one input set's: x/x_next, pre/pre_mix,
+// post/post_alt and comb/comb_alt alternate by site. kSitesPerGraph is the default; the model's
+// own site count (2 x layers) is timed beside it at decode sizes, where a graph launch's floor
+// (~3 µs) divided by 8 is still ~0.4 µs of a ~6 µs site.
 constexpr int kSitesPerGraph = 8;
+constexpr int64_t kModelStackMaxTokens = 64;
 
-EnqueueFn stack_steady_state(const Setup& c, StackLayout layout, const PrenormTuning& tuning) {
-  return [&c, layout, tuning](DeviceSiteBuffers& b, cudaStream_t s) {
+EnqueueFn stack_steady_state(const Setup& c, StackLayout layout, const PrenormTuning& tuning,
+                             int sites = kSitesPerGraph) {
+  return [&c, layout, tuning, sites](DeviceSiteBuffers& b, cudaStream_t s) {
     StackBuffers sb;
     sb.x_in = b.x.get();
     sb.x[0] = b.x.get();
@@ -115,11 +120,11 @@ EnqueueFn stack_steady_state(const Setup& c, StackLayout layout, const PrenormTu
     sb.layer_input = b.layer_input.get();
     sb.sublayer_out = b.sublayer_out.get();
     sb.output = b.layer_input.get();  // only the last site writes it, and it is not launched
-    const std::vector<const DeviceSiteWeights*> weights(kSitesPerGraph + 2, &c.w);
+    const std::vector<const DeviceSiteWeights*> weights(size_t(sites) + 2, &c.w);
     const StackLaunches stack(c.p, weights, sb, c.ws, c.proj, nullptr);
-    std::vector<SiteLaunches> sites;
-    for (int i = 1; i <= kSitesPerGraph; ++i) sites.push_back(stack.site(layout, i, c.m, tuning));
-    c.schedule.enqueue(s, false, sites);
+    std::vector<SiteLaunches> launches;
+    for (int i = 1; i <= sites; ++i) launches.push_back(stack.site(layout, i, c.m, tuning));
+    (sites == kSitesPerGraph ? c.schedule : c.model_schedule).enqueue(s, false, launches);
   };
 }
 
@@ -257,6 +262,13 @@ void add_stack_items(const Setup& c, bool sweep, std::vector<Item>& items) {
     items.push_back({"site in stack, post folded (each)", c.site_bytes,
                      stack_steady_state(c, StackLayout::folded_decode, c.chosen), c.chosen,
                      kSitesPerGraph});
+  }
+  if (c.m <= kModelStackMaxTokens) {
+    const int sites = c.p.sites();
+    items.push_back({"site in stack, model's sites per graph (each)", c.site_bytes,
+                     stack_steady_state(c, decode ? StackLayout::decode : StackLayout::fused_post,
+                                        c.chosen, sites),
+                     c.chosen, sites});
   }
   // The fused boundary layout (one launch per site besides the sublayer) at every size the image
   // has it, whatever the plan's rule; bytes as the fused launch's floor.
@@ -400,6 +412,7 @@ nlohmann::json bench_kernels(const KernelBenchOptions& o) {
   SiteWorkspace ws(p, std::max<int64_t>(max_tokens, 16), max_prenorm_splits(p));
   const DeviceSiteWeights w = random_site_weights(p);
   StackSchedule schedule(kSitesPerGraph);
+  StackSchedule model_schedule(std::max(kSitesPerGraph, p.sites()));
   const double K = double(p.k()), C = double(p.hidden), weight_bytes = p.nmix() * K * 4;
 
   nlohmann::json results = nlohmann::json::array();
@@ -411,6 +424,7 @@ nlohmann::json bench_kernels(const KernelBenchOptions& o) {
                   w,
                   ws,
                   schedule,
+                  model_schedule,
                   o.projection,
                   m,
                   choose_prenorm_tuning(plan, p, m),
