@@ -197,6 +197,25 @@ __device__ __forceinline__ float post_value(float dot, float r, float scale, flo
   return __fmul_rn(cp.post_mult, sigmoid(__fmaf_rn(__fmul_rn(dot, r), scale, base)));
 }
 
+// Row `row` of one token: its row of P (softmax_row), pre and post, from the token's `sums` and
+// `params` (stage_coefficient_params), with r = 1 / RMS. Both stats forms take their rows here.
+template <int n>
+__device__ __forceinline__ void token_row(const float* sums, int row, float r,
+                                          const CoefficientParams& cp, const float* params,
+                                          float (&p_row)[n], float& pre, float& post) {
+  constexpr int kNmix = n * (n + 2);
+  const float* hc_base = params;
+  float dots[n], base[n];
+#pragma unroll
+  for (int k = 0; k < n; ++k) {
+    dots[k] = sums[2 * n + row * n + k];
+    base[k] = hc_base[2 * n + row * n + k];
+  }
+  softmax_row<n>(dots, r, params[kNmix + 2], base, cp.sinkhorn_eps, p_row);
+  pre = pre_value(sums[row], r, params[kNmix], hc_base[row], cp);
+  post = post_value(sums[n + row], r, params[kNmix + 1], hc_base[n + row], cp);
+}
+
 // Turns `sums` (NMIX dot products, then the sum of squares) of one token into its outputs;
 // `params` as staged by stage_coefficient_params (shared memory). Every input is read and every
 // value computed before the first output store: a load cannot move above a store through another
@@ -207,21 +226,10 @@ __device__ __forceinline__ void token_coefficients(const float* sums, int64_t to
                                                    const CoefficientOutputs& out) {
   constexpr int n = kStreams;
   constexpr int kNmix = n * (n + 2);
-  const float* hc_base = params;
   const float r = fast_rsqrt(sums[kNmix] * cp.inv_k + cp.rms_eps);
   float p[n][n], pre[n], post[n];
 #pragma unroll
-  for (int j = 0; j < n; ++j) {
-    float dots[n], base[n];
-#pragma unroll
-    for (int k = 0; k < n; ++k) {
-      dots[k] = sums[2 * n + j * n + k];
-      base[k] = hc_base[2 * n + j * n + k];
-    }
-    softmax_row<n>(dots, r, params[kNmix + 2], base, cp.sinkhorn_eps, p[j]);
-    pre[j] = pre_value(sums[j], r, params[kNmix], hc_base[j], cp);
-    post[j] = post_value(sums[n + j], r, params[kNmix + 1], hc_base[n + j], cp);
-  }
+  for (int j = 0; j < n; ++j) token_row<n>(sums, j, r, cp, params, p[j], pre[j], post[j]);
   float mixes[kNmix];
   if (out.mixes != nullptr) {
 #pragma unroll
@@ -261,22 +269,11 @@ __device__ __forceinline__ void token_coefficients_by_lanes(const float* sums, i
   static_assert(kStatsLanes<n> <= 2, "the exchange is written for one or two lanes per token");
   const int lane = int(threadIdx.x) % kStatsLanes<n>;
   const int row0 = lane * kRows;
-  const float* hc_base = params;
   const float r = fast_rsqrt(sums[kNmix] * cp.inv_k + cp.rms_eps);
   float p[kRows][n], pre[kRows], post[kRows];
 #pragma unroll
-  for (int j = 0; j < kRows; ++j) {
-    const int row = row0 + j;
-    float dots[n], base[n];
-#pragma unroll
-    for (int k = 0; k < n; ++k) {
-      dots[k] = sums[2 * n + row * n + k];
-      base[k] = hc_base[2 * n + row * n + k];
-    }
-    softmax_row<n>(dots, r, params[kNmix + 2], base, cp.sinkhorn_eps, p[j]);
-    pre[j] = pre_value(sums[row], r, params[kNmix], hc_base[row], cp);
-    post[j] = post_value(sums[n + row], r, params[kNmix + 1], hc_base[n + row], cp);
-  }
+  for (int j = 0; j < kRows; ++j)
+    token_row<n>(sums, row0 + j, r, cp, params, p[j], pre[j], post[j]);
   const bool want_mixes = active && out.mixes != nullptr;
   float mixes[kMixesPerLane];
   if (want_mixes) {
