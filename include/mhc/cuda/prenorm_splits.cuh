@@ -128,8 +128,7 @@ __global__ void __launch_bounds__(kPrenormSplitsWarps* kWarp)
   }
 }
 
-inline cudaError_t launch_prenorm_splits(const PrenormSplitsArgs& a, int nmix,
-                                         LaunchTarget on) {
+inline cudaError_t launch_prenorm_splits(const PrenormSplitsArgs& a, int nmix, LaunchTarget on) {
   const dim3 grid(static_cast<unsigned>(ceil_div(a.tokens, int64_t(16))),
                   static_cast<unsigned>(a.splits));
   const dim3 block(kPrenormSplitsWarps * kWarp);
