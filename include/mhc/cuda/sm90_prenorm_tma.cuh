@@ -406,12 +406,14 @@ __global__ void __launch_bounds__(TmaShape<kStreams>::kThreads, 1)
 }
 
 // A 2D tensor map of a row-major [outer][inner] array for boxes of box_inner x box_outer
-// elements with the 128-byte swizzle. cuTensorMapEncodeTiled is a driver function; it is taken
-// from the runtime's entry-point query, so nothing links libcuda directly.
-inline cudaError_t encode_tensor_map_2d(CUtensorMap* map, CUtensorMapDataType type,
-                                        int element_bytes, const void* base, uint64_t inner,
-                                        uint64_t outer, uint32_t box_inner, uint32_t box_outer,
-                                        CUtensorMapSwizzle swizzle = CU_TENSOR_MAP_SWIZZLE_128B) {
+// elements, with the 128-byte swizzle and 256-byte L2 promotion unless asked otherwise.
+// cuTensorMapEncodeTiled is a driver function; it is taken from the runtime's entry-point query, so
+// nothing links libcuda directly.
+inline cudaError_t encode_tensor_map_2d(
+    CUtensorMap* map, CUtensorMapDataType type, int element_bytes, const void* base, uint64_t inner,
+    uint64_t outer, uint32_t box_inner, uint32_t box_outer,
+    CUtensorMapSwizzle swizzle = CU_TENSOR_MAP_SWIZZLE_128B,
+    CUtensorMapL2promotion promotion = CU_TENSOR_MAP_L2_PROMOTION_L2_256B) {
   using Encode =
       CUresult (*)(CUtensorMap*, CUtensorMapDataType, cuuint32_t, void*, const cuuint64_t*,
                    const cuuint64_t*, const cuuint32_t*, const cuuint32_t*, CUtensorMapInterleave,
@@ -429,9 +431,9 @@ inline cudaError_t encode_tensor_map_2d(CUtensorMap* map, CUtensorMapDataType ty
   const cuuint64_t row_stride[1] = {inner * uint64_t(element_bytes)};
   const cuuint32_t box[2] = {box_inner, box_outer};
   const cuuint32_t element_strides[2] = {1, 1};
-  const CUresult r = encode(map, type, 2, const_cast<void*>(base), dims, row_stride, box,
-                            element_strides, CU_TENSOR_MAP_INTERLEAVE_NONE, swizzle,
-                            CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+  const CUresult r =
+      encode(map, type, 2, const_cast<void*>(base), dims, row_stride, box, element_strides,
+             CU_TENSOR_MAP_INTERLEAVE_NONE, swizzle, promotion, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
   return r == CUDA_SUCCESS ? cudaSuccess : cudaErrorInvalidValue;
 }
 
