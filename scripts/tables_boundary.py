@@ -43,6 +43,8 @@ def table_boundary_sweep(paths):
         columns = r.get("boundary_stage_columns") or 64
         if r.get("boundary_rows") == 64:  # 64-token tiles (forced) apart from the 128-row rows
             columns = f"{columns}, 64-row tiles"
+        elif columns == 128:  # the wide stages: 32-token tiles
+            columns = "128, 32-row tiles"
         if r["kernel"].strip() == "fused boundary sweep":
             sweep[(r["tokens"], columns, r["boundary_splits"])] = r["median_us"]
         elif r["kernel"] in rule_items:
@@ -72,6 +74,7 @@ def table_boundary_tiles(paths):
     items = {"site in stack, fused boundary (each)": "rule",
              "site in stack, fused boundary, 128-row tiles": "128",
              "site in stack, fused boundary, 64-row tiles": "64",
+             "site in stack, fused boundary, wide stages": "wide",
              "site in stack, 8 per graph (each)": "unfused"}
     times, tiles = {}, {}
     for path in paths:
@@ -91,12 +94,16 @@ def table_boundary_tiles(paths):
         lo, hi = min(values), max(values)
         return f"{lo:.1f}" if round(lo, 1) == round(hi, 1) else f"{lo:.1f}-{hi:.1f}"
 
+    # The wide stages' column only where a binary had them (older tables keep their columns).
+    wide = any(k == "wide" for (_, _, k) in times)
+    kinds = ("rule", "128", "64") + (("wide",) if wide else ()) + ("unfused",)
     lines = ["| C | M | the rule's tile (rows x splits) | fused, the rule | fused, 128-row tiles | "
-             "fused, 64-row tiles | unfused |", "|---:|---:|---:|---:|---:|---:|---:|"]
+             "fused, 64-row tiles | " + ("fused, wide stages | " if wide else "") + "unfused |",
+             "|---:|---:|---:|---:|---:|---:|---:|" + ("---:|" if wide else "")]
     for hidden, m in sorted(tiles):
         cells = [tiles[(hidden, m)]]
         cells += [span(times[(hidden, m, k)]) if (hidden, m, k) in times else ""
-                  for k in ("rule", "128", "64", "unfused")]
+                  for k in kinds]
         lines.append(f"| {hidden} | {m} | " + " | ".join(cells) + " |")
     sources = " ".join(f"`{p}`" for p in paths)
     lines += ["", f"`mhc bench kernels`, the site in a stack graph (median µs per site; a range "
