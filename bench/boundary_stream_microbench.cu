@@ -25,6 +25,7 @@
 #include <string>
 #include <vector>
 
+#include "mhc/bench/micro_timing.hpp"
 #include "mhc/cuda/common.cuh"
 #include "mhc/cuda/sm90_prenorm_tma.cuh"
 #include "mhc/io/safe_file.hpp"
@@ -32,15 +33,6 @@
 namespace {
 
 using namespace mhc::cuda;
-
-#define CHECK(call)                                                                     \
-  do {                                                                                  \
-    const cudaError_t err_ = (call);                                                    \
-    if (err_ != cudaSuccess) {                                                          \
-      std::fprintf(stderr, "%s:%d %s\n", __FILE__, __LINE__, cudaGetErrorString(err_)); \
-      std::exit(1);                                                                     \
-    }                                                                                   \
-  } while (0)
 
 constexpr int kStreams = 4;
 constexpr int kNmix = 24;
@@ -302,31 +294,6 @@ cudaError_t encode_lines_3d(CUtensorMap* map, const void* base, uint64_t inner, 
   return r == CUDA_SUCCESS ? cudaSuccess : cudaErrorInvalidValue;
 }
 
-template <typename Launch>
-float time_us(Launch&& launch, int reps) {
-  cudaEvent_t a, b;
-  CHECK(cudaEventCreate(&a));
-  CHECK(cudaEventCreate(&b));
-  for (int i = 0; i < 3; ++i) launch();
-  CHECK(cudaGetLastError());
-  CHECK(cudaDeviceSynchronize());
-  std::vector<float> times;
-  for (int r = 0; r < reps; ++r) {
-    CHECK(cudaEventRecord(a));
-    launch();
-    CHECK(cudaEventRecord(b));
-    CHECK(cudaEventSynchronize(b));
-    float ms = 0;
-    CHECK(cudaEventElapsedTime(&ms, a, b));
-    times.push_back(ms * 1000.f);
-  }
-  CHECK(cudaGetLastError());
-  std::sort(times.begin(), times.end());
-  CHECK(cudaEventDestroy(a));
-  CHECK(cudaEventDestroy(b));
-  return times[times.size() / 2];
-}
-
 std::vector<int> parse_list(const char* text) {
   std::vector<int> out;
   for (const char* p = text; *p != '\0';) {
@@ -377,26 +344,26 @@ int main(int argc, char** argv) {
     return 2;
   }
   int sms = 0, driver = 0;
-  CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0));
-  CHECK(cudaDriverGetVersion(&driver));
+  MHC_MICRO_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0));
+  MHC_MICRO_CHECK(cudaDriverGetVersion(&driver));
   cudaDeviceProp prop{};
-  CHECK(cudaGetDeviceProperties(&prop, 0));
+  MHC_MICRO_CHECK(cudaGetDeviceProperties(&prop, 0));
   const int max_tokens = *std::max_element(token_counts.begin(), token_counts.end());
   const size_t x_elems = size_t(max_tokens) * kStreams * hidden,
                f_elems = size_t(max_tokens) * hidden;
   uint16_t *x = nullptr, *f = nullptr, *x_out = nullptr, *y = nullptr;
   float* w = nullptr;
   unsigned long long* mismatches = nullptr;
-  CHECK(cudaMalloc(&mismatches, sizeof(unsigned long long)));
-  CHECK(cudaMalloc(&x, x_elems * 2));
-  CHECK(cudaMalloc(&x_out, x_elems * 2));
-  CHECK(cudaMalloc(&f, f_elems * 2));
-  CHECK(cudaMalloc(&y, f_elems * 2));
-  CHECK(cudaMalloc(&w, size_t(kNmix) * kStreams * hidden * 4));
+  MHC_MICRO_CHECK(cudaMalloc(&mismatches, sizeof(unsigned long long)));
+  MHC_MICRO_CHECK(cudaMalloc(&x, x_elems * 2));
+  MHC_MICRO_CHECK(cudaMalloc(&x_out, x_elems * 2));
+  MHC_MICRO_CHECK(cudaMalloc(&f, f_elems * 2));
+  MHC_MICRO_CHECK(cudaMalloc(&y, f_elems * 2));
+  MHC_MICRO_CHECK(cudaMalloc(&w, size_t(kNmix) * kStreams * hidden * 4));
   fill_pattern<<<4 * sms, 256>>>(x, x_elems, 1u);
   fill_pattern<<<4 * sms, 256>>>(f, f_elems, 2u);
-  CHECK(cudaGetLastError());
-  CHECK(cudaMemset(w, 0, size_t(kNmix) * kStreams * hidden * 4));
+  MHC_MICRO_CHECK(cudaGetLastError());
+  MHC_MICRO_CHECK(cudaMemset(w, 0, size_t(kNmix) * kStreams * hidden * 4));
   constexpr auto k256 = CU_TENSOR_MAP_L2_PROMOTION_L2_256B;
   const Kind ce = Kind::copy_engine;
   const Box flat = Box::flat, boxes64 = Box::boxes64, lines3d = Box::lines3d;
@@ -443,8 +410,8 @@ int main(int argc, char** argv) {
     const double bytes = double(tokens) * hidden * 2 * 2 * (kStreams + 1);  // read + written
     for (const Variant& v : variants) {
       const Geometry g = geometry(v, hidden);
-      CHECK(cudaMemset(x_out, 0xff, x_elems * 2));  // poisoned: NaN in bf16
-      CHECK(cudaMemset(y, 0xff, f_elems * 2));
+      MHC_MICRO_CHECK(cudaMemset(x_out, 0xff, x_elems * 2));  // poisoned: NaN in bf16
+      MHC_MICRO_CHECK(cudaMemset(y, 0xff, f_elems * 2));
       float us = 0.f;
       int ctas = 0;
       if (v.kind == Kind::copy_engine) {
@@ -453,46 +420,49 @@ int main(int argc, char** argv) {
         const uint64_t k_total = uint64_t(kStreams) * hidden;
         if (v.box == Box::lines3d) {
           const uint32_t lines = v.cols / 64;
-          CHECK(encode_lines_3d(&maps.x, x, k_total, tokens, lines, v.rows, v.promotion));
-          CHECK(encode_lines_3d(&maps.x_out, x_out, k_total, tokens, lines, v.rows, v.promotion));
-          CHECK(encode_lines_3d(&maps.f, f, hidden, tokens, lines, v.rows, v.promotion));
-          CHECK(encode_lines_3d(&maps.y, y, hidden, tokens, lines, v.rows, v.promotion));
+          MHC_MICRO_CHECK(encode_lines_3d(&maps.x, x, k_total, tokens, lines, v.rows, v.promotion));
+          MHC_MICRO_CHECK(
+              encode_lines_3d(&maps.x_out, x_out, k_total, tokens, lines, v.rows, v.promotion));
+          MHC_MICRO_CHECK(encode_lines_3d(&maps.f, f, hidden, tokens, lines, v.rows, v.promotion));
+          MHC_MICRO_CHECK(encode_lines_3d(&maps.y, y, hidden, tokens, lines, v.rows, v.promotion));
         } else {
           const int box_cols = v.box == Box::boxes64 ? 64 : v.cols;
           const CUtensorMapSwizzle swizzle =
               box_cols == 64 ? CU_TENSOR_MAP_SWIZZLE_128B : CU_TENSOR_MAP_SWIZZLE_NONE;
           const auto encode = [&](CUtensorMap* map, const void* base, uint64_t inner) {
-            CHECK(encode_tensor_map_2d(map, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 2, base, inner,
-                                       tokens, box_cols, v.rows, swizzle, v.promotion));
+            MHC_MICRO_CHECK(encode_tensor_map_2d(map, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 2, base,
+                                                 inner, tokens, box_cols, v.rows, swizzle,
+                                                 v.promotion));
           };
           encode(&maps.x, x, k_total);
           encode(&maps.x_out, x_out, k_total);
           encode(&maps.f, f, hidden);
           encode(&maps.y, y, hidden);
         }
-        CHECK(encode_tensor_map_2d(&maps.w, CU_TENSOR_MAP_DATA_TYPE_FLOAT32, 4, w, k_total, kNmix,
-                                   32, kNmix));
+        MHC_MICRO_CHECK(encode_tensor_map_2d(&maps.w, CU_TENSOR_MAP_DATA_TYPE_FLOAT32, 4, w,
+                                             k_total, kNmix, 32, kNmix));
         const int smem = v.stages * g.stage_bytes + 1024;
-        CHECK(cudaFuncSetAttribute(copy_engine_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                   smem));
+        MHC_MICRO_CHECK(cudaFuncSetAttribute(copy_engine_kernel,
+                                             cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
         ctas = tokens / v.rows * v.splits;
-        us = time_us(
+        us = mhc::bench::median_launch_us(
             [&] {
-              CHECK(launch_kernel_in_clusters(copy_engine_kernel, dim3(ctas), dim3(64), smem,
-                                              v.cluster ? v.splits : 1,
-                                              LaunchTarget(nullptr, false), maps, v, g));
+              MHC_MICRO_CHECK(launch_kernel_in_clusters(copy_engine_kernel, dim3(ctas), dim3(64),
+                                                        smem, v.cluster ? v.splits : 1,
+                                                        LaunchTarget(nullptr, false), maps, v, g));
             },
             20);
       } else if (v.kind == Kind::plain_tiles) {
         constexpr int kVecs = 10;  // 64 rows x 64 columns x 5 boxes / 256 threads
         if (tokens % v.rows != 0 || v.rows * v.cols / 8 * (kStreams + 1) != kVecs * 256) continue;
         ctas = tokens / v.rows * v.splits;
-        us = time_us([&] { plain_tiles_kernel<kVecs><<<ctas, 256>>>(x, f, x_out, y, v, g); }, 20);
+        us = mhc::bench::median_launch_us(
+            [&] { plain_tiles_kernel<kVecs><<<ctas, 256>>>(x, f, x_out, y, v, g); }, 20);
       } else {
         ctas = 4 * sms;
         const int64_t x_vecs = int64_t(tokens) * kStreams * hidden / 8;
         const int64_t f_vecs = int64_t(tokens) * hidden / 8;
-        us = time_us(
+        us = mhc::bench::median_launch_us(
             [&] {
               plain_rows_kernel<<<ctas, 256>>>(
                   reinterpret_cast<const uint4*>(x), reinterpret_cast<const uint4*>(f),
@@ -500,7 +470,7 @@ int main(int argc, char** argv) {
             },
             20);
       }
-      CHECK(cudaMemset(mismatches, 0, sizeof(unsigned long long)));
+      MHC_MICRO_CHECK(cudaMemset(mismatches, 0, sizeof(unsigned long long)));
       count_mismatches<<<4 * sms, 256>>>(reinterpret_cast<const uint4*>(x),
                                          reinterpret_cast<const uint4*>(x_out),
                                          int64_t(tokens) * kStreams * hidden / 8, mismatches);
@@ -508,7 +478,7 @@ int main(int argc, char** argv) {
                                          reinterpret_cast<const uint4*>(y),
                                          int64_t(tokens) * hidden / 8, mismatches);
       unsigned long long wrong = 0;
-      CHECK(cudaMemcpy(&wrong, mismatches, sizeof wrong, cudaMemcpyDeviceToHost));
+      MHC_MICRO_CHECK(cudaMemcpy(&wrong, mismatches, sizeof wrong, cudaMemcpyDeviceToHost));
       if (wrong != 0) {
         std::fprintf(stderr, "%s at %d tokens: %llu vectors not copied\n", v.name, tokens, wrong);
         return 1;
@@ -545,11 +515,11 @@ int main(int argc, char** argv) {
     doc["results"] = results;
     mhc::io::write_file(json_path, doc.dump(1) + "\n");  // a temporary renamed into place
   }
-  CHECK(cudaFree(x));
-  CHECK(cudaFree(x_out));
-  CHECK(cudaFree(f));
-  CHECK(cudaFree(y));
-  CHECK(cudaFree(w));
-  CHECK(cudaFree(mismatches));
+  MHC_MICRO_CHECK(cudaFree(x));
+  MHC_MICRO_CHECK(cudaFree(x_out));
+  MHC_MICRO_CHECK(cudaFree(f));
+  MHC_MICRO_CHECK(cudaFree(y));
+  MHC_MICRO_CHECK(cudaFree(w));
+  MHC_MICRO_CHECK(cudaFree(mismatches));
   return 0;
 }

@@ -15,21 +15,13 @@
 #include <cstdlib>
 #include <vector>
 
+#include "mhc/bench/micro_timing.hpp"
 #include "mhc/cuda/common.cuh"
 #include "mhc/cuda/sm90_prenorm_tma.cuh"
 
 namespace {
 
 using namespace mhc::cuda;
-
-#define CHECK(call)                                                                     \
-  do {                                                                                  \
-    const cudaError_t err_ = (call);                                                    \
-    if (err_ != cudaSuccess) {                                                          \
-      std::fprintf(stderr, "%s:%d %s\n", __FILE__, __LINE__, cudaGetErrorString(err_)); \
-      std::exit(1);                                                                     \
-    }                                                                                   \
-  } while (0)
 
 constexpr int kK = 20480;  // n * C at C = 5120, n = 4
 constexpr int kNmix = 24;
@@ -133,29 +125,6 @@ __global__ void read_kernel(const uint4* x, int64_t vecs, int* sink) {
   if (acc == 0x7fffffffu) *sink = int(acc);
 }
 
-template <typename Launch>
-float time_us(Launch&& launch, int reps) {
-  cudaEvent_t a, b;
-  CHECK(cudaEventCreate(&a));
-  CHECK(cudaEventCreate(&b));
-  for (int i = 0; i < 3; ++i) launch();
-  CHECK(cudaGetLastError());
-  std::vector<float> times;
-  for (int r = 0; r < reps; ++r) {
-    CHECK(cudaEventRecord(a));
-    launch();
-    CHECK(cudaEventRecord(b));
-    CHECK(cudaEventSynchronize(b));
-    float ms = 0;
-    CHECK(cudaEventElapsedTime(&ms, a, b));
-    times.push_back(ms * 1000.f);
-  }
-  std::sort(times.begin(), times.end());
-  CHECK(cudaEventDestroy(a));
-  CHECK(cudaEventDestroy(b));
-  return times[times.size() / 2];
-}
-
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -163,16 +132,16 @@ int main(int argc, char** argv) {
   for (int i = 1; i < argc; ++i) token_counts.push_back(std::atoi(argv[i]));
   if (token_counts.empty()) token_counts = {4096, 8192};
   int sms = 0;
-  CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0));
+  MHC_MICRO_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0));
   const int max_tokens = *std::max_element(token_counts.begin(), token_counts.end());
   uint16_t* x = nullptr;
   float* w = nullptr;
   int* sink = nullptr;
-  CHECK(cudaMalloc(&x, size_t(max_tokens) * kK * 2));
-  CHECK(cudaMalloc(&w, size_t(kNmix) * kK * 4));
-  CHECK(cudaMalloc(&sink, 4));
-  CHECK(cudaMemset(x, 0x3c, size_t(max_tokens) * kK * 2));
-  CHECK(cudaMemset(w, 0, size_t(kNmix) * kK * 4));
+  MHC_MICRO_CHECK(cudaMalloc(&x, size_t(max_tokens) * kK * 2));
+  MHC_MICRO_CHECK(cudaMalloc(&w, size_t(kNmix) * kK * 4));
+  MHC_MICRO_CHECK(cudaMalloc(&sink, 4));
+  MHC_MICRO_CHECK(cudaMemset(x, 0x3c, size_t(max_tokens) * kK * 2));
+  MHC_MICRO_CHECK(cudaMemset(w, 0, size_t(kNmix) * kK * 4));
   // splits: 0 = fill the SMs once (tiles x splits ~ SMs), as the TMA kernel's heuristic.
   const std::vector<Variant> variants = {
       {"now: 128 tok x 128 B sw128, 2 boxes, 4 stages, +hc_fn", 64, 128, true, 2, 4, 0, true},
@@ -195,23 +164,24 @@ int main(int argc, char** argv) {
       const int per_sm = v.splits < 0 ? -v.splits : 1;
       if (v.splits <= 0) v.splits = std::max(1, std::min(g.stage_count, per_sm * sms / tiles));
       CUtensorMap x_map, w_map;
-      CHECK(encode_tensor_map_2d(
+      MHC_MICRO_CHECK(encode_tensor_map_2d(
           &x_map, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 2, x, kK, tokens, v.box_k, v.box_rows,
           v.swizzle ? CU_TENSOR_MAP_SWIZZLE_128B : CU_TENSOR_MAP_SWIZZLE_NONE));
-      CHECK(encode_tensor_map_2d(&w_map, CU_TENSOR_MAP_DATA_TYPE_FLOAT32, 4, w, kK, kNmix, 32,
-                                 kNmix));
+      MHC_MICRO_CHECK(encode_tensor_map_2d(&w_map, CU_TENSOR_MAP_DATA_TYPE_FLOAT32, 4, w, kK, kNmix,
+                                           32, kNmix));
       const int smem = v.stages * g.stage_bytes + 1024;
-      CHECK(cudaFuncSetAttribute(stream_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
+      MHC_MICRO_CHECK(
+          cudaFuncSetAttribute(stream_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
       const dim3 grid(tiles, v.splits);
-      const float us =
-          time_us([&] { stream_kernel<<<grid, 64, smem>>>(x_map, w_map, v, g, sink); }, 20);
+      const float us = mhc::bench::median_launch_us(
+          [&] { stream_kernel<<<grid, 64, smem>>>(x_map, w_map, v, g, sink); }, 20);
       std::printf("%-58s %6d %6d %9.2f %7.3f\n", v.name, tokens, tiles * v.splits, us,
                   bytes / us * 1e-6);
     }
     for (int blocks_per_sm : {4, 8}) {
       const int blocks = blocks_per_sm * sms;
       const int64_t vecs = int64_t(tokens) * kK / 8;
-      const float us = time_us(
+      const float us = mhc::bench::median_launch_us(
           [&] { read_kernel<<<blocks, 256>>>(reinterpret_cast<const uint4*>(x), vecs, sink); }, 20);
       char name[64];
       std::snprintf(name, sizeof name, "plain ld.global.cs read, %d x 256 threads per SM",
@@ -219,8 +189,8 @@ int main(int argc, char** argv) {
       std::printf("%-58s %6d %6d %9.2f %7.3f\n", name, tokens, blocks, us, bytes / us * 1e-6);
     }
   }
-  CHECK(cudaFree(x));
-  CHECK(cudaFree(w));
-  CHECK(cudaFree(sink));
+  MHC_MICRO_CHECK(cudaFree(x));
+  MHC_MICRO_CHECK(cudaFree(w));
+  MHC_MICRO_CHECK(cudaFree(sink));
   return 0;
 }
