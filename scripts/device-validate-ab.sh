@@ -1,0 +1,43 @@
+#!/usr/bin/env bash
+# Run THERE (the GPU machine), one call: scripts/device-validate.sh on the binaries packed HERE
+# (.carry/bin, scripts/pack-device.sh), then, only if every validation step passed, an A/B of
+# that build's `mhc` against a base `mhc` (.carry/base/mhc-*.xz, an xz'd binary of the landed
+# code) for each preset, the two interleaved in rounds (base, new, base, new) so that drift hits
+# both alike. Carry [".carry/bin", ".carry/base"] (under the 64 MiB limit). JSON per run goes to
+# $OUT/ab-PRESET-{base,new}-rROUND.json (commit fields: MHC_BASE_COMMIT, MHC_NEW_COMMIT), the
+# validation's logs to $OUT/logs.tar.gz; the grep of every run is printed last.
+#   MHC_NEW_COMMIT=abc1234 MHC_BASE_COMMIT=8b68ccb bash scripts/device-validate-ab.sh
+#   MHC_AB_TOKENS=1024,2048,3072,4096,8192 MHC_AB_REPS=20 MHC_AB_ROUNDS=2
+#   MHC_AB_PRESETS="dsv4-flash dsv41-flash dsv4-pro" MHC_AB_GREP="site in stack, fused"
+set -uo pipefail
+cd "$(dirname "$0")/.."
+OUT=${OUT:-/tmp/mhc-out}
+export OUT
+bash scripts/device-validate.sh >"$OUT/validate.txt" 2>&1
+cat "$OUT/validate.txt"
+if grep -v " rc=0 " /tmp/mhc-logs/steps.txt | grep -q rc=; then
+  echo "validation failed: no A/B (failed steps above)"
+  exit 1
+fi
+nccl=$(python3 -c 'import nvidia.nccl, os; print(os.path.join(list(nvidia.nccl.__path__)[0], "lib"))' 2>/dev/null)
+export LD_LIBRARY_PATH=/usr/local/cuda/lib64:${nccl}:${LD_LIBRARY_PATH:-} NCCL_NVLS_ENABLE=0
+base=$(ls .carry/base/mhc-*.xz | head -1)
+xz -dc "$base" >/tmp/mhc-base && chmod +x /tmp/mhc-base
+declare -A bin=([base]=/tmp/mhc-base [new]=/tmp/pk/mhc)
+declare -A commit=([base]=${MHC_BASE_COMMIT:-base} [new]=${MHC_NEW_COMMIT:-new})
+tokens=${MHC_AB_TOKENS:-1024,2048,3072,4096,8192}
+mkdir -p /tmp/ab-logs
+for preset in ${MHC_AB_PRESETS:-dsv4-flash dsv41-flash dsv4-pro}; do
+  for round in $(seq 1 "${MHC_AB_ROUNDS:-2}"); do
+    for arm in base new; do
+      timeout 150 "${bin[$arm]}" bench kernels --preset "$preset" --tokens "$tokens" \
+        --reps "${MHC_AB_REPS:-20}" --commit "${commit[$arm]}" \
+        --json "$OUT/ab-$preset-$arm-r$round.json" >"/tmp/ab-logs/$preset-$arm-r$round.log" 2>&1 ||
+        echo "$preset $arm round $round failed (rc=$?)"
+    done
+  done
+done
+tar czf "$OUT/ab-logs.tar.gz" -C /tmp ab-logs
+for log in /tmp/ab-logs/*.log; do
+  grep -E "${MHC_AB_GREP:-site in stack, fused}" "$log" | sed "s|^|$(basename "$log" .log)  |"
+done
