@@ -18,8 +18,10 @@ Kinds:
                 split count and the runner-up of another kernel
   invariance    one bench/batch_invariance_cost.py JSON: per size, the coefficient launch and a
                 site in a stack graph, default vs batch-invariant, ratio, target met or missed
-  kernels       one `mhc bench kernels` JSON: per size, the median µs of each kernel and site
-                item, with the fraction of the 4.27 TB/s copy anchor where it means something
+  kernels       `mhc bench kernels` JSONs of disjoint sizes (one or more): per size, the median
+                µs of each kernel and site item, with the fraction of the 4.27 TB/s copy anchor
+                where it means something (kernels_site: the boundary layouts' items;
+                kernels_now: those, the graph floor and the graph of the model's sites)
   kernels_ab    two `mhc bench kernels` JSONs of one binary under two kernel configs, then the
                 items to compare (spaces as \s): per size, each one's median µs and the ratio
   boundary      `mhc bench kernels` JSONs, one per hidden size: the fused boundary against the
@@ -184,19 +186,36 @@ SITE_COLUMNS = [
 ]
 
 
+# Where main stands: the graph floor, then the boundary layouts, then the site in a graph of the
+# model's sites (the decode sizes' closest stand-in for a real stack).
+NOW_COLUMNS = [("empty kernel (graph floor)", "empty kernel", False), *SITE_COLUMNS,
+               ("site in stack, model's sites per graph (each)", "site in stack, model's sites",
+                False)]
+
+
+def table_kernels_now(paths):
+    """`mhc bench kernels` runs of main's binary (decode and large sizes): NOW_COLUMNS by size."""
+    return table_kernels(paths, NOW_COLUMNS)
+
+
 def table_kernels_site(paths):
     """One `mhc bench kernels` run: the boundary layouts' rows (SITE_COLUMNS) by size."""
     return table_kernels(paths, SITE_COLUMNS)
 
 
 def table_kernels(paths, columns=None):
+    """`mhc bench kernels` runs of one binary whose sizes do not overlap (the decode sizes from one
+    call, the large ones from another): per size, the median µs of each of `columns`."""
     columns = columns or KERNEL_COLUMNS
-    (path,) = paths
-    doc = load(path)
+    docs = [load(path) for path in paths]
     by_item = {}
-    for r in doc["results"]:
-        by_item[(r["kernel"], r["tokens"])] = r
-    sizes = sorted({r["tokens"] for r in doc["results"]})
+    for path, doc in zip(paths, docs):
+        for r in doc["results"]:
+            key = (r["kernel"], r["tokens"])
+            if key in by_item:
+                raise SystemExit(f"{path}: {key[0]} at M={key[1]} is in an earlier file too")
+            by_item[key] = r
+    sizes = sorted({m for (_, m) in by_item})
     lines = ["| M | " + " | ".join(title for _, title, _ in columns) + " |",
              "|---:|" + "---:|" * len(columns)]
     for m in sizes:
@@ -211,11 +230,15 @@ def table_kernels(paths, columns=None):
                 cell += f" ({100 * r['fraction_of_4.27TBps']:.0f}%)"
             cells.append(cell)
         lines.append(f"| {m} | " + " | ".join(cells) + " |")
+    doc = docs[0]
+    where = (f"{doc.get('gpu', '?')} (compute capability {doc.get('compute_capability', '?')}, "
+             f"CUDA driver API {doc.get('driver_version', '?')})")
+    runs = "; ".join(f"commit {d.get('commit', '?')}, {d.get('date', '?')}, source `{path}`"
+                     for path, d in zip(paths, docs))
+    if len(paths) == 1:
+        runs = f"commit {doc.get('commit', '?')}, {doc.get('date', '?')}; source `{paths[0]}`"
     lines += ["", f"`mhc bench kernels` (median µs; in brackets the bytes floor over the time, "
-              f"against 4.27 TB/s, where at least 50%) on {doc.get('gpu', '?')} (compute "
-              f"capability {doc.get('compute_capability', '?')}, CUDA driver API "
-              f"{doc.get('driver_version', '?')}), commit {doc.get('commit', '?')}, "
-              f"{doc.get('date', '?')}; source `{path}`."]
+              f"against 4.27 TB/s, where at least 50%) on {where}, {runs}."]
     return lines
 
 
@@ -429,6 +452,7 @@ KINDS = {"tune": table_tune, "overlap": table_overlap, "log": table_log,
          "boundary": table_boundary,
          "boundary_sweep": table_boundary_sweep, "tma_stream": table_tma_stream,
          "python_overlap": table_python_overlap, "kernels_site": table_kernels_site,
+         "kernels_now": table_kernels_now,
          "tune_boundary": table_tune_boundary, "targets": table_targets,
          "overlap_files": table_overlap_files}
 
