@@ -6,8 +6,8 @@
 # both alike. Carry [".carry/bin", ".carry/base"] (under the 64 MiB limit). JSON per run goes to
 # $OUT/ab-PRESET-{base,new}-rROUND.json (commit fields: MHC_BASE_COMMIT, MHC_NEW_COMMIT), the
 # validation's logs to $OUT/logs.tar.gz; the grep of every run is printed last. The validation
-# alone took about 6.5 of a call's 10 minutes at 655785e (its steps.txt: the boundary matrix 308 s
-# beside test_cuda's 256, then the sanitizers), so one round (the default) is what fits after it.
+# alone took about 6 of a call's 10 minutes at 655785e (its steps.txt: the boundary matrix 308 s
+# beside test_cuda's 256, then the sanitizers 50), which leaves the A/B about 4: one round by default.
 #   MHC_NEW_COMMIT=abc1234 MHC_BASE_COMMIT=8b68ccb bash scripts/device-validate-ab.sh
 #   MHC_AB_TOKENS=1024,2048,3072,4096,8192 MHC_AB_REPS=20 MHC_AB_ROUNDS=1
 #   MHC_AB_PRESETS="dsv4-flash dsv41-flash dsv4-pro" MHC_AB_GREP="site in stack, fused"
