@@ -49,8 +49,9 @@ std::string hash_text(uint64_t h) { return fmt::format("{:016x}", h); }
 
 std::string inputs_line(const DispatchArgs& a, const DispatchInputs& in) {
   return fmt::format("C={} n={} NMIX={} M={} mode={} ubatching={} prenorm_gemm={} tp={}{}",
-                     in.hidden, in.n, int64_t{in.n} * (in.n + 2), in.tokens, to_string(in.mode),
-                     in.ubatching ? "yes" : "no", in.prenorm_gemm_available ? "yes" : "no", a.tp,
+                     in.hidden, in.n, int64_t{in.n} * (int64_t{in.n} + 2), in.tokens,
+                     to_string(in.mode), in.ubatching ? "yes" : "no",
+                     in.prenorm_gemm_available ? "yes" : "no", a.tp,
                      a.tp > 1 && a.fused_available ? " (fused all-reduce available)" : "");
 }
 

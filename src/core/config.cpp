@@ -21,14 +21,15 @@ constexpr uint64_t kMaxOverlapTokens = uint64_t{1} << 20;
 
 // The offending value as it appeared, shortened so a huge value cannot flood the message.
 std::string shown(const json& value) {
-  std::string text = value.dump();
-  if (text.size() > 40) text = text.substr(0, 37) + "...";
-  return fmt::format("{} {}", value.type_name(), text);
+  return fmt::format("{} {}", value.type_name(), json_input::brief(value));
 }
 
+// A key as it may be printed: control bytes escaped (a NUL would cut the message short).
+std::string key_text(std::string_view key) { return json_input::printable(key, 64); }
+
 [[noreturn]] void wrong_type(std::string_view key, std::string_view expected, const json& value) {
-  throw Error(
-      fmt::format("kernel config key '{}' must be {}, got {}", key, expected, shown(value)));
+  throw Error(fmt::format("kernel config key '{}' must be {}, got {}", key_text(key), expected,
+                          shown(value)));
 }
 
 std::optional<bool> parse_switch(std::string_view key, const json& value) {
@@ -45,8 +46,8 @@ std::optional<std::string> parse_prenorm_kernel(const json& value) {
   const auto& text = value.get_ref<const std::string&>();
   if (text == "auto") return std::nullopt;
   if (text == "mma16" || text == "mma64" || text == "tma128") return text;
-  throw Error(
-      fmt::format("kernel config key '{}' must be {}, got {}", key, expected, value.dump()));
+  throw Error(fmt::format("kernel config key '{}' must be {}, got {}", key, expected,
+                          json_input::brief(value)));
 }
 
 // A small integer key: null (unset) or an integer in lo..hi (at most 1024).
@@ -56,8 +57,8 @@ std::optional<int> parse_small_int(std::string_view key, const json& value, int 
   if (!value.is_number_integer()) wrong_type(key, "an integer in " + range + " or null", value);
   const bool huge = value.is_number_unsigned() && value.get<uint64_t>() > uint64_t(hi);
   if (huge || value.get<int64_t>() < lo || value.get<int64_t>() > hi) {
-    throw Error(
-        fmt::format("kernel config key '{}' must be in {}, got {}", key, range, value.dump()));
+    throw Error(fmt::format("kernel config key '{}' must be in {}, got {}", key, range,
+                            json_input::brief(value)));
   }
   return value.get<int>();
 }
@@ -75,11 +76,12 @@ std::optional<int> parse_max_tokens(const json& value) {
   // JSON 16.0 is a float to nlohmann; a threshold is a count, so only integer literals pass.
   if (!value.is_number_integer()) wrong_type(key, "a non-negative integer or null", value);
   if (!value.is_number_unsigned() && value.get<int64_t>() < 0) {
-    throw Error(fmt::format("kernel config key '{}' must be >= 0, got {}", key, value.dump()));
+    throw Error(
+        fmt::format("kernel config key '{}' must be >= 0, got {}", key, json_input::brief(value)));
   }
   if (value.get<uint64_t>() > kMaxOverlapTokens) {
     throw Error(fmt::format("kernel config key '{}' must be <= {}, got {}", key, kMaxOverlapTokens,
-                            value.dump()));
+                            json_input::brief(value)));
   }
   return static_cast<int>(value.get<uint64_t>());
 }
@@ -95,7 +97,7 @@ Projection parse_projection(const json& value) {
   if (text == "tf32") return Projection::tf32;
   if (text == "fp32") return Projection::fp32;
   throw Error(fmt::format("kernel config key 'projection' must be \"tf32\" or \"fp32\", got {}",
-                          value.dump()));
+                          json_input::brief(value)));
 }
 
 // nlohmann's message without its "[json.exception.parse_error.101] " prefix.
@@ -106,7 +108,8 @@ std::string without_prefix(std::string what) {
   return what;
 }
 
-// nlohmann keeps the last of duplicated keys silently; a config that says two things is an error.
+// nlohmann keeps the last of duplicated keys silently; a config that says two things is an error,
+// at any depth (an inline tactics object too).
 json parse_object(std::string_view text) {
   // Bounded before parsing: values are dumped into messages recursively (mhc/core/json_input.hpp).
   // Only a few flat keys exist, so 8 levels and 1000 members is ample. Syntax, range and
@@ -116,15 +119,26 @@ json parse_object(std::string_view text) {
       p && (p->kind == Kind::kDepth || p->kind == Kind::kMembers || p->kind == Kind::kKeyLength)) {
     throw Error(fmt::format("kernel config has {}", p->what));
   }
-  std::vector<std::string> seen;
-  auto reject_duplicates = [&seen](int depth, json::parse_event_t event, json& parsed) {
-    if (depth == 1 && event == json::parse_event_t::key) {
-      const auto& key = parsed.get_ref<const std::string&>();
-      for (const auto& earlier : seen) {
-        if (earlier == key) throw Error(fmt::format("kernel config key '{}' appears twice", key));
+  if (const size_t nul = text.find('\0'); nul != std::string_view::npos) {
+    throw Error(fmt::format("kernel config is not valid JSON (at byte {}): a NUL byte", nul + 1));
+  }
+  std::vector<std::string> seen;                 // the top level's keys, for the messages below
+  std::vector<std::vector<std::string>> nested;  // the keys of each open object
+  auto reject_duplicates = [&](int depth, json::parse_event_t event, json& parsed) {
+    if (event == json::parse_event_t::object_start) nested.emplace_back();
+    if (event == json::parse_event_t::object_end && !nested.empty()) nested.pop_back();
+    if (event != json::parse_event_t::key || nested.empty()) return true;
+    const auto& key = parsed.get_ref<const std::string&>();
+    for (const auto& earlier : nested.back()) {
+      if (earlier != key) continue;
+      if (depth == 1) {
+        throw Error(fmt::format("kernel config key '{}' appears twice", key_text(key)));
       }
-      seen.push_back(key);
+      throw Error(fmt::format("kernel config key '{}': key '{}' appears twice in one object",
+                              key_text(seen.empty() ? std::string() : seen.back()), key_text(key)));
     }
+    nested.back().push_back(key);
+    if (depth == 1) seen.push_back(key);
     return true;
   };
   try {
@@ -135,8 +149,9 @@ json parse_object(std::string_view text) {
   } catch (const json::out_of_range& e) {
     // A literal beyond double's range (1e400) stops the parser itself; the key it belongs to is
     // the last one seen.
-    const std::string where = seen.empty() ? std::string("kernel config")
-                                           : fmt::format("kernel config key '{}'", seen.back());
+    const std::string where = seen.empty()
+                                  ? std::string("kernel config")
+                                  : fmt::format("kernel config key '{}'", key_text(seen.back()));
     throw Error(fmt::format("{}: a number out of range ({})", where, without_prefix(e.what())));
   }
 }
@@ -196,7 +211,8 @@ KernelConfig KernelConfig::parse(std::string_view json_text) {
     } else if (key == "tactics") {
       config.tactics = parse_tactics(value);
     } else {
-      throw Error(fmt::format("unknown kernel config key '{}' (known keys: {})", key, kKnownKeys));
+      throw Error(fmt::format("unknown kernel config key '{}' (known keys: {})", key_text(key),
+                              kKnownKeys));
     }
   }
   return config;

@@ -7,6 +7,7 @@
 #include <optional>
 
 #include "mhc/core/error.hpp"
+#include "mhc/core/json_input.hpp"
 #include "mhc/core/kernel_plan.hpp"
 
 namespace mhc {
@@ -78,7 +79,7 @@ std::optional<Failure> static_failure(const DispatchInputs& in, const KernelPlan
                    fmt::format("hidden size C={} is not a multiple of 64 (C % 64 = {}).", in.hidden,
                                in.hidden % 64)};
   }
-  const int64_t nmix = int64_t{in.n} * (in.n + 2);
+  const int64_t nmix = int64_t{in.n} * (int64_t{in.n} + 2);
   if (!(nmix > 0 && nmix <= 32 && nmix % 8 == 0)) {
     return Failure{"nmix_out_of_range",
                    fmt::format("NMIX = n(n+2) = {} for n={}, but overlap needs 0 < NMIX <= 32 and "
@@ -152,7 +153,8 @@ ExecMode parse_exec_mode(std::string_view s) {
   for (ExecMode m : {ExecMode::eager, ExecMode::piecewise, ExecMode::full}) {
     if (s == to_string(m)) return m;
   }
-  throw Error(fmt::format("unknown execution mode '{}' (known: eager, piecewise, full)", s));
+  throw Error(fmt::format("unknown execution mode '{}' (known: eager, piecewise, full)",
+                          json_input::printable(s, 40)));
 }
 
 ComputeCapability parse_capability(std::string_view s) {
@@ -169,8 +171,8 @@ ComputeCapability parse_capability(std::string_view s) {
     std::from_chars(minor_text.data(), minor_text.data() + minor_text.size(), cc.minor);
     if (cc.major >= 1) return cc;
   }
-  throw Error(
-      fmt::format("bad compute capability '{}': expected MAJOR.MINOR such as 9.0 or 10.3", s));
+  throw Error(fmt::format("bad compute capability '{}': expected MAJOR.MINOR such as 9.0 or 10.3",
+                          json_input::printable(s, 40)));
 }
 
 int default_overlap_max_tokens(ComputeCapability cc) {

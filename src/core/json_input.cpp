@@ -128,6 +128,11 @@ void render(const json& v, std::string& out, size_t budget) {
 }  // namespace
 
 std::optional<Problem> check(std::string_view text, const Limits& limits) {
+  // nlohmann's lexer takes a NUL byte for the end of the input, so whatever follows one would go
+  // unread; JSON allows none outside an escape.
+  if (const size_t nul = text.find('\0'); nul != std::string_view::npos) {
+    return Problem{Kind::kSyntax, "a NUL byte, which JSON does not allow", nul + 1};
+  }
   Checker checker(limits);
   const bool ok = json::sax_parse(text.begin(), text.end(), &checker);
   if (ok) return std::nullopt;

@@ -22,7 +22,9 @@ constexpr int64_t kOpenEnded = std::numeric_limits<int64_t>::max();
 
 class Reader {
  public:
-  Reader(const json& root, const std::string& source) : root_(root), source_(source) {}
+  // `source` (a path from a kernel config, or "inline") is printed escaped: it is untrusted.
+  Reader(const json& root, const std::string& source)
+      : root_(root), source_(json_input::printable(source, 200)) {}
 
   [[noreturn]] void fail(const std::string& what) const {
     throw Error(fmt::format("tactics {}: {}", source_, what));
@@ -41,12 +43,13 @@ class Reader {
                   int64_t hi) const {
     const json& v = field(obj, key, where);
     if (!v.is_number_integer()) {
-      fail(fmt::format("'{}' must be an integer, got {} {}", key, v.type_name(), v.dump()));
+      fail(fmt::format("'{}' must be an integer, got {} {}", key, v.type_name(),
+                       json_input::brief(v)));
     }
     const int64_t value =
         v.is_number_unsigned() && v.get<uint64_t>() > uint64_t(hi) ? hi + 1 : v.get<int64_t>();
     if (value < lo || value > hi) {
-      fail(fmt::format("'{}' = {} is out of range {}..{}", key, v.dump(), lo, hi));
+      fail(fmt::format("'{}' = {} is out of range {}..{}", key, json_input::brief(v), lo, hi));
     }
     return value;
   }
@@ -54,7 +57,7 @@ class Reader {
 
  private:
   const json& root_;
-  const std::string& source_;
+  const std::string source_;
 };
 
 constexpr int kMaxSplits = 1024;  // the kernel config's prenorm_splits limit
@@ -80,7 +83,8 @@ std::vector<PrenormTactic> read_prenorm(const Reader& r) {
     }
     t.kernel = r.text(item, "kernel", "a prenorm range", true);
     if (t.kernel != "mma16" && t.kernel != "mma64" && t.kernel != "tma128") {
-      r.fail(fmt::format("'prenorm': unknown kernel '{}' (known: mma16, mma64, tma128)", t.kernel));
+      r.fail(fmt::format("'prenorm': unknown kernel '{}' (known: mma16, mma64, tma128)",
+                         json_input::printable(t.kernel, 40)));
     }
     t.splits = static_cast<int>(r.integer(item, "splits", "a prenorm range", 1, kMaxSplits));
     out.push_back(t);
@@ -93,7 +97,8 @@ std::vector<PrenormTactic> read_prenorm(const Reader& r) {
 // Bounded before parsing, as every untrusted JSON (mhc/core/json_input.hpp): a tactics file is
 // a few rounds of rows, nested 5 deep.
 json parse_json(std::string_view text, const std::string& source) {
-  return json_input::parse(text, "tactics " + source, json_input::Limits{});
+  return json_input::parse(text, "tactics " + json_input::printable(source, 200),
+                           json_input::Limits{});
 }
 
 constexpr std::streamoff kMaxFileBytes = std::streamoff{16} << 20;
@@ -106,7 +111,8 @@ Tactics Tactics::parse(std::string_view json_text, const std::string& source) {
   if (!root.is_object()) r.fail(fmt::format("must be a JSON object, got {}", root.type_name()));
   const std::string format = r.text(root, "format", "the file", true);
   if (format != kTacticsFormat) {
-    r.fail(fmt::format("format '{}' is not '{}' (written by `mhc tune`)", format, kTacticsFormat));
+    r.fail(fmt::format("format '{}' is not '{}' (written by `mhc tune`)",
+                       json_input::printable(format, 40), kTacticsFormat));
   }
   Tactics t;
   t.source = source;
@@ -135,14 +141,15 @@ Tactics Tactics::parse(std::string_view json_text, const std::string& source) {
   return t;
 }
 
-Tactics Tactics::load(const std::string& path) {
+Tactics Tactics::load(const std::string& file) {
   // A regular file only: a FIFO or a device named in a kernel config would block or never end.
+  const std::string path = json_input::printable(file, 200);  // for the messages
   std::error_code ec;
-  if (!std::filesystem::is_regular_file(path, ec)) {
+  if (!std::filesystem::is_regular_file(file, ec)) {
     throw Error(fmt::format("tactics {}: not a regular file{}", path,
                             ec ? " (" + ec.message() + ")" : std::string()));
   }
-  std::ifstream in(path, std::ios::binary | std::ios::ate);
+  std::ifstream in(file, std::ios::binary | std::ios::ate);
   if (!in) throw Error(fmt::format("tactics {}: cannot open the file", path));
   if (in.tellg() > kMaxFileBytes) {
     throw Error(
@@ -152,7 +159,7 @@ Tactics Tactics::load(const std::string& path) {
   std::ostringstream text;
   text << in.rdbuf();
   if (in.bad()) throw Error(fmt::format("tactics {}: read error", path));
-  return parse(text.str(), path);
+  return parse(text.str(), file);
 }
 
 std::string Tactics::to_json() const {
@@ -229,10 +236,14 @@ std::string Tactics::describe() const {
       : *fused_boundary_min_tokens > 0
           ? fmt::format(", fused boundary from {} tokens", *fused_boundary_min_tokens)
           : ", fused boundary never";
+  // The strings came from a file: printed escaped.
+  const auto shown = [](const std::string& s, std::string_view empty) {
+    return s.empty() ? std::string(empty) : json_input::printable(s, 80);
+  };
   return fmt::format(
-      "tactics {}: overlap up to {} tokens{} ({}, {}.{}, C={} n={} L={}, commit {}, {})", source,
-      overlap_max_tokens, boundary, gpu, capability.major, capability.minor, hidden, n, layers,
-      commit.empty() ? "unknown" : commit, date.empty() ? "undated" : date);
+      "tactics {}: overlap up to {} tokens{} ({}, {}.{}, C={} n={} L={}, commit {}, {})",
+      shown(source, ""), overlap_max_tokens, boundary, shown(gpu, ""), capability.major,
+      capability.minor, hidden, n, layers, shown(commit, "unknown"), shown(date, "undated"));
 }
 
 }  // namespace mhc

@@ -88,6 +88,35 @@ TEST(KernelConfigParse, DuplicateKeyIsRejected) {
                        "'enable_mhc_overlap' appears twice"));
 }
 
+// At any depth: an inline tactics object that says two things is refused as a file would be.
+TEST(KernelConfigParse, DuplicateKeyInANestedObjectIsRejected) {
+  const std::string tactics =
+      R"({"format": "mhc-tactics-1", "gpu": "X", "arch": "9.0", "sm_count": 132,
+          "shape": {"hidden": 5120, "n": 4, "layers": 40}, "overlap_max_tokens": 8)";
+  EXPECT_EQ(KernelConfig::parse(R"({"tactics": )" + tactics + "}}").tactics->overlap_max_tokens, 8);
+  const std::string msg =
+      parse_error(R"({"tactics": )" + tactics + R"(, "overlap_max_tokens": 999}})");
+  EXPECT_TRUE(Contains(msg, "kernel config key 'tactics': key 'overlap_max_tokens' appears twice"))
+      << msg;
+  EXPECT_TRUE(Contains(parse_error(R"({"tactics": {"shape": {"n": 4, "n": 2}}})"),
+                       "key 'n' appears twice"));
+}
+
+// nlohmann's lexer stops at a NUL byte; what follows one must not go unread.
+TEST(KernelConfigParse, NulByteIsRejected) {
+  const std::string text = std::string(R"({"enable_mhc_overlap": true})") + '\0' + R"({"x": 1})";
+  EXPECT_TRUE(Contains(parse_error(text), "not valid JSON (at byte 29): a NUL byte"));
+}
+
+// Keys and values from the command line reach a terminal: control bytes are printed escaped, and
+// a NUL inside a key no longer cuts the message short.
+TEST(KernelConfigParse, ControlBytesInKeysArePrintedEscaped) {
+  const std::string msg = parse_error(R"({"a\u0000b\u001b]0;x\u0007": 1})");
+  EXPECT_TRUE(Contains(msg, R"(unknown kernel config key 'a\x00b\x1b]0;x\x07')")) << msg;
+  EXPECT_TRUE(Contains(msg, "known keys"));
+  EXPECT_TRUE(Contains(parse_error(R"({"\u001b": 1, "\u001b": 2})"), R"('\x1b' appears twice)"));
+}
+
 struct BadValue {
   const char* json;
   const char* expected_in_message;

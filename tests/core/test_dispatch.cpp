@@ -251,6 +251,10 @@ TEST(DispatchReason, SentencesCarryTheNumbers) {
        {"C=5121", "64", "= 1"}},
       {[](DispatchInputs& i) { i.n = 3; }, "nmix_out_of_range", {"= 15", "n=3", "32", "8"}},
       {[](DispatchInputs& i) { i.n = 6; }, "nmix_out_of_range", {"= 48", "n=6"}},
+      // n(n+2) in 64 bits: n + 2 in int would overflow first.
+      {[](DispatchInputs& i) { i.n = 2147483647; },
+       "nmix_out_of_range",
+       {"= 4611686018427387903 ", "n=2147483647"}},
       {[](DispatchInputs& i) { i.ubatching = true; }, "ubatching", {"ubatching"}},
       {[](DispatchInputs& i) { i.mode = ExecMode::piecewise; },
        "not_full_graph",

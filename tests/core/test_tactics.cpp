@@ -66,6 +66,24 @@ TEST(Tactics, RejectsWithAClearMessage) {
   EXPECT_NE(error_of("[]").find("object"), std::string::npos);
 }
 
+// Strings from a tactics file reach a terminal through messages and describe(): escaped.
+TEST(Tactics, UntrustedStringsArePrintedEscaped) {
+  nlohmann::json j = nlohmann::json::parse(kValid);
+  j["format"] = "x\x1b]0;y\x07";
+  EXPECT_NE(error_of(j.dump()).find(R"(format 'x\x1b]0;y\x07')"), std::string::npos);
+  j = nlohmann::json::parse(kValid);
+  j["gpu"] = std::string(
+      "H\0"
+      "200",
+      5);
+  j["commit"] = "\x1b[31m";
+  const std::string text = Tactics::parse(j.dump(), "a\nb.json").describe();
+  EXPECT_NE(text.find(R"(tactics a\x0ab.json:)"), std::string::npos) << text;
+  EXPECT_NE(text.find(R"((H\x00200,)"), std::string::npos) << text;
+  EXPECT_NE(text.find(R"(commit \x1b[31m,)"), std::string::npos) << text;
+  EXPECT_EQ(text.find('\x1b'), std::string::npos) << text;
+}
+
 TEST(Tactics, LoadedThroughTheKernelConfig) {
   const std::string path = temp_path("mhc_tactics_test.json");
   std::ofstream(path) << kValid;

@@ -59,6 +59,9 @@ TEST(SafetensorsMalformed, InvalidJsonNamesTheByteOffset) {
   EXPECT_TRUE(mentions(error_of("{\"a\":{}"), {"not valid JSON"}));
   EXPECT_TRUE(mentions(error_of(std::string("{\"a\0\":1}", 8)), {"not valid JSON"}));
   EXPECT_TRUE(mentions(error_of("{\"\xff\":{}}"), {"not valid JSON"}));
+  // nlohmann's lexer would stop at the NUL and never read what follows it.
+  EXPECT_TRUE(mentions(error_of(std::string("{}\0{\"evil\": 1}", 15)),
+                       {"not valid JSON", "a NUL byte", "header byte 2"}));
 }
 
 TEST(SafetensorsMalformed, HeaderNotAnObject) {

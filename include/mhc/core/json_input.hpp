@@ -28,7 +28,7 @@ struct Problem {
   std::optional<size_t> byte;
 };
 
-// The first problem in `text`: not JSON, a number out of range, nesting deeper than the limit, a
+// The first problem in `text`: not JSON (a NUL byte anywhere included), a number out of range, nesting deeper than the limit, a
 // key given twice in one object, a key or object over the limits. Linear time, bounded stack.
 std::optional<Problem> check(std::string_view text, const Limits& limits);
 
