@@ -38,7 +38,10 @@ void add_bench_overlap(CLI::App& bench) {
       ->check(integer_in(1));
   cmd->add_option("--weights", o->weights_dir,
                   "Checkpoint directory: its mHC parameters instead of synthetic ones");
-  cmd->callback([o] { o->json.emit_from([&] { return bench::bench_overlap(*o); }); });
+  cmd->callback([o] {
+    o->json.check(o->weights_dir.empty() ? std::vector<std::string>{} : files_at(o->weights_dir));
+    o->json.emit_from([&] { return bench::bench_overlap(*o); });
+  });
 }
 
 }  // namespace mhc::cli

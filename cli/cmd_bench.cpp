@@ -85,7 +85,10 @@ void register_bench(CLI::App& app) {
   kernels->add_flag("--sweep", options->sweep, "Also sweep the prenorm GEMM's splits and tile");
   options->json.add_to(kernels);
   kernels->add_option("--commit", options->commit, "Commit to record (default: env MHC_COMMIT)");
-  kernels->callback([options] { options->json.emit_from([&] { return run_kernels(*options); }); });
+  kernels->callback([options] {
+    options->json.check();
+    options->json.emit_from([&] { return run_kernels(*options); });
+  });
   add_bench_overlap(*bench);
 }
 

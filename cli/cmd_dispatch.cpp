@@ -101,10 +101,11 @@ nlohmann::json report_json(const DispatchArgs& a, const DispatchInputs& in,
   return out;
 }
 
-void run_dispatch(const DispatchArgs& a) {
+void run_dispatch(DispatchArgs& a) {
   DispatchInputs in;
   in.capability = parse_capability(a.arch);
   in.config = KernelConfig::parse(a.kernel_config);
+  a.json.check(files_read(in.config));
   in.hidden = a.hidden;
   in.n = a.n;
   in.tokens = a.tokens;

@@ -2,6 +2,7 @@
 // index by default) for `mhc run --weights DIR`, the tests and the docs.
 #include <fmt/core.h>
 
+#include <filesystem>
 #include <memory>
 #include <string>
 
@@ -49,6 +50,11 @@ void export_example(ExportArgs& a) {
   a.opt.final_norm = !a.no_final_norm;
   a.opt.config_json = !a.no_config;
   const MhcParams p = ckpt::example_params(a.opt);
+  std::vector<std::string> written;
+  for (const auto& name : ckpt::export_file_names()) {
+    written.push_back((std::filesystem::path(a.dir) / name).string());
+  }
+  a.json.check({}, written);
   // The model is held once as weights and once more as the tensors being written.
   const auto weights = model_weight_bytes(p);
   require_host_memory(
@@ -95,7 +101,8 @@ void register_export_example(CLI::App& app) {
   cmd->add_flag("--no-config", a->no_config, "Leave out config.json");
   a->json.add_to(cmd);
   cmd->add_flag("--force", a->opt.force,
-                "Write into a non-empty directory, replacing only the checkpoint files written");
+                "Write into a non-empty directory, replacing only the checkpoint files an "
+                "earlier export-example wrote there");
   cmd->callback([a] { export_example(*a); });
 }
 

@@ -67,8 +67,9 @@ KernelPlan device_or_simulated(const PlanArgs& a, const KernelConfig& config, bo
       "print the plan for a simulated one");
 }
 
-void run_plan(const PlanArgs& a) {
+void run_plan(PlanArgs& a) {
   const KernelConfig config = KernelConfig::parse(a.kernel_config);
+  a.json.check(files_read(config));
   bool real = false;
   const KernelPlan plan = device_or_simulated(a, config, real);
   nlohmann::json doc = nlohmann::json::parse(plan.to_json());

@@ -139,12 +139,17 @@ ckpt::Loaded load_weights(const RunOptions& o, bool preset_given) {
   return loaded;
 }
 
-void run(const RunOptions& o, bool preset_given) {
+void run(RunOptions& o, bool preset_given) {
+  // Cheap checks first: a bad config or report path before a checkpoint is read.
+  const KernelConfig cfg = KernelConfig::parse(o.kernel_config);
+  const auto checkpoint_files =
+      o.weights_dir.empty() ? std::vector<std::string>{} : files_at(o.weights_dir);
+  o.json.check(joined(checkpoint_files, files_read(cfg)),
+               o.trace_path.empty() ? std::vector<std::string>{} : std::vector{o.trace_path});
   std::optional<ckpt::Loaded> ck;
   if (!o.weights_dir.empty()) ck = load_weights(o, preset_given);
   const MhcParams p = ck ? ck->weights.params : resolve_params(o);
   check_host_memory(p, o.tokens);
-  const KernelConfig cfg = KernelConfig::parse(o.kernel_config);
   const ExecMode mode = parse_exec_mode(o.mode);
   check_tp_options(o);
   auto backend = make_backend(o.backend, cfg);

@@ -34,7 +34,7 @@ std::map<std::string, std::string> output_metadata(const st::SiteFileInputs& in,
   const MhcParams& p = in.params;
   return {
       {"producer", "mhc site"},
-      {"inputs", inputs_path},
+      {"inputs", valid_utf8(inputs_path)},
       {"backend", backend.name()},
       {"backend_description", backend.description()},
       {"tokens", fmt::format("{}", in.tokens)},
@@ -88,12 +88,13 @@ nlohmann::json summary_json(const SiteArgs& a, const st::SiteFileInputs& in, con
           {"run_ms", ms}};
 }
 
-void run_site_command(const SiteArgs& a) {
+void run_site_command(SiteArgs& a) {
   // Cheap checks first: a bad config or a missing GPU is reported before a large file is read.
   const KernelConfig config = KernelConfig::parse(a.kernel_config);
   const auto backend = make_backend(a.backend, config);
   const std::vector<std::string> inputs{a.inputs};
   io::check_output(a.out, inputs);  // a bad --out before the work, not after
+  a.json.check(joined(inputs, files_read(config)), {a.out});
   const st::SiteFileInputs in = st::read_site_inputs(a.inputs);
   SiteOutputs out(in.params, in.tokens);
   const auto start = std::chrono::steady_clock::now();

@@ -20,6 +20,7 @@
 #include "mhc/core/params.hpp"
 #include "mhc/core/tactics.hpp"
 #include "mhc/cpu/model.hpp"
+#include "mhc/io/safe_file.hpp"
 #include "options.hpp"
 #if MHC_WITH_CUDA
 #include "mhc/cuda/cuda_backend.hpp"
@@ -214,6 +215,7 @@ std::optional<int64_t> tune_boundary(const TuneOptions& o, const MhcParams& p,
 
 void run_tune(TuneOptions o) {
   check(o);
+  io::check_output(o.out_path);  // a bad --out before the sweep, not after
 #if MHC_WITH_CUDA
   if (!cuda::device_present()) throw Error("mhc tune needs a CUDA GPU; none is visible");
   const MhcParams p = shape(o);

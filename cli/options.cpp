@@ -4,6 +4,7 @@
 
 #include <cstdio>
 #include <cstdlib>
+#include <filesystem>
 
 #include "mhc/core/error.hpp"
 #include "mhc/core/params.hpp"
@@ -83,15 +84,70 @@ void JsonOutput::add_to(CLI::App* cmd) {
                 ->type_name("[FILE]");
 }
 
+void JsonOutput::check(std::vector<std::string> inputs, std::vector<std::string> outputs) {
+  if (!wanted() || path_.empty()) return;
+  io::check_output(path_, inputs);
+  // The outputs may not exist yet, so they are compared by path (the same inode is caught at
+  // emit(), once they do).
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  const fs::path report = fs::weakly_canonical(fs::absolute(path_), ec);
+  for (const auto& out : outputs) {
+    std::error_code ec_out;
+    const fs::path other = fs::weakly_canonical(fs::absolute(out), ec_out);
+    if (!ec && !ec_out && report == other) {
+      throw Error(
+          fmt::format("{}: --json names the same file as the output {}; the report would "
+                      "replace it",
+                      path_, out));
+    }
+  }
+  others_ = std::move(inputs);
+  others_.insert(others_.end(), outputs.begin(), outputs.end());
+}
+
 void JsonOutput::emit(const nlohmann::json& doc) const {
   if (!wanted()) return;
-  const std::string text = doc.dump(2) + "\n";
+  // A path given on the command line need not be UTF-8; JSON must be.
+  const std::string text = doc.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
   if (path_.empty()) {
     std::fwrite(text.data(), 1, text.size(), stdout);
     std::fflush(stdout);
   } else {
-    write_output_file(path_, text);
+    io::write_file(path_, text, others_);
   }
+}
+
+std::vector<std::string> files_read(const KernelConfig& config) {
+  if (config.tactics && config.tactics->from_file) return {config.tactics->source};
+  return {};
+}
+
+std::vector<std::string> files_at(const std::string& path) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  if (!fs::is_directory(path, ec)) return {path};
+  // A checkpoint holds a few hundred files; the listing stops at this many, so that a hostile
+  // directory cannot stall the command.
+  constexpr size_t kMaxListed = 100'000;
+  std::vector<std::string> files;
+  for (fs::directory_iterator it(path, ec), end; !ec && it != end && files.size() < kMaxListed;
+       it.increment(ec)) {
+    std::error_code type_ec;
+    if (it->is_regular_file(type_ec)) files.push_back(it->path().string());
+  }
+  return files;
+}
+
+std::string valid_utf8(const std::string& s) {
+  using json = nlohmann::json;
+  return json::parse(json(s).dump(-1, ' ', false, json::error_handler_t::replace))
+      .get<std::string>();
+}
+
+std::vector<std::string> joined(std::vector<std::string> a, const std::vector<std::string>& b) {
+  a.insert(a.end(), b.begin(), b.end());
+  return a;
 }
 
 namespace {

@@ -15,6 +15,8 @@
 #include <string_view>
 #include <vector>
 
+#include "mhc/core/config.hpp"
+
 namespace mhc::cli {
 
 // A subcommand of `parent` whose help ends with the given example command lines.
@@ -56,7 +58,13 @@ class JsonOutput {
   void add_to(CLI::App* cmd);
   bool wanted() const { return option_ != nullptr && option_->count() > 0; }
   bool to_stdout() const { return wanted() && path_.empty(); }
-  // Prints or writes `doc`; nothing when --json was not given.
+  // Before the work: FILE (when given) must be writable as a regular file that is none of
+  // `inputs` (the files the command reads) and not the path of one of `outputs` (the files it
+  // writes besides the report, which may not exist yet). Remembered for emit(), which checks
+  // again against all of them. Throws mhc::Error.
+  void check(std::vector<std::string> inputs = {}, std::vector<std::string> outputs = {});
+  // Prints or writes `doc` (invalid UTF-8 in its strings, a path's, replaced by U+FFFD); nothing
+  // when --json was not given.
   void emit(const nlohmann::json& doc) const;
   // For reports made by code that prints its text on stdout (the benchmarks): runs `report` with
   // that text moved to stderr when the JSON takes stdout, then emits the JSON it returns.
@@ -65,7 +73,19 @@ class JsonOutput {
  private:
   CLI::Option* option_ = nullptr;
   std::string path_;
+  std::vector<std::string> others_;  // inputs and outputs given to check()
 };
+
+// The files a kernel config reads (a tactics file), for JsonOutput::check.
+std::vector<std::string> files_read(const KernelConfig& config);
+// `path` itself, or for a directory its regular files (a checkpoint's shards, index and config),
+// for JsonOutput::check.
+std::vector<std::string> files_at(const std::string& path);
+// `s` with every byte that is not valid UTF-8 replaced by U+FFFD: a path from the command line as
+// a JSON or metadata string, which must be UTF-8.
+std::string valid_utf8(const std::string& s);
+// `a` and then `b`.
+std::vector<std::string> joined(std::vector<std::string> a, const std::vector<std::string>& b);
 
 // Every file the CLI itself writes goes through here: a temporary created exclusively next to
 // `path`, written, flushed to disk and renamed onto it. Throws mhc::Error naming the path.

@@ -159,7 +159,9 @@ Tactics Tactics::load(const std::string& file) {
   std::ostringstream text;
   text << in.rdbuf();
   if (in.bad()) throw Error(fmt::format("tactics {}: read error", path));
-  return parse(text.str(), file);
+  Tactics t = parse(text.str(), file);
+  t.from_file = true;
+  return t;
 }
 
 std::string Tactics::to_json() const {

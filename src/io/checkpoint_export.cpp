@@ -6,7 +6,9 @@
 #include <nlohmann/json.hpp>
 
 #include "mhc/core/error.hpp"
+#include "mhc/core/json_input.hpp"
 #include "mhc/io/checkpoint.hpp"
+#include "mhc/io/limits.hpp"
 #include "mhc/io/safe_file.hpp"
 #include "mhc/io/safetensors.hpp"
 
@@ -21,6 +23,12 @@ constexpr const char* kIndexName = "model.safetensors.index.json";
 constexpr const char* kShardNames[2] = {"model-00001-of-00002.safetensors",
                                         "model-00002-of-00002.safetensors"};
 constexpr int64_t kDecoyRows = 2048;  // 1 MiB of BF16 per decoy at C=256
+// Every file export writes carries this mark (config.json's and the index's "mhc_example" key, a
+// shard's "mhc_example" metadata): --force replaces a file only where it finds it.
+constexpr const char* kMark = "synthetic weights written by `mhc export-example`";
+// What --force looks for, in the order it removes them: the index first, config.json last.
+constexpr const char* kExportNames[] = {kIndexName, kSingleName, "model-00001-of-00002.safetensors",
+                                        "model-00002-of-00002.safetensors", "config.json"};
 
 // A decoy: an expert-shaped BF16 tensor with a recognisable pattern (its values never matter).
 void add_decoy(st::Writer& w, const std::string& name, int64_t hidden, ExportReport& rep) {
@@ -74,11 +82,15 @@ std::string config_text(const MhcParams& p) {
   j["hc_eps"] = p.eps_h;
   j["hc_sinkhorn_iters"] = p.sinkhorn_iters;
   j["rms_norm_eps"] = p.eps_n;
-  j["mhc_example"] = "synthetic weights written by `mhc export-example`";
+  j["mhc_example"] = kMark;
   return j.dump(2) + "\n";
 }
 
 }  // namespace
+
+std::vector<std::string> export_file_names() {
+  return {std::begin(kExportNames), std::end(kExportNames)};
+}
 
 MhcParams example_params(const ExportOptions& o) {
   MhcParams p = preset(kDefaultPreset);
@@ -86,6 +98,15 @@ MhcParams example_params(const ExportOptions& o) {
   p.n = o.hc;
   p.layers = o.layers;
   validate(p);
+  // The reader's limit on one header (a single file holds every tensor): refused before the work
+  // rather than by the reader of what was written.
+  const int64_t tensors = int64_t{kSlots} * p.layers + 3;  // + 2 decoys and the final norm
+  if (tensors > int64_t(io::kMaxTensors)) {
+    throw Error(
+        fmt::format("export-example: --layers {} makes {} tensors, more than the {} a "
+                    "safetensors file may hold here (docs/limits.md)",
+                    p.layers, tensors, io::kMaxTensors));
+  }
   return p;
 }
 
@@ -117,6 +138,7 @@ ExportReport write_files(const fs::path& root, const ExportOptions& o) {
   for (int s = shards - 1; s >= 0; --s) {
     const std::string name = o.single_file ? kSingleName : kShardNames[s];
     w[size_t(s)].set_metadata("format", "pt");
+    w[size_t(s)].set_metadata("mhc_example", kMark);
     w[size_t(s)].write((root / name).string());
     const st::File f = st::File::open((root / name).string());
     for (const auto& t : f.tensors()) {
@@ -126,7 +148,8 @@ ExportReport write_files(const fs::path& root, const ExportOptions& o) {
     rep.files.push_back(name);
   }
   if (!o.single_file) {  // the index last: it is what makes the shards a checkpoint
-    nlohmann::json index = {{"metadata", {{"total_size", data_bytes}}}, {"weight_map", map}};
+    nlohmann::json index = {{"metadata", {{"total_size", data_bytes}, {"mhc_example", kMark}}},
+                            {"weight_map", map}};
     io::write_file((root / kIndexName).string(), index.dump(2) + "\n");
     rep.files.push_back(kIndexName);
   }
@@ -157,14 +180,48 @@ struct TempDir {
   }
 };
 
-// --force into an existing directory: the old checkpoint files of our names go first (the index
-// first of all), then the new files move in, in rep.files order, the index (or the single file)
-// last. Files of other names stay. At every step in between the directory is refused by the
-// loader (no index and no shard set it can read), never a mix of old and new shards.
+// Whether `file` (a regular file, not a link) carries export's mark; anything unreadable does not.
+bool written_by_export(const fs::path& file) {
+  try {
+    if (file.extension() == ".safetensors") {
+      const st::File shard = st::File::open(file.string());
+      const auto& meta = shard.metadata();
+      const auto mark = meta.find("mhc_example");
+      return mark != meta.end() && mark->second == kMark;
+    }
+    const std::string text = io::read_regular_file(file.string(), io::kMaxJsonFileBytes, "file");
+    const nlohmann::json j = json_input::parse(text, file.string(), io::kConfigJson);
+    const nlohmann::json* owner = &j;
+    if (file.filename() == kIndexName && j.is_object() && j.contains("metadata")) {
+      owner = &j.at("metadata");
+    }
+    return owner->is_object() && owner->value("mhc_example", nlohmann::json()) == kMark;
+  } catch (const Error&) {
+    return false;
+  }
+}
+
+// --force into an existing directory. First every entry of export's names is examined, and
+// anything but a regular file export wrote (its mark) is refused before a file is touched: --force
+// replaces only what export wrote. Then those old files go (the index first) and the new ones
+// move in, in rep.files order, the index (or the single file) last. Files of other names stay. At
+// every step in between the directory is refused by the loader (no index and no shard set it can
+// read), never a mix of old and new shards.
 void place_files(const fs::path& dir, const fs::path& tmp, const ExportReport& rep) {
-  const std::string names[] = {kIndexName, kSingleName, kShardNames[0], kShardNames[1],
-                               "config.json"};
-  for (const auto& n : names) fs::remove(dir / n);
+  std::vector<fs::path> old;
+  for (const char* name : kExportNames) {
+    const fs::path p = dir / name;
+    const fs::file_status st = fs::symlink_status(p);
+    if (!fs::exists(st)) continue;
+    if (!fs::is_regular_file(st) || !written_by_export(p)) {
+      throw Error(fmt::format(
+          "{}: {} not written by mhc export-example (no mark of it); --force replaces only files "
+          "export-example wrote, so nothing was changed: move it away first",
+          p.string(), fs::is_regular_file(st) ? "a file" : "not a regular file, and"));
+    }
+    old.push_back(p);
+  }
+  for (const auto& p : old) fs::remove(p);
   for (const auto& f : rep.files) fs::rename(tmp / f, dir / f);
 }
 
@@ -201,8 +258,8 @@ ExportReport write_example(const std::string& dir, const ExportOptions& o) {
   if (const size_t n = entries_of(target, example); n > 0 && !o.force) {
     throw Error(fmt::format(
         "{}: the directory is not empty ({} entries, e.g. '{}'); export-example writes a new or "
-        "empty directory, or with --force replaces only the checkpoint files it writes "
-        "(model*.safetensors, {}, config.json)",
+        "empty directory, or with --force replaces the checkpoint files an earlier "
+        "export-example wrote there (model*.safetensors, {}, config.json)",
         dir, n, example, kIndexName));
   }
   TempDir tmp{make_temp_dir(target, "checkpoint")};

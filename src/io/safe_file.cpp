@@ -94,12 +94,22 @@ OutputFile::OutputFile(std::string path, const std::vector<std::string>& inputs)
     fd_ = ::open(temp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0666);
     if (fd_ >= 0) {
       temp_ = std::move(temp);
+      keep_mode_of_target();
       return;
     }
     if (errno != EEXIST) break;
   }
   throw Error(
       fmt::format("{}: cannot create a temporary file in {}: {}", path_, dir, errno_text(errno)));
+}
+
+// A file replaced keeps its permission bits (a 0600 report stays private), without set-id bits;
+// a new one gets 0666 less the umask.
+void OutputFile::keep_mode_of_target() noexcept {
+  struct stat old {};
+  if (::lstat(path_.c_str(), &old) == 0 && S_ISREG(old.st_mode)) {
+    (void)::fchmod(fd_, old.st_mode & 0777);  // best effort: the owner may differ
+  }
 }
 
 OutputFile::~OutputFile() { discard(); }

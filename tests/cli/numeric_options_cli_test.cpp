@@ -79,10 +79,9 @@ TEST(NumericOptionsCli, ARunTooLargeForMemoryIsRefusedStatingWhatItNeeds) {
 TEST(NumericOptionsCli, AnExportTooLargeForMemoryIsRefusedBeforeWriting) {
   const std::string dir = scratch("too_large_export");
   std::filesystem::remove_all(dir);
-  const RunResult r =
-      run_mhc("export-example " + quote(dir) + " --layers 1000000 --hidden 1048576");
+  const RunResult r = run_mhc("export-example " + quote(dir) + " --layers 100000 --hidden 1048576");
   EXPECT_EQ(r.status, 2) << r.err;
-  EXPECT_TRUE(contains(r.err, "mhc export-example (C=1048576 n=4 layers=1000000) needs")) << r.err;
+  EXPECT_TRUE(contains(r.err, "mhc export-example (C=1048576 n=4 layers=100000) needs")) << r.err;
   EXPECT_FALSE(std::filesystem::exists(dir));
   const RunResult layers = run_mhc("export-example " + quote(dir) + " --layers 2000000");
   EXPECT_EQ(layers.status, 2) << layers.err;

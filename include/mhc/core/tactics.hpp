@@ -48,8 +48,9 @@ struct BoundaryTiming {
 int64_t fused_boundary_threshold(const std::vector<BoundaryTiming>& timings);
 
 struct Tactics {
-  std::string source;  // the file it was read from ("inline" when given as a JSON object)
-  std::string gpu;     // device name
+  std::string source;      // the file it was read from ("inline" when given as a JSON object)
+  bool from_file = false;  // read from `source` by load()
+  std::string gpu;         // device name
   ComputeCapability capability;
   int sm_count = 0;
   std::string commit, date;  // of the binary that measured, and when (UTC)

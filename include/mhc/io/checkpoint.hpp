@@ -134,10 +134,14 @@ struct ExportReport {
 // Writes a small synthetic checkpoint (synthetic_model(p, seed)'s weights, named as a real one)
 // into `dir`. Everything is built in a fresh temporary directory first. A new `dir` is that
 // directory renamed into place; an existing one must be empty unless opt.force, which replaces
-// only the files of the names export writes (an old index first, the new index last), leaving
-// every other file alone. A failure leaves no temporary behind and no directory the loader would
+// the files an earlier export wrote (their mark; any other file of export's names is refused
+// before anything changes), an old index first and the new index last, leaving every other file
+// alone. A failure leaves no temporary behind and no directory the loader would
 // accept as a mix of old and new files.
 ExportReport export_example(const std::string& dir, const ExportOptions& opt);
+
+// The file names export_example may write into its directory (checked against a --json report).
+std::vector<std::string> export_file_names();
 
 // The params export_example writes (V4.1 defaults with the chosen C, n and layers).
 MhcParams example_params(const ExportOptions& opt);

@@ -37,6 +37,7 @@ class OutputFile {
 
  private:
   void discard() noexcept;
+  void keep_mode_of_target() noexcept;
   std::string path_;
   std::string temp_;
   int fd_ = -1;
