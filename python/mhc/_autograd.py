@@ -48,9 +48,11 @@ def inference_only(op):
             with torch._C._AutoDispatchBelowAutograd():
                 return op.redispatch(keyset & _BELOW_AUTOGRAD, *args, **kwargs)
 
+        if not torch.is_grad_enabled():  # no_grad: nothing to record (and the common case)
+            return run()
         named = [*zip(positional, args), *kwargs.items()]
         tensors = [(k, v) for k, v in named if isinstance(v, torch.Tensor)]
-        if not (torch.is_grad_enabled() and any(v.requires_grad for _, v in tensors)):
+        if not any(v.requires_grad for _, v in tensors):
             return run()
         indices = tuple(i for i, (k, _) in enumerate(tensors) if k in written)
         result = _NoBackward.apply(run, name, indices, *(v for _, v in tensors))
