@@ -24,7 +24,9 @@ MAIN = 0  # the slot of the stream the op runs on; an overlap side stream's slot
 
 
 def make_workspace(device, hidden, n, max_tokens):
-    """A zero-filled workspace for up to `max_tokens` tokens of hidden size C and n streams."""
+    """A zero-filled workspace for up to `max_tokens` tokens of hidden size C and n streams: a
+    uint8 tensor of _C.workspace_bytes(hidden, n, max_tokens) bytes on `device`, for the ops'
+    workspace= (one per stream that runs ops concurrently)."""
     size = _C.workspace_bytes(int(hidden), int(n), int(max_tokens))
     return torch.zeros(size, dtype=torch.uint8, device=device)
 

@@ -12,6 +12,10 @@ import torch
 
 from mhc import _C
 from mhc import _checks as check
+from mhc import _fakes as fake
+from mhc._autograd import inference_only
+from mhc._docs import op_doc
+from mhc._fakes import new_boundary_outputs, new_pre_outputs
 from mhc._workspace import DEFAULT_POOL, MAIN
 
 LIB = torch.library.Library("mhc", "DEF")  # noqa: the op namespace lives as long as the module
@@ -26,6 +30,7 @@ _COEF_OUT = "Tensor(a!) post, Tensor(b!) comb, Tensor(c!) next_pre_mix"
 _POST = "Tensor sublayer_out, Tensor residual, Tensor post, Tensor comb"
 _POST_PRE = f"{_POST}, Tensor next_pre_mix, Tensor? next_norm_weight, float norm_eps"
 _WS = "Tensor? workspace=None"
+_MAIN_WS = "Tensor? main_workspace=None"
 _BOUNDARY = (f"{_POST}, Tensor pre_mix, Tensor? norm_weight, Tensor fn, Tensor hc_scale, "
              f"Tensor hc_base, {_EPS}, float norm_eps")
 _BOUNDARY_OUT = ("Tensor(a!) residual_next, Tensor(b!) layer_input, Tensor(c!) next_post, "
@@ -37,8 +42,8 @@ SCHEMAS = {
     "pre_out": f"({_PRE}, *, {_PRE_OUT}, {_OPT}) -> ()",
     "coefficients": f"({_COEF}, {_EPS}, *, int side_stream=0, {_OPT}) -> (Tensor, Tensor, Tensor)",
     "coefficients_out": f"({_COEF}, {_EPS}, *, {_COEF_OUT}, int side_stream=0, {_OPT}) -> ()",
-    "pre_overlap": f"({_OVL}, *, {_OPT}) -> (Tensor, Tensor, Tensor, Tensor)",
-    "pre_overlap_out": f"({_OVL}, *, {_PRE_OUT}, {_OPT}) -> ()",
+    "pre_overlap": f"({_OVL}, *, {_OPT}, {_MAIN_WS}) -> (Tensor, Tensor, Tensor, Tensor)",
+    "pre_overlap_out": f"({_OVL}, *, {_PRE_OUT}, {_OPT}, {_MAIN_WS}) -> ()",
     "join": "(int side_stream, Tensor(a!) post, Tensor(b!) comb, Tensor(c!) next_pre_mix) -> ()",
     "post": f"({_POST}) -> Tensor",
     "post_out": f"({_POST}, *, Tensor(a!) out) -> ()",
@@ -70,114 +75,61 @@ def _on_device(t):
     return _SAME_DEVICE
 
 
-def _workspace(workspace, residual, slot):
-    t, n, c = residual.shape
+# The CPU backend checks the workspace's dtype and ignores it: without workspace= a CPU call
+# takes this empty one instead of a zero-filled pool buffer of workspace_bytes(...).
+_CPU_NO_WORKSPACE = torch.empty(0, dtype=torch.uint8)
+
+
+def _workspace(workspace, residual, slot, name="workspace"):
     if workspace is None:
+        if not residual.is_cuda:
+            return _CPU_NO_WORKSPACE
+        t, n, c = residual.shape
         return DEFAULT_POOL.get(residual.device, c, n, t, slot)
     if not isinstance(workspace, torch.Tensor) or workspace.dtype != torch.uint8:
-        raise ValueError("mhc: workspace must be a uint8 tensor from mhc.make_workspace(...)")
+        raise ValueError(f"mhc: {name} must be a uint8 tensor from mhc.make_workspace(...)")
     if workspace.device != residual.device or not workspace.is_contiguous():
-        raise ValueError(f"mhc: workspace must be a contiguous tensor on {residual.device}")
+        raise ValueError(f"mhc: {name} must be a contiguous tensor on {residual.device}")
     return workspace
 
 
-# ---- argument checks shared by real and fake implementations --------------------------------
-
-
-def _check_pre(op, residual, fn, hc_scale, hc_base, norm_weight, pre_mix, rms_eps, pre_eps,
-               sinkhorn_eps, post_mult, sinkhorn_iters, norm_eps, projection, batch_invariant):
-    t, n, c = check.streams(op, residual)
-    dev = residual.device
-    check.weights(op, fn, hc_scale, hc_base, n, c, dev)
-    check.optional(op, "norm_weight", norm_weight, check.NORM_WEIGHT, (c,), dev, "[C]")
-    check.optional(op, "pre_mix", pre_mix, check.F32, (t, n), dev, "[T, n]")
-    check.scalars(op, rms_eps, pre_eps, sinkhorn_eps, post_mult, sinkhorn_iters, projection,
-                  batch_invariant)
-    check.norm_eps(op, norm_eps)
-    return t, n, c
-
-
-def _check_pre_out(op, residual, layer_input, post, comb, next_pre_mix):
-    t, n, c = residual.shape
-    dev = residual.device
-    check.tensor(op, "layer_input", layer_input, check.BF16, (t, c), dev, "[T, C]")
-    check.coefficient_outputs(op, post, comb, next_pre_mix, t, n, dev)
-
-
-def _check_coefficients(op, residual, fn, hc_scale, hc_base, rms_eps, pre_eps, sinkhorn_eps,
-                        post_mult, sinkhorn_iters, projection, batch_invariant):
-    t, n, c = check.streams(op, residual)
-    check.weights(op, fn, hc_scale, hc_base, n, c, residual.device)
-    check.scalars(op, rms_eps, pre_eps, sinkhorn_eps, post_mult, sinkhorn_iters, projection,
-                  batch_invariant)
-    return t, n, c
-
-
-def _check_post_pre(op, sublayer_out, residual, post, comb, next_pre_mix, next_norm_weight,
-                    norm_eps):
-    t, n, c = check.post_inputs(op, sublayer_out, residual, post, comb)
-    dev = residual.device
-    check.tensor(op, "next_pre_mix", next_pre_mix, check.F32, (t, n), dev, "[T, n]")
-    check.optional(op, "next_norm_weight", next_norm_weight, check.NORM_WEIGHT, (c,), dev, "[C]")
-    check.norm_eps(op, norm_eps)
-    return t, n, c
-
-
-def _check_boundary(op, sublayer_out, residual, post, comb, pre_mix, norm_weight, fn, hc_scale,
-                    hc_base, rms_eps, pre_eps, sinkhorn_eps, post_mult, sinkhorn_iters, norm_eps,
-                    projection, batch_invariant):
-    t, n, c = check.post_inputs(op, sublayer_out, residual, post, comb)
-    dev = residual.device
-    check.tensor(op, "pre_mix", pre_mix, check.F32, (t, n), dev, "[T, n]")
-    check.optional(op, "norm_weight", norm_weight, check.NORM_WEIGHT, (c,), dev, "[C]")
-    check.norm_eps(op, norm_eps)
-    check.weights(op, fn, hc_scale, hc_base, n, c, dev)
-    check.scalars(op, rms_eps, pre_eps, sinkhorn_eps, post_mult, sinkhorn_iters, projection,
-                  batch_invariant)
-    return t, n, c
-
-
-def _check_boundary_out(op, residual, residual_next, layer_input, next_post, next_comb,
-                        next_pre_mix):
-    t, n, c = residual.shape
-    dev = residual.device
-    check.tensor(op, "residual_next", residual_next, check.BF16, (t, n, c), dev, "[T, n, C]")
-    check.tensor(op, "layer_input", layer_input, check.BF16, (t, c), dev, "[T, C]")
-    check.coefficient_outputs(op, next_post, next_comb, next_pre_mix, t, n, dev)
-
-
-def _check_gemm(x, fn, out, sqrsum, num_splits):
-    op = "hc_prenorm_gemm"
-    if not isinstance(x, torch.Tensor) or x.dim() != 2:
-        raise ValueError(f"mhc.{op}: x must be a [M, K] tensor")
-    m, k = x.shape
-    check.tensor(op, "x", x, check.BF16, (m, k), None, "[M, K]")
-    if not isinstance(fn, torch.Tensor) or fn.dim() != 2:
-        raise ValueError(f"mhc.{op}: fn must be a [N, K] tensor")
-    nmix = fn.shape[0]
-    check.tensor(op, "fn", fn, check.F32, (nmix, k), x.device, "[N, K]")
-    if num_splits < 1:
-        raise ValueError(f"mhc.{op}: num_splits must be >= 1, got {num_splits}")
-    # DeepGEMM also takes [M, N] / [M] when there is one split.
-    out_shape = (num_splits, m, nmix) if out.dim() == 3 or num_splits > 1 else (m, nmix)
-    sqr_shape = (num_splits, m) if sqrsum.dim() == 2 or num_splits > 1 else (m,)
-    check.tensor(op, "out", out, check.F32, out_shape, x.device, "[num_splits, M, N]")
-    check.tensor(op, "sqrsum", sqrsum, check.F32, sqr_shape, x.device, "[num_splits, M]")
+def _main_workspace(workspace, main_workspace, residual, norm_weight, on_side):
+    """pre_overlap's input path runs on the current stream. Its only scratch is the widened copy
+    of a bf16 norm weight on CUDA; when the coefficient path runs on the same stream (no side
+    stream, or CPU tensors) it shares `workspace`, else it takes `main_workspace` or, only where
+    it needs scratch at all, the current stream's workspace from DEFAULT_POOL."""
+    if main_workspace is not None:
+        return _workspace(main_workspace, residual, MAIN, "main_workspace")
+    if not on_side:
+        return _workspace(workspace, residual, MAIN)
+    if norm_weight is not None and norm_weight.dtype == torch.bfloat16:
+        return _workspace(None, residual, MAIN)
+    return None
 
 
 # ---- real implementations -------------------------------------------------------------------
+
+
+def _pre_disjoint(op, residual, fn, hc_scale, hc_base, norm_weight, pre_mix, outputs,
+                  workspaces):
+    """pre's outputs against its inputs and each other, before either launch writes anything."""
+    check.disjoint(op, zip(("layer_input", "post", "comb", "next_pre_mix"), outputs),
+                   (("residual", residual), ("fn", fn), ("hc_scale", hc_scale),
+                    ("hc_base", hc_base), ("norm_weight", norm_weight), ("pre_mix", pre_mix),
+                    *workspaces))
 
 
 def pre_out_impl(residual, fn, hc_scale, hc_base, norm_weight, pre_mix, rms_eps, pre_eps,
                  sinkhorn_eps, post_mult, sinkhorn_iters, norm_eps, *, layer_input, post, comb,
                  next_pre_mix, workspace=None, projection="tf32", batch_invariant=False):
     op = "pre"
-    _check_pre(op, residual, fn, hc_scale, hc_base, norm_weight, pre_mix, rms_eps, pre_eps,
-               sinkhorn_eps, post_mult, sinkhorn_iters, norm_eps, projection, batch_invariant)
-    _check_pre_out(op, residual, layer_input, post, comb, next_pre_mix)
-    if pre_mix is not None:
-        check.no_alias(op, "next_pre_mix", next_pre_mix, "pre_mix", pre_mix)
+    check.pre_args(op, residual, fn, hc_scale, hc_base, norm_weight, pre_mix, rms_eps, pre_eps,
+                   sinkhorn_eps, post_mult, sinkhorn_iters, norm_eps, projection, batch_invariant)
+    check.pre_outputs(op, residual, layer_input, post, comb, next_pre_mix)
+    check.runnable(op, residual)
     ws = _workspace(workspace, residual, MAIN)
+    _pre_disjoint(op, residual, fn, hc_scale, hc_base, norm_weight, pre_mix,
+                  (layer_input, post, comb, next_pre_mix), (("workspace", ws),))
     with _on_device(residual):
         stream = _stream(residual)
         coef = (residual, fn, hc_scale, hc_base, next_pre_mix, post, comb, ws, rms_eps, pre_eps,
@@ -192,18 +144,11 @@ def pre_out_impl(residual, fn, hc_scale, hc_base, norm_weight, pre_mix, rms_eps,
             _C.coefficients(*coef, batch_invariant=batch_invariant)
 
 
-def _new_pre_outputs(residual):
-    t, n, c = residual.shape
-    f32 = dict(dtype=torch.float32, device=residual.device)
-    return (residual.new_empty((t, c)), torch.empty((t, n), **f32),
-            torch.empty((t, n, n), **f32), torch.empty((t, n), **f32))
-
-
 def pre_impl(residual, fn, hc_scale, hc_base, norm_weight, pre_mix, rms_eps, pre_eps,
              sinkhorn_eps, post_mult, sinkhorn_iters, norm_eps, *, workspace=None,
              projection="tf32", batch_invariant=False):
     check.streams("pre", residual)
-    out = _new_pre_outputs(residual)
+    out = new_pre_outputs(residual)
     pre_out_impl(residual, fn, hc_scale, hc_base, norm_weight, pre_mix, rms_eps, pre_eps,
                  sinkhorn_eps, post_mult, sinkhorn_iters, norm_eps, layer_input=out[0],
                  post=out[1], comb=out[2], next_pre_mix=out[3], workspace=workspace,
@@ -223,12 +168,16 @@ def coefficients_out_impl(residual, fn, hc_scale, hc_base, rms_eps, pre_eps, sin
                           post_mult, sinkhorn_iters, *, post, comb, next_pre_mix, side_stream=0,
                           workspace=None, projection="tf32", batch_invariant=False):
     op = "coefficients"
-    t, n, c = _check_coefficients(op, residual, fn, hc_scale, hc_base, rms_eps, pre_eps,
-                                  sinkhorn_eps, post_mult, sinkhorn_iters, projection,
-                                  batch_invariant)
+    t, n, c = check.coefficient_args(op, residual, fn, hc_scale, hc_base, rms_eps, pre_eps,
+                                     sinkhorn_eps, post_mult, sinkhorn_iters, projection,
+                                     batch_invariant)
     check.coefficient_outputs(op, post, comb, next_pre_mix, t, n, residual.device)
+    check.runnable(op, residual)
     on_side = side_stream != 0 and residual.is_cuda
     ws = _workspace(workspace, residual, side_stream if on_side else MAIN)
+    check.disjoint(op, (("post", post), ("comb", comb), ("next_pre_mix", next_pre_mix)),
+                   (("residual", residual), ("fn", fn), ("hc_scale", hc_scale),
+                    ("hc_base", hc_base), ("workspace", ws)))
     with _on_device(residual):
         main = _stream(residual)
         stream = _side_stream_enter(residual, side_stream) if on_side else main
@@ -243,7 +192,7 @@ def coefficients_impl(residual, fn, hc_scale, hc_base, rms_eps, pre_eps, sinkhor
                       sinkhorn_iters, *, side_stream=0, workspace=None, projection="tf32",
                       batch_invariant=False):
     check.streams("coefficients", residual)
-    _, post, comb, next_pre_mix = _new_pre_outputs(residual)
+    _, post, comb, next_pre_mix = new_pre_outputs(residual)
     coefficients_out_impl(residual, fn, hc_scale, hc_base, rms_eps, pre_eps, sinkhorn_eps,
                           post_mult, sinkhorn_iters, post=post, comb=comb,
                           next_pre_mix=next_pre_mix, side_stream=side_stream,
@@ -255,23 +204,29 @@ def coefficients_impl(residual, fn, hc_scale, hc_base, rms_eps, pre_eps, sinkhor
 def pre_overlap_out_impl(residual, fn, hc_scale, hc_base, norm_weight, pre_mix, rms_eps, pre_eps,
                          sinkhorn_eps, post_mult, sinkhorn_iters, norm_eps, side_stream, *,
                          layer_input, post, comb, next_pre_mix, workspace=None,
-                         projection="tf32", batch_invariant=False):
+                         projection="tf32", batch_invariant=False, main_workspace=None):
     op = "pre_overlap"
     if pre_mix is None:
         raise ValueError("mhc.pre_overlap: pre_mix is required (the V4.1 delayed form); the V4 "
                          "form cannot overlap, its input path needs this site's coefficients")
-    _check_pre(op, residual, fn, hc_scale, hc_base, norm_weight, pre_mix, rms_eps, pre_eps,
-               sinkhorn_eps, post_mult, sinkhorn_iters, norm_eps, projection, batch_invariant)
-    _check_pre_out(op, residual, layer_input, post, comb, next_pre_mix)
-    check.no_alias(op, "next_pre_mix", next_pre_mix, "pre_mix", pre_mix)
+    check.pre_args(op, residual, fn, hc_scale, hc_base, norm_weight, pre_mix, rms_eps, pre_eps,
+                   sinkhorn_eps, post_mult, sinkhorn_iters, norm_eps, projection, batch_invariant)
+    check.pre_outputs(op, residual, layer_input, post, comb, next_pre_mix)
+    check.runnable(op, residual)
+    on_side = side_stream != 0 and residual.is_cuda
     # The side stream forks after the input path is queued, so the sublayer's launch, queued
-    # next on the current stream, is not held behind the coefficient path.
-    # The input path runs on the current stream: its scratch (a bf16 norm weight widened to
-    # fp32) comes from the current stream's workspace, not the side stream's.
-    ws = _workspace(workspace if side_stream == 0 else None, residual, MAIN)
+    # next on the current stream, is not held behind the coefficient path. The input path runs
+    # on the current stream: its scratch is never the side stream's workspace.
+    main_ws = _main_workspace(workspace, main_workspace, residual, norm_weight, on_side)
+    _pre_disjoint(op, residual, fn, hc_scale, hc_base, norm_weight, pre_mix,
+                  (layer_input, post, comb, next_pre_mix),
+                  (("workspace", workspace), ("main_workspace", main_ws)))
+    # The coefficient path checks its own arguments again; they are the ones checked above.
+    # Its workspace checks run before the input path writes layer_input:
+    _workspace(workspace, residual, side_stream if on_side else MAIN)
     with _on_device(residual):
         _C.input_path(residual, pre_mix, norm_weight, layer_input, norm_eps, _stream(residual),
-                      workspace=ws)
+                      workspace=main_ws)
     coefficients_out_impl(residual, fn, hc_scale, hc_base, rms_eps, pre_eps, sinkhorn_eps,
                           post_mult, sinkhorn_iters, post=post, comb=comb,
                           next_pre_mix=next_pre_mix, side_stream=side_stream,
@@ -281,14 +236,15 @@ def pre_overlap_out_impl(residual, fn, hc_scale, hc_base, norm_weight, pre_mix, 
 
 def pre_overlap_impl(residual, fn, hc_scale, hc_base, norm_weight, pre_mix, rms_eps, pre_eps,
                      sinkhorn_eps, post_mult, sinkhorn_iters, norm_eps, side_stream, *,
-                     workspace=None, projection="tf32", batch_invariant=False):
+                     workspace=None, projection="tf32", batch_invariant=False,
+                     main_workspace=None):
     check.streams("pre_overlap", residual)
-    out = _new_pre_outputs(residual)
+    out = new_pre_outputs(residual)
     pre_overlap_out_impl(residual, fn, hc_scale, hc_base, norm_weight, pre_mix, rms_eps, pre_eps,
                          sinkhorn_eps, post_mult, sinkhorn_iters, norm_eps, side_stream,
                          layer_input=out[0], post=out[1], comb=out[2], next_pre_mix=out[3],
                          workspace=workspace, projection=projection,
-                         batch_invariant=batch_invariant)
+                         batch_invariant=batch_invariant, main_workspace=main_workspace)
     return out
 
 
@@ -304,7 +260,9 @@ def post_out_impl(sublayer_out, residual, post, comb, *, out):
     op = "post"
     t, n, c = check.post_inputs(op, sublayer_out, residual, post, comb)
     check.tensor(op, "out", out, check.BF16, (t, n, c), residual.device, "[T, n, C]")
-    check.no_alias(op, "out", out, "residual", residual)
+    check.runnable(op, residual)
+    check.disjoint(op, (("out", out),), (("sublayer_out", sublayer_out), ("residual", residual),
+                                         ("post", post), ("comb", comb)))
     with _on_device(residual):
         _C.post(sublayer_out, residual, post, comb, out, _stream(residual))
 
@@ -319,13 +277,17 @@ def post_impl(sublayer_out, residual, post, comb):
 def post_pre_out_impl(sublayer_out, residual, post, comb, next_pre_mix, next_norm_weight,
                       norm_eps, *, residual_next, next_layer_input, workspace=None):
     op = "post_pre"
-    t, n, c = _check_post_pre(op, sublayer_out, residual, post, comb, next_pre_mix,
+    t, n, c = check.post_pre_args(op, sublayer_out, residual, post, comb, next_pre_mix,
                               next_norm_weight, norm_eps)
     dev = residual.device
     check.tensor(op, "residual_next", residual_next, check.BF16, (t, n, c), dev, "[T, n, C]")
     check.tensor(op, "next_layer_input", next_layer_input, check.BF16, (t, c), dev, "[T, C]")
-    check.no_alias(op, "residual_next", residual_next, "residual", residual)
+    check.runnable(op, residual)
     ws = _workspace(workspace, residual, MAIN)
+    check.disjoint(op, (("residual_next", residual_next), ("next_layer_input", next_layer_input)),
+                   (("residual", residual), ("sublayer_out", sublayer_out), ("post", post),
+                    ("comb", comb), ("next_pre_mix", next_pre_mix),
+                    ("next_norm_weight", next_norm_weight), ("workspace", ws)))
     with _on_device(residual):
         _C.post_pre(sublayer_out, residual, post, comb, next_pre_mix, next_norm_weight,
                     residual_next, next_layer_input, norm_eps, _stream(residual), workspace=ws)
@@ -347,14 +309,19 @@ def boundary_out_impl(sublayer_out, residual, post, comb, pre_mix, norm_weight, 
                       *, residual_next, layer_input, next_post, next_comb, next_pre_mix,
                       workspace=None, projection="tf32", batch_invariant=False):
     op = "boundary"
-    _check_boundary(op, sublayer_out, residual, post, comb, pre_mix, norm_weight, fn, hc_scale,
+    check.boundary_args(op, sublayer_out, residual, post, comb, pre_mix, norm_weight, fn, hc_scale,
                     hc_base, rms_eps, pre_eps, sinkhorn_eps, post_mult, sinkhorn_iters, norm_eps,
                     projection, batch_invariant)
-    _check_boundary_out(op, residual, residual_next, layer_input, next_post, next_comb,
+    check.boundary_outputs(op, residual, residual_next, layer_input, next_post, next_comb,
                         next_pre_mix)
-    check.no_alias(op, "residual_next", residual_next, "residual", residual)
-    check.no_alias(op, "next_pre_mix", next_pre_mix, "pre_mix", pre_mix)
+    check.runnable(op, residual)
     ws = _workspace(workspace, residual, MAIN)
+    check.disjoint(op, (("residual_next", residual_next), ("layer_input", layer_input),
+                        ("next_post", next_post), ("next_comb", next_comb),
+                        ("next_pre_mix", next_pre_mix)),
+                   (("residual", residual), ("sublayer_out", sublayer_out), ("post", post),
+                    ("comb", comb), ("pre_mix", pre_mix), ("norm_weight", norm_weight),
+                    ("fn", fn), ("hc_scale", hc_scale), ("hc_base", hc_base), ("workspace", ws)))
     with _on_device(residual):
         _C.boundary(sublayer_out, residual, post, comb, pre_mix, norm_weight, fn, hc_scale,
                     hc_base, residual_next, layer_input, next_pre_mix, next_post, next_comb, ws,
@@ -362,16 +329,11 @@ def boundary_out_impl(sublayer_out, residual, post, comb, pre_mix, norm_weight, 
                     projection, _stream(residual), batch_invariant=batch_invariant)
 
 
-def _new_boundary_outputs(residual):
-    layer_input, next_post, next_comb, next_pre_mix = _new_pre_outputs(residual)
-    return torch.empty_like(residual), layer_input, next_post, next_comb, next_pre_mix
-
-
 def boundary_impl(sublayer_out, residual, post, comb, pre_mix, norm_weight, fn, hc_scale, hc_base,
                   rms_eps, pre_eps, sinkhorn_eps, post_mult, sinkhorn_iters, norm_eps, *,
                   workspace=None, projection="tf32", batch_invariant=False):
     check.streams("boundary", residual)
-    out = _new_boundary_outputs(residual)
+    out = new_boundary_outputs(residual)
     boundary_out_impl(sublayer_out, residual, post, comb, pre_mix, norm_weight, fn, hc_scale,
                       hc_base, rms_eps, pre_eps, sinkhorn_eps, post_mult, sinkhorn_iters,
                       norm_eps, residual_next=out[0], layer_input=out[1], next_post=out[2],
@@ -381,135 +343,31 @@ def boundary_impl(sublayer_out, residual, post, comb, pre_mix, norm_weight, fn, 
 
 
 def hc_prenorm_gemm_impl(x, fn, out, sqrsum, num_splits):
-    _check_gemm(x, fn, out, sqrsum, num_splits)
+    op = "hc_prenorm_gemm"
+    check.gemm_args(x, fn, out, sqrsum, num_splits)
+    check.runnable(op, x)
+    check.disjoint(op, (("out", out), ("sqrsum", sqrsum)), (("x", x), ("fn", fn)))
     with _on_device(x):
         m, nmix = x.shape[0], fn.shape[0]
         _C.prenorm_gemm(x, fn, out.view(num_splits, m, nmix), sqrsum.view(num_splits, m),
                         num_splits, _stream(x))
 
 
-# ---- fake implementations: the same checks, outputs of the right shape, nothing launched ------
-
-
-def _fake_pre(residual, fn, hc_scale, hc_base, norm_weight, pre_mix, rms_eps, pre_eps,
-              sinkhorn_eps, post_mult, sinkhorn_iters, norm_eps, *, workspace=None,
-              projection="tf32", batch_invariant=False):
-    _check_pre("pre", residual, fn, hc_scale, hc_base, norm_weight, pre_mix, rms_eps, pre_eps,
-               sinkhorn_eps, post_mult, sinkhorn_iters, norm_eps, projection, batch_invariant)
-    return _new_pre_outputs(residual)
-
-
-def _fake_pre_out(residual, fn, hc_scale, hc_base, norm_weight, pre_mix, rms_eps, pre_eps,
-                  sinkhorn_eps, post_mult, sinkhorn_iters, norm_eps, *, layer_input, post, comb,
-                  next_pre_mix, workspace=None, projection="tf32", batch_invariant=False):
-    _check_pre("pre", residual, fn, hc_scale, hc_base, norm_weight, pre_mix, rms_eps, pre_eps,
-               sinkhorn_eps, post_mult, sinkhorn_iters, norm_eps, projection, batch_invariant)
-    _check_pre_out("pre", residual, layer_input, post, comb, next_pre_mix)
-
-
-def _fake_coefficients(residual, fn, hc_scale, hc_base, rms_eps, pre_eps, sinkhorn_eps, post_mult,
-                       sinkhorn_iters, *, side_stream=0, workspace=None, projection="tf32",
-                       batch_invariant=False):
-    _check_coefficients("coefficients", residual, fn, hc_scale, hc_base, rms_eps, pre_eps,
-                        sinkhorn_eps, post_mult, sinkhorn_iters, projection, batch_invariant)
-    return _new_pre_outputs(residual)[1:]
-
-
-def _fake_coefficients_out(residual, fn, hc_scale, hc_base, rms_eps, pre_eps, sinkhorn_eps,
-                           post_mult, sinkhorn_iters, *, post, comb, next_pre_mix, side_stream=0,
-                           workspace=None, projection="tf32", batch_invariant=False):
-    t, n, _ = _check_coefficients("coefficients", residual, fn, hc_scale, hc_base, rms_eps,
-                                  pre_eps, sinkhorn_eps, post_mult, sinkhorn_iters, projection,
-                                  batch_invariant)
-    check.coefficient_outputs("coefficients", post, comb, next_pre_mix, t, n, residual.device)
-
-
-def _fake_pre_overlap(residual, fn, hc_scale, hc_base, norm_weight, pre_mix, rms_eps, pre_eps,
-                      sinkhorn_eps, post_mult, sinkhorn_iters, norm_eps, side_stream, *,
-                      workspace=None, projection="tf32", batch_invariant=False):
-    _check_pre("pre_overlap", residual, fn, hc_scale, hc_base, norm_weight, pre_mix, rms_eps,
-               pre_eps, sinkhorn_eps, post_mult, sinkhorn_iters, norm_eps, projection,
-               batch_invariant)
-    return _new_pre_outputs(residual)
-
-
-def _fake_pre_overlap_out(residual, fn, hc_scale, hc_base, norm_weight, pre_mix, rms_eps, pre_eps,
-                          sinkhorn_eps, post_mult, sinkhorn_iters, norm_eps, side_stream, *,
-                          layer_input, post, comb, next_pre_mix, workspace=None,
-                          projection="tf32", batch_invariant=False):
-    _check_pre("pre_overlap", residual, fn, hc_scale, hc_base, norm_weight, pre_mix, rms_eps,
-               pre_eps, sinkhorn_eps, post_mult, sinkhorn_iters, norm_eps, projection,
-               batch_invariant)
-    _check_pre_out("pre_overlap", residual, layer_input, post, comb, next_pre_mix)
-
-
-def _fake_join(side_stream, post, comb, next_pre_mix):
-    pass
-
-
-def _fake_post(sublayer_out, residual, post, comb):
-    check.post_inputs("post", sublayer_out, residual, post, comb)
-    return torch.empty_like(residual)
-
-
-def _fake_post_out(sublayer_out, residual, post, comb, *, out):
-    t, n, c = check.post_inputs("post", sublayer_out, residual, post, comb)
-    check.tensor("post", "out", out, check.BF16, (t, n, c), residual.device, "[T, n, C]")
-
-
-def _fake_post_pre(sublayer_out, residual, post, comb, next_pre_mix, next_norm_weight, norm_eps, *,
-                   workspace=None):
-    t, _, c = _check_post_pre("post_pre", sublayer_out, residual, post, comb, next_pre_mix,
-                              next_norm_weight, norm_eps)
-    return torch.empty_like(residual), residual.new_empty((t, c))
-
-
-def _fake_post_pre_out(sublayer_out, residual, post, comb, next_pre_mix, next_norm_weight,
-                       norm_eps, *, residual_next, next_layer_input, workspace=None):
-    t, n, c = _check_post_pre("post_pre", sublayer_out, residual, post, comb, next_pre_mix,
-                              next_norm_weight, norm_eps)
-    dev = residual.device
-    check.tensor("post_pre", "residual_next", residual_next, check.BF16, (t, n, c), dev,
-                 "[T, n, C]")
-    check.tensor("post_pre", "next_layer_input", next_layer_input, check.BF16, (t, c), dev,
-                 "[T, C]")
-
-
-def _fake_boundary(sublayer_out, residual, post, comb, pre_mix, norm_weight, fn, hc_scale, hc_base,
-                   rms_eps, pre_eps, sinkhorn_eps, post_mult, sinkhorn_iters, norm_eps, *,
-                   workspace=None, projection="tf32", batch_invariant=False):
-    _check_boundary("boundary", sublayer_out, residual, post, comb, pre_mix, norm_weight, fn,
-                    hc_scale, hc_base, rms_eps, pre_eps, sinkhorn_eps, post_mult, sinkhorn_iters,
-                    norm_eps, projection, batch_invariant)
-    return _new_boundary_outputs(residual)
-
-
-def _fake_boundary_out(sublayer_out, residual, post, comb, pre_mix, norm_weight, fn, hc_scale,
-                       hc_base, rms_eps, pre_eps, sinkhorn_eps, post_mult, sinkhorn_iters,
-                       norm_eps, *, residual_next, layer_input, next_post, next_comb,
-                       next_pre_mix, workspace=None, projection="tf32", batch_invariant=False):
-    _check_boundary("boundary", sublayer_out, residual, post, comb, pre_mix, norm_weight, fn,
-                    hc_scale, hc_base, rms_eps, pre_eps, sinkhorn_eps, post_mult, sinkhorn_iters,
-                    norm_eps, projection, batch_invariant)
-    _check_boundary_out("boundary", residual, residual_next, layer_input, next_post, next_comb,
-                        next_pre_mix)
-
-
 IMPLS = {
-    "hc_prenorm_gemm": (hc_prenorm_gemm_impl, _check_gemm),
-    "pre": (pre_impl, _fake_pre),
-    "pre_out": (pre_out_impl, _fake_pre_out),
-    "coefficients": (coefficients_impl, _fake_coefficients),
-    "coefficients_out": (coefficients_out_impl, _fake_coefficients_out),
-    "pre_overlap": (pre_overlap_impl, _fake_pre_overlap),
-    "pre_overlap_out": (pre_overlap_out_impl, _fake_pre_overlap_out),
-    "join": (join_impl, _fake_join),
-    "post": (post_impl, _fake_post),
-    "post_out": (post_out_impl, _fake_post_out),
-    "post_pre": (post_pre_impl, _fake_post_pre),
-    "post_pre_out": (post_pre_out_impl, _fake_post_pre_out),
-    "boundary": (boundary_impl, _fake_boundary),
-    "boundary_out": (boundary_out_impl, _fake_boundary_out),
+    "hc_prenorm_gemm": (hc_prenorm_gemm_impl, check.gemm_args),
+    "pre": (pre_impl, fake.fake_pre),
+    "pre_out": (pre_out_impl, fake.fake_pre_out),
+    "coefficients": (coefficients_impl, fake.fake_coefficients),
+    "coefficients_out": (coefficients_out_impl, fake.fake_coefficients_out),
+    "pre_overlap": (pre_overlap_impl, fake.fake_pre_overlap),
+    "pre_overlap_out": (pre_overlap_out_impl, fake.fake_pre_overlap_out),
+    "join": (join_impl, fake.fake_join),
+    "post": (post_impl, fake.fake_post),
+    "post_out": (post_out_impl, fake.fake_post_out),
+    "post_pre": (post_pre_impl, fake.fake_post_pre),
+    "post_pre_out": (post_pre_out_impl, fake.fake_post_pre_out),
+    "boundary": (boundary_impl, fake.fake_boundary),
+    "boundary_out": (boundary_out_impl, fake.fake_boundary_out),
 }
 
 for _name, _schema in SCHEMAS.items():
@@ -518,3 +376,7 @@ for _name, _schema in SCHEMAS.items():
     # One Python kernel for CPU and CUDA tensors: mhc._C picks the backend from the device.
     LIB.impl(_name, _real, "CompositeExplicitAutograd")
     torch.library.register_fake(f"mhc::{_name}", _fake, lib=LIB)
+    # Inference only: a backward through any op raises instead of giving no gradient.
+    _packet = getattr(torch.ops.mhc, _name)
+    LIB.impl(_name, inference_only(_packet.default), "Autograd", with_keyset=True)
+    _packet.__doc__ = _packet.default.__doc__ = op_doc(_name, _schema)

@@ -3,8 +3,10 @@
 #include <fmt/core.h>
 
 #include <algorithm>
+#include <limits>
 
 #include "mhc/core/error.hpp"
+#include "mhc/io/limits.hpp"
 
 namespace nb = nanobind;
 
@@ -143,9 +145,12 @@ NormWeight check_norm_weight(const char* name, nb::handle object, int64_t hidden
 
 MhcParams make_params(int64_t hidden, int64_t n, const EpsArgs& eps, double post_mult,
                       int sinkhorn_iters) {
+  // Clamped into an int only: validate() then names the caller's own n and C (an extent past
+  // the int range is reported at the range's end).
+  constexpr int64_t lo = std::numeric_limits<int>::min(), hi = std::numeric_limits<int>::max();
   MhcParams p;
-  p.hidden = int(std::clamp<int64_t>(hidden, -1, int64_t(1) << 30));
-  p.n = int(std::clamp<int64_t>(n, -1, 64));
+  p.hidden = int(std::clamp<int64_t>(hidden, lo, hi));
+  p.n = int(std::clamp<int64_t>(n, lo, hi));
   p.layers = 1;
   p.sinkhorn_iters = sinkhorn_iters;
   p.post_mult = post_mult;
@@ -157,6 +162,11 @@ MhcParams make_params(int64_t hidden, int64_t n, const EpsArgs& eps, double post
     validate(p);
   } catch (const Error& e) {
     fail(e.what());
+  }
+  // The readers' limit on untrusted files (io/limits.hpp): 2^31 iterations would run for hours.
+  if (sinkhorn_iters > io::kMaxSinkhornIters) {
+    fail(
+        fmt::format("sinkhorn_iters={} must be at most {}", sinkhorn_iters, io::kMaxSinkhornIters));
   }
   return p;
 }

@@ -27,6 +27,10 @@ struct Device {
 
 [[noreturn]] void fail(const std::string& message);  // raises ValueError
 
+// The CUDA kernels' shape limits (beyond validate()'s): n is 2 or 4, C a multiple of 64.
+inline constexpr int kCudaStreams[] = {2, 4};
+inline constexpr int kCudaHiddenMultiple = 64;
+
 // A checked argument. bf16 arrays may also be given as uint16 (their bits: numpy has no bf16).
 struct Checked {
   const char* name;

@@ -1,4 +1,4 @@
-// Queries that launch nothing: has_cuda, workspace_bytes, supports_overlap.
+// Queries that launch nothing: has_cuda, limits, workspace_bytes, supports_overlap.
 #include <nanobind/nanobind.h>
 #include <nanobind/stl/string.h>
 #include <nanobind/stl/tuple.h>
@@ -16,6 +16,7 @@
 #include "mhc/core/error.hpp"
 #include "mhc/core/tensor_parallel.hpp"
 #include "mhc/core/workspace.hpp"
+#include "mhc/io/limits.hpp"
 
 namespace nb = nanobind;
 using namespace nb::literals;
@@ -67,6 +68,20 @@ std::tuple<bool, std::string, std::string> supports_overlap(int arch_major, int 
   }
 }
 
+// The limits the torch layer checks before any kernel runs (python/mhc/_checks.py), from the
+// constants the library's own checks use.
+nb::dict limits() {
+  nb::dict d;
+  d["max_streams"] = kMaxStreams;
+  d["hidden_multiple"] = kHiddenMultiple;
+  d["max_hidden"] = kMaxHidden;
+  d["max_sinkhorn_iters"] = io::kMaxSinkhornIters;
+  d["cuda_streams"] = nb::make_tuple(kCudaStreams[0], kCudaStreams[1]);
+  d["cuda_hidden_multiple"] = kCudaHiddenMultiple;
+  d["prenorm_block_k"] = kPrenormSplitBlockK;
+  return d;
+}
+
 }  // namespace
 
 void bind_info(nb::module_& m) {
@@ -75,6 +90,11 @@ void bind_info(nb::module_& m) {
       "Whether the extension holds the CUDA kernels (whatever GPU this machine has).");
   m.def("has_cuda", &has_cuda,
         "Whether the extension was built with the CUDA backend and a GPU is visible.");
+  m.def("limits", &limits,
+        "The shape and parameter limits checked before any kernel runs: max_streams (n in "
+        "1..max_streams), hidden_multiple and max_hidden (C), max_sinkhorn_iters, and the CUDA "
+        "kernels' cuda_streams and cuda_hidden_multiple; prenorm_gemm's K is a multiple of "
+        "prenorm_block_k.");
   m.def("workspace_bytes", &workspace_bytes, "hidden"_a, "n"_a, "max_tokens"_a,
         "Bytes of the uint8 workspace coefficients needs for up to max_tokens tokens (zero-fill "
         "it once; the kernels leave it ready for the next call on the same stream).");

@@ -63,10 +63,10 @@ cudaStream_t to_stream(uintptr_t stream) { return reinterpret_cast<cudaStream_t>
 
 // The CUDA kernels' shape limits, as ValueError before anything runs.
 void check_cuda_shape(const MhcParams& p) {
-  if (p.n != 2 && p.n != 4) {
+  if (p.n != kCudaStreams[0] && p.n != kCudaStreams[1]) {
     fail("residual: the CUDA kernels support n = 2 or 4 streams, got " + std::to_string(p.n));
   }
-  if (p.hidden % 64 != 0) {
+  if (p.hidden % kCudaHiddenMultiple != 0) {
     fail("residual: the CUDA kernels need C (the last dimension) to be a multiple of 64, got " +
          std::to_string(p.hidden));
   }

@@ -43,9 +43,12 @@ std::vector<std::pair<const char*, const std::optional<double>*>> separate_epsil
 void validate(const MhcParams& p) {
   auto fail = [](const std::string& what) { throw Error("impossible shape: " + what); };
   if (p.hidden <= 0) fail(fmt::format("hidden size C={} must be positive", p.hidden));
-  if (p.hidden % 8 != 0) fail(fmt::format("hidden size C={} must be a multiple of 8", p.hidden));
-  if (p.hidden > (1 << 20)) fail(fmt::format("hidden size C={} is larger than 1048576", p.hidden));
-  if (p.n < 1 || p.n > 8) fail(fmt::format("streams n={} must be in 1..8", p.n));
+  if (p.hidden % kHiddenMultiple != 0)
+    fail(fmt::format("hidden size C={} must be a multiple of {}", p.hidden, kHiddenMultiple));
+  if (p.hidden > kMaxHidden)
+    fail(fmt::format("hidden size C={} is larger than {}", p.hidden, kMaxHidden));
+  if (p.n < 1 || p.n > kMaxStreams)
+    fail(fmt::format("streams n={} must be in 1..{}", p.n, kMaxStreams));
   if (p.layers < 1) fail(fmt::format("layers={} must be at least 1", p.layers));
   // Bounded so that sites() = 2 * layers and every per-site count stay far inside an int.
   if (p.layers > (1 << 20)) fail(fmt::format("layers={} is larger than 1048576", p.layers));

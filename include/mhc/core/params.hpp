@@ -8,6 +8,11 @@
 
 namespace mhc {
 
+// The shape limits validate() enforces on every backend (the CUDA kernels add their own).
+inline constexpr int kMaxStreams = 8;       // n in 1..kMaxStreams
+inline constexpr int kHiddenMultiple = 8;   // C a positive multiple of this
+inline constexpr int kMaxHidden = 1 << 20;  // C at most this
+
 struct MhcParams {
   int hidden = 5120;        // C
   int n = 4;                // residual streams (hc_mult)
