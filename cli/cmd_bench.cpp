@@ -69,9 +69,7 @@ void register_bench(CLI::App& app) {
       "Each CUDA kernel and the whole site: us, GB/s, fraction of the bytes floor",
       {"mhc bench kernels --preset dsv41-flash --tokens 1,16,128 --reps 200 --json kernels.json"});
   add_preset_option(kernels, options->preset_name);
-  kernels->add_option("--tokens", options->tokens, "Token counts (comma separated)")
-      ->delimiter(',')
-      ->check(integer_in<int64_t>(1));
+  add_token_counts_option(kernels, options->tokens, "--tokens", "Token counts (comma separated)");
   kernels->add_option("--hidden", options->hidden, "Override the hidden size C")
       ->check(integer_in(1));
   kernels->add_option("--hc", options->hc, "Override the stream count n")->check(integer_in(1));

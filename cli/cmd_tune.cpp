@@ -287,19 +287,15 @@ void register_tune(CLI::App& app) {
   cmd->add_option("--reps", o->reps, "Timed replays per schedule, size and round")
       ->check(integer_in(2))
       ->capture_default_str();
-  cmd->add_option("--prenorm-tokens", o->prenorm_tokens,
-                  "Sizes at which to time every prenorm kernel and split count (0: skip)")
-      ->delimiter(',')
-      ->check(integer_in<int64_t>(0))
-      ->capture_default_str();
+  add_token_counts_option(cmd, o->prenorm_tokens, "--prenorm-tokens",
+                          "Sizes at which to time every prenorm kernel and split count (0: skip)",
+                          true);
   cmd->add_option("--prenorm-reps", o->prenorm_reps, "Timed replays per prenorm variant")
       ->check(integer_in(5))
       ->capture_default_str();
-  cmd->add_option("--boundary-tokens", o->boundary_tokens,
-                  "Sizes at which to time the fused boundary against its two launches (0: skip)")
-      ->delimiter(',')
-      ->check(integer_in<int64_t>(0))
-      ->capture_default_str();
+  add_token_counts_option(
+      cmd, o->boundary_tokens, "--boundary-tokens",
+      "Sizes at which to time the fused boundary against its two launches (0: skip)", true);
   cmd->add_option("--boundary-reps", o->boundary_reps, "Timed replays per boundary variant")
       ->check(integer_in(5))
       ->capture_default_str();

@@ -54,14 +54,16 @@ CLI::Option* add_preset_option(CLI::App* cmd, std::string& preset) {
 
 CLI::Option* add_tokens_option(CLI::App* cmd, int64_t& tokens) {
   return cmd->add_option("--tokens,-m", tokens, "Tokens M in the batch (0 is allowed)")
-      ->check(integer_in<int64_t>(0))
+      ->check(integer_in<int64_t>(0, kMaxTokenOption))
       ->capture_default_str();
 }
 
-CLI::Option* add_token_counts_option(CLI::App* cmd, std::vector<int64_t>& tokens) {
-  return cmd->add_option("--tokens", tokens, "Token counts")
+CLI::Option* add_token_counts_option(CLI::App* cmd, std::vector<int64_t>& tokens,
+                                     const std::string& name, const std::string& help,
+                                     bool allow_zero) {
+  return cmd->add_option(name, tokens, help)
       ->delimiter(',')
-      ->check(integer_in<int64_t>(1))
+      ->check(integer_in<int64_t>(allow_zero ? 0 : 1, kMaxTokenOption))
       ->capture_default_str();
 }
 

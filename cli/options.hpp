@@ -45,8 +45,15 @@ CLI::Validator one_of(std::vector<std::string> choices);
 CLI::Option* add_backend_option(CLI::App* cmd, std::string& backend);  // auto|cpu|cuda
 CLI::Option* add_mode_option(CLI::App* cmd, std::string& mode);        // eager|piecewise|full
 CLI::Option* add_preset_option(CLI::App* cmd, std::string& preset);    // the known presets
-CLI::Option* add_tokens_option(CLI::App* cmd, int64_t& tokens);        // >= 0
-CLI::Option* add_token_counts_option(CLI::App* cmd, std::vector<int64_t>& tokens);  // 1,2,4: >= 1
+// A token count is at most kMaxTokenOption, the CUDA kernels' limit (an int32 count), so that no
+// size computed from it overflows before an allocation can fail cleanly.
+inline constexpr int64_t kMaxTokenOption = std::numeric_limits<int32_t>::max();
+CLI::Option* add_tokens_option(CLI::App* cmd, int64_t& tokens);  // 0..kMaxTokenOption
+// 1,2,4: each 1..kMaxTokenOption (0..kMaxTokenOption with allow_zero, where 0 means skip)
+CLI::Option* add_token_counts_option(CLI::App* cmd, std::vector<int64_t>& tokens,
+                                     const std::string& name = "--tokens",
+                                     const std::string& help = "Token counts",
+                                     bool allow_zero = false);
 CLI::Option* add_seed_option(CLI::App* cmd, uint64_t& seed);  // any 64-bit value
 CLI::Option* add_kernel_config_option(CLI::App* cmd, std::string& json);
 

@@ -14,11 +14,11 @@ namespace {
 
 TEST(NumericOptionsCli, RunRefusesEachBadValueNamingTheOptionAndRange) {
   expect_errors({
-      {"run --tokens -1", "--tokens: expected an integer >= 0, got '-1'"},
-      {"run --tokens 1e9", "--tokens: expected an integer >= 0, got '1e9'"},
-      {"run --tokens abc", "--tokens: expected an integer >= 0, got 'abc'"},
-      {"run --tokens 5.0", "--tokens: expected an integer >= 0, got '5.0'"},
-      {"run --tokens 99999999999999999999", "--tokens: expected an integer >= 0"},
+      {"run --tokens -1", "--tokens: expected an integer in 0..2147483647, got '-1'"},
+      {"run --tokens 1e9", "--tokens: expected an integer in 0..2147483647, got '1e9'"},
+      {"run --tokens abc", "--tokens: expected an integer in 0..2147483647, got 'abc'"},
+      {"run --tokens 5.0", "--tokens: expected an integer in 0..2147483647, got '5.0'"},
+      {"run --tokens 99999999999999999999", "--tokens: expected an integer in 0..2147483647"},
       {"run --hidden -64", "--hidden: expected an integer >= 1, got '-64'"},
       {"run --hidden 0", "--hidden: expected an integer >= 1, got '0'"},
       {"run --hidden 4294967360", "--hidden: expected an integer >= 1"},
@@ -35,19 +35,29 @@ TEST(NumericOptionsCli, OtherCommandsRefuseBadValuesToo) {
   expect_errors({
       {"dispatch --arch 9.0 --hidden 0", "--hidden: expected an integer >= 1"},
       {"dispatch --arch 9.0 --hc -4", "--hc: expected an integer >= 1"},
-      {"dispatch --arch 9.0 --tokens -1", "--tokens: expected an integer >= 0"},
+      {"dispatch --arch 9.0 --tokens -1", "--tokens: expected an integer in 0..2147483647"},
       {"dispatch --arch 9.0 --tp 0", "--tp: expected an integer >= 1"},
       {"export-example /nonexistent-mhc-test/x --layers 0", "--layers: expected an integer >= 1"},
       {"export-example /nonexistent-mhc-test/x --hidden -64", "--hidden: expected an integer >= 1"},
       {"export-example /nonexistent-mhc-test/x --hc 0", "--hc: expected an integer >= 1"},
       {"export-example /nonexistent-mhc-test/x --seed x", "--seed: expected an integer >= 0"},
       {"bench kernels --reps 4", "--reps: expected an integer >= 5, got '4'"},
-      {"bench kernels --tokens 1,0,8", "--tokens: expected an integer >= 1, got '0'"},
+      {"bench kernels --tokens 1,0,8", "--tokens: expected an integer in 1..2147483647, got '0'"},
       {"bench kernels --hidden 0", "--hidden: expected an integer >= 1"},
       {"bench overlap --reps 0", "--reps: expected an integer >= 1"},
-      {"bench overlap --tokens 1e3", "--tokens: expected an integer >= 1, got '1e3'"},
+      {"bench overlap --tokens 1e3", "--tokens: expected an integer in 1..2147483647, got '1e3'"},
       {"bench overlap --tp 0", "--tp: expected an integer >= 1"},
       {"bench overlap --attn-width 0", "--attn-width: expected an integer >= 1"},
+      // Token counts stop at the kernels' int32 limit: no size computed from one overflows.
+      {"run --tokens 2147483648", "--tokens: expected an integer in 0..2147483647"},
+      {"bench kernels --tokens 1,9223372036854775807",
+       "--tokens: expected an integer in 1..2147483647, got '9223372036854775807'"},
+      {"bench overlap --tokens 4294967296", "--tokens: expected an integer in 1..2147483647"},
+      {"tune --out t.json --tokens 4294967296", "--tokens: expected an integer in 1..2147483647"},
+      {"tune --out t.json --prenorm-tokens 0,4294967296",
+       "--prenorm-tokens: expected an integer in 0..2147483647"},
+      {"tune --out t.json --boundary-tokens -1",
+       "--boundary-tokens: expected an integer in 0..2147483647"},
   });
 }
 
@@ -70,8 +80,9 @@ TEST(NumericOptionsCli, ARunTooLargeForMemoryIsRefusedStatingWhatItNeeds) {
     EXPECT_TRUE(contains(big.err, part)) << part << " not in " << big.err;
   }
   EXPECT_FALSE(contains(big.err, "bad_alloc")) << big.err;
-  // tokens x K overflows 64 bits: said so, never wrapped around to a small size.
-  const RunResult wrap = run_mhc("run --backend cpu --tokens 4611686018427387905 --hidden 64");
+  // tokens x K x layers overflows 64 bits: said so, never wrapped around to a small size.
+  const RunResult wrap =
+      run_mhc("run --backend cpu --tokens 2147483647 --hidden 1048576 --hc 8 --layers 1048576");
   EXPECT_EQ(wrap.status, 2) << wrap.err;
   EXPECT_TRUE(contains(wrap.err, "needs more than 64-bit sizes can count")) << wrap.err;
 }
