@@ -1,7 +1,8 @@
 // Blackwell (the SM100 family: 10.0, 10.3) heuristics of the kernel plan. Nothing was measured
-// on Blackwell: the register-fed kernels with the H200's cut-offs, the TMA kernel (mma.sync
-// consumers there, no wgmma) only when forced, and upstream's automatic overlap up to 16 tokens
-// (derived from GB200). Used only where the binary holds SM100 code (rules_for).
+// on Blackwell: the register-fed kernels with the H200's cut-offs, no TMA kernel (its body is in
+// the sm_90a image only, so the plan never offers it here, not even when forced) and upstream's
+// automatic overlap up to 16 tokens (derived from GB200). Used only where the binary holds SM100
+// code (rules_for).
 #include "mhc/core/kernel_plan.hpp"
 
 namespace mhc {

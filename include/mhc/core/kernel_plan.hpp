@@ -5,7 +5,7 @@
 // policy, the executor, the benchmarks and `mhc plan` all read it; nothing else decides.
 //
 // Policy code, no CUDA: the plan of a real device is built by mhc::cuda::device_plan from the
-// image the runtime reports loading (src/cuda/device_plan.cu); a simulated one (`mhc plan --arch
+// image the runtime reports loading (src/cuda/device_plan.cpp); a simulated one (`mhc plan --arch
 // 10.0`, the tests) from the image the driver would pick from the build's list.
 #pragma once
 #include <algorithm>

@@ -79,15 +79,6 @@ __device__ __forceinline__ void store_u4(void* ptr, const uint4& v) {
 __device__ __forceinline__ float4 load_coherent_f4(const float* ptr) {
   return __ldcg(reinterpret_cast<const float4*>(ptr));
 }
-__device__ __forceinline__ uint4 load_coherent_u4(const void* ptr) {
-  return __ldcg(reinterpret_cast<const uint4*>(ptr));
-}
-// A store with an L2 eviction policy (l2_policy, below; sm_80+): data this launch reads back.
-__device__ __forceinline__ void store_u4_hinted(void* ptr, const uint4& v, uint64_t policy) {
-  asm volatile("st.global.L2::cache_hint.v4.u32 [%0], {%1,%2,%3,%4}, %5;" ::"l"(ptr), "r"(v.x),
-               "r"(v.y), "r"(v.z), "r"(v.w), "l"(policy)
-               : "memory");
-}
 
 // Adds 1 to a counter at GPU scope with acquire-release semantics; returns the value before.
 __device__ __forceinline__ unsigned arrive_acq_rel(unsigned* counter) {
@@ -458,9 +449,6 @@ __device__ __forceinline__ void mma_tf32(float (&d)[4], const uint32_t (&a)[4], 
 
 // ---- host-side checks -----------------------------------------------------------------------
 
-inline void require(bool ok, const std::string& what) {
-  if (!ok) throw Error(what);
-}
 // The message is built only on failure (the launchers run on the forward path: no allocation).
 inline void require_aligned16(const void* ptr, const char* name) {
   if (reinterpret_cast<uintptr_t>(ptr) % 16 != 0) {
