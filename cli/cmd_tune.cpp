@@ -57,22 +57,27 @@ constexpr const char* kMethod =
     "interleaved ABBA, median of the replays; a size is won when the smallest of its per-round "
     "gains is above zero";
 
-// Per size: the gains of every round, their median and smallest, and whether the size is won.
-nlohmann::json per_size(const std::vector<std::vector<nlohmann::json>>& rounds, size_t i) {
-  std::vector<double> gains;
+// Size i of every round: its gains (for overlap_threshold).
+OverlapGains gains_of(const std::vector<std::vector<nlohmann::json>>& rounds, size_t i) {
+  OverlapGains g;
+  g.tokens = rounds.at(0).at(i).at("tokens").get<int64_t>();
+  for (const auto& rows : rounds) g.gain_percent.push_back(rows.at(i).at("gain_percent"));
+  return g;
+}
+
+// Per size, for the file: the gains of every round, their median and extremes, whether it is won.
+nlohmann::json per_size(const std::vector<std::vector<nlohmann::json>>& rounds,
+                        const OverlapGains& g, size_t i) {
   bool bitwise = true;
-  for (const auto& rows : rounds) {
-    gains.push_back(rows.at(i).at("gain_percent").get<double>());
-    bitwise = bitwise && rows.at(i).at("bitwise_equal").get<bool>();
-  }
-  std::vector<double> sorted = gains;
+  for (const auto& rows : rounds) bitwise = bitwise && rows.at(i).at("bitwise_equal").get<bool>();
+  std::vector<double> sorted = g.gain_percent;
   std::sort(sorted.begin(), sorted.end());
-  return {{"tokens", rounds.at(0).at(i).at("tokens")},
-          {"gain_percent_rounds", gains},
+  return {{"tokens", g.tokens},
+          {"gain_percent_rounds", g.gain_percent},
           {"gain_percent_median", sorted[sorted.size() / 2]},
           {"gain_percent_min", sorted.front()},
           {"gain_percent_max", sorted.back()},
-          {"won", sorted.front() > 0},
+          {"won", overlap_won(g)},
           {"bitwise_equal", bitwise}};
 }
 
@@ -87,16 +92,6 @@ constexpr const char* kBoundaryMethod =
     "boundary kernel (the plan's tile) and with the two launches it replaces, the median of "
     "CUDA-graph replays; fused_boundary_min_tokens is the smallest measured size from which the "
     "fused site won at every larger measured size (0: it lost at the largest)";
-
-// The largest size up to which every measured size was won (0: the first one was lost).
-int64_t threshold(const nlohmann::json& sizes) {
-  int64_t up_to = 0;
-  for (const auto& s : sizes) {
-    if (!s.at("won").get<bool>()) break;
-    up_to = s.at("tokens").get<int64_t>();
-  }
-  return up_to;
-}
 
 MhcParams shape(const TuneOptions& o) {
   MhcParams p = preset(o.preset_name);  // the model's shape, as `mhc bench overlap` takes it
@@ -236,8 +231,12 @@ void run_tune(TuneOptions o) {
   doc["plan"] = nlohmann::json::parse(plan.to_json());
   doc["method"] = kMethod;
   doc["rounds"] = rounds;
-  for (size_t i = 0; i < o.tokens.size(); ++i) doc["sizes"].push_back(per_size(rounds, i));
-  doc["overlap_max_tokens"] = threshold(doc["sizes"]);
+  std::vector<OverlapGains> gains;
+  for (size_t i = 0; i < o.tokens.size(); ++i) {
+    gains.push_back(gains_of(rounds, i));
+    doc["sizes"].push_back(per_size(rounds, gains.back(), i));
+  }
+  doc["overlap_max_tokens"] = overlap_threshold(gains);
   print_sizes(doc["sizes"]);
   if (!o.prenorm_tokens.empty()) {
     doc["prenorm_method"] = kPrenormMethod;
@@ -261,7 +260,7 @@ void run_tune(TuneOptions o) {
   (void)shape;
   (void)print_sizes;
   (void)per_size;
-  (void)threshold;
+  (void)gains_of;
   (void)tune_prenorm;
   (void)tune_boundary;
   throw Error("mhc tune needs the CUDA backend; this build has none");

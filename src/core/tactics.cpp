@@ -2,6 +2,8 @@
 
 #include <fmt/core.h>
 
+#include <algorithm>
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <limits>
@@ -186,6 +188,34 @@ std::string Tactics::to_json() const {
   }
   if (fused_boundary_min_tokens) j["fused_boundary_min_tokens"] = *fused_boundary_min_tokens;
   return j.dump();
+}
+
+bool overlap_won(const OverlapGains& size) {
+  if (size.gain_percent.empty()) {
+    throw Error(fmt::format("overlap gains at M={}: no rounds", size.tokens));
+  }
+  for (double g : size.gain_percent) {
+    if (!std::isfinite(g)) {
+      throw Error(fmt::format("overlap gain at M={} is not finite ({})", size.tokens, g));
+    }
+  }
+  return *std::min_element(size.gain_percent.begin(), size.gain_percent.end()) > 0;
+}
+
+int64_t overlap_threshold(const std::vector<OverlapGains>& sizes) {
+  if (sizes.empty()) throw Error("no overlap gains to choose from");
+  int64_t up_to = 0;
+  bool lost = false;
+  for (size_t i = 0; i < sizes.size(); ++i) {
+    if (i > 0 && sizes[i].tokens <= sizes[i - 1].tokens) {
+      throw Error(fmt::format("overlap gains: M={} after M={} (sizes must ascend)", sizes[i].tokens,
+                              sizes[i - 1].tokens));
+    }
+    const bool won = overlap_won(sizes[i]);  // every size checked, also past the first loss
+    if (!won) lost = true;
+    if (!lost) up_to = sizes[i].tokens;
+  }
+  return up_to;
 }
 
 std::vector<PrenormTactic> fastest_prenorm(const std::vector<PrenormTiming>& timings) {

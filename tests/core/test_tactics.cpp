@@ -157,6 +157,28 @@ TEST(Tactics, PrenormRangesAreValidated) {
 }
 
 // `mhc tune`'s choice: the fastest per size, equal neighbours merged, the last range open-ended.
+// The threshold `mhc tune` writes: the largest size up to which every size won in every round.
+TEST(Tactics, OverlapThresholdFromGains) {
+  using G = OverlapGains;
+  EXPECT_EQ(overlap_threshold({G{1, {3, 2}}, G{8, {1, 0.5}}, G{16, {4, -0.1}}, G{32, {5, 5}}}), 8);
+  EXPECT_EQ(overlap_threshold({G{1, {-1}}, G{8, {5}}}), 0);     // the smallest lost: never
+  EXPECT_EQ(overlap_threshold({G{1, {2}}, G{64, {0.1}}}), 64);  // won everywhere
+  EXPECT_FALSE(overlap_won(G{4, {1, 0}}));                      // a tie in one round is a loss
+  const auto error_of = [](const std::vector<G>& sizes) -> std::string {
+    try {
+      overlap_threshold(sizes);
+    } catch (const Error& e) {
+      return e.what();
+    }
+    return "";
+  };
+  EXPECT_NE(error_of({}).find("no overlap gains"), std::string::npos);
+  EXPECT_NE(error_of({G{8, {1}}, G{4, {1}}}).find("must ascend"), std::string::npos);
+  EXPECT_NE(error_of({G{8, {}}}).find("no rounds"), std::string::npos);
+  // A NaN after the first loss is still an error, not a quiet loss.
+  EXPECT_NE(error_of({G{1, {-1}}, G{8, {std::nan("")}}}).find("not finite"), std::string::npos);
+}
+
 TEST(Tactics, FastestPrenormPerSize) {
   const std::vector<PrenormTiming> timings = {
       {1, "mma16", 32, 5.0},  {1, "mma16", 8, 6.0},    {1, "mma64", 32, 7.0},

@@ -23,6 +23,19 @@ struct PrenormTactic {
   int splits = 1;
 };
 
+// One size of the overlap sweep (`mhc tune`, from `mhc bench overlap`): the overlap schedule's
+// gain over the native one, in percent, in each round.
+struct OverlapGains {
+  int64_t tokens = 0;
+  std::vector<double> gain_percent;  // one per round
+};
+// A size is won when its smallest gain over the rounds is above zero.
+bool overlap_won(const OverlapGains& size);
+// The largest size up to which every measured size was won (0: the smallest was lost). Throws
+// mhc::Error when empty, on sizes not ascending, on a size without rounds or on a gain that is
+// not finite.
+int64_t overlap_threshold(const std::vector<OverlapGains>& sizes);
+
 // One timing of the prenorm coefficient launch (`mhc tune`, from `mhc bench kernels --sweep`).
 struct PrenormTiming {
   int64_t tokens = 0;
