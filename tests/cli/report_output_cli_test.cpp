@@ -91,7 +91,7 @@ TEST_F(ReportOutputCli, APathThatIsNotUtf8IsReplacedNotAnInternalError) {
   const auto to_stdout = run_mhc("site --backend cpu --inputs " + quote(odd) + " --out " +
                                  quote(path("out2")) + " --json");
   ASSERT_EQ(to_stdout.status, 0) << to_stdout.err;
-  EXPECT_NO_THROW((void)nlohmann::json::parse(to_stdout.out));
+  EXPECT_TRUE(nlohmann::json::parse(to_stdout.out).is_object());
 }
 
 TEST_F(ReportOutputCli, AReplacedReportKeepsItsPermissions) {
@@ -102,7 +102,7 @@ TEST_F(ReportOutputCli, AReplacedReportKeepsItsPermissions) {
   struct stat st {};
   ASSERT_EQ(::stat(report.c_str(), &st), 0);
   EXPECT_EQ(st.st_mode & 0777, 0600u);
-  EXPECT_NO_THROW((void)nlohmann::json::parse(slurp(report)));
+  EXPECT_TRUE(nlohmann::json::parse(slurp(report)).is_object());
 }
 
 // Before the sweep (and before looking for a GPU): a directory as the tactics file.

@@ -112,7 +112,9 @@ TEST(PrenormGemm, SplitPartialsMatchTheReference) {
     const ref::SplitPartials r = ref::prenorm_gemm(tokens, nmix, k, splits, x.data(), fn.data());
     EXPECT_TRUE(compare(out.data(), r.out.data(), int64_t(out.size())).passes(1e-6)) << splits;
     EXPECT_TRUE(compare(sqrsum.data(), r.sqrsum.data(), int64_t(sqrsum.size())).passes(1e-6));
-    if (splits == 13) EXPECT_EQ(out.back(), 0.0f);
+    if (splits == 13) {
+      EXPECT_EQ(out.back(), 0.0f);
+    }
   }
 }
 
