@@ -8,9 +8,7 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
-#include "cli_util.hpp"
-#include "io/site_test_util.hpp"
-#include "mhc/io/safetensors.hpp"
+#include "site_dir_fixture.hpp"
 
 namespace mhc::cli {
 namespace {
@@ -20,23 +18,13 @@ using testing::quote;
 using testing::run_mhc;
 using testing::slurp;
 
-class ReportOutputCli : public ::testing::Test {
+class ReportOutputCli : public testing::SiteDirTest {
  protected:
-  void SetUp() override {
-    dir_ = fs::path(testing::scratch("report_out_" + std::to_string(counter_++)));
-    fs::remove_all(dir_);
-    fs::create_directories(dir_);
-    const st::testing::RandomSite s = st::testing::random_site(2, 16, 2, 5);
-    st::site_inputs_writer(s.params, s.weights.view(), s.inputs()).write(path("in"));
-  }
-  std::string path(const std::string& name) const { return (dir_ / name).string(); }
   testing::RunResult site(const std::string& in, const std::string& out,
                           const std::string& json) const {
     return run_mhc("site --backend cpu --inputs " + quote(in) + " --out " + quote(out) +
                    " --json " + quote(json));
   }
-  fs::path dir_;
-  static inline int counter_ = 0;
 };
 
 TEST_F(ReportOutputCli, TheReportNeverReplacesTheInputOrTheOutput) {

@@ -1,11 +1,8 @@
 // `mhc site --out`: the data-loss cases of issue 15 end to end (the old writer used OUT.tmp with
 // fopen("wb")), and non-finite outputs from finite inputs refused with the output and position.
 #include <filesystem>
-#include <fstream>
 
-#include "cli_util.hpp"
-#include "io/site_test_util.hpp"
-#include "mhc/io/safetensors.hpp"
+#include "site_dir_fixture.hpp"
 
 namespace mhc::cli {
 namespace {
@@ -15,22 +12,11 @@ using testing::quote;
 using testing::run_mhc;
 using testing::slurp;
 
-class SafeOutputCli : public ::testing::Test {
+class SafeOutputCli : public testing::SiteDirTest {
  protected:
-  void SetUp() override {
-    dir_ = fs::path(testing::scratch("safe_out_" + std::to_string(counter_++)));
-    fs::remove_all(dir_);
-    fs::create_directories(dir_);
-    const st::testing::RandomSite s = st::testing::random_site(2, 16, 2, 5);
-    st::site_inputs_writer(s.params, s.weights.view(), s.inputs()).write(path("in"));
-  }
-  std::string path(const std::string& name) const { return (dir_ / name).string(); }
   testing::RunResult site(const std::string& in, const std::string& out) const {
     return run_mhc("site --backend cpu --inputs " + quote(in) + " --out " + quote(out));
   }
-  static void put(const std::string& p, const std::string& text) { std::ofstream(p) << text; }
-  fs::path dir_;
-  static inline int counter_ = 0;
 };
 
 TEST_F(SafeOutputCli, ASymlinkAtTheOldTemporaryNameIsNotFollowed) {
