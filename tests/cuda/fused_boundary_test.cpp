@@ -114,7 +114,7 @@ TEST(CudaFusedBoundary, LargestHiddenSizeTheDeviceRuns) {
   MHC_SKIP_WITHOUT_SM90A_KERNELS("the fused boundary");
   const int hidden = cuda::default_device_plan().row_kernels_max_hidden;
   ASSERT_GE(hidden, 7168);
-  EXPECT_TRUE(cuda::boundary_fits_table(1, hidden / 64)) << hidden;  // 64-column stages
+  EXPECT_TRUE(boundary_fits_table(1, hidden / 64)) << hidden;  // 64-column stages
   uint64_t seed = 7270;
   for (int splits : {1, 3})
     check_boundary(test::small_params(4, hidden), 130, ++seed, 1.0, true, splits);
@@ -255,13 +255,12 @@ TEST(CudaFusedBoundary, HalfTiles) {
   }
   cuda::SiteWorkspace ws(p, 64, cuda::max_prenorm_splits(p));
   // What the launches above took: the forced fields, the rules for the rest.
-  const cuda::BoundaryTile forced =
+  const BoundaryTile forced =
       cuda::boundary_launch_tile(p, 64, test::boundary_tuning(true, 3, 0, 64), ws);
   EXPECT_EQ(forced.rows, 64);
   EXPECT_EQ(forced.splits, 3);
   EXPECT_EQ(cuda::boundary_launch_tile(p, 64, test::boundary_tuning(true, 5), ws).rows, 128);
-  const cuda::BoundaryTile ruled =
-      cuda::boundary_launch_tile(p, 64, test::boundary_tuning(true), ws);
+  const BoundaryTile ruled = cuda::boundary_launch_tile(p, 64, test::boundary_tuning(true), ws);
   EXPECT_TRUE(ruled.rows == 64 || ruled.rows == 128) << ruled.rows;
   EXPECT_TRUE(ruled.splits >= 1 && ruled.splits <= 8) << ruled.splits;
   EXPECT_THROW(cuda::boundary_launch_tile(p, 64, test::boundary_tuning(true, 0, 32, 64), ws),
@@ -337,126 +336,6 @@ TEST(CudaFusedBoundary, ForcingSetsThePlansRuleAside) {
 
 // The split rule: one wave of tiles x splits where it can, at most a cluster of 8, whole stages,
 // and never an empty split (the last split starts inside C).
-TEST(CudaFusedBoundary, SplitRule) {
-  // What an H200 holds at once of the n = 4 kernel (cudaOccupancyMaxActiveClusters, measured in
-  // session 10): clusters of 1..8 CTAs.
-  const std::array<int, 8> h200 = {132, 66, 39, 30, 22, 17, 15, 15};
-  const MhcParams p = test::small_params(4, 5120);
-  // 4096 tokens, 32 tiles: 3 splits (one wave of 27 stages) beats 4 (two waves of 20, measured
-  // 311 µs against 252) and 8 (three waves of 10).
-  EXPECT_EQ(cuda::boundary_splits(p, 4096, h200), 3);
-  EXPECT_EQ(cuda::boundary_splits(p, 2048, h200), 6) << "16 tiles: one wave of 6-CTA clusters";
-  EXPECT_EQ(cuda::boundary_splits(p, 8192, h200), 2);
-  // 16384 tokens, 128 tiles: one wave of one CTA per tile ties two waves of 2-CTA clusters; the
-  // tie goes to 2 (measured 580 µs against 623 per site in a stack graph).
-  EXPECT_EQ(cuda::boundary_splits(p, 16384, h200), 2);
-  EXPECT_EQ(cuda::boundary_splits(p, 16384, h200, 1), 1) << "workspace room for one split";
-  EXPECT_EQ(cuda::boundary_splits(p, 1, h200), 8);
-  EXPECT_EQ(cuda::boundary_splits(p, 1, h200, 3), 3) << "workspace room";
-  EXPECT_EQ(cuda::boundary_splits(p, 1, h200, 0), 1);
-  // 32-column stages: 160 at C=5120; 3 splits (one wave of 54 stages) ties 6 (two waves of 27)
-  // and the tie goes to fewer.
-  EXPECT_EQ(cuda::boundary_splits(p, 4096, h200, 8, 32), 3);
-  EXPECT_EQ(cuda::boundary_splits(p, 1, h200, 8, 32), 8);
-  EXPECT_THROW(cuda::boundary_splits(p, 1, h200, 8, 48), Error) << "64 or 32 columns only";
-  // The rule only ever needs capacities up to the cap; a device holding one cluster of each
-  // size still gets a valid count.
-  const std::array<int, 8> tiny = {1, 1, 1, 1, 1, 1, 1, 1};
-  EXPECT_EQ(cuda::boundary_splits(p, 4096, tiny), 8) << "fewest stages per CTA when waves tie";
-  for (int hidden : {64, 192, 4096, 5120, 7168}) {
-    const int stages = hidden / 64;
-    for (int64_t m : {1, 128, 129, 2048, 4096, 8192}) {
-      const int splits = cuda::boundary_splits(test::small_params(4, hidden), m, h200);
-      ASSERT_GE(splits, 1);
-      ASSERT_LE(splits, 8);
-      const int per_split = (stages + splits - 1) / splits;
-      EXPECT_LT((splits - 1) * per_split, stages) << hidden << " " << m << ": an empty split";
-    }
-  }
-  // 64-row tiles: twice the tiles. 4096 tokens: 64 tiles, one wave of 2-CTA clusters.
-  EXPECT_EQ(cuda::boundary_splits(p, 4096, h200, 8, 64, 64), 2);
-  EXPECT_EQ(cuda::boundary_splits(p, 2048, h200, 8, 64, 64), 3) << "32 tiles: 39 3-CTA clusters";
-  EXPECT_THROW(cuda::boundary_splits(p, 1, h200, 8, 64, 96), Error) << "128 or 64 rows only";
-  // The tile: stage bytes per CTA, waves x stages x (n x and one F box + hc_fn's 24 KB): 104 KB
-  // a 128-row stage, 64 KB a 64-row one.
-  auto tile = [&](const MhcParams& q, int64_t m, int max_splits = 8) {
-    const cuda::BoundaryTile t = cuda::boundary_tile(q, m, h200, h200, max_splits);
-    return std::array<int, 2>{t.rows, t.splits};
-  };
-  // 4096 tokens: 128-row tiles leave 36 SMs idle (27 x 104 KB); the halves fill 128 (40 x 64 KB).
-  // Measured per site in a stack graph 148.8 against 157.4 µs at C = 5120, 205.9 against 223.6 at
-  // C = 7168 (docs/decisions.md, "Half tiles").
-  EXPECT_EQ(tile(p, 4096), (std::array<int, 2>{64, 2}));
-  EXPECT_EQ(tile(test::small_params(4, 7168), 4096), (std::array<int, 2>{64, 2}));
-  // 6144 tokens: 48 x 2 on 96 SMs against 7 waves of 8-CTA clusters of the halves (measured
-  // 226 against 242 µs).
-  EXPECT_EQ(tile(p, 6144), (std::array<int, 2>{128, 2}));
-  // Below that at n = 4, whole waves first. Where the halves run in one wave on an even split
-  // count, the halves: 2881-3712 tokens on 2 splits (45-58 tiles; 3072 tokens measured 111.7-112.5
-  // against 113.1-113.6 µs per site for 128 x 4 with its producer warpgroup, 2-5% at C = 4096 and
-  // 7168 without it) and 1409-1792 on 4 (1536: 60.0 against 62.3-62.8 for 128 x 8), where the
-  // stage bytes say 128.
-  EXPECT_EQ(tile(p, 3072), (std::array<int, 2>{64, 2}));
-  EXPECT_EQ(tile(p, 2881), (std::array<int, 2>{64, 2}));
-  EXPECT_EQ(tile(p, 3712), (std::array<int, 2>{64, 2}));
-  EXPECT_EQ(tile(p, 1536), (std::array<int, 2>{64, 4}));
-  EXPECT_EQ(tile(p, 1409), (std::array<int, 2>{64, 4}));
-  EXPECT_EQ(tile(p, 1792), (std::array<int, 2>{64, 4}));
-  // On 5 splits in one wave, the halves: 1089-1408 tokens (18-22 tiles) at every C, where the
-  // stage bytes tie within 1% (C = 4096 and 7168 said 128 x 8; measured per site at 1152 tokens
-  // 41.6 against 47.9 µs at C = 4096, 68.3 against 73.6 at 7168; at 7168 and 1408, 79.7 against
-  // 78.5, a known miss). On 3 the stage bytes decide: 2048 tokens (32 x 3 against 16 x 6 on the
-  // same 96 SMs) measured 81.7 against 79.0 µs.
-  EXPECT_EQ(tile(p, 1408), (std::array<int, 2>{64, 5}));
-  for (int hidden : {4096, 7168}) {
-    const MhcParams q = test::small_params(4, hidden);
-    EXPECT_EQ(tile(q, 1089), (std::array<int, 2>{64, 5})) << hidden;
-    EXPECT_EQ(tile(q, 1152), (std::array<int, 2>{64, 5})) << hidden;
-    EXPECT_EQ(tile(q, 1408), (std::array<int, 2>{64, 5})) << hidden;
-    EXPECT_EQ(tile(q, 1024), (std::array<int, 2>{64, 6})) << hidden;  // 16 tiles: 6, even
-  }
-  EXPECT_EQ(tile(p, 2048), (std::array<int, 2>{128, 6}));
-  // Where the halves need more waves and the 128-row tiles one, the 128-row tiles: 2817-2880
-  // tokens, where the halves' rule takes 8 splits (45 tiles: 3 waves of 15 clusters) and the
-  // stage bytes said 64; at 2880 tokens 64 x 8 measured 112.7-113.1 against 107.7-107.8 µs.
-  EXPECT_EQ(tile(p, 2880), (std::array<int, 2>{128, 4}));
-  EXPECT_EQ(tile(p, 2817), (std::array<int, 2>{128, 4}));
-  EXPECT_EQ(tile(test::small_params(4, 7168), 3072), (std::array<int, 2>{64, 2}));
-  EXPECT_EQ(tile(test::small_params(2, 5120), 3072)[0], 128) << "n = 2: not measured";
-  // From 8192 tokens the 128-row tiles' first wave keeps 128-132 of 132 SMs busy (12288: 15
-  // clusters of 8): the halves' 3-stage ring, measured up to 5% faster at C = 4096-7168.
-  EXPECT_EQ(tile(p, 8192), (std::array<int, 2>{64, 2}));
-  EXPECT_EQ(tile(p, 12288), (std::array<int, 2>{64, 2}));
-  EXPECT_EQ(tile(p, 16384), (std::array<int, 2>{64, 2}));
-  // n = 2: both rings hold 3 stages; the stage bytes decide.
-  EXPECT_EQ(tile(test::small_params(2, 5120), 16384)[0], 128);
-  EXPECT_EQ(tile(p, 4096, 1), (std::array<int, 2>{64, 1})) << "workspace room for one split";
-  // A device of 8 SMs (one cluster of 5-8 at a time): one 128-row tile of 8 splits fills it.
-  const std::array<int, 8> small = {8, 4, 2, 2, 1, 1, 1, 1};
-  EXPECT_EQ(cuda::boundary_tile(p, 128, small, small).rows, 64);
-  EXPECT_EQ(cuda::boundary_tile(p, 128, small, small).splits, 4) << "2 tiles x 4: one wave";
-
-  // The splits' interleaved stages (split s of S: s, s + S, ...) cover every stage once, and a
-  // split's share fits the kernel's table exactly where boundary_fits_table says so.
-  for (int stages : {1, 3, 64, 80, 112, 160, 224, 256, 257}) {
-    for (int splits = 1; splits <= 8; ++splits) {
-      std::vector<int> seen(stages, 0);
-      for (int s = 0; s < splits; ++s) {
-        const int count = cuda::boundary_split_stages(s, splits, stages);
-        for (int i = 0; i < count; ++i) {
-          ASSERT_LT(s + i * splits, stages) << stages << " " << splits;
-          ++seen[s + i * splits];
-        }
-      }
-      for (int k = 0; k < stages; ++k) EXPECT_EQ(seen[k], 1) << stages << " " << splits << " " << k;
-      EXPECT_EQ(cuda::boundary_fits_table(splits, stages),
-                (stages + splits - 1) / splits <= cuda::kBoundaryMaxSplitStages);
-    }
-  }
-  EXPECT_FALSE(cuda::boundary_fits_table(1, cuda::kBoundaryMaxSplitStages + 1));
-  EXPECT_TRUE(cuda::boundary_fits_table(2, cuda::kBoundaryMaxSplitStages + 1));
-}
-
 TEST(SanitizeFusedBoundary, PartialTileAndClusters) {
   MHC_SKIP_WITHOUT_SM90A_KERNELS("the fused boundary");
   sanitize_case(0, 0, 7400);

@@ -16,6 +16,7 @@
 #include "mhc/core/config.hpp"
 #include "mhc/core/kernel_plan.hpp"
 #include "mhc/core/params.hpp"
+#include "mhc/core/sm90_boundary_plan.hpp"
 #include "mhc/cuda/launch_target.hpp"
 
 namespace mhc::cuda {
@@ -158,47 +159,14 @@ struct InputPathBuffers {
 // coefficient launch (extra CTAs) rather than as a launch of its own.
 bool input_path_fuses(const MhcParams& p, int64_t tokens, const PrenormTuning& tuning);
 
-// The fused boundary's splits of a tile share C's stages interleaved: split s of S takes stages
-// s, s + S, s + 2S, ... (sm90_boundary.cuh). How many a split takes, and whether every split's
-// stages fit the kernel's table of them in shared memory (kBoundaryMaxSplitStages; split 0 takes
-// the most): C <= 16384 at 64 columns with one split, more with more splits.
-inline constexpr int kBoundaryMaxSplitStages = 256;
-constexpr int boundary_split_stages(int split, int splits, int stages) {
-  return stages > split ? (stages - split + splits - 1) / splits : 0;
-}
-constexpr bool boundary_fits_table(int splits, int stages) {
-  return boundary_split_stages(0, splits, stages) <= kBoundaryMaxSplitStages;
-}
-
 // Whether prenorm_coefficients with `previous` (and `input`) runs the fused boundary kernel: the
 // tuning's (or the device plan's) fused_boundary_* rule holds, the image has the sm_90a
 // kernels, the TF32 projection, not batch-invariant, and the 16-row fold does not apply.
 bool boundary_fuses(const MhcParams& p, int64_t tokens, const PrenormTuning& tuning,
                     Projection projection);
-// The fused boundary's CTAs per tile of tile_rows (128 or 64) tokens (one cluster, at most 8 and
-// at most max_splits), whole stage_columns-column stages each, no split empty: the count with the
-// fewest stage times per CTA, waves x stages per split, where a wave is cluster_capacity[s - 1]
-// clusters of s CTAs (1..8) (what the device holds at once: GPCs fit fewer large clusters than
-// SMs / s); ties to fewer splits, but not to one.
-int boundary_splits(const MhcParams& p, int64_t tokens, const std::array<int, 8>& cluster_capacity,
-                    int max_splits = 8, int stage_columns = 64, int tile_rows = 128);
-// The fused boundary's launch shape: tokens per tile and CTAs per tile.
-struct BoundaryTile {
-  int rows = 128;
-  int splits = 1;
-};
-// The tile (128 or 64 tokens, 64-column stages) and its boundary_splits: 64-row tiles where the
-// 128-row tiles' first wave keeps 90% of the SMs busy and the halves' ring is deeper (DRAM sets
-// the time; n = 4 from 8192 tokens on the H200); elsewhere the height whose split count leaves
-// the fewest stage bytes per CTA, waves x stages per split x the stage's bytes (n x and one F box
-// of the tile's rows, hc_fn's 64 columns): 64 rows where the 128-row tiles leave SMs idle that
-// the halves fill (4096 tokens), ties to 128 (each tile reads all of hc_fn).
-// capacity_128 / capacity_64: cluster_capacity of each kernel (capacity_128[0]: the SMs).
-BoundaryTile boundary_tile(const MhcParams& p, int64_t tokens,
-                           const std::array<int, 8>& capacity_128,
-                           const std::array<int, 8>& capacity_64, int max_splits = 8);
 // The tile the fused boundary launches on this device for `tokens` with `tuning` and `ws` (the
-// tuning's forced fields, the rules for the rest; what benchmarks report). Throws on a bad
+// tuning's forced fields, the rules of mhc/core/sm90_boundary_plan.hpp for the rest, on this
+// device's cluster capacities; what benchmarks report). Throws on a bad
 // forced field.
 BoundaryTile boundary_launch_tile(const MhcParams& p, int64_t tokens, const PrenormTuning& tuning,
                                   const SiteWorkspace& ws);

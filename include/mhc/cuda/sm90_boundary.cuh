@@ -38,6 +38,7 @@
 
 #include <cstdint>
 
+#include "mhc/core/sm90_boundary_plan.hpp"
 #include "mhc/cuda/post.cuh"
 #include "mhc/cuda/prenorm_common.cuh"
 #include "mhc/cuda/sm90_boundary_stages.cuh"
@@ -46,14 +47,9 @@
 
 namespace mhc::cuda {
 
-// Tokens per tile: 128 (8 consumer warps), or 64 (4 warps: twice the tiles, so that a token count
-// whose 128-row tiles leave SMs idle fills them; boundary_tile chooses).
-inline constexpr int kBoundaryRowsPerTile = 128;
-inline constexpr int kBoundaryHalfTileRows = 64;
-// Columns of C per pipeline stage, for every stream: 64 (one 128-byte box row, the default) or
-// 32 (64-byte box rows: half the stage, twice the stages in the ring).
-inline constexpr int kBoundaryStageColumns = 64;
-inline constexpr int kBoundaryMaxSplits = kPostClusterMaxCtas;  // a tile's splits: one cluster
+// The tile heights, stage widths and split limit (kBoundary*) and the stage and ring sizes are the
+// launch-shape rules' (mhc/core/sm90_boundary_plan.hpp), so that policy and kernel agree.
+static_assert(kBoundaryMaxSplits == kPostClusterMaxCtas, "a tile's splits: one cluster");
 
 template <int kStreams, int kColumns = kBoundaryStageColumns, int kTileRows = kBoundaryRowsPerTile>
 struct BoundaryShape {
@@ -96,12 +92,12 @@ struct BoundaryShape {
   static constexpr int kFOffset = kStreams * kBoxBytes;
   static constexpr int kWOffset = kFOffset + kBoxBytes;
   static constexpr int kStageBytes = kWOffset + kStreams * kChunks * kWBoxBytes;
-  // As many stages as fit beside the static shared memory (~17 KB at n = 4): with 64 columns 2
-  // of 104 KB at n = 4, 3 of 52 KB at n = 2 (128-row tiles; 3 of 64 KB at n = 4 with 64 rows);
-  // with 32 columns 4 of 52 KB at n = 4, at most 6.
-  static constexpr int kStages =
-      kColumns == 64 ? (3 * kStageBytes <= 200 * 1024 ? 3 : 2)
-                     : (208 * 1024 / kStageBytes < 6 ? 208 * 1024 / kStageBytes : 6);
+  static_assert(kStageBytes == boundary_stage_bytes(kStreams, kColumns, kTileRows),
+                "the rules' stage bytes are the layout's");
+  // As many stages as fit beside the static shared memory: with 64 columns 2 of 104 KB at n = 4,
+  // 3 of 52 KB at n = 2 (128-row tiles; 3 of 64 KB at n = 4 with 64 rows); with 32 columns 4 of
+  // 52 KB at n = 4, at most 6.
+  static constexpr int kStages = boundary_ring_stages(kStreams, kColumns, kTileRows);
   static_assert(kStages >= 2, "a ring of at least two stages");
   static constexpr int kAlign = 1024;  // both swizzles repeat within 1024 bytes
   static constexpr int kSmemBytes = kStages * kStageBytes + kAlign;
