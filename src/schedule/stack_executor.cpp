@@ -286,6 +286,23 @@ void StackExecutor::enqueue_schedule(int64_t tokens, bool overlap, cudaStream_t 
   impl_->enqueue(tokens, overlap, stream, observer);
 }
 
+void StackExecutor::poison_results(cudaStream_t stream) {
+  Impl& m = *impl_;
+  const auto poison = [&](auto& buffer) {
+    if (buffer.size() == 0) return;
+    MHC_CUDA_CHECK(
+        cudaMemsetAsync(buffer.get(), 0xFF, buffer.size() * sizeof(*buffer.get()), stream));
+  };
+  for (DeviceBuffer<Bf16>* b : {&m.x[0], &m.x[1], &m.layer_input, &m.f, &m.output, &m.trace}) {
+    poison(*b);
+  }
+  for (int i = 0; i < 2; ++i) {
+    poison(m.pre[i]);
+    poison(m.post[i]);
+    poison(m.comb[i]);
+  }
+}
+
 cudaStream_t StackExecutor::side_stream() const { return impl_->schedule->side_stream(); }
 const Bf16* StackExecutor::output() const { return impl_->output.get(); }
 const Bf16* StackExecutor::x_final() const { return impl_->x[impl_->p.sites() % 2].get(); }

@@ -1,6 +1,7 @@
 // Random site cases for the CPU tests: seeded, never zeros, outputs poisoned with NaN so an output
 // a backend forgets to write fails the comparison.
 #pragma once
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
@@ -106,6 +107,17 @@ inline bool same_bits(const std::vector<Bf16>& a, const std::vector<Bf16>& b) {
 
 inline bool same_bits(const std::vector<float>& a, const std::vector<float>& b) {
   return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
+}
+
+// same_bits, and every value finite: two outputs a kernel left unwritten (both still the NaN
+// poison) must not pass for the same results.
+inline bool same_finite_bits(const std::vector<Bf16>& a, const std::vector<Bf16>& b) {
+  return same_bits(a, b) &&
+         std::all_of(a.begin(), a.end(), [](Bf16 v) { return std::isfinite(bf16_to_float(v)); });
+}
+inline bool same_finite_bits(const std::vector<float>& a, const std::vector<float>& b) {
+  return same_bits(a, b) &&
+         std::all_of(a.begin(), a.end(), [](float v) { return std::isfinite(v); });
 }
 
 }  // namespace mhc::test

@@ -8,6 +8,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <string>
 #include <vector>
@@ -30,20 +31,17 @@ const int64_t kSizes[] = {1,   2,   7,   8,   9,   15,   16,   17,   31,   33,  
                           127, 129, 255, 256, 257, 1000, 1535, 1536, 1537, 2048, 4097, 8192};
 constexpr int64_t kMaxTokens = 8192;
 
-struct Outputs {
-  std::vector<float> pre, post, comb, mixes;
-};
-
-Outputs download(const DeviceCoefficients& d) {
-  return {to_host(d.pre), to_host(d.post), to_host(d.comb), to_host(d.mixes)};
-}
+using Outputs = test::HostCoefficients;
 
 // First token (or -1) whose outputs differ in any bit between `got` (a batch of `tokens`) and
 // `alone` (every token run by itself).
 int64_t first_difference(const MhcParams& p, int64_t tokens, const Outputs& got,
                          const Outputs& alone) {
+  // The same bits, and finite: a token both runs left unwritten (NaN poison) is a difference.
   auto same = [](const std::vector<float>& a, const std::vector<float>& b, int64_t t, int width) {
-    return std::memcmp(a.data() + t * width, b.data() + t * width, size_t(width) * 4) == 0;
+    const float* row = a.data() + t * width;
+    return std::memcmp(row, b.data() + t * width, size_t(width) * 4) == 0 &&
+           std::all_of(row, row + width, [](float v) { return std::isfinite(v); });
   };
   for (int64_t t = 0; t < tokens; ++t) {
     if (!same(got.pre, alone.pre, t, p.n) || !same(got.post, alone.post, t, p.n) ||
@@ -102,7 +100,7 @@ class Fixture {
       cudaStreamDestroy(stream);
     }
     MHC_CUDA_CHECK(cudaDeviceSynchronize());
-    return download(out);
+    return test::download_coefficients(out);
   }
 
   // Every token of the first `tokens` run alone: one launch per token on its slice of x.
@@ -118,7 +116,7 @@ class Fixture {
       cuda::prenorm_coefficients(p_, 1, b, projection, tuning, ws_, nullptr);
     }
     MHC_CUDA_CHECK(cudaDeviceSynchronize());
-    return download(out);
+    return test::download_coefficients(out);
   }
 
   // Tokens of `got` (a batch of `tokens`) against the float64 reference, a sample of them.
@@ -136,6 +134,8 @@ class Fixture {
                        tol, label + " comb");
       MHC_EXPECT_CLOSE(compare(got.pre.data() + t * p_.n, want.pre.data(), p_.n), tol,
                        label + " pre");
+      MHC_EXPECT_CLOSE(compare(got.post.data() + t * p_.n, want.post.data(), p_.n), tol,
+                       label + " post");
     }
   }
 

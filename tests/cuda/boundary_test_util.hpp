@@ -45,6 +45,10 @@ inline void run_boundary_with(FoldCase& k, FoldOutputs& out, const cuda::Prenorm
 // Whether a and b are at most one bf16 ulp apart everywhere (NaN never is).
 inline bool within_one_ulp(const std::vector<Bf16>& a, const std::vector<Bf16>& b,
                            std::string* where) {
+  if (a.size() != b.size()) {
+    *where = "sizes " + std::to_string(a.size()) + " vs " + std::to_string(b.size());
+    return false;
+  }
   for (size_t i = 0; i < a.size(); ++i) {
     const float x = bf16_to_float(a[i]), y = bf16_to_float(b[i]);
     const float larger = std::max(std::fabs(x), std::fabs(y));
@@ -55,7 +59,7 @@ inline bool within_one_ulp(const std::vector<Bf16>& a, const std::vector<Bf16>& 
       return false;
     }
   }
-  return a.size() == b.size();
+  return true;
 }
 
 // Runs fn(t0, t1) over slices of tokens [0, m) on the host's cores: the float64 reference of a

@@ -54,12 +54,15 @@ void check(const MhcParams& p, int64_t m, const cuda::PrenormTuning& tuning, uin
   run(p, m, x, pre_mix, w, tuning, true, ws, fused);
   run(p, m, x, pre_mix, w, tuning, false, ws, separate);
   const std::string label = test::case_name(p, m, 1.0) + " " + tuning.describe();
-  EXPECT_TRUE(test::same_bits(to_host(fused.layer_input), to_host(separate.layer_input)))
+  EXPECT_TRUE(test::same_finite_bits(to_host(fused.layer_input), to_host(separate.layer_input)))
       << label << " layer_input";
-  EXPECT_TRUE(test::same_bits(to_host(fused.coef.pre), to_host(separate.coef.pre))) << label;
-  EXPECT_TRUE(test::same_bits(to_host(fused.coef.post), to_host(separate.coef.post))) << label;
-  EXPECT_TRUE(test::same_bits(to_host(fused.coef.comb), to_host(separate.coef.comb))) << label;
-  EXPECT_TRUE(test::same_bits(to_host(fused.coef.mixes), to_host(separate.coef.mixes))) << label;
+  EXPECT_TRUE(test::same_finite_bits(to_host(fused.coef.pre), to_host(separate.coef.pre))) << label;
+  EXPECT_TRUE(test::same_finite_bits(to_host(fused.coef.post), to_host(separate.coef.post)))
+      << label;
+  EXPECT_TRUE(test::same_finite_bits(to_host(fused.coef.comb), to_host(separate.coef.comb)))
+      << label;
+  EXPECT_TRUE(test::same_finite_bits(to_host(fused.coef.mixes), to_host(separate.coef.mixes)))
+      << label;
 }
 
 TEST(CudaFusedInput, EqualsTheSeparateLaunchBitwise) {

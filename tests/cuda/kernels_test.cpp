@@ -26,17 +26,9 @@ using test::to_host;
 
 const double kAmplitudes[] = {1e-3, 1e-1, 1.0, 1e2};
 
-struct CoefficientOutputsHost {
-  std::vector<float> pre, post, comb, mixes;
-  bool operator==(const CoefficientOutputsHost& o) const {
-    return test::same_bits(pre, o.pre) && test::same_bits(post, o.post) &&
-           test::same_bits(comb, o.comb) && test::same_bits(mixes, o.mixes);
-  }
-};
-
-CoefficientOutputsHost download(const DeviceCoefficients& d) {
-  return {to_host(d.pre), to_host(d.post), to_host(d.comb), to_host(d.mixes)};
-}
+using test::download_coefficients;
+using test::HostCoefficients;
+using test::same_coefficients;
 
 // Runs the coefficient path once on fresh random inputs and checks it against ref::coefficients.
 void check_coefficients(const MhcParams& p, int64_t tokens, uint64_t seed, double amplitude,
@@ -48,7 +40,7 @@ void check_coefficients(const MhcParams& p, int64_t tokens, uint64_t seed, doubl
   cuda::SiteWorkspace ws(p, tokens, cuda::max_prenorm_splits(p));
   cuda::prenorm_coefficients(p, tokens, out.buffers(x, w), projection, tuning, ws, nullptr);
   MHC_CUDA_CHECK(cudaDeviceSynchronize());
-  const CoefficientOutputsHost got = download(out);
+  const HostCoefficients got = download_coefficients(out);
 
   ref::SiteResult want;
   ref::coefficients(p, tokens, c.x.data(), c.weights.view(), want);
@@ -130,8 +122,7 @@ TEST(CudaCoefficients, EveryTilingAndSplitCount) {
 // The TMA kernel (sm_90, 128-token tiles) against the reference: partial tiles, token
 // counts crossing 128/1024/2048, both stream counts and projections, one split and many.
 TEST(CudaCoefficients, BulkCopyKernelEveryShape) {
-  MHC_SKIP_WITHOUT_GPU();
-  if (!cuda::tma_prenorm_available()) GTEST_SKIP() << "the TMA kernel needs sm_90";
+  MHC_SKIP_WITHOUT_SM90A_KERNELS("the TMA kernel");
   uint64_t seed = 450;
   for (const Shape s : kModelShapes) {
     const MhcParams p = test::small_params(s.n, s.hidden);
@@ -156,8 +147,7 @@ TEST(CudaCoefficients, BulkCopyKernelEveryShape) {
 // Small enough for compute-sanitizer (the 'Sanitize*' filter): the bulk-copy pipeline wrapping
 // around its stages many times (one split over 32 stages), partial tiles, several splits.
 TEST(SanitizeBulk, PipelineWrapsAndPartialTiles) {
-  MHC_SKIP_WITHOUT_GPU();
-  if (!cuda::tma_prenorm_available()) GTEST_SKIP() << "the TMA kernel needs sm_90";
+  MHC_SKIP_WITHOUT_SM90A_KERNELS("the TMA kernel");
   check_coefficients(test::small_params(4, 1024), 200, 470, 1.0, Projection::tf32, {1, 128});
   check_coefficients(test::small_params(4, 1024), 130, 471, 1.0, Projection::fp32, {3, 128});
   check_coefficients(test::small_params(2, 1024), 7, 472, 1.0, Projection::tf32, {2, 128});
@@ -174,17 +164,18 @@ TEST(CudaCoefficients, BitwiseRepeatable) {
       const DeviceWeights w(c.weights);
       const auto x = to_device(c.x);
       cuda::SiteWorkspace ws(p, m, cuda::max_prenorm_splits(p));
-      CoefficientOutputsHost first;
+      HostCoefficients first;
       for (int run = 0; run < 20; ++run) {
         const DeviceCoefficients out(p, m);
         cuda::prenorm_coefficients(p, m, out.buffers(x, w), Projection::tf32, {splits, 0}, ws,
                                    nullptr);
         MHC_CUDA_CHECK(cudaDeviceSynchronize());
-        const CoefficientOutputsHost got = download(out);
+        const HostCoefficients got = download_coefficients(out);
         if (run == 0) {
           first = got;
         } else {
-          ASSERT_TRUE(got == first) << "M=" << m << " splits=" << splits << " run " << run;
+          ASSERT_TRUE(same_coefficients(got, first))
+              << "M=" << m << " splits=" << splits << " run " << run;
         }
       }
     }
@@ -214,7 +205,8 @@ TEST(CudaCoefficients, GraphReplayMatchesEager) {
   for (int replay = 0; replay < 5; ++replay) {
     MHC_CUDA_CHECK(cudaGraphLaunch(exec, stream));
     MHC_CUDA_CHECK(cudaStreamSynchronize(stream));
-    EXPECT_TRUE(download(graphed) == download(eager)) << "replay " << replay;
+    EXPECT_TRUE(same_coefficients(download_coefficients(graphed), download_coefficients(eager)))
+        << "replay " << replay;
   }
   cudaGraphExecDestroy(exec);
   cudaGraphDestroy(graph);
@@ -385,7 +377,7 @@ TEST(CudaPost, ColumnAndRowKernelsGiveTheSameBits) {
                nullptr, nullptr);
     std::vector<Bf16> rows = to_host(by_rows);
     rows.resize(size_t((m - 1) * p.k()));
-    EXPECT_TRUE(test::same_bits(rows, to_host(by_columns))) << case_name(p, m - 1, 1.0);
+    EXPECT_TRUE(test::same_finite_bits(rows, to_host(by_columns))) << case_name(p, m - 1, 1.0);
   }
 }
 
@@ -456,8 +448,8 @@ void expect_cluster_post_gives_row_bits(const MhcParams& p, int64_t m, uint64_t 
       layer_input[by_cluster] = to_host(li);
     }
     const std::string label = case_name(p, m, 1.0) + (with_norm ? " norm" : " no norm");
-    EXPECT_TRUE(test::same_bits(x_next[0], x_next[1])) << label << " x_next";
-    EXPECT_TRUE(test::same_bits(layer_input[0], layer_input[1])) << label << " layer_input";
+    EXPECT_TRUE(test::same_finite_bits(x_next[0], x_next[1])) << label << " x_next";
+    EXPECT_TRUE(test::same_finite_bits(layer_input[0], layer_input[1])) << label << " layer_input";
   }
 }
 
@@ -468,7 +460,7 @@ bool image_has_clusters() {
 
 TEST(CudaPost, ClusterAndRowKernelsGiveTheSameBits) {
   MHC_SKIP_WITHOUT_GPU();
-  if (!image_has_clusters()) GTEST_SKIP() << "the loaded image has no thread block clusters";
+  MHC_SKIP_UNLESS(image_has_clusters(), "the loaded image has no thread block clusters");
   uint64_t seed = 970;
   for (const Shape s : kModelShapes) {
     for (int64_t m : {1, 2, 7, 17, 64}) {
@@ -482,7 +474,7 @@ TEST(CudaPost, ClusterAndRowKernelsGiveTheSameBits) {
 TEST(CudaPost, ClusterPostFollowsThePlanLimit) {
   MHC_SKIP_WITHOUT_GPU();
   const int64_t limit = cuda::default_device_plan().cluster_post_max_tokens;
-  if (!image_has_clusters() || limit == 0) GTEST_SKIP() << "no cluster post on this device";
+  MHC_SKIP_UNLESS(image_has_clusters() && limit > 0, "no cluster post on this device");
   const cuda::NextInput plan_default;  // cluster_max_tokens < 0: the device plan's
   for (const Shape s : kModelShapes) {
     const MhcParams p = test::small_params(s.n, s.hidden);
@@ -498,7 +490,7 @@ TEST(CudaPost, ClusterPostFollowsThePlanLimit) {
 // For compute-sanitizer (device-validate runs Sanitize*): clusters of 2 and 5 CTAs, small.
 TEST(SanitizeClusterPost, TwoAndFiveCtaClusters) {
   MHC_SKIP_WITHOUT_GPU();
-  if (!image_has_clusters()) GTEST_SKIP() << "the loaded image has no thread block clusters";
+  MHC_SKIP_UNLESS(image_has_clusters(), "the loaded image has no thread block clusters");
   for (int hidden : {2048, 5120}) {
     for (int64_t m : {1, 3})
       expect_cluster_post_gives_row_bits(test::small_params(4, hidden), m, 990);

@@ -2,6 +2,7 @@
 // every rank exits, and nothing waits longer than about one timeout. The first two need no GPU
 // (the checks come before any device or NCCL state); the others need two GPUs and skip otherwise.
 #include <atomic>
+#include <limits>
 #include <thread>
 
 #include "tp_test_util.hpp"
@@ -13,6 +14,28 @@ using namespace std::chrono_literals;
 using test::error_of;
 using test::seconds_since;
 using Clock = std::chrono::steady_clock;
+
+// The TP report's and tests' bitwise comparison: the same bits, and finite, so that two
+// forwards that both left a result unwritten (the NaN poison of poison_results) never agree.
+TEST(TpResults, BitwiseEqualNeedsTheSameFiniteBits) {
+  StackResult a;
+  a.x = {float_to_bf16(1.f), float_to_bf16(-2.f)};
+  a.output = {float_to_bf16(0.5f)};
+  a.pre = {0.25f, 0.75f};
+  StackResult b = a;
+  EXPECT_TRUE(bitwise_equal(a, b));
+  b.pre[1] = 0.5f;
+  EXPECT_FALSE(bitwise_equal(a, b));
+  StackResult poisoned = a;
+  poisoned.output[0] = Bf16{0xFFFF};
+  EXPECT_FALSE(bitwise_equal(poisoned, poisoned)) << "NaN output";
+  poisoned = a;
+  poisoned.pre[0] = std::numeric_limits<float>::quiet_NaN();
+  EXPECT_FALSE(bitwise_equal(poisoned, poisoned)) << "NaN pre";
+  poisoned = a;
+  poisoned.x[1] = float_to_bf16(std::numeric_limits<float>::infinity());
+  EXPECT_FALSE(bitwise_equal(poisoned, poisoned)) << "inf x";
+}
 
 TEST(TpErrors, MoreRanksThanGpusIsRefusedBeforeAnythingStarts) {
   const int world = visible_gpus() + 1;

@@ -3,7 +3,11 @@
 #pragma once
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cmath>
+#include <cstddef>
 #include <cstdint>
+#include <cstring>
 #include <vector>
 
 #include "cuda/gpu_test_util.hpp"
@@ -37,8 +41,8 @@ inline KernelConfig overlap_everywhere() {
   return KernelConfig::parse(R"({"enable_mhc_overlap": true, "overlap_max_tokens": 4096})");
 }
 
-// Final streams and output, as raw bytes.
-inline std::vector<uint16_t> results(const StackExecutor& ex, int64_t tokens, cudaStream_t st) {
+// Final streams, output and last pre, as raw bytes (bf16, bf16, then fp32 in two halves).
+inline std::vector<uint16_t> raw_results(const StackExecutor& ex, int64_t tokens, cudaStream_t st) {
   const MhcParams& p = ex.params();
   const size_t xs = size_t(tokens * p.k()), os = size_t(tokens * p.hidden);
   std::vector<uint16_t> host(xs + os + size_t(tokens * p.n) * 2);
@@ -48,6 +52,38 @@ inline std::vector<uint16_t> results(const StackExecutor& ex, int64_t tokens, cu
   MHC_CUDA_CHECK(cudaMemcpy(host.data() + xs + os, ex.last_pre(), size_t(tokens * p.n) * 4,
                             cudaMemcpyDeviceToHost));
   return host;
+}
+
+// How many values of raw_results are not finite.
+inline size_t not_finite(const std::vector<uint16_t>& raw, const MhcParams& p, int64_t tokens) {
+  const size_t bf16_values = size_t(tokens * (p.k() + p.hidden));
+  size_t count = size_t(std::count_if(raw.begin(), raw.begin() + ptrdiff_t(bf16_values),
+                                      [](uint16_t b) { return (b & 0x7f80u) == 0x7f80u; }));
+  for (size_t i = bf16_values; i + 1 < raw.size(); i += 2) {
+    float v;
+    std::memcpy(&v, raw.data() + i, sizeof v);
+    count += !std::isfinite(v);
+  }
+  return count;
+}
+
+// raw_results, where a value that is not finite (the poison of StackExecutor::poison_results
+// where a forward wrote nothing) fails the test.
+inline std::vector<uint16_t> results(const StackExecutor& ex, int64_t tokens, cudaStream_t st) {
+  std::vector<uint16_t> raw = raw_results(ex, tokens, st);
+  EXPECT_EQ(not_finite(raw, ex.params(), tokens), 0u)
+      << "M=" << tokens << ": results not finite (not written?)";
+  return raw;
+}
+
+// Poisons the results (StackExecutor::poison_results), runs `forward` and returns results(): a
+// forward that leaves any of them unwritten fails instead of keeping an earlier run's bits.
+template <typename Forward>
+std::vector<uint16_t> results_of(StackExecutor& ex, int64_t tokens, cudaStream_t st,
+                                 Forward&& forward) {
+  ex.poison_results(st);
+  forward();
+  return results(ex, tokens, st);
 }
 
 // A dsv41-flash stack with another hidden size, stream count and depth.

@@ -166,7 +166,7 @@ TEST_F(NoAllocationGpu, SecondEagerForwardAllocatesNothing) {
 // a GPU): an eager forward after the first, and a FULL replay, allocate nothing (the launcher
 // encodes its tensor maps on the stack and formats messages only on failure).
 TEST_F(NoAllocationGpu, FusedBoundaryLayoutAllocatesNothing) {
-  if (!tma_prenorm_available()) GTEST_SKIP() << "the fused boundary needs the sm_90a kernels";
+  MHC_SKIP_WITHOUT_SM90A_KERNELS("the fused boundary");
   const MhcParams p = two_layers();
   const ModelWeights w = synthetic_model(p, 9);
   StackOptions opt;

@@ -24,6 +24,7 @@ using test::expect_within_stack_bounds;
 using test::load_inputs;
 using test::overlap_everywhere;
 using test::results;
+using test::results_of;
 using test::small_stack;
 using test::WithStream;
 
@@ -50,20 +51,24 @@ TEST_P(StackExecutorTest, OverlapBitwiseEqualsNativeEagerAndInGraphs) {
   }
   // Eager: both schedules, forced.
   load_inputs(ex, c.tokens, 11, c.carried, stream_);
-  ex.enqueue_schedule(c.tokens, false, stream_);
-  const auto native = results(ex, c.tokens, stream_);
-  ex.enqueue_schedule(c.tokens, true, stream_);
-  EXPECT_EQ(results(ex, c.tokens, stream_), native) << "eager overlap differs from native";
+  const auto native =
+      results_of(ex, c.tokens, stream_, [&] { ex.enqueue_schedule(c.tokens, false, stream_); });
+  EXPECT_EQ(
+      results_of(ex, c.tokens, stream_, [&] { ex.enqueue_schedule(c.tokens, true, stream_); }),
+      native)
+      << "eager overlap differs from native";
 
   // FULL graph: the policy picks the overlap; replays with inputs changed between them.
   ex.prepare_full_graph(c.tokens, stream_);
   for (uint64_t replay = 0; replay < 5; ++replay) {
     load_inputs(ex, c.tokens, 100 + replay, c.carried, stream_);
-    ex.enqueue_schedule(c.tokens, false, stream_);
-    const auto expect = results(ex, c.tokens, stream_);
+    const auto expect =
+        results_of(ex, c.tokens, stream_, [&] { ex.enqueue_schedule(c.tokens, false, stream_); });
+    ex.poison_results(stream_);
     const ForwardInfo info = ex.forward(c.tokens, ExecMode::full, stream_);
     ASSERT_TRUE(info.overlapped && info.graph_replayed) << info.decision.describe();
-    EXPECT_EQ(results(ex, c.tokens, stream_), expect) << "replay " << replay;
+    const auto replayed = results(ex, c.tokens, stream_);
+    EXPECT_EQ(replayed, expect) << "replay " << replay;
   }
 }
 
@@ -97,18 +102,34 @@ TEST_F(StackStressTest, DelayedStreamsStayBitwiseEqual) {
     opt.max_tokens = 8;
     StackExecutor ex(w, overlap_everywhere(), opt);
     load_inputs(ex, 8, 5, true, stream_);
-    ex.enqueue_schedule(8, false, stream_);
-    const auto native = results(ex, 8, stream_);
-    ex.enqueue_schedule(8, true, stream_, &d);
-    EXPECT_EQ(results(ex, 8, stream_), native) << "eager, side " << d.side_cycles();
+    const auto native = results_of(ex, 8, stream_, [&] { ex.enqueue_schedule(8, false, stream_); });
+    EXPECT_EQ(results_of(ex, 8, stream_, [&] { ex.enqueue_schedule(8, true, stream_, &d); }),
+              native)
+        << "eager, side " << d.side_cycles();
     const CapturedGraph graph(stream_,
                               [&](cudaStream_t st) { ex.enqueue_schedule(8, true, st, &d); });
     for (int replay = 0; replay < 5; ++replay) {
-      graph.replay(stream_);
-      EXPECT_EQ(results(ex, 8, stream_), native)
+      EXPECT_EQ(results_of(ex, 8, stream_, [&] { graph.replay(stream_); }), native)
           << "replay " << replay << ", side " << d.side_cycles();
     }
   }
+}
+
+// The comparisons above can fail: results poisoned and not written by a forward are NaN, differ
+// from a forward's and are flagged as not finite (results() fails a test on them).
+TEST_F(StackStressTest, PoisonedResultsAreNotAForwardsResults) {
+  const MhcParams p = small_stack(4096, 4, 2);
+  StackOptions opt;
+  opt.max_tokens = 9;
+  StackExecutor ex(synthetic_model(p, 5), overlap_everywhere(), opt);
+  load_inputs(ex, 9, 6, false, stream_);
+  const auto native = results_of(ex, 9, stream_, [&] { ex.enqueue_schedule(9, false, stream_); });
+  ex.poison_results(stream_);
+  const auto unwritten = test::raw_results(ex, 9, stream_);
+  EXPECT_NE(unwritten, native);
+  EXPECT_EQ(test::not_finite(unwritten, p, 9), size_t(9 * (p.k() + p.hidden + p.n)));
+  ex.enqueue_schedule(9, true, stream_);
+  EXPECT_EQ(test::raw_results(ex, 9, stream_), native) << "the overlap writes every result";
 }
 
 // Eager, piecewise and large forwards never take the overlap path; the counters prove it.
@@ -155,6 +176,7 @@ TEST_F(StackStressTest, NativeDecodeScheduleMatchesFloat64Reference) {
     MHC_CUDA_CHECK(cudaMemcpy(ex.x_in(), x0.data(), x0.size() * 2, cudaMemcpyHostToDevice));
     MHC_CUDA_CHECK(cudaDeviceSynchronize());  // pageable copies land asynchronously
     ex.prepare_full_graph(tokens, stream_);
+    ex.poison_results(stream_);  // the bounds below see this forward's results alone
     ASSERT_FALSE(ex.forward(tokens, ExecMode::full, stream_).overlapped);
     MHC_CUDA_CHECK(cudaStreamSynchronize(stream_));
     expect_within_stack_bounds(ex, w, tokens, x0);
@@ -165,7 +187,7 @@ TEST_F(StackStressTest, NativeDecodeScheduleMatchesFloat64Reference) {
 // sizes each site after the first is one launch besides its sublayer. Within the stack bounds of
 // the float64 reference at every layer, and a FULL-graph replay gives the eager forward's bits.
 TEST_F(StackStressTest, FusedBoundaryLayoutMatchesFloat64Reference) {
-  if (!tma_prenorm_available()) GTEST_SKIP() << "the fused boundary needs the sm_90a kernels";
+  MHC_SKIP_WITHOUT_SM90A_KERNELS("the fused boundary");
   MhcParams p = preset("dsv41-flash");
   p.layers = 4;
   const ModelWeights w = synthetic_model(p, 14);
@@ -180,12 +202,16 @@ TEST_F(StackStressTest, FusedBoundaryLayoutMatchesFloat64Reference) {
     const auto x0 = synthetic_embeddings(p, tokens, 15);
     MHC_CUDA_CHECK(cudaMemcpy(ex.x_in(), x0.data(), x0.size() * 2, cudaMemcpyHostToDevice));
     MHC_CUDA_CHECK(cudaDeviceSynchronize());  // pageable copies land asynchronously
-    ex.forward(tokens, ExecMode::eager, stream_);
-    const std::vector<uint16_t> eager = test::results(ex, tokens, stream_);
+    const std::vector<uint16_t> eager =
+        results_of(ex, tokens, stream_, [&] { ex.forward(tokens, ExecMode::eager, stream_); });
     expect_within_stack_bounds(ex, w, tokens, x0);
     ex.prepare_full_graph(tokens, stream_);
-    ASSERT_FALSE(ex.forward(tokens, ExecMode::full, stream_).overlapped);
-    EXPECT_EQ(test::results(ex, tokens, stream_), eager) << tokens << " tokens: graph vs eager";
+    bool overlapped = true;
+    const auto replayed = results_of(ex, tokens, stream_, [&] {
+      overlapped = ex.forward(tokens, ExecMode::full, stream_).overlapped;
+    });
+    ASSERT_FALSE(overlapped);
+    EXPECT_EQ(replayed, eager) << tokens << " tokens: graph vs eager";
   }
 }
 
@@ -194,7 +220,7 @@ TEST_F(StackStressTest, FusedBoundaryLayoutMatchesFloat64Reference) {
 // overlap threshold covers (the overlap's launches are the unfused ones); at that token count
 // DeepSeek-V4-Pro- and V4.1-Flash-sized stacks within the float64 reference's bounds.
 TEST_F(StackStressTest, PlanFusesTheBoundaryWhereItWins) {
-  if (!tma_prenorm_available()) GTEST_SKIP() << "the fused boundary needs the sm_90a kernels";
+  MHC_SKIP_WITHOUT_SM90A_KERNELS("the fused boundary");
   const int64_t tokens = sm90_rules().fused_boundary_min_tokens;
   ASSERT_GT(tokens, 64) << "above the decode sizes, where the input path rides elsewhere";
   StackOptions opt;
@@ -254,6 +280,7 @@ TEST_F(StackStressTest, FortyLayerStackMatchesFloat64Reference) {
   MHC_CUDA_CHECK(cudaMemcpy(ex.x_in(), x0.data(), x0.size() * 2, cudaMemcpyHostToDevice));
   MHC_CUDA_CHECK(cudaDeviceSynchronize());  // pageable copies land asynchronously
   ex.prepare_full_graph(tokens, stream_);
+  ex.poison_results(stream_);  // the bounds below see this forward's results alone
   ASSERT_TRUE(ex.forward(tokens, ExecMode::full, stream_).overlapped);
   MHC_CUDA_CHECK(cudaStreamSynchronize(stream_));
   expect_within_stack_bounds(ex, w, tokens, x0);

@@ -29,9 +29,11 @@ struct StackResult {
 };
 // Copies them from the executor after the caller has waited for the forward.
 StackResult download_result(const cuda::StackExecutor& ex, int64_t tokens);
+// The same bits, and finite: a NaN (the poison of a buffer a forward did not write) never passes.
 bool bitwise_equal(const StackResult& a, const StackResult& b);
 // One forward waited for (bounded) and downloaded: the given schedule eagerly, or the forward the
-// policy picks for `mode` (FULL: a prepared graph).
+// policy picks for `mode` (FULL: a prepared graph), into results poisoned first
+// (StackExecutor::poison_results).
 StackResult eager_result(RankContext& ctx, cuda::StackExecutor& ex, int64_t tokens, bool overlap,
                          cudaStream_t stream);
 StackResult forward_result(RankContext& ctx, cuda::StackExecutor& ex, int64_t tokens, ExecMode mode,

@@ -105,6 +105,11 @@ class StackExecutor {
   void enqueue_schedule(int64_t tokens, bool overlap, cudaStream_t stream,
                         StageObserver* observer = nullptr);
   cudaStream_t side_stream() const;
+  // Fills every buffer a forward writes (output, the streams, layer_input, the coefficients, the
+  // layer trace; not x_in, pre_mix_in or the workspace) with NaN bits on `stream`, so that two
+  // forwards' results compared bitwise cannot agree because one of them wrote nothing (tests and
+  // the TP report poison before each forward they compare). Stream-ordered, no allocation.
+  void poison_results(cudaStream_t stream);
 
   Bf16* x_in() const;               // [max_tokens, n, C]
   float* pre_mix_in() const;        // [max_tokens, n]: one-hot on stream 0 unless overwritten
