@@ -5,11 +5,11 @@ a side stream, with outputs poisoned first. Skips without torch, a GPU or a CUDA
 import pytest
 
 torch = pytest.importorskip("torch")
+from conftest import c_cuda_missing, gpu_mark  # noqa: E402
 from mhc import _C  # noqa: E402
 
-pytestmark = pytest.mark.skipif(
-    not (torch.cuda.is_available() and _C.has_cuda()), reason="needs a CUDA GPU and a CUDA build"
-)
+# A skip without a GPU or a CUDA build; a failure under MHC_REQUIRE_GPU=1 (conftest.py).
+pytestmark = gpu_mark(c_cuda_missing())
 
 
 def rel(a, b):
