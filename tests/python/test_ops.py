@@ -47,9 +47,10 @@ def test_pre_matches_reference(mhc, device, n, form, norm):
 
 
 @pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("n", [2, 4])
 @pytest.mark.parametrize("projection", ["tf32", "fp32"])
-def test_pre_out_writes_every_buffer(mhc, device, projection):
-    s = Site(tokens=5, device=device, seed=3)
+def test_pre_out_writes_every_buffer(mhc, device, n, projection):
+    s = Site(tokens=5, n=n, device=device, seed=3)
     args = s.pre_args()
     want = ref.pre(*args)
     out = poisoned(*mhc.pre(*args))
@@ -60,12 +61,16 @@ def test_pre_out_writes_every_buffer(mhc, device, projection):
 
 
 @pytest.mark.parametrize("device", DEVICES)
-def test_coefficients_equal_pre(mhc, device):
-    s = Site(tokens=6, device=device, seed=4)
+@pytest.mark.parametrize("n", [2, 4])
+def test_coefficients_equal_pre(mhc, device, n):
+    s = Site(tokens=6, n=n, device=device, seed=4)
     _, post, comb, nxt = mhc.pre(*s.pre_args())
     got = mhc.coefficients(*s.coef_args())
-    for a, b in zip(got, (post, comb, nxt)):
-        assert torch.equal(a, b)
+    want = ref.coefficients(*s.coef_args())
+    for name, a, b, w in zip(("post", "comb", "next_pre_mix"), got, (post, comb, nxt),
+                             (want[1], want[2], want[0])):
+        assert torch.equal(a, b), name
+        assert_close(name, a, w, coef_tol(device, "tf32"))
     out = poisoned(*got)
     mhc.coefficients(*s.coef_args(), out=out)
     for a, b in zip(out, got):
@@ -73,9 +78,10 @@ def test_coefficients_equal_pre(mhc, device):
 
 
 @pytest.mark.parametrize("device", DEVICES)
-def test_separate_epsilons_matter(mhc, device):
+@pytest.mark.parametrize("n", [2, 4])
+def test_separate_epsilons_matter(mhc, device, n):
     """Each epsilon reaches the computation it names (exchanging two changes the result)."""
-    s = Site(tokens=4, device=device, seed=5)
+    s = Site(tokens=4, n=n, device=device, seed=5)
     s.eps = dict(rms_eps=1e-2, pre_eps=0.5, sinkhorn_eps=0.25, norm_eps=3.0)
     base = mhc.pre(*s.pre_args())
     want = ref.pre(*s.pre_args())
@@ -96,14 +102,16 @@ def test_post_matches_reference(mhc, device, n):
 
 
 @pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("n", [2, 4])
 @pytest.mark.parametrize("norm", ["f32", "bf16", "none"])
-def test_post_pre_is_post_then_input_path(mhc, device, norm):
+def test_post_pre_is_post_then_input_path(mhc, device, n, norm):
     norm_dtype = torch.bfloat16 if norm == "bf16" else torch.float32
-    s = Site(tokens=8, device=device, seed=7, norm_dtype=norm_dtype)
+    s = Site(tokens=8, n=n, device=device, seed=7, norm_dtype=norm_dtype)
     weight = None if norm == "none" else s.norm_weight
     eps = s.eps["norm_eps"]
     residual_next, layer_input = mhc.post_pre(*s.post_args(), s.pre_mix, weight, eps)
     assert torch.equal(residual_next, mhc.post(*s.post_args()))
+    assert_close("residual_next", residual_next, ref.post(*s.post_args()), BF16_TOL)
     want = ref.input_path(residual_next, s.pre_mix, weight, eps)
     assert_close("next_layer_input", layer_input, want, BF16_TOL)
     out = poisoned(residual_next, layer_input)
@@ -112,14 +120,15 @@ def test_post_pre_is_post_then_input_path(mhc, device, norm):
 
 
 @pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("n", [2, 4])
 @pytest.mark.parametrize("tokens", [1, 9, 70, 300])
 @pytest.mark.parametrize("norm", ["f32", "bf16", "none"])
-def test_boundary_is_post_pre_then_coefficients(mhc, device, tokens, norm):
+def test_boundary_is_post_pre_then_coefficients(mhc, device, n, tokens, norm):
     """One call per boundary: the bits of post_pre followed by coefficients on residual_next (the
     plan's built-in rules: on CUDA the decode fold, or post + next input then the coefficient
     launch), and every buffer of the out= form written."""
     norm_dtype = torch.bfloat16 if norm == "bf16" else torch.float32
-    s = Site(tokens=tokens, device=device, seed=11, norm_dtype=norm_dtype)
+    s = Site(tokens=tokens, n=n, device=device, seed=11, norm_dtype=norm_dtype)
     weight = None if norm == "none" else s.norm_weight
     args = s.boundary_args(norm_weight=weight)
     got = mhc.boundary(*args)
@@ -145,11 +154,12 @@ def test_boundary_is_post_pre_then_coefficients(mhc, device, tokens, norm):
 
 
 @pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("n", [2, 4])
 @pytest.mark.parametrize("num_splits", [1, 3])
-def test_hc_prenorm_gemm(mhc, device, num_splits):
-    s = Site(tokens=10, device=device, seed=8)
+def test_hc_prenorm_gemm(mhc, device, n, num_splits):
+    s = Site(tokens=10, n=n, device=device, seed=8)
     x = s.residual.view(s.tokens, -1)
-    out = torch.full((num_splits, 10, 24), float("nan"), device=device)
+    out = torch.full((num_splits, 10, s.fn.shape[0]), float("nan"), device=device)
     sqrsum = torch.full((num_splits, 10), float("nan"), device=device)
     mhc.hc_prenorm_gemm(x, s.fn, out, sqrsum, num_splits)
     mixes, sq = ref.prenorm_gemm(x, s.fn, num_splits)
