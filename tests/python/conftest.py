@@ -11,9 +11,58 @@ sys.path.insert(0, HERE)  # reference.py, hf_model.py, model_fixtures.py
 
 torch = pytest.importorskip("torch")
 
-CUDA = torch.cuda.is_available()
-DEVICES = ["cpu"] + (["cuda"] if CUDA else [])
-needs_cuda = pytest.mark.skipif(not CUDA, reason="needs a CUDA GPU")
+# MHC_REQUIRE_GPU=1 (the GPU machine): a test that would skip for lack of CUDA fails instead, with
+# the reason, so that a torch without CUDA, an invisible device or a CPU-only mhc._C cannot pass
+# the GPU run as a row of skips.
+REQUIRE_GPU = os.environ.get("MHC_REQUIRE_GPU") == "1"
+
+
+def torch_cuda_missing():
+    """Why torch cannot run CUDA tensors here, or None."""
+    if torch.version.cuda is None:
+        return "torch is built without CUDA"
+    if not torch.cuda.is_available():
+        return "torch sees no CUDA device"
+    return None
+
+
+def c_cuda_missing():
+    """Why mhc._C cannot run its CUDA kernels here (or torch CUDA tensors), or None."""
+    from mhc import _C
+
+    if not _C.built_with_cuda():
+        return "mhc._C is built without CUDA (MHC_PYTHON_CUDA=1 scripts/python-env.sh)"
+    if not _C.has_cuda():
+        return "mhc._C sees no CUDA device"
+    return torch_cuda_missing()
+
+
+def gpu_mark(missing):
+    """The mark of a test that needs CUDA: nothing when `missing` (a reason) is None, else a skip,
+    or under MHC_REQUIRE_GPU=1 a failure with the reason (pytest_runtest_call below)."""
+    if missing is None:
+        return pytest.mark.mhc_gpu
+    if REQUIRE_GPU:
+        return pytest.mark.mhc_gpu(missing=missing)
+    return pytest.mark.skip(reason=f"needs a CUDA GPU: {missing}")
+
+
+def pytest_configure(config):
+    config.addinivalue_line("markers", "mhc_gpu(missing=None): needs CUDA (MHC_REQUIRE_GPU)")
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_call(item):
+    for mark in item.iter_markers("mhc_gpu"):
+        if mark.kwargs.get("missing"):
+            pytest.fail(f"MHC_REQUIRE_GPU=1 but {mark.kwargs['missing']}", pytrace=False)
+
+
+CUDA = torch_cuda_missing() is None
+needs_cuda = gpu_mark(torch_cuda_missing())
+# "cuda" is always a parameter, marked: without a GPU it shows as a skip (a failure under
+# MHC_REQUIRE_GPU=1) instead of vanishing from the run.
+DEVICES = ["cpu", pytest.param("cuda", marks=needs_cuda)]
 
 
 def rel_err(out, ref):

@@ -182,9 +182,47 @@ def test_input_path_post_and_post_pre(rng, weight_kind):
 
 
 def test_zero_tokens_is_a_no_op(rng):
-    x = np.zeros((0, 4, 128), np.uint16)
-    _C.post(np.zeros((0, 128), np.uint16), x, np.zeros((0, 4), np.float32), np.zeros((0, 4, 4), np.float32), np.zeros_like(x), 0)
-    _C.prenorm_gemm(np.zeros((0, 512), np.uint16), np.zeros((24, 512), np.float32), np.zeros((2, 0, 24), np.float32), np.zeros((2, 0), np.float32), 2, 0)
+    """T = 0 (docs/python.md: a no-op) through every function: the outputs are zero-row views of
+    2-token buffers, which stay as they were, and the workspace stays zero."""
+    n, c = 4, 128
+    x = np.zeros((0, n, c), np.uint16)
+    f = np.zeros((0, c), np.uint16)
+    mix, comb = np.full((0, n), 0.5, np.float32), np.full((0, n, n), 0.25, np.float32)
+    _, fn, scale, base = site(rng, tokens=1, n=n, c=c)
+    weight = np.ones(c, np.float32)
+    ws = np.zeros(_C.workspace_bytes(c, n, 16), np.uint8)
+    backing = {}
+
+    def out(name, shape, dtype, fill):
+        backing[name] = np.full((2, *shape), fill, dtype)
+        return backing[name][:0]
+
+    bits, sentinel = 0x4040, np.float32(3.0)  # bf16 3.0, float 3.0
+    _C.post(f, x, mix, comb, out("post", (n, c), np.uint16, bits), 0)
+    _C.input_path(x, mix, weight, out("input_path", (c,), np.uint16, bits), 1e-5, 0)
+    _C.post_pre(f, x, mix, comb, mix, weight, out("post_pre.x", (n, c), np.uint16, bits),
+                out("post_pre.li", (c,), np.uint16, bits), 1e-5, 0)
+    _C.coefficients(x, fn, scale, base, out("pre", (n,), np.float32, sentinel),
+                    out("post_mix", (n,), np.float32, sentinel),
+                    out("comb", (n, n), np.float32, sentinel), ws, 1e-20, 1e-6, 1e-6, 2.0, 20,
+                    "fp32", 0)
+    _C.boundary(f, x, mix, comb, mix, weight, fn, scale, base,
+                out("boundary.x", (n, c), np.uint16, bits),
+                out("boundary.li", (c,), np.uint16, bits),
+                out("boundary.pre", (n,), np.float32, sentinel),
+                out("boundary.post", (n,), np.float32, sentinel),
+                out("boundary.comb", (n, n), np.float32, sentinel), ws, 1e-20, 1e-6, 1e-6, 2.0, 20,
+                1e-5, "fp32", 0)
+    gemm_out = np.full((2, 2, 24), sentinel, np.float32)
+    gemm_sq = np.full((2, 2), sentinel, np.float32)
+    _C.prenorm_gemm(np.zeros((0, 512), np.uint16), np.zeros((24, 512), np.float32),
+                    gemm_out[:, :0], gemm_sq[:, :0], 2, 0)
+    backing["gemm.out"], backing["gemm.sqrsum"] = gemm_out, gemm_sq
+    assert len(backing) == 14
+    for name, big in backing.items():
+        fill = bits if big.dtype == np.uint16 else sentinel
+        assert (big == fill).all(), f"{name}: written outside the zero-token range"
+    assert not ws.any()
 
 
 def test_errors_name_the_argument(rng):

@@ -5,16 +5,16 @@ a side stream, with outputs poisoned first. Skips without torch, a GPU or a CUDA
 import pytest
 
 torch = pytest.importorskip("torch")
+from conftest import c_cuda_missing, gpu_mark  # noqa: E402
 from mhc import _C  # noqa: E402
 
-pytestmark = pytest.mark.skipif(
-    not (torch.cuda.is_available() and _C.has_cuda()), reason="needs a CUDA GPU and a CUDA build"
-)
+# A skip without a GPU or a CUDA build; a failure under MHC_REQUIRE_GPU=1 (conftest.py).
+pytestmark = gpu_mark(c_cuda_missing())
 
 
 def rel(a, b):
     a, b = a.double().cpu(), b.double().cpu()
-    assert torch.isfinite(a).all()
+    assert torch.isfinite(a).all() and torch.isfinite(b).all()
     return ((a - b).norm() / b.norm()).item()
 
 
@@ -32,8 +32,8 @@ def test_prenorm_gemm_matches_cpu():
     x = torch.randn(100, 20480, generator=g).bfloat16()
     fn = torch.randn(24, 20480, generator=g)
     for splits in (1, 7, 16):
-        out = torch.empty(splits, 100, 24)
-        sq = torch.empty(splits, 100)
+        out = torch.full((splits, 100, 24), float("nan"))  # the CPU reference, poisoned too
+        sq = torch.full((splits, 100), float("nan"))
         _C.prenorm_gemm(x, fn, out, sq, splits, 0)
         dout = torch.full((splits, 100, 24), float("nan"), device="cuda")
         dsq = torch.full((splits, 100), float("nan"), device="cuda")
@@ -49,17 +49,22 @@ def test_prenorm_gemm_matches_cpu():
 def test_coefficients_match_cpu(eps):
     x, fn, scale, base = site()
     t, n = x.shape[:2]
-    outs = [torch.empty(t, n), torch.empty(t, n), torch.empty(t, n, n)]
+    outs = [torch.full(shape, float("nan")) for shape in ((t, n), (t, n), (t, n, n))]
     ws = torch.zeros(_C.workspace_bytes(x.shape[2], n, 64), dtype=torch.uint8)
     _C.coefficients(x, fn, scale, base, *outs, ws, *eps, 2.0, 20, "fp32", 0)
     douts = [torch.full_like(o, float("nan"), device="cuda") for o in outs]
     dws = ws.cuda()
     args = [a.cuda() for a in (x, fn, scale, base)]
-    for tokens in (t, 5, t):  # the same workspace for several token counts
+    for tokens in (t, 5, t):  # the same workspace for several token counts, each call checked
+        for o in douts:
+            o.fill_(float("nan"))
         _C.coefficients(args[0][:tokens], *args[1:], *[o[:tokens] for o in douts], dws, *eps, 2.0,
                         20, "tf32", torch.cuda.current_stream().cuda_stream)
-    for got, want in zip(douts, outs):
-        assert rel(got, want) < 2e-3
+        torch.cuda.synchronize()
+        for got, want in zip(douts, outs):
+            assert rel(got[:tokens], want[:tokens]) < 2e-3, tokens
+            assert torch.isnan(got[tokens:]).all(), tokens  # rows past the call: untouched
+        assert not dws.any()  # the kernels leave the workspace zeroed for the next call
     with pytest.raises(ValueError, match="workspace"):
         _C.coefficients(args[0], *args[1:], *douts, dws[:1024], *eps, 2.0, 20, "tf32", 0)
 
@@ -74,9 +79,9 @@ def test_input_path_and_post_pre_match_cpu(weight_dtype):
     f = torch.randn(t, c, generator=g).bfloat16()
     post = 2 * torch.rand(t, n, generator=g)
     comb = torch.rand(t, n, n, generator=g) / n
-    li = torch.empty(t, c, dtype=torch.bfloat16)
+    li = torch.full((t, c), float("nan"), dtype=torch.bfloat16)
     _C.input_path(x, pre_mix, w, li, 1e-5, 0)
-    xn, nli = torch.empty_like(x), torch.empty(t, c, dtype=torch.bfloat16)
+    xn, nli = torch.full_like(x, float("nan")), torch.full_like(li, float("nan"))
     _C.post_pre(f, x, post, comb, pre_mix, w, xn, nli, 1e-5, 0)
 
     dev = lambda a: None if a is None else a.cuda()  # noqa: E731
@@ -111,11 +116,12 @@ def test_calls_capture_in_a_cuda_graph():
     x, fn, scale, base = (a.cuda() for a in site(t=8, seed=4))
     t, n, c = x.shape
     ws = torch.zeros(_C.workspace_bytes(c, n, t), dtype=torch.uint8, device="cuda")
-    pre, post = torch.empty(t, n, device="cuda"), torch.empty(t, n, device="cuda")
-    comb = torch.empty(t, n, n, device="cuda")
+    pre = torch.full((t, n), float("nan"), device="cuda")
+    post = torch.full((t, n), float("nan"), device="cuda")
+    comb = torch.full((t, n, n), float("nan"), device="cuda")
     f = torch.randn(t, c, device="cuda").bfloat16()
-    x_next = torch.empty_like(x)
-    layer_input = torch.empty(t, c, dtype=torch.bfloat16, device="cuda")
+    x_next = torch.full_like(x, float("nan"))
+    layer_input = torch.full((t, c), float("nan"), dtype=torch.bfloat16, device="cuda")
 
     def step():
         s = torch.cuda.current_stream().cuda_stream
@@ -124,8 +130,11 @@ def test_calls_capture_in_a_cuda_graph():
 
     step()
     torch.cuda.synchronize()
-    eager = (pre.clone(), comb.clone(), x_next.clone(), layer_input.clone())
-    for out in (pre, comb, x_next, layer_input):
+    outputs = (pre, post, comb, x_next, layer_input)
+    eager = tuple(o.clone() for o in outputs)
+    for want in eager:
+        assert torch.isfinite(want.float()).all()
+    for out in outputs:
         out.fill_(float("nan"))
     graph = torch.cuda.CUDAGraph()
     with torch.cuda.graph(graph):
@@ -133,5 +142,5 @@ def test_calls_capture_in_a_cuda_graph():
     graph.replay()
     graph.replay()
     torch.cuda.synchronize()
-    for got, want in zip((pre, comb, x_next, layer_input), eager):
+    for got, want in zip(outputs, eager):
         assert torch.equal(got, want)
