@@ -108,8 +108,8 @@ struct PrenormTuning {
 };
 // `t` with the fused boundary at every token count, hidden size and stream count the kernel takes
 // (boundary_fuses still asks for the image, the TF32 projection and C a multiple of 64): what the
-// benchmarks and tests force, whatever the plan's rule (which since session 11 leaves out
-// C < 7168 and n = 2: forcing only the token count measured the unfused launches there).
+// benchmarks and tests force, whatever the plan's rule (which leaves out some hidden sizes and
+// stream counts, so that forcing only the token count would measure the unfused launches there).
 PrenormTuning forcing_fused_boundary(PrenormTuning t);
 // Whether the current device runs the bulk-copy (TMA) prenorm kernel (its kernel plan's answer).
 bool tma_prenorm_available();
