@@ -12,6 +12,7 @@
 
 #include "cpu/test_util.hpp"
 #include "mhc/cpu/compare.hpp"
+#include "mhc/cuda/check.hpp"
 #include "mhc/cuda/cuda_backend.hpp"
 #include "mhc/cuda/device_buffer.hpp"
 #include "mhc/cuda/kernels.hpp"
@@ -68,6 +69,34 @@ std::vector<T> to_host(const cuda::DeviceBuffer<T>& d) {
   std::vector<T> host(d.size());
   d.download(host.data(), host.size());
   return host;
+}
+
+// The kernel launches `enqueue(stream)` makes, read from a CUDA graph captured from it (the
+// launches are captured, not run): which kernels ran and on which grids.
+template <typename Enqueue>
+std::vector<cudaKernelNodeParams> captured_kernels(Enqueue&& enqueue) {
+  cudaStream_t stream = nullptr;
+  MHC_CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+  cudaGraph_t graph = nullptr;
+  MHC_CUDA_CHECK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal));
+  enqueue(stream);
+  MHC_CUDA_CHECK(cudaStreamEndCapture(stream, &graph));
+  size_t count = 0;
+  MHC_CUDA_CHECK(cudaGraphGetNodes(graph, nullptr, &count));
+  std::vector<cudaGraphNode_t> nodes(count);
+  MHC_CUDA_CHECK(cudaGraphGetNodes(graph, nodes.data(), &count));
+  std::vector<cudaKernelNodeParams> kernels;
+  for (cudaGraphNode_t node : nodes) {
+    cudaGraphNodeType type;
+    MHC_CUDA_CHECK(cudaGraphNodeGetType(node, &type));
+    if (type != cudaGraphNodeTypeKernel) continue;
+    cudaKernelNodeParams params{};
+    MHC_CUDA_CHECK(cudaGraphKernelNodeGetParams(node, &params));
+    kernels.push_back(params);
+  }
+  MHC_CUDA_CHECK(cudaGraphDestroy(graph));
+  MHC_CUDA_CHECK(cudaStreamDestroy(stream));
+  return kernels;
 }
 
 // A poisoned (0xFF bytes: NaN) device buffer of `count` elements.

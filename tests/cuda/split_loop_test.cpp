@@ -61,32 +61,12 @@ dim3 captured_grid(const MhcParams& p, int64_t m, int splits, int split_ctas) {
   const auto x = to_device(c.x);
   const DeviceCoefficients out(p, m);
   cuda::SiteWorkspace ws(p, m, cuda::max_prenorm_splits(p));
-  cudaStream_t stream = nullptr;
-  MHC_CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
-  cudaGraph_t graph = nullptr;
-  MHC_CUDA_CHECK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal));
-  cuda::prenorm_coefficients(p, m, out.buffers(x, w), Projection::tf32, tuning(splits, split_ctas),
-                             ws, stream);
-  MHC_CUDA_CHECK(cudaStreamEndCapture(stream, &graph));
-  size_t count = 0;
-  MHC_CUDA_CHECK(cudaGraphGetNodes(graph, nullptr, &count));
-  std::vector<cudaGraphNode_t> nodes(count);
-  MHC_CUDA_CHECK(cudaGraphGetNodes(graph, nodes.data(), &count));
-  dim3 grid(0, 0, 0);
-  int kernels = 0;
-  for (cudaGraphNode_t node : nodes) {
-    cudaGraphNodeType type;
-    MHC_CUDA_CHECK(cudaGraphNodeGetType(node, &type));
-    if (type != cudaGraphNodeTypeKernel) continue;
-    cudaKernelNodeParams params{};
-    MHC_CUDA_CHECK(cudaGraphKernelNodeGetParams(node, &params));
-    grid = params.gridDim;
-    ++kernels;
-  }
-  MHC_CUDA_CHECK(cudaGraphDestroy(graph));
-  MHC_CUDA_CHECK(cudaStreamDestroy(stream));
-  EXPECT_EQ(kernels, 1);
-  return grid;
+  const std::vector<cudaKernelNodeParams> kernels = test::captured_kernels([&](cudaStream_t st) {
+    cuda::prenorm_coefficients(p, m, out.buffers(x, w), Projection::tf32,
+                               tuning(splits, split_ctas), ws, st);
+  });
+  EXPECT_EQ(kernels.size(), 1u);
+  return kernels.empty() ? dim3(0, 0, 0) : kernels.back().gridDim;
 }
 
 // Every model shape; the decode split counts (the plan's at one token: 40 at K >= 10240 and 56
