@@ -81,24 +81,6 @@ struct Maps {
   CUtensorMap x, f, w, x_out, y;  // 2D; with Box::lines3d, x, f, x_out and y are 3D
 };
 
-__device__ __forceinline__ void copy_3d_to_shared(void* dst, const void* map, int c0, int c1,
-                                                  int c2, uint64_t* bar, uint64_t policy) {
-  asm volatile(
-      "cp.async.bulk.tensor.3d.shared::cluster.global.tile.mbarrier::complete_tx::bytes"
-      ".L2::cache_hint [%0], [%1, {%2, %3, %4}], [%5], %6;" ::"r"(shared_address(dst)),
-      "l"(reinterpret_cast<uint64_t>(map)), "r"(c0), "r"(c1), "r"(c2), "r"(shared_address(bar)),
-      "l"(policy)
-      : "memory");
-}
-__device__ __forceinline__ void copy_3d_to_global(const void* map, int c0, int c1, int c2,
-                                                  const void* src, uint64_t policy) {
-  asm volatile(
-      "cp.async.bulk.tensor.3d.global.shared::cta.bulk_group.L2::cache_hint [%0, {%1, %2, %3}], "
-      "[%4], %5;" ::"l"(reinterpret_cast<uint64_t>(map)),
-      "r"(c0), "r"(c1), "r"(c2), "r"(shared_address(src)), "l"(policy)
-      : "memory");
-}
-
 // Box k of a stage (stream k < n of x, or F at k = n) at column `col` of its tensor, rows from
 // row0, into `dst` / from `src`, cut as v.box says.
 __device__ __forceinline__ void copy_in(const Variant& v, const Maps& maps, int k, int col,
@@ -106,7 +88,7 @@ __device__ __forceinline__ void copy_in(const Variant& v, const Maps& maps, int 
                                         uint64_t policy) {
   const CUtensorMap* map = k < kStreams ? &maps.x : &maps.f;
   if (v.box == Box::lines3d) {
-    copy_3d_to_shared(dst, map, 0, col / 64, row0, bar, policy);
+    tensor_copy_3d_to_shared(dst, map, 0, col / 64, row0, bar, policy);
   } else if (v.box == Box::boxes64) {
     for (int p = 0; p < v.cols / 64; ++p) {
       tensor_copy_to_shared(dst + p * v.rows * 128, map, col + 64 * p, row0, bar, policy);
@@ -119,7 +101,7 @@ __device__ __forceinline__ void copy_out(const Variant& v, const Maps& maps, int
                                          int row0, const unsigned char* src, uint64_t policy) {
   const CUtensorMap* map = k < kStreams ? &maps.x_out : &maps.y;
   if (v.box == Box::lines3d) {
-    copy_3d_to_global(map, 0, col / 64, row0, src, policy);
+    tensor_copy_3d_to_global(map, 0, col / 64, row0, src, policy);
   } else if (v.box == Box::boxes64) {
     for (int p = 0; p < v.cols / 64; ++p) {
       tensor_copy_to_global(map, col + 64 * p, row0, src + p * v.rows * 128, policy);
@@ -267,33 +249,6 @@ __global__ void count_mismatches(const uint4* want, const uint4* got, int64_t ve
   if (local != 0) atomicAdd(mismatches, local);
 }
 
-// A 3D view of a row-major [rows][inner] bf16 array as {64, inner / 64, rows}: boxes of
-// {64, lines, box_rows}, 128-byte swizzle (cuTensorMapEncodeTiled through the runtime's
-// entry-point query, as encode_tensor_map_2d).
-cudaError_t encode_lines_3d(CUtensorMap* map, const void* base, uint64_t inner, uint64_t rows,
-                            uint32_t lines, uint32_t box_rows, CUtensorMapL2promotion promotion) {
-  using Encode =
-      CUresult (*)(CUtensorMap*, CUtensorMapDataType, cuuint32_t, void*, const cuuint64_t*,
-                   const cuuint64_t*, const cuuint32_t*, const cuuint32_t*, CUtensorMapInterleave,
-                   CUtensorMapSwizzle, CUtensorMapL2promotion, CUtensorMapFloatOOBfill);
-  void* fn = nullptr;
-  cudaDriverEntryPointQueryResult found{};
-  if (cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &fn, 12000, cudaEnableDefault,
-                                       &found) != cudaSuccess ||
-      found != cudaDriverEntryPointSuccess) {
-    return cudaErrorNotSupported;
-  }
-  const cuuint64_t dims[3] = {64, inner / 64, rows};
-  const cuuint64_t strides[2] = {128, inner * 2};  // bytes between lines, between rows
-  const cuuint32_t box[3] = {64, lines, box_rows};
-  const cuuint32_t element_strides[3] = {1, 1, 1};
-  const CUresult r = reinterpret_cast<Encode>(fn)(
-      map, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 3, const_cast<void*>(base), dims, strides, box,
-      element_strides, CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B, promotion,
-      CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
-  return r == CUDA_SUCCESS ? cudaSuccess : cudaErrorInvalidValue;
-}
-
 std::vector<int> parse_list(const char* text) {
   std::vector<int> out;
   for (const char* p = text; *p != '\0';) {
@@ -420,11 +375,14 @@ int main(int argc, char** argv) {
         const uint64_t k_total = uint64_t(kStreams) * hidden;
         if (v.box == Box::lines3d) {
           const uint32_t lines = v.cols / 64;
-          MHC_MICRO_CHECK(encode_lines_3d(&maps.x, x, k_total, tokens, lines, v.rows, v.promotion));
           MHC_MICRO_CHECK(
-              encode_lines_3d(&maps.x_out, x_out, k_total, tokens, lines, v.rows, v.promotion));
-          MHC_MICRO_CHECK(encode_lines_3d(&maps.f, f, hidden, tokens, lines, v.rows, v.promotion));
-          MHC_MICRO_CHECK(encode_lines_3d(&maps.y, y, hidden, tokens, lines, v.rows, v.promotion));
+              encode_tensor_map_lines(&maps.x, x, k_total, tokens, lines, v.rows, v.promotion));
+          MHC_MICRO_CHECK(encode_tensor_map_lines(&maps.x_out, x_out, k_total, tokens, lines,
+                                                  v.rows, v.promotion));
+          MHC_MICRO_CHECK(
+              encode_tensor_map_lines(&maps.f, f, hidden, tokens, lines, v.rows, v.promotion));
+          MHC_MICRO_CHECK(
+              encode_tensor_map_lines(&maps.y, y, hidden, tokens, lines, v.rows, v.promotion));
         } else {
           const int box_cols = v.box == Box::boxes64 ? 64 : v.cols;
           const CUtensorMapSwizzle swizzle =

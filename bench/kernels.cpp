@@ -237,7 +237,10 @@ void add_site_items(const Setup& c, bool sweep, std::vector<Item>& items) {
       add_boundary_item(c, "fused boundary, 32-column stages", narrow, items);
       PrenormTuning half = fused;  // 64-token tiles
       half.boundary_rows = 64;
-      for (PrenormTuning* t : {&fused, &narrow, &half}) {
+      PrenormTuning wide = fused;  // 32-token tiles of 128-column stages
+      wide.boundary_stage_columns = c.p.hidden % 128 == 0 ? 128 : 0;
+      for (PrenormTuning* t : {&fused, &narrow, &half, &wide}) {
+        if (t == &wide && wide.boundary_stage_columns == 0) continue;
         for (int splits : {1, 2, 3, 4, 5, 6, 7, 8}) {
           t->boundary_splits = splits;
           add_boundary_item(c, "  fused boundary sweep", *t, items);
@@ -283,12 +286,16 @@ void add_stack_items(const Setup& c, bool sweep, std::vector<Item>& items) {
     // Each tile shape forced (its split rule), against the rule's choice above: where the plan
     // fuses the boundary, and in the sweep.
     const bool plan_fuses = boundary_fuses(c.p, c.m, c.chosen, c.proj);
-    for (int rows : {128, 64}) {
+    for (int rows : {128, 64, 32}) {
       if (!sweep && !plan_fuses) break;
       PrenormTuning t = fused;
       t.boundary_rows = rows;
-      items.push_back({rows == 128 ? "site in stack, fused boundary, 128-row tiles"
-                                   : "site in stack, fused boundary, 64-row tiles",
+      // 32-row tiles: the wide stages (128 columns, each row's 256 bytes in one piece).
+      if (rows == 32 && c.p.hidden % 128 != 0) continue;
+      if (rows == 32) t.boundary_stage_columns = 128;
+      items.push_back({rows == 128  ? "site in stack, fused boundary, 128-row tiles"
+                       : rows == 64 ? "site in stack, fused boundary, 64-row tiles"
+                                    : "site in stack, fused boundary, wide stages",
                        bytes, stack_steady_state(c, StackLayout::fused_boundary, t), t,
                        kSitesPerGraph, boundary_launch_tile(c.p, c.m, t, c.ws)});
     }

@@ -23,14 +23,15 @@ step() {  # step NAME SECONDS COMMAND...
   echo "$name rc=$? $((SECONDS - t0))s" >>"$logs/steps.txt"
 }
 { nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm --format=csv; date -u; } >"$logs/info.log" 2>&1
-# The fused boundary's 32-column stages, 64-row tiles and 128-row tiles (producer warpgroup) have
+# The fused boundary's 32-column stages, 64-row tiles, 128-row tiles (producer warpgroup) and wide
+# stages have
 # their own steps: a hang there must not cost the rest of the suite.
-new_kernels='*ThirtyTwoColumnStages*:*HalfTiles*:*WholeTiles*'
+new_kernels='*ThirtyTwoColumnStages*:*HalfTiles*:*WholeTiles*:*WideStages*'
 # Issue 17's boundary matrix (up to 8192 tokens at every model shape, float64 reference on the
 # host) runs beside the rest.
 matrix='CudaBoundaryMatrix.*'
 { step test_cuda "${MHC_T_CUDA:-330}" "$bin/test_cuda" --gtest_filter="-$new_kernels:$matrix"
-  step test_cuda_new 90 "$bin/test_cuda" --gtest_filter="$new_kernels"; } &
+  step test_cuda_new 180 "$bin/test_cuda" --gtest_filter="$new_kernels"; } &
 step test_matrix 420 "$bin/test_cuda" --gtest_filter="$matrix" &
 { step test_schedule 240 "$bin/test_schedule"; step dropped_join 60 "$bin/test_schedule_dropped_join"; } &
 # The Python suite runs beside the boundary matrix (420 s), so its larger limit costs no time.
@@ -39,7 +40,7 @@ wait
 for tool in memcheck racecheck synccheck; do
   step "sanitize-$tool" 60 compute-sanitizer --tool "$tool" --error-exitcode 9 "$bin/test_cuda" \
     --gtest_filter="Sanitize*:-$new_kernels"
-  for case in ThirtyTwoColumnStages HalfTiles WholeTiles; do
+  for case in ThirtyTwoColumnStages HalfTiles WholeTiles WideStages; do
     step "sanitize-$tool-$case" 40 compute-sanitizer --tool "$tool" --error-exitcode 9 \
       "$bin/test_cuda" --gtest_filter="SanitizeFusedBoundary.$case"
   done
@@ -54,7 +55,7 @@ done
 tail -4 "$logs/pytest.log"
 for tool in memcheck racecheck synccheck; do
   tail -1 "$logs/sanitize-$tool.log"
-  for case in ThirtyTwoColumnStages HalfTiles WholeTiles; do
+  for case in ThirtyTwoColumnStages HalfTiles WholeTiles WideStages; do
     tail -1 "$logs/sanitize-$tool-$case.log"
   done
 done

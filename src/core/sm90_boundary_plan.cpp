@@ -36,11 +36,15 @@ struct SplitChoice {
 
 SplitChoice choose_splits(const MhcParams& p, int64_t tokens, const ClusterCapacity& capacity,
                           int max_splits, int stage_columns, int tile_rows) {
-  require_that(stage_columns == 64 || stage_columns == 32,
-               "boundary_splits: stage_columns={} must be 64 or 32", stage_columns);
-  require_that(tile_rows == kBoundaryRowsPerTile || tile_rows == kBoundaryHalfTileRows,
-               "boundary_splits: tile_rows={} must be {} or {}", tile_rows, kBoundaryRowsPerTile,
-               kBoundaryHalfTileRows);
+  const bool wide = stage_columns == kBoundaryWideColumns;
+  require_that(stage_columns == 64 || stage_columns == 32 || wide,
+               "boundary_splits: stage_columns={} must be 64, 32 or {}", stage_columns,
+               kBoundaryWideColumns);
+  require_that(wide ? tile_rows == kBoundaryWideTileRows
+                    : tile_rows == kBoundaryRowsPerTile || tile_rows == kBoundaryHalfTileRows,
+               "boundary_splits: tile_rows={} must be {} or {} ({} with {}-column stages)",
+               tile_rows, kBoundaryRowsPerTile, kBoundaryHalfTileRows, kBoundaryWideTileRows,
+               kBoundaryWideColumns);
   const int64_t tiles = std::max<int64_t>(1, ceil_div(tokens, tile_rows));
   const int stages = std::max(1, p.hidden / stage_columns);
   const int cap = std::clamp(max_splits, 1, kBoundaryMaxSplits);
@@ -76,15 +80,22 @@ void check_forced(const MhcParams& p, const BoundaryForced& forced, int stage_co
   require_that(forced.splits >= 0 && forced.splits <= kBoundaryMaxSplits,
                "{}: boundary_splits={} must be in 0..{} (0: the rule)", what, forced.splits,
                kBoundaryMaxSplits);
-  require_that(
-      forced.stage_columns == 0 || forced.stage_columns == 64 || forced.stage_columns == 32,
-      "{}: boundary_stage_columns={} must be 0 (64), 64 or 32", what, forced.stage_columns);
+  require_that(forced.stage_columns == 0 || forced.stage_columns == 64 ||
+                   forced.stage_columns == 32 || forced.stage_columns == kBoundaryWideColumns,
+               "{}: boundary_stage_columns={} must be 0 (64), 64, 32 or {}", what,
+               forced.stage_columns, kBoundaryWideColumns);
   require_that(forced.rows == 0 || forced.rows == kBoundaryRowsPerTile ||
-                   forced.rows == kBoundaryHalfTileRows,
-               "{}: boundary_rows={} must be 0 (the rule), {} or {}", what, forced.rows,
-               kBoundaryRowsPerTile, kBoundaryHalfTileRows);
+                   forced.rows == kBoundaryHalfTileRows || forced.rows == kBoundaryWideTileRows,
+               "{}: boundary_rows={} must be 0 (the rule), {}, {} or {}", what, forced.rows,
+               kBoundaryRowsPerTile, kBoundaryHalfTileRows, kBoundaryWideTileRows);
   require_that(stage_columns == 64 || forced.rows != kBoundaryHalfTileRows,
                "{}: boundary_rows={} needs 64-column stages", what, forced.rows);
+  const bool wide = stage_columns == kBoundaryWideColumns;
+  require_that(wide == (forced.rows == kBoundaryWideTileRows) || (wide && forced.rows == 0),
+               "{}: {}-row tiles and {}-column stages go together (boundary_rows={}, "
+               "boundary_stage_columns={})",
+               what, kBoundaryWideTileRows, kBoundaryWideColumns, forced.rows,
+               forced.stage_columns);
   require_that(p.hidden > 0 && p.hidden % stage_columns == 0,
                "{}: C={} is not a whole number of {}-column stages", what, p.hidden, stage_columns);
 }
@@ -94,6 +105,18 @@ void check_forced(const MhcParams& p, const BoundaryForced& forced, int stage_co
 int boundary_splits(const MhcParams& p, int64_t tokens, const ClusterCapacity& capacity,
                     int max_splits, int stage_columns, int tile_rows) {
   return choose_splits(p, tokens, capacity, max_splits, stage_columns, tile_rows).splits;
+}
+
+int wide_boundary_splits(const MhcParams& p, int64_t tokens, const ClusterCapacity& capacity_wide) {
+  if (p.n != 4 || p.hidden % kBoundaryWideColumns != 0 || tokens < kWideMinTokens) return 0;
+  const int64_t tiles = ceil_div(tokens, kBoundaryWideTileRows);
+  const int64_t sms = std::max(1, capacity_wide[0]);  // one CTA per SM
+  const auto nine_tenths = [](int64_t ctas, int64_t of) { return ctas * 10 >= of * 9; };
+  const int64_t last_wave = tiles % sms == 0 ? sms : tiles % sms;
+  if (nine_tenths(tiles, sms) && nine_tenths(last_wave, sms)) return 1;
+  const int64_t pairs = std::max(1, capacity_wide[1]);  // clusters of two at once
+  if (tiles <= pairs && nine_tenths(2 * tiles, sms)) return 2;
+  return 0;
 }
 
 BoundaryTile boundary_tile(const MhcParams& p, int64_t tokens, const ClusterCapacity& capacity_128,
@@ -134,11 +157,23 @@ BoundaryLaunchShape boundary_launch_shape(const MhcParams& p, int64_t tokens,
   check_forced(p, forced, c.stage_columns, what);
   const bool rule_picks_rows = forced.rows == 0 && forced.splits == 0 && c.stage_columns == 64;
   if (rule_picks_rows) {
+    const int wide_splits =
+        forced.stage_columns == 0
+            ? wide_boundary_splits(p, tokens,
+                                   capacity(p.n, kBoundaryWideColumns, kBoundaryWideTileRows))
+            : 0;
+    if (wide_splits > 0 && wide_splits <= room) {
+      c.stage_columns = kBoundaryWideColumns;
+      c.tile = {kBoundaryWideTileRows, wide_splits};
+      return c;
+    }
     c.tile = boundary_tile(p, tokens, capacity(p.n, 64, kBoundaryRowsPerTile),
                            capacity(p.n, 64, kBoundaryHalfTileRows), room);
     return c;
   }
-  c.tile.rows = forced.rows > 0 ? forced.rows : kBoundaryRowsPerTile;
+  c.tile.rows = forced.rows > 0                           ? forced.rows
+                : c.stage_columns == kBoundaryWideColumns ? kBoundaryWideTileRows
+                                                          : kBoundaryRowsPerTile;
   c.tile.splits = forced.splits > 0
                       ? whole_stage_splits(p, std::min(forced.splits, room), c.stage_columns)
                       : boundary_splits(p, tokens, capacity(p.n, c.stage_columns, c.tile.rows),

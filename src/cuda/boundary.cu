@@ -38,19 +38,22 @@ PrenormTuning forcing_fused_boundary(PrenormTuning t) {
 namespace {
 
 // The kernel of n streams, stage_columns columns per stage and tile_rows tokens per tile (the
-// instantiations: 64 x 128, 32 x 128, 64 x 64; boundary_launch_shape checks), as
+// instantiations: 64 x 128, 32 x 128, 64 x 64, 128 x 32; boundary_launch_shape checks), as
 // F<n, columns, rows>.
 template <template <int, int, int> class F, class... Args>
 cudaError_t with_boundary_kernel(int n, int stage_columns, int tile_rows, Args&&... args) {
   const bool narrow = stage_columns == 32, half = tile_rows == kBoundaryHalfTileRows;
+  const bool wide = stage_columns == kBoundaryWideColumns;
   if (n == 2) {
-    return narrow ? F<2, 32, 128>::call(args...)
-           : half ? F<2, 64, 64>::call(args...)
-                  : F<2, 64, 128>::call(args...);
+    return wide     ? F<2, kBoundaryWideColumns, kBoundaryWideTileRows>::call(args...)
+           : narrow ? F<2, 32, 128>::call(args...)
+           : half   ? F<2, 64, 64>::call(args...)
+                    : F<2, 64, 128>::call(args...);
   }
-  return narrow ? F<4, 32, 128>::call(args...)
-         : half ? F<4, 64, 64>::call(args...)
-                : F<4, 64, 128>::call(args...);
+  return wide     ? F<4, kBoundaryWideColumns, kBoundaryWideTileRows>::call(args...)
+         : narrow ? F<4, 32, 128>::call(args...)
+         : half   ? F<4, 64, 64>::call(args...)
+                  : F<4, 64, 128>::call(args...);
 }
 
 template <int kStreams, int kColumns, int kTileRows>

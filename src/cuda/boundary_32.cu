@@ -1,5 +1,5 @@
 // The fused boundary with 32-column stages (sm90_boundary.cuh), both stream counts: apart from
-// the 64-column instantiations in prenorm_n2/n4.cu, whose SASS changed when both shared a
+// the 64-column instantiations in prenorm_n2/n4.cu, whose SASS changes when both share a
 // translation unit.
 #include "prenorm_dispatch.cuh"
 

@@ -59,10 +59,17 @@ inline void check_ptr(const void* ptr, const char* name, const char* what) {
   require_aligned16(ptr, name);
 }
 
+// The raw launchers also answer cudaErrorInvalidValue for arguments outside their kernel's
+// preconditions (their *_args_valid), which the checks above should have caught with a message of
+// their own: the error then names them, so that such a gap is found where it is.
 inline void check_launch(cudaError_t err, const char* what) {
   if (err != cudaSuccess) {
-    throw Error(msg("{}: CUDA launch failed: {} ({})", what, cudaGetErrorName(err),
-                    cudaGetErrorString(err)));
+    throw Error(msg("{}: CUDA launch failed: {} ({}){}", what, cudaGetErrorName(err),
+                    cudaGetErrorString(err),
+                    err == cudaErrorInvalidValue
+                        ? "; the raw launcher also returns this for arguments outside its "
+                          "kernel's preconditions (its *_args_valid in mhc/cuda/)"
+                        : ""));
   }
 }
 

@@ -35,10 +35,11 @@ cudaError_t dispatch_prenorm(const PrenormArgs& args, bool compensated, int rows
 template <int kStreams>
 cudaError_t tma_cluster_capacity(int splits, int* clusters);
 
-// The fused boundary kernel (sm90_boundary.cuh) for kStreams with kColumns (64 or 32) columns
-// per pipeline stage and kTileRows (128 or 64) tokens per tile. The 64-column 128-row
-// instantiations live in prenorm_n2/n4.cu, the 32-column ones in boundary_32.cu, the 64-row ones
-// in boundary_64.cu: in one translation unit two of them changed each other's SASS.
+// The fused boundary kernel (sm90_boundary.cuh) for kStreams with kColumns (64, 32 or 128)
+// columns per pipeline stage and kTileRows (128 or 64; 32 with 128 columns) tokens per tile. The
+// 64-column 128-row instantiations live in prenorm_n2/n4.cu, the 32-column ones in boundary_32.cu,
+// the 64-row ones in boundary_64.cu, the wide ones in boundary_wide.cu: in one translation unit
+// two of them change each other's SASS.
 template <int kStreams, int kColumns, int kTileRows>
 cudaError_t dispatch_boundary(const PrenormArgs& args, const BoundaryColumns& cols,
                               LaunchTarget stream);

@@ -65,6 +65,28 @@ TEST(Sm90BoundaryPlan, SplitCounts) {
   EXPECT_THROW(boundary_splits(p, 1, h200, 8, 64, 96), Error) << "128 or 64 rows only";
 }
 
+TEST(Sm90BoundaryPlan, WideStagesWhereTheirTilesFillTheSms) {
+  const MhcParams p = params(4, 5120);
+  // 2048 tokens on 2 splits (64 tiles), 4096 / 8192 on one (128 / 256 CTAs: the second wave 124
+  // of 132); not 1024 (32 tiles), 3072 (96: one split leaves 36 SMs idle, two make 1.5 waves),
+  // 16384 (512: a last wave of 116), nor n = 2 or a C that is no whole number of 128-column
+  // stages.
+  EXPECT_EQ(wide_boundary_splits(p, 2048, kH200), 2);
+  EXPECT_EQ(wide_boundary_splits(p, 4096, kH200), 1);
+  EXPECT_EQ(wide_boundary_splits(p, 8192, kH200), 1);
+  for (int64_t m : {1024, 2047, 3072, 16384}) {
+    EXPECT_EQ(wide_boundary_splits(p, m, kH200), 0) << m;
+  }
+  EXPECT_EQ(wide_boundary_splits(params(2, 5120), 4096, kH200), 0);
+  EXPECT_EQ(wide_boundary_splits(params(4, 4160), 4096, kH200), 0);
+  // Forced wide stages take the general split rule: 128 tiles of 40 stages, one wave of one CTA
+  // each ties two waves of pairs, and the tie goes to 2.
+  EXPECT_EQ(boundary_splits(p, 4096, kH200, 8, kBoundaryWideColumns, kBoundaryWideTileRows), 2);
+  EXPECT_THROW(boundary_splits(p, 4096, kH200, 8, kBoundaryWideColumns, 64), Error)
+      << "128 columns on 32 rows only";
+  EXPECT_THROW(boundary_splits(p, 4096, kH200, 8, 64, kBoundaryWideTileRows), Error);
+}
+
 TEST(Sm90BoundaryPlan, TileHeight) {
   const MhcParams p = params(4, 5120);
   const ClusterCapacity& h200 = kH200;
@@ -157,6 +179,8 @@ TEST(Sm90BoundaryPlan, StageAndRingSizes) {
   EXPECT_EQ(boundary_stage_bytes(4, 64, 64), 64 * 1024);
   EXPECT_EQ(boundary_stage_bytes(2, 64, 128), 52 * 1024);
   EXPECT_EQ(boundary_stage_bytes(4, 32, 128), 52 * 1024);
+  EXPECT_EQ(boundary_stage_bytes(4, kBoundaryWideColumns, kBoundaryWideTileRows), 88 * 1024);
+  EXPECT_EQ(boundary_ring_stages(4, kBoundaryWideColumns, kBoundaryWideTileRows), 2);
   EXPECT_EQ(boundary_ring_stages(4, 64, 128), 2);
   EXPECT_EQ(boundary_ring_stages(4, 64, 64), 3) << "the halves' deeper ring";
   EXPECT_EQ(boundary_ring_stages(2, 64, 128), 3);
@@ -181,11 +205,14 @@ TEST(Sm90BoundaryPlan, WorkspaceRoom) {
 }
 
 // A device whose capacities tell the kernels apart: the 128-row kernel's are an H200's, the
-// 64-row one's a device of 8 SMs, the 32-column one's one cluster of each size.
+// 64-row one's a device of 8 SMs, the 32-column one's one cluster of each size, the wide one's
+// an H200 with 128 SMs.
 constexpr ClusterCapacity kEightSms = {8, 4, 2, 2, 1, 1, 1, 1};
 constexpr ClusterCapacity kOneEach = {1, 1, 1, 1, 1, 1, 1, 1};
+constexpr ClusterCapacity kWide = {128, 64, 39, 30, 22, 17, 15, 15};
 ClusterCapacity distinct_capacity(int, int stage_columns, int tile_rows) {
   if (stage_columns == 32) return kOneEach;
+  if (stage_columns == kBoundaryWideColumns) return kWide;
   return tile_rows == kBoundaryHalfTileRows ? kEightSms : kH200;
 }
 ClusterCapacity no_device(int, int, int) { throw Error("the device was asked"); }
@@ -196,12 +223,24 @@ std::array<int, 3> shape_of(const BoundaryLaunchShape& s) {
 
 TEST(Sm90BoundaryPlan, LaunchShapeTakesTheRulesOnTheKernelsCapacities) {
   const MhcParams p = params(4, 5120);
-  for (int64_t m : {1, 129, 2048, 4096, 8192}) {
+  for (int64_t m : {1, 129, 1024, 2047, 3072}) {
+    ASSERT_EQ(wide_boundary_splits(p, m, kWide), 0) << m;
     const BoundaryTile rule = boundary_tile(p, m, kH200, kEightSms, 8);
     EXPECT_EQ(shape_of(boundary_launch_shape(p, m, {}, 8, distinct_capacity, "t")),
               (std::array<int, 3>{64, rule.rows, rule.splits}))
         << m;
   }
+  // The wide stages where their rule takes them on the wide kernel's capacity: 4096 tokens are
+  // 128 tiles, one wave of the 128 SMs (kH200's 132 would say the same); 2048 on 2 splits.
+  EXPECT_EQ(shape_of(boundary_launch_shape(p, 4096, {}, 8, distinct_capacity, "t")),
+            (std::array<int, 3>{kBoundaryWideColumns, kBoundaryWideTileRows, 1}));
+  EXPECT_EQ(shape_of(boundary_launch_shape(p, 2048, {}, 8, distinct_capacity, "t")),
+            (std::array<int, 3>{kBoundaryWideColumns, kBoundaryWideTileRows, 2}));
+  EXPECT_EQ(shape_of(boundary_launch_shape(p, 2048, {}, 1, distinct_capacity, "t")),
+            (std::array<int, 3>{64, 128, 1}))
+      << "the room holds one split, the wide rule two: the 64-column rule";
+  EXPECT_EQ(boundary_launch_shape(p, 4096, {0, 0, 64}, 8, distinct_capacity, "t").stage_columns, 64)
+      << "64 columns forced: not the wide stages";
   EXPECT_EQ(boundary_launch_shape(p, 1, {}, 1, distinct_capacity, "t").tile.splits, 1)
       << "the workspace's room";
   // Forced splits: 128-row tiles unless forced too; the rule's splits on the forced kernel.
@@ -220,6 +259,9 @@ TEST(Sm90BoundaryPlan, LaunchShapeKeepsForcedFields) {
             (std::array<int, 3>{64, 128, 5}));
   EXPECT_EQ(shape_of(boundary_launch_shape(p, 64, {6, 0, 32}, 8, no_device, "t")),
             (std::array<int, 3>{32, 128, 6}));
+  EXPECT_EQ(shape_of(boundary_launch_shape(p, 64, {2, 0, kBoundaryWideColumns}, 8, no_device, "t")),
+            (std::array<int, 3>{kBoundaryWideColumns, kBoundaryWideTileRows, 2}))
+      << "128 columns take 32-row tiles";
   EXPECT_EQ(boundary_launch_shape(p, 64, {8, 0, 0}, 3, no_device, "t").tile.splits, 3)
       << "no more than the workspace holds";
   // Rebalanced so that no split is empty: 7 stages (C = 448) in 5 splits of at most 2 is 4.
@@ -244,9 +286,11 @@ TEST(Sm90BoundaryPlan, LaunchShapeRefusesWhatTheKernelDoesNotTake) {
   const std::vector<std::pair<BoundaryForced, std::string>> bad = {
       {{9, 0, 0}, "boundary_splits=9 must be in 0..8"},
       {{-1, 0, 0}, "boundary_splits=-1"},
-      {{0, 96, 0}, "boundary_rows=96 must be 0 (the rule), 128 or 64"},
-      {{0, 0, 48}, "boundary_stage_columns=48 must be 0 (64), 64 or 32"},
+      {{0, 96, 0}, "boundary_rows=96 must be 0 (the rule), 128, 64 or 32"},
+      {{0, 0, 48}, "boundary_stage_columns=48 must be 0 (64), 64, 32 or 128"},
       {{0, 64, 32}, "boundary_rows=64 needs 64-column stages"},
+      {{0, 32, 0}, "32-row tiles and 128-column stages go together"},
+      {{0, 128, 128}, "32-row tiles and 128-column stages go together"},
   };
   for (const auto& [forced, message] : bad) {
     const std::string e = error_of(p, forced);

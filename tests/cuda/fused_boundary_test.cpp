@@ -221,6 +221,37 @@ TEST(CudaFusedBoundary, ThirtyTwoColumnStages) {
   expect_bitwise_run_to_run(p, 1000, ++seed, 32);
 }
 
+// The wide stages (32-token tiles of 128-column stages, each row's 256 bytes as two 128-byte
+// lines of one 3D box; four column warps per 16 rows): every model shape, both sides of the
+// 32-row tile edges, forced split counts over C=5120's 40 stages, amplitudes, the plain
+// collapse, bitwise run to run; and the forcing rules (128 columns and 32 rows go together).
+TEST(CudaFusedBoundary, WideStages) {
+  MHC_SKIP_WITHOUT_SM90A_KERNELS("the fused boundary");
+  uint64_t seed = 7900;
+  check_model_shapes({1, 33, 300}, seed, 128, 32);
+  const MhcParams p = test::small_params(4, 5120);
+  for (int64_t m : {2, 31, 32, 63, 65, 1000, 4097}) {
+    check_boundary(p, m, ++seed, 1.0, true, 0, 128, 32);
+  }
+  for (int splits : {1, 3, 7, 8}) check_boundary(p, 300, ++seed, 1.0, true, splits, 128, 32);
+  check_amplitudes(p, seed, 128, 32);
+  check_boundary(test::small_params(2, 7168), 140, ++seed, 1.0, false, 1, 128, 32);
+  expect_bitwise_run_to_run(p, 1000, ++seed, 128);
+  cuda::SiteWorkspace ws(p, 64, cuda::max_prenorm_splits(p));
+  const BoundaryTile forced =
+      cuda::boundary_launch_tile(p, 64, test::boundary_tuning(true, 3, 128), ws);
+  EXPECT_EQ(forced.rows, 32);  // 128-column stages take 32-row tiles
+  EXPECT_EQ(forced.splits, 3);
+  EXPECT_THROW(cuda::boundary_launch_tile(p, 64, test::boundary_tuning(true, 0, 128, 64), ws),
+               Error);
+  EXPECT_THROW(cuda::boundary_launch_tile(p, 64, test::boundary_tuning(true, 0, 64, 32), ws),
+               Error);
+  EXPECT_THROW(cuda::boundary_launch_tile(test::small_params(4, 4160), 64,
+                                          test::boundary_tuning(true, 0, 128), ws),
+               Error)
+      << "C = 4160 is no whole number of 128-column stages";
+}
+
 // 64-token tiles (4 consumer warps, 3 stages in the ring at n = 4): every model shape, both sides
 // of the 64-row tile edges, forced split counts, amplitudes and the plain collapse, against the
 // reference and the unfused launches; and bitwise the 128-row tiles' results at the same split
@@ -355,6 +386,14 @@ TEST(SanitizeFusedBoundary, WholeTiles) {
 TEST(SanitizeFusedBoundary, ThirtyTwoColumnStages) {
   MHC_SKIP_WITHOUT_SM90A_KERNELS("the fused boundary");
   sanitize_case(3, 32, 7410);
+}
+
+// The wide stages: 3D boxes, four column warps and their partials' handover, the producer
+// warpgroup; one split (no cluster) and three (a cluster).
+TEST(SanitizeFusedBoundary, WideStages) {
+  MHC_SKIP_WITHOUT_SM90A_KERNELS("the fused boundary");
+  sanitize_case(0, 128, 7440);
+  sanitize_case(3, 128, 7450);
 }
 
 }  // namespace

@@ -12,12 +12,19 @@
 namespace mhc {
 
 // Tokens per tile: 128 (8 consumer warps), or 64 (4 warps: twice the tiles, so that a token count
-// whose 128-row tiles leave SMs idle fills them; boundary_tile chooses).
+// whose 128-row tiles leave SMs idle fills them; boundary_tile chooses), or 32 with the wide
+// stages.
 inline constexpr int kBoundaryRowsPerTile = 128;
 inline constexpr int kBoundaryHalfTileRows = 64;
-// Columns of C per pipeline stage, for every stream: 64 (one 128-byte box row, the default) or 32
-// (64-byte box rows: half the stage, twice the stages in the ring).
+inline constexpr int kBoundaryWideTileRows = 32;
+// Columns of C per pipeline stage, for every stream: 64 (one 128-byte box row, the default), 32
+// (64-byte box rows: half the stage, twice the stages in the ring), or 128 on 32-row tiles (the
+// wide stages: each row's 256 contiguous bytes as two 128-byte lines of one 3D box, so that the
+// copy engine moves 256-byte pieces of a row while shared memory keeps the 128-byte swizzle,
+// which streams faster: docs/decisions.md, "The fused boundary's large-M floor is its stage
+// shape").
 inline constexpr int kBoundaryStageColumns = 64;
+inline constexpr int kBoundaryWideColumns = 128;
 // A tile's CTAs (its splits of C's stages) form one thread block cluster: at most 8, the portable
 // cluster size.
 inline constexpr int kBoundaryMaxSplits = 8;
@@ -31,8 +38,8 @@ constexpr int boundary_stage_bytes(int streams, int columns, int tile_rows) {
   return (streams + 1) * box_bytes + streams * (columns / 32) * hc_fn_box_bytes;
 }
 // The stages of the kernel's ring: as many as fit beside its static shared memory (~17 KB at
-// n = 4): with 64 columns three where they take at most 200 KB, else two; with 32 columns up to
-// six in 208 KB.
+// n = 4): with 64 or 128 columns three where they take at most 200 KB, else two; with 32 columns
+// up to six in 208 KB.
 constexpr int boundary_ring_stages(int streams, int columns, int tile_rows) {
   const int stage_bytes = boundary_stage_bytes(streams, columns, tile_rows);
   if (columns == 32) return 208 * 1024 / stage_bytes < 6 ? 208 * 1024 / stage_bytes : 6;
@@ -69,13 +76,22 @@ struct BoundaryTile {
   int splits = 1;
 };
 
-// The CTAs per tile of tile_rows (128 or 64) tokens (one cluster, at most 8 and at most
-// max_splits), whole stage_columns-column stages each (64 or 32), no split empty: the count with
-// the fewest stage times per CTA, waves x stages per split, where a wave is capacity[s - 1]
-// clusters of s CTAs; ties to fewer splits, but not to one. Throws mhc::Error on another shape.
+// The CTAs per tile of tile_rows tokens (one cluster, at most 8 and at most max_splits), whole
+// stage_columns-column stages each, no split empty: the count with the fewest stage times per
+// CTA, waves x stages per split, where a wave is capacity[s - 1] clusters of s CTAs; ties to fewer
+// splits, but not to one. Shapes: 64 or 32 columns on 128 or 64 rows (64 rows: 64 columns only),
+// 128 columns on 32 rows; throws mhc::Error on another.
 int boundary_splits(const MhcParams& p, int64_t tokens, const ClusterCapacity& capacity,
                     int max_splits = kBoundaryMaxSplits, int stage_columns = kBoundaryStageColumns,
                     int tile_rows = kBoundaryRowsPerTile);
+// The wide stages' split count where the rule takes them (0: it does not): n = 4 from
+// kWideMinTokens tokens, one split where their 32-row tiles fill the SMs in whole waves each at
+// least 90% full, two where twice the tiles do so in one wave (capacity_wide: the wide kernel's
+// ClusterCapacity). On the H200 that is 2048 tokens on 2 splits and 4096 / 8192 on one, where
+// they won; 1024 and 3072 lost (docs/decisions.md, "The fused boundary's large-M floor is its
+// stage shape").
+inline constexpr int64_t kWideMinTokens = 2048;
+int wide_boundary_splits(const MhcParams& p, int64_t tokens, const ClusterCapacity& capacity_wide);
 // The tile (128 or 64 tokens, 64-column stages) and its boundary_splits: 64-row tiles where the
 // 128-row tiles' first wave keeps 90% of the SMs busy and the halves' ring is deeper (DRAM sets
 // the time; n = 4 from 8192 tokens on the H200); at n = 4 below that, whole waves first (the
@@ -87,7 +103,8 @@ BoundaryTile boundary_tile(const MhcParams& p, int64_t tokens, const ClusterCapa
                            const ClusterCapacity& capacity_64, int max_splits = kBoundaryMaxSplits);
 
 // A launch's shape fields that a tuning forces (sweeps; 0: the rule's): CTAs per tile (1..8),
-// tokens per tile (128, or 64 with 64-column stages), columns per stage (64 or 32).
+// tokens per tile (128, or 64 with 64-column stages, or 32 with 128-column stages), columns per
+// stage (64, 32 or 128).
 struct BoundaryForced {
   int splits = 0;
   int rows = 0;
@@ -97,7 +114,9 @@ struct BoundaryLaunchShape {
   int stage_columns = kBoundaryStageColumns;
   BoundaryTile tile;
 };
-// The launch shape for `tokens`: the forced fields, the rules for the rest, at most `room` splits
+// The launch shape for `tokens`: the forced fields, the rules for the rest (nothing forced: the
+// wide stages where wide_boundary_splits takes them and the room holds their splits, else
+// boundary_tile; forced columns or rows: 128 rows, or 32 with 128 columns), at most `room` splits
 // (what the workspace holds partials for, boundary_workspace_room); `capacity` is asked only for
 // the kernels a rule needs. Throws mhc::Error, naming `what`, on a forced field the kernel does
 // not take or C not a whole number of stages.

@@ -137,8 +137,8 @@ __device__ __forceinline__ void sinkhorn_row_column_pair(float (&p)[n][n], float
 // The Sinkhorn after the softmax (its first row normalisation), one thread holding the whole
 // matrix: a column pass, then iters - 1 (row pass, column pass) pairs (sinkhorn_row_column_pair).
 // kIters > 0: the count as a constant (iters must equal it), so the loop unrolls; 0: the loop as
-// it runs (docs/decisions.md, "The decode launch's serial tail": unrolled it was faster in the
-// stats micro-benchmark and slower in the kernel).
+// it runs, the kernels' form: unrolled it helps the stats micro-benchmark but measures slower in
+// the kernel (docs/decisions.md, "The decode launch's serial tail").
 template <int n, int kIters = 0>
 __device__ __forceinline__ void sinkhorn_iterations(float (&p)[n][n], const CoefficientParams& cp) {
   const float eps = cp.sinkhorn_eps;

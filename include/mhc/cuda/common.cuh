@@ -18,6 +18,11 @@ inline constexpr int kWarp = 32;
 inline constexpr int kBf16PerVec = 8;  // one 16-byte load holds 8 bf16
 
 __host__ __device__ constexpr int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
+// Rows of a tile of kRows tokens from row0 that hold tokens (fewer in the batch's last tile).
+template <int kRows>
+__device__ __forceinline__ int tile_rows_valid(int64_t tokens, int64_t row0) {
+  return tokens - row0 < kRows ? static_cast<int>(tokens - row0) : kRows;
+}
 
 // ---- bf16 <-> f32 (exact widening; round-to-nearest-even narrowing, like mhc::float_to_bf16) ----
 
@@ -28,7 +33,8 @@ __device__ __forceinline__ float bf16_hi(uint32_t word) {
 }
 
 // Hardware conversions (cvt.rn.bf16x2.f32, sm_80+): round to nearest even, NaN kept, one
-// instruction per pair; the hand-written bit version cost the post kernel a third of its time.
+// instruction per pair, where rounding by hand in integer operations is a large share of the post
+// kernel's time.
 __device__ __forceinline__ uint32_t pack_bf16x2(float lo, float hi) {
   const __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
   return *reinterpret_cast<const uint32_t*>(&v);
@@ -54,6 +60,10 @@ __device__ __forceinline__ uint4 pack_bf16x8(const float (&in)[8]) {
   return make_uint4(pack_bf16x2(in[0], in[1]), pack_bf16x2(in[2], in[3]), pack_bf16x2(in[4], in[5]),
                     pack_bf16x2(in[6], in[7]));
 }
+// Word i (0..3) of a 16-byte vector; i is a constant once the callers' loops unroll.
+__device__ __forceinline__ uint32_t word_at(const uint4& v, int i) {
+  return i == 0 ? v.x : i == 1 ? v.y : i == 2 ? v.z : v.w;
+}
 
 // ---- loads and stores -----------------------------------------------------------------------
 
@@ -70,6 +80,11 @@ __device__ __forceinline__ uint4 load_stream_u4(const void* ptr) {
 // Weights reused by many CTAs: ordinary read-only cached load.
 __device__ __forceinline__ float4 load_weight_f4(const float* ptr) {
   return __ldg(reinterpret_cast<const float4*>(ptr));
+}
+// The 8 floats of two float4, lo's then hi's (8 consecutive weights), for per-element loops.
+__device__ __forceinline__ void unpack_f4x2(const float4& lo, const float4& hi, float (&out)[8]) {
+  out[0] = lo.x, out[1] = lo.y, out[2] = lo.z, out[3] = lo.w;
+  out[4] = hi.x, out[5] = hi.y, out[6] = hi.z, out[7] = hi.w;
 }
 __device__ __forceinline__ void store_u4(void* ptr, const uint4& v) {
   *reinterpret_cast<uint4*>(ptr) = v;
@@ -167,7 +182,7 @@ __device__ __forceinline__ void mbarrier_wait(uint64_t* bar, unsigned parity) {
 #endif
 }
 // L2 eviction policies for cache hints: streamed data first out, reused weights last, normal
-// where the measurements said a hint costs (the fused boundary's reads, sm90_boundary.cuh).
+// where a hint measures slower (the fused boundary's reads, sm90_boundary_stages.cuh).
 enum class L2Eviction { first, normal, last };
 template <L2Eviction kEviction>
 __device__ __forceinline__ uint64_t l2_policy() {
@@ -199,6 +214,19 @@ __device__ __forceinline__ void tensor_copy_to_shared(void* dst, const void* map
       : "memory");
 #endif
 }
+// The same for a 3D map's box at coordinates (c0, c1, c2), innermost first.
+__device__ __forceinline__ void tensor_copy_3d_to_shared(void* dst, const void* map, int c0, int c1,
+                                                         int c2, uint64_t* bar,
+                                                         uint64_t l2_policy) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile(
+      "cp.async.bulk.tensor.3d.shared::cluster.global.tile.mbarrier::complete_tx::bytes"
+      ".L2::cache_hint [%0], [%1, {%2, %3, %4}], [%5], %6;" ::"r"(shared_address(dst)),
+      "l"(reinterpret_cast<uint64_t>(map)), "r"(c0), "r"(c1), "r"(c2), "r"(shared_address(bar)),
+      "l"(l2_policy)
+      : "memory");
+#endif
+}
 // Starts fetching a tensor map (the address of a __grid_constant__ CUtensorMap parameter) into
 // the copy engine's descriptor cache, so that the first copy does not wait for it.
 __device__ __forceinline__ void prefetch_tensor_map(const void* map) {
@@ -213,6 +241,14 @@ __device__ __forceinline__ void fence_shared_for_async_writes() {
   asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
 #endif
 }
+// A consumer warp hands a ring slot back to its producer: the warp's reads (and writes) of the
+// slot ordered before the copy engine's next access to it, the warp's lanes met, one arrival on
+// the slot's barrier `bar` (by lane 0).
+__device__ __forceinline__ void release_ring_slot(uint64_t* bar) {
+  fence_shared_for_async_writes();
+  __syncwarp();
+  if (threadIdx.x % kWarp == 0) mbarrier_arrive(bar);
+}
 
 // Copies a box from shared memory (laid out as the map's swizzle) to the map's global tensor at
 // coordinates (inner, outer) through the copy engine, in the issuing thread's bulk async group,
@@ -225,6 +261,17 @@ __device__ __forceinline__ void tensor_copy_to_global(const void* map, int inner
       "cp.async.bulk.tensor.2d.global.shared::cta.bulk_group.L2::cache_hint [%0, {%1, %2}], "
       "[%3], %4;" ::"l"(reinterpret_cast<uint64_t>(map)),
       "r"(inner), "r"(outer), "r"(shared_address(src)), "l"(l2_policy)
+      : "memory");
+#endif
+}
+// The same for a 3D map's box at coordinates (c0, c1, c2), innermost first.
+__device__ __forceinline__ void tensor_copy_3d_to_global(const void* map, int c0, int c1, int c2,
+                                                         const void* src, uint64_t l2_policy) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile(
+      "cp.async.bulk.tensor.3d.global.shared::cta.bulk_group.L2::cache_hint [%0, {%1, %2, %3}], "
+      "[%4], %5;" ::"l"(reinterpret_cast<uint64_t>(map)),
+      "r"(c0), "r"(c1), "r"(c2), "r"(shared_address(src)), "l"(l2_policy)
       : "memory");
 #endif
 }
@@ -284,6 +331,10 @@ __device__ __forceinline__ void store_cluster_shared(float* local, int rank, flo
   asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(remote) : "r"(addr), "r"(rank));
   asm volatile("st.shared::cluster.f32 [%0], %1;" ::"r"(remote), "f"(v) : "memory");
 #endif
+}
+// Writes v at `local` (a __shared__ address) in the CTAs of cluster ranks 0..ctas-1.
+__device__ __forceinline__ void store_cluster_shared_all(float* local, int ctas, float v) {
+  for (int q = 0; q < ctas; ++q) store_cluster_shared(local, q, v);
 }
 // Reads the float at `local` (a __shared__ address) in the CTA of cluster rank `rank`.
 __device__ __forceinline__ float load_cluster_shared(const float* local, int rank) {
@@ -387,6 +438,11 @@ __device__ __forceinline__ float group_sum(float v) {
   }
   return v;
 }
+// group_sum<4> of both values: a lane quad's (an MMA fragment row's) two sums, in every lane.
+__device__ __forceinline__ void quad_sums(float (&v)[2]) {
+  v[0] = group_sum<4>(v[0]);
+  v[1] = group_sum<4>(v[1]);
+}
 // group_sum over groups of `width` lanes chosen at run time (a power of two <= 32), for each of
 // kCount values at once: one chain of rounds for all (a loop per value, its trip count known only
 // at run time, would put one chain after another).
@@ -401,7 +457,7 @@ __device__ __forceinline__ void group_sum_dynamic(float (&v)[kCount], int width)
 // at once: each component gets the same additions in the same order as a butterfly of its own,
 // but their shuffles share one chain of rounds: four loops one after the other (a run-time trip
 // count) do not interleave, and at width 32 (the decode tile's split reduction at 1 token) they
-// sat on the launch's serial path (docs/decisions.md, "The decode launch's serial tail").
+// would sit on the launch's serial path (docs/decisions.md, "The decode launch's serial tail").
 __device__ __forceinline__ float4 group_sum_dynamic(float4 v, int width) {
   for (int offset = width / 2; offset > 0; offset /= 2) {
     v.x += __shfl_xor_sync(0xffffffffu, v.x, offset);

@@ -37,7 +37,8 @@ inline constexpr int kFlaggedMaxTiles = 4;
 inline constexpr int kFlaggedRows = 16;
 // The most splits a reducer's shared scratch holds: every decode split count a plan rule gives
 // (kPrenormDecodeSplitLimit). The kernel is also built with a reducer for at most 40 (the decode
-// split count but under the decode-stage rule), whose fewer loads per thread cost 0.1 us less.
+// split count but under the decode-stage rule), whose fewer loads per thread measure faster there
+// (docs/decisions.md, "Decode splits of one register stage").
 inline constexpr int kFlaggedMaxSplits = 64;
 inline constexpr int kFlaggedNarrowSplits = 40;
 inline constexpr uint32_t kPairWritten = 0xffffffffu;

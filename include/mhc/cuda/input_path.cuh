@@ -54,9 +54,8 @@ __device__ __forceinline__ void collapse8(const float (&xs)[kStreams][8],
 }
 
 // The norm weight of the thread's vectors of the row (zeros past the row or for a null weight),
-// loaded together with the row's streams: read after the block reduction, as before, its latency
-// came after the reduction on every row kernel's critical path (docs/decisions.md, "Norm weights
-// up front").
+// loaded together with the row's streams: read after the block reduction, its latency would follow
+// the reduction on every row kernel's critical path (docs/decisions.md, "Norm weights up front").
 template <int kVec>
 __device__ __forceinline__ void load_norm_weights(const float* norm_weight, int hidden, int threads,
                                                   float4 (&w)[kVec][2]) {
@@ -97,7 +96,8 @@ __device__ __forceinline__ void rms_norm_store(const float (&y)[kVec][8], float 
     if (norm_weight != nullptr) {
       const float4 w0 = kPreloaded ? w[v][0] : load_weight_f4(norm_weight + c);
       const float4 w1 = kPreloaded ? w[v][1] : load_weight_f4(norm_weight + c + 4);
-      const float wv[8] = {w0.x, w0.y, w0.z, w0.w, w1.x, w1.y, w1.z, w1.w};
+      float wv[8];
+      unpack_f4x2(w0, w1, wv);
 #pragma unroll
       for (int e = 0; e < 8; ++e) o[e] = y[v][e] * scale * wv[e];
     } else {
@@ -110,8 +110,8 @@ __device__ __forceinline__ void rms_norm_store(const float (&y)[kVec][8], float 
 
 // One token's input path, by the whole block (also used by the fused input-path CTAs of the
 // coefficient kernels, with kEarlyWeights false: there the input path is off the launch's
-// critical path, and those launches keep their measured code, docs/decisions.md, "Norm weights
-// up front"); the row cut over `threads` threads (row_column).
+// critical path, where the early loads measure no faster, docs/decisions.md, "Norm weights up
+// front"); the row cut over `threads` threads (row_column).
 // `scratch` holds one float per warp.
 template <int kStreams, int kVec, bool kEarlyWeights = true>
 __device__ __forceinline__ void input_path_token(const uint16_t* __restrict__ x,
@@ -162,10 +162,22 @@ __global__ void input_path_kernel(const uint16_t* __restrict__ x, const float* _
                                    layer_input, blockIdx.x, scratch);
 }
 
+// launch_input_path's preconditions, refused before any CUDA call (cudaErrorInvalidValue):
+// 1..INT32_MAX tokens, C in whole 16-byte vectors, and the pointers it reads and writes (the norm
+// weight may be null). mhc::cuda::input_path checks them with messages.
+inline bool input_path_args_valid(const uint16_t* x, const float* pre_mix, int64_t tokens,
+                                  int hidden, const uint16_t* layer_input) {
+  return tokens >= 1 && tokens <= INT32_MAX && hidden > 0 && hidden % kBf16PerVec == 0 &&
+         x != nullptr && pre_mix != nullptr && layer_input != nullptr;
+}
+
 template <int kStreams>
 cudaError_t launch_input_path(const uint16_t* x, const float* pre_mix, const float* norm_weight,
                               int64_t tokens, int hidden, float eps_n, uint16_t* layer_input,
                               LaunchTarget on) {
+  if (!input_path_args_valid(x, pre_mix, tokens, hidden, layer_input)) {
+    return cudaErrorInvalidValue;
+  }
   return launch_kernel(input_path_kernel<kStreams, kRowVecs>, dim3(static_cast<unsigned>(tokens)),
                        dim3(row_kernel_threads(hidden)), 0, on, x, pre_mix, norm_weight, hidden,
                        eps_n, layer_input);

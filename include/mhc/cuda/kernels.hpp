@@ -81,11 +81,13 @@ struct PrenormTuning {
   BoundaryWideSteps fused_boundary_wide{};
   // The fused boundary's CTAs per tile (1..8); 0: boundary_tile's rule. For sweeps.
   int boundary_splits = 0;
-  // The fused boundary's tokens per tile: 128 or 64 (64-column stages only); 0: boundary_tile's
-  // rule (128 where boundary_splits is forced). For sweeps.
+  // The fused boundary's tokens per tile: 128 or 64 (64-column stages only), or 32 (128-column
+  // stages only); 0: boundary_tile's rule (128 where boundary_splits is forced, 32 with 128-column
+  // stages). For sweeps.
   int boundary_rows = 0;
   // The fused boundary's columns per pipeline stage: 64 (2 stages of 104 KB in the ring at
-  // n = 4) or 32 (4 of 52 KB); 0: 64. For sweeps.
+  // n = 4), 32 (4 of 52 KB) or 128 (the wide stages of 32-row tiles: 2 of 88 KB, each row's
+  // 256 bytes in one piece); 0: 64. For sweeps.
   int boundary_stage_columns = 0;
   // The TMA kernel's tiles of 2-8 splits as thread block clusters that reduce through distributed
   // shared memory and share the stats (the same bits; PrenormArgs::cluster_epilogue), where the

@@ -48,7 +48,7 @@ __device__ __forceinline__ void post_stream8(const float (&xs)[kStreams][8], con
 // post_stream8's sum for one column before its bf16 rounding (xs[j]: source stream j there), for
 // the fused boundary (sm90_boundary.cuh), which widens x per column to save registers and rounds
 // pairs with one packing conversion (the same bits: rounding is idempotent). Kept beside
-// post_stream8 rather than under it: routing the row kernels through it reordered their sm_90a
+// post_stream8 rather than under it: routing the row kernels through it reorders their sm_90a
 // SASS. The fused boundary's x is tested bitwise against the post kernel's
 // (fused_boundary_test.cpp).
 template <int kStreams>
@@ -219,8 +219,24 @@ __global__ void __launch_bounds__(kPostColumnThreads)
   post_vector<n, false>(a, token, c, out);
 }
 
+// The post launchers' preconditions (launch_post, launch_post_cluster), refused before any CUDA
+// call as the coefficient launchers' (prenorm_launch_checks.cuh): 1..INT32_MAX tokens, C in whole
+// 16-byte vectors cut as the row kernels cut it (row_kernel_threads), the post's pointers, and with
+// kNextInput the next input path's. mhc::cuda::post checks them with messages.
+template <bool kNextInput>
+inline bool post_args_valid(const PostArgs& a, int64_t tokens) {
+  const bool shape = tokens >= 1 && tokens <= INT32_MAX && a.hidden > 0 &&
+                     a.hidden % kBf16PerVec == 0 && a.row_threads == row_kernel_threads(a.hidden);
+  const bool pointers = a.x != nullptr && a.post != nullptr && a.comb != nullptr &&
+                        a.sublayer_out != nullptr && a.x_next != nullptr;
+  const bool next = !kNextInput || (a.next_pre_mix != nullptr && a.next_layer_input != nullptr);
+  return shape && pointers && next;
+}
+
+// Raw launcher: refuses arguments outside post_args_valid (cudaErrorInvalidValue).
 template <int kStreams, bool kNextInput>
 cudaError_t launch_post(const PostArgs& args, int64_t tokens, LaunchTarget on) {
+  if (!post_args_valid<kNextInput>(args, tokens)) return cudaErrorInvalidValue;
   if (!kNextInput && tokens <= kPostColumnsMaxTokens) {
     const int64_t threads = tokens * (args.hidden / kBf16PerVec);
     return launch_kernel(post_columns_kernel<kStreams>,

@@ -82,7 +82,7 @@ inline constexpr int kTreeLevelsPerCta = kCompensated ? 1 : 2;
 // kernel): a leaf's k8 steps go round-robin into kLeafChains accumulators from zero (step i into
 // chain i % kLeafChains), and the rows' sums of squares into kLeafSumsqChains; at the leaf's end
 // the chains are summed pairwise (sum_chains). Independent chains let the decode kernel spread a
-// leaf over several MMA warps: one warp's mma.sync issue rate was its bound (docs/decisions.md,
+// leaf over several MMA warps: one warp's mma.sync issue rate would bound it (docs/decisions.md,
 // "Leaf chains"). Two sum-of-squares chains, not four: the TMA kernel's consumers spill with four.
 inline constexpr int kLeafChains = 4;
 inline constexpr int kLeafSumsqChains = 2;
@@ -97,12 +97,18 @@ __host__ __device__ inline int partial_blocks(const PrenormArgs& args) {
 // Largest C the fused input-path CTAs cover (256 threads x kRowVecs 16-byte vectors).
 inline constexpr int kFusedInputMaxHidden = 256 * kRowVecs * kBf16PerVec;
 
+// A fused input-path CTA: the input path of `token` from args.x (args.input's row and norm), the
+// whole CTA; `scratch` holds one float per warp.
+template <int kStreams>
+__device__ __forceinline__ void fused_input_path_token(const PrenormArgs& args, int64_t token,
+                                                       float* scratch) {
+  input_path_token<kStreams, kRowVecs, false>(
+      args.x, args.input.pre_mix, args.input.norm_weight, args.input.hidden, args.input.row_threads,
+      args.input.eps_n, args.input.layer_input, token, scratch);
+}
+
 namespace detail {
 
-template <int kIndex>
-__device__ __forceinline__ uint32_t word_of(const uint4& v) {
-  return kIndex == 0 ? v.x : kIndex == 1 ? v.y : kIndex == 2 ? v.z : v.w;
-}
 template <int kIndex>
 __device__ __forceinline__ float lane_of(const float4& v) {
   return kIndex == 0 ? v.x : kIndex == 1 ? v.y : kIndex == 2 ? v.z : v.w;
@@ -125,8 +131,8 @@ __device__ __forceinline__ void sum_chains(float (&chains)[kChains][kValues]) {
 // One 32-wide chunk: 4 MMA k-steps; step s uses the lane's elements 2s (logical k = t) and
 // 2s + 1 (logical k = t + 4). kTruncateWeights: hc_fn's fp32 bits go to the tensor cores as they
 // are, which read the top 19 (TF32 truncation, as wgmma does: the same error tier as rounding).
-// The rounding costs a compare, a branch and two integer operations per weight per MMA, and with
-// one M tile per warp (the fused boundary) it was a third of the kernel's instructions.
+// The rounding costs a compare, a branch and two integer operations per weight per MMA, which with
+// one M tile per warp (the fused boundary) is a large share of the kernel's instructions.
 template <int kStreams, int kMTiles, bool kCompensated, bool kTruncateWeights = false>
 __device__ __forceinline__ void chunk_mma(const uint4 (&xv)[kMTiles][2],
                                           const float4 (&wv)[kStreams * (kStreams + 2) / 8][2],
@@ -153,7 +159,7 @@ __device__ __forceinline__ void chunk_mma(const uint4 (&xv)[kMTiles][2],
     }
 #pragma unroll
     for (int mt = 0; mt < kMTiles; ++mt) {
-      const uint32_t top = word_of<s>(xv[mt][0]), bottom = word_of<s>(xv[mt][1]);
+      const uint32_t top = word_at(xv[mt][0], s), bottom = word_at(xv[mt][1], s);
       const uint32_t a[4] = {top << 16, bottom << 16, top & 0xffff0000u, bottom & 0xffff0000u};
       if constexpr (!kLo) {
 #pragma unroll

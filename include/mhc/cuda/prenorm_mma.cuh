@@ -27,6 +27,7 @@
 #include "mhc/cuda/decode_flagged.cuh"
 #include "mhc/cuda/post.cuh"
 #include "mhc/cuda/prenorm_common.cuh"
+#include "mhc/cuda/prenorm_launch_checks.cuh"
 
 namespace mhc::cuda {
 
@@ -93,9 +94,7 @@ __device__ __forceinline__ void fused_input_token(const PrenormArgs& args, int64
     post.next_layer_input = args.input.layer_input;
     post_token<kStreams, kRowVecs, true, false>(post, token, scratch);
   } else {
-    input_path_token<kStreams, kRowVecs, false>(
-        args.x, args.input.pre_mix, args.input.norm_weight, args.input.hidden,
-        args.input.row_threads, args.input.eps_n, args.input.layer_input, token, scratch);
+    fused_input_path_token<kStreams>(args, token, scratch);
   }
 }
 
@@ -179,8 +178,8 @@ __device__ __forceinline__ void split_partial(const PrenormArgs& args, int split
   const int first = chunk_begin + warp;
   // hc_fn is written by no kernel, so its first stage is loaded before waiting for the kernel
   // that produced x (programmatic dependent launch): at decode sizes hc_fn is most of the bytes.
-  // (Only for the decode-size tile: in the 64-row tile the early load costs registers, and the
-  // compensated variant then spilled.)
+  // (Only for the decode-size tile: in the 64-row tile the early load costs registers, which
+  // spill in the compensated variant.)
   if constexpr (kMTiles == 1) {
     load_w(first, w_cur);
     allow_dependents();
@@ -217,8 +216,7 @@ __device__ __forceinline__ void split_partial(const PrenormArgs& args, int split
 
 #pragma unroll
   for (int mt = 0; mt < kMTiles; ++mt) {
-    sumsq[mt][0] = group_sum<4>(sumsq[mt][0]);
-    sumsq[mt][1] = group_sum<4>(sumsq[mt][1]);
+    quad_sums(sumsq[mt]);
   }
 
   // Fixed warp tree: 8 -> 4 -> 2 -> 1 through shared memory.
@@ -270,9 +268,9 @@ __device__ __forceinline__ void split_partial(const PrenormArgs& args, int split
 
 }  // namespace detail
 
-// ptxas for sm_100 held the n = 2 decode kernel to 80 registers (three CTAs per SM) and spilled
-// once the flagged reduction was in; there one CTA per SM is asked for, as the decode launches
-// use. sm_90 and sm_80 keep the bare bound (their register counts were not capped).
+// On sm_100 ptxas holds the n = 2 decode kernel to 80 registers under the bare bound (three CTAs
+// per SM), where the flagged reduction spills; there one CTA per SM is asked for, as the decode
+// launches use. sm_90 and sm_80 keep the bare bound (ptxas does not cap their registers).
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 1000
 #define MHC_PRENORM_LAUNCH_BOUNDS __launch_bounds__(256, 1)
 #else
@@ -287,10 +285,10 @@ __device__ __forceinline__ void split_partial(const PrenormArgs& args, int split
 // kFlaggedSplits > 0 (PrenormArgs::flagged_partials): the splits' partials as flagged pairs
 // reduced by a CTA per row (decode_flagged.cuh), the same bits, the reducer sized for at most
 // that many splits. Its own instantiation, so that neither reduction's code sits on the other's
-// path: behind a sublayer the launch's code is fetched cold, and the counter path measured
-// slower with the flagged code beside it (docs/decisions.md, "Flagged partials"); and a reducer
-// sized for 64 splits cost 0.1 us at 40 (docs/decisions.md, "Decode splits of one register
-// stage").
+// path: behind a sublayer the launch's code is fetched cold, and the counter path measures
+// slower with the flagged code beside it (docs/decisions.md, "Flagged partials"); and sized for
+// the launch's splits, since a reducer for 64 measures slower at 40 (docs/decisions.md, "Decode
+// splits of one register stage").
 template <int kStreams, int kMTiles, bool kCompensated, bool kFromPost = false,
           bool kSplitLoop = false, int kFlaggedSplits = 0>
 __global__ void MHC_PRENORM_LAUNCH_BOUNDS prenorm_coefficients_kernel(const PrenormArgs args) {
@@ -317,8 +315,7 @@ __global__ void MHC_PRENORM_LAUNCH_BOUNDS prenorm_coefficients_kernel(const Pren
       return;
     }
   }
-  const int rows_valid =
-      args.tokens - row0 < S::kRows ? static_cast<int>(args.tokens - row0) : S::kRows;
+  const int rows_valid = tile_rows_valid<S::kRows>(args.tokens, row0);
   float* tile_partials = nullptr;
   int n_out_padded = 0;
   if constexpr (kSplitLoop) {
@@ -348,11 +345,34 @@ __global__ void MHC_PRENORM_LAUNCH_BOUNDS prenorm_coefficients_kernel(const Pren
   }
 }
 
-// Raw launcher: no argument checks (the caller, mhc::cuda::prenorm_coefficients, does them).
+// launch_prenorm_coefficients' preconditions besides prenorm_args_valid: at least one chunk per
+// split; the fused input path's row cut within the CTA's threads; with kFromPost the previous post
+// and the input-path CTAs that write x; with kSplitLoop at least one CTA per tile (the split loop
+// steps by it); with flagged partials at most the reducer's kFlaggedSplits splits, no leaves, at
+// most kFlaggedMaxTiles tiles and a reducing CTA per row (decode_flagged_fits).
+template <int kStreams, int kMTiles, bool kFromPost, bool kSplitLoop, int kFlaggedSplits>
+inline bool prenorm_mma_args_valid(const PrenormArgs& a) {
+  using S = PrenormShape<kStreams, kMTiles>;
+  const int ctas = kSplitLoop ? a.split_ctas : a.splits;
+  const bool from_post = !kFromPost || (a.previous.x != nullptr && a.input.layer_input != nullptr);
+  const int64_t widest_tile = a.tokens < kFlaggedRows ? a.tokens : kFlaggedRows;
+  const bool flagged =
+      kFlaggedSplits == 0 ||
+      (a.leaf_chunks == 0 && a.splits <= kFlaggedSplits &&
+       ceil_div(a.tokens, kFlaggedRows) <= kFlaggedMaxTiles && widest_tile <= ctas);
+  return prenorm_args_valid<kStreams>(a) && fused_input_fits(a, S::kThreads) &&
+         a.chunks_per_split >= 1 && ctas >= 1 && from_post && flagged;
+}
+
+// Raw launcher: refuses arguments outside prenorm_mma_args_valid (cudaErrorInvalidValue); the
+// caller, mhc::cuda::prenorm_coefficients, checks them with messages.
 template <int kStreams, int kMTiles, bool kCompensated, bool kFromPost = false,
           bool kSplitLoop = false, int kFlaggedSplits = 0>
 cudaError_t launch_prenorm_coefficients(const PrenormArgs& args, LaunchTarget on) {
   using S = PrenormShape<kStreams, kMTiles>;
+  if (!prenorm_mma_args_valid<kStreams, kMTiles, kFromPost, kSplitLoop, kFlaggedSplits>(args)) {
+    return cudaErrorInvalidValue;
+  }
   const int split_ctas = kSplitLoop ? args.split_ctas : args.splits;
   const dim3 grid(static_cast<unsigned>(ceil_div(args.tokens, S::kRows)),
                   static_cast<unsigned>(split_ctas));

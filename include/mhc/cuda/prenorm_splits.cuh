@@ -87,8 +87,7 @@ __global__ void __launch_bounds__(kPrenormSplitsWarps* kWarp)
       }
     }
   }
-  sumsq[0] = group_sum<4>(sumsq[0]);
-  sumsq[1] = group_sum<4>(sumsq[1]);
+  quad_sums(sumsq);
 
   // Warps 1.. hand their values to warp 0, which adds them in warp order.
   if (warp > 0) {
@@ -128,7 +127,18 @@ __global__ void __launch_bounds__(kPrenormSplitsWarps* kWarp)
   }
 }
 
+// launch_prenorm_splits' preconditions, refused before any CUDA call (cudaErrorInvalidValue): N
+// one of the four instantiations (8, 16, 24, 32: any other would read hc_fn rows and write outputs
+// at another stride), at least one token and split, K a positive multiple of 64, the pointers.
+// mhc::cuda::prenorm_gemm checks them with messages (check_prenorm_gemm_shape).
+inline bool prenorm_splits_args_valid(const PrenormSplitsArgs& a, int nmix) {
+  return (nmix == 8 || nmix == 16 || nmix == 24 || nmix == 32) && a.tokens >= 1 && a.k > 0 &&
+         a.k % 64 == 0 && a.splits >= 1 && a.x != nullptr && a.fn != nullptr && a.out != nullptr &&
+         a.sqrsum != nullptr;
+}
+
 inline cudaError_t launch_prenorm_splits(const PrenormSplitsArgs& a, int nmix, LaunchTarget on) {
+  if (!prenorm_splits_args_valid(a, nmix)) return cudaErrorInvalidValue;
   const dim3 grid(static_cast<unsigned>(ceil_div(a.tokens, int64_t(16))),
                   static_cast<unsigned>(a.splits));
   const dim3 block(kPrenormSplitsWarps * kWarp);

@@ -53,23 +53,32 @@ static_assert(kBoundaryMaxSplits == kPostClusterMaxCtas, "a tile's splits: one c
 
 template <int kStreams, int kColumns = kBoundaryStageColumns, int kTileRows = kBoundaryRowsPerTile>
 struct BoundaryShape {
-  static_assert(kColumns == 64 || kColumns == 32, "64 or 32 columns per stage");
-  static_assert(kTileRows == kBoundaryRowsPerTile || kTileRows == kBoundaryHalfTileRows,
-                "128 or 64 tokens per tile");
+  static constexpr bool kWide = kColumns == kBoundaryWideColumns;
+  static_assert(kColumns == 64 || kColumns == 32 || kWide, "64, 32 or 128 columns per stage");
+  static_assert(kWide ? kTileRows == kBoundaryWideTileRows
+                      : kTileRows == kBoundaryRowsPerTile || kTileRows == kBoundaryHalfTileRows,
+                "128 or 64 tokens per tile, 32 with 128-column stages");
   static constexpr int kStreamCount = kStreams;
   static constexpr int kNmix = kStreams * (kStreams + 2);
   static constexpr int kNTiles = kNmix / 8;
   static constexpr int kStride = kNmix + 1;
-  static constexpr int kConsumerWarps = kTileRows / 16;
+  // Warps per 16 rows: one, or with the wide stages four, each taking one 32-column chunk of every
+  // stage (its own K order: other bits than the other shapes, within the TF32 tier); the others
+  // add their partials to the first's after the stage loop (combine_column_warps). Two, each on a
+  // 64-column line, put the n = 4 consumers (at ptxas's 255) into a spill.
+  static constexpr int kColumnWarps = kWide ? 4 : 1;
+  static constexpr int kRowWarps = kTileRows / 16;
+  static constexpr int kConsumerWarps = kRowWarps * kColumnWarps;
   static constexpr int kRows = kTileRows;
   // Producer warps issue every copy, loads and stores, and wait until the stores have read the
   // stage, so that the consumers wait for nothing but their data (docs/decisions.md, "A producer
   // warp for the half tiles" and "A producer warpgroup for the whole tiles"). 64-row tiles take
-  // one (160 threads: at 255 registers each they still fit the register file once). 128-row tiles
-  // take a warpgroup of four (384 threads, so 168 registers a thread at launch), whose registers
-  // go to the consumers by setmaxnreg: the n = 4 consumers need about 200, and one ninth warp would
-  // have put three warps on one scheduler and every thread at 168 (ptxas spilled).
-  static constexpr bool kRegisterSplit = kTileRows == kBoundaryRowsPerTile;
+  // one (160 threads: at 255 registers each they still fit the register file once). 128-row and
+  // wide tiles (8 consumer warps) take a warpgroup of four (384 threads, so 168 registers a thread
+  // at launch), whose registers go to the consumers by setmaxnreg: the n = 4 consumers need about
+  // 200, and one ninth warp would have put three warps on one scheduler and every thread at 168
+  // (ptxas spilled).
+  static constexpr bool kRegisterSplit = kConsumerWarps == 8;
   static constexpr int kProducerWarps = kRegisterSplit ? 4 : 1;
   static constexpr int kThreads = kWarp * (kConsumerWarps + kProducerWarps);
   // setmaxnreg's per-thread counts with the register split: the producers while they stream, the
@@ -84,10 +93,12 @@ struct BoundaryShape {
                 "the register split fits the register file at launch (168 a thread)");
   static_assert(!kRegisterSplit || kConsumerWarps % 4 == 0, "consumers in whole warpgroups");
   static constexpr int kStageColumns = kColumns;
-  static constexpr int kChunks = kColumns / 32;        // 32-column MMA chunks per stage
-  static constexpr int kRowBytes = kColumns * 2;       // an x or F box row: the swizzle's span
-  static constexpr int kBoxBytes = kRows * kRowBytes;  // an x or F box: kRows tokens x kColumns
-  static constexpr int kWBoxK = 32;                    // fp32 per hc_fn box row
+  static constexpr int kChunks = kColumns / 32;                 // 32-column MMA chunks per stage
+  static constexpr int kWarpChunks = kChunks / kColumnWarps;    // of them, a consumer warp's
+  static constexpr int kRowBytes = kWide ? 128 : kColumns * 2;  // a box line: the swizzle's span
+  static constexpr int kLines = kColumns * 2 / kRowBytes;       // lines per row of a box
+  static constexpr int kBoxBytes = kRows * kColumns * 2;        // an x or F box: kRows x kColumns
+  static constexpr int kWBoxK = 32;                             // fp32 per hc_fn box row
   static constexpr int kWBoxBytes = kNmix * 128;
   static constexpr int kFOffset = kStreams * kBoxBytes;
   static constexpr int kWOffset = kFOffset + kBoxBytes;
@@ -96,7 +107,7 @@ struct BoundaryShape {
                 "the rules' stage bytes are the layout's");
   // As many stages as fit beside the static shared memory: with 64 columns 2 of 104 KB at n = 4,
   // 3 of 52 KB at n = 2 (128-row tiles; 3 of 64 KB at n = 4 with 64 rows); with 32 columns 4 of
-  // 52 KB at n = 4, at most 6.
+  // 52 KB at n = 4, at most 6; the wide stages 2 of 88 KB at n = 4.
   static constexpr int kStages = boundary_ring_stages(kStreams, kColumns, kTileRows);
   static_assert(kStages >= 2, "a ring of at least two stages");
   static constexpr int kAlign = 1024;  // both swizzles repeat within 1024 bytes
@@ -114,8 +125,8 @@ struct BoundaryShape {
 
 // The columns a tile's splits share: C's stages of kColumns columns, split s of S taking stages
 // s, s + S, s + 2S, ... (interleaved, so that the cluster's CTAs write neighbouring pieces of the
-// same rows at about the same time: contiguous ranges per split were 8-10% slower at 8192 tokens,
-// docs/decisions.md, "The fused boundary's L2 hints").
+// same rows at about the same time: measured faster than contiguous ranges per split;
+// docs/decisions.md, "Interleaved boundary splits").
 struct BoundaryColumns {
   int hidden = 0;
 };
@@ -141,9 +152,7 @@ __device__ __forceinline__ void exchange_row_norms(float (&row_sum_sq)[S::kMaxSp
     if (writer) {
 #pragma unroll
       for (int h = 0; h < 2; ++h) {
-        for (int q = 0; q < ctas; ++q) {
-          store_cluster_shared(&row_sum_sq[rank][rows[h]], q, mine[h]);
-        }
+        store_cluster_shared_all(&row_sum_sq[rank][rows[h]], ctas, mine[h]);
       }
     }
     cluster_arrive();
@@ -164,10 +173,10 @@ __device__ __forceinline__ void exchange_row_norms(float (&row_sum_sq)[S::kMaxSp
 // no index is divided per row. Its rows come back by asynchronous copies into `staging` (the idle
 // stage ring: kSlots vectors per thread in each of two buffers, [slot][thread] so that a warp's
 // accesses are contiguous), one batch landing while the thread scales the other: a CTA scales
-// hundreds of KB here, and loads into registers left too few bytes in flight to cover L2's latency.
-// Each thread reads back only what it copied, so the copies need no barrier. Not inlined: inlined,
-// it moved the consumers' register allocation at n = 4 into a spill (docs/decisions.md, "Fused
-// boundary where it wins").
+// hundreds of KB here, and loads into registers would leave too few bytes in flight to cover L2's
+// latency. Each thread reads back only what it copied, so the copies need no barrier. Not inlined:
+// inlined, it pushes the consumers' register allocation at n = 4 into a spill (docs/decisions.md,
+// "Fused boundary where it wins").
 template <int kThreads, int kSlots, int kStageColumns>
 __device__ __noinline__ void scale_layer_input(uint16_t* layer_input, const float* norm_weight,
                                                const float* row_scale, int64_t row0, int rows_valid,
@@ -197,7 +206,8 @@ __device__ __noinline__ void scale_layer_input(uint16_t* layer_input, const floa
     fetch(0);
     const float4 w0 = load_weight_f4(norm_weight + c);
     const float4 w1 = load_weight_f4(norm_weight + c + 4);
-    const float wv[8] = {w0.x, w0.y, w0.z, w0.w, w1.x, w1.y, w1.z, w1.w};
+    float wv[8];
+    unpack_f4x2(w0, w1, wv);
     for (int b = 0; b < batches; ++b) {
       fetch(b + 1);  // empty past the last batch: the wait below then covers batch b
       cp_async_wait<1>();
@@ -217,8 +227,8 @@ __device__ __noinline__ void scale_layer_input(uint16_t* layer_input, const floa
   }
 }
 
-// finish_prenorm_tile_in_cluster, not inlined: inlined, it moved the n = 4 consumers' register
-// allocation (at ptxas's 255) into a spill, as scale_layer_input did. `args` is the kernel's
+// finish_prenorm_tile_in_cluster, not inlined: inlined, it pushes the n = 4 consumers' register
+// allocation (at ptxas's 255) into a spill, as scale_layer_input would. `args` is the kernel's
 // __grid_constant__ parameter, so the reference costs no copy.
 template <int kStreams, int kThreads, int kRows>
 __device__ __noinline__ void finish_boundary_tile(const PrenormArgs& args, int64_t row0,
@@ -252,7 +262,7 @@ __global__ void __launch_bounds__(BoundaryShape<kStreams, kColumns, kTileRows>::
   __shared__ float post_pre_mix[S::kRows][2 * kStreams];
   __shared__ int is_last_cta;
   // This split's stages, looked up where the stage loop needs them: computed there (split + i x
-  // splits) they kept values live that pushed the n = 4 consumers (at ptxas's 255) into a spill.
+  // splits) they keep values live that push the n = 4 consumers (at ptxas's 255) into a spill.
   __shared__ uint16_t stage_of[kBoundaryMaxSplitStages];
   const uint32_t misalign = static_cast<uint32_t>(__cvta_generic_to_shared(smem_raw)) % S::kAlign;
   unsigned char* stages = smem_raw + (misalign == 0 ? 0 : S::kAlign - misalign);
@@ -262,8 +272,7 @@ __global__ void __launch_bounds__(BoundaryShape<kStreams, kColumns, kTileRows>::
   const int split = blockIdx.x;  // the CTA's rank in its tile's cluster
   const int64_t tile = blockIdx.y;
   const int64_t row0 = tile * S::kRows;
-  const int rows_valid =
-      args.tokens - row0 < S::kRows ? static_cast<int>(args.tokens - row0) : S::kRows;
+  const int rows_valid = tile_rows_valid<S::kRows>(args.tokens, row0);
   const int hidden = cols.hidden;
   const int stage_count = boundary_split_stages(split, args.splits, hidden / S::kStageColumns);
 
@@ -283,15 +292,37 @@ __global__ void __launch_bounds__(BoundaryShape<kStreams, kColumns, kTileRows>::
   wait_for_producer();  // x_prev, F and the coefficients come from earlier kernels
 
   const int g = lane / 4;
-  // Tile rows of MMA rows g and g + 8, permuted so that the two rows a quarter-warp reads sit in
-  // opposite bank halves (as the TMA kernel's mma.sync consumers).
-  // With 64-byte rows, rows g and g + 1 already sit in opposite bank halves.
-  const int row_of_g = S::kRowBytes == 128 ? (g >> 1) | ((g & 1) << 2) : g;
-  const int rows[2] = {warp * 16 + row_of_g, warp * 16 + row_of_g + 8};
+  const int row_of_g = detail::row_of_mma_row<S>(g);  // tile rows of MMA rows g and g + 8
+  const bool consumer = warp < S::kConsumerWarps;     // else a producer warp
+  // A consumer warp's 16 rows (warp % kRowWarps) and its chunks of each stage (warp / kRowWarps,
+  // with two column warps); the producer warps' rows start past the tile.
+  const int row_warp = consumer ? warp % S::kRowWarps : warp;
+  // The warp's chunk of each stage with column warps (0 without: a constant, so that the other
+  // shapes' code stays as it was).
+  const int column = S::kColumnWarps > 1 && consumer ? warp / S::kRowWarps : 0;
+  int rows[2] = {row_warp * 16 + row_of_g, row_warp * 16 + row_of_g + 8};
+  if constexpr (S::kColumnWarps > 1) {
+    // The rows' coefficients before the roles part: the column 0 warps write them, every column
+    // warp reads them, and a CTA barrier orders the two. (Not a named barrier of the consumer
+    // warps: with one, compute-sanitizer's racecheck reports races across later CTA barriers,
+    // between consumer writes and producer-warpgroup reads: docs/decisions.md, "The fused
+    // boundary's large-M floor is its stage shape".)
+    if (consumer && column == 0) {
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        detail::load_boundary_row<kStreams>(args, row0 + rows[h], rows[h] < rows_valid, lane % 4,
+                                            comb_t[rows[h]], post_pre_mix[rows[h]]);
+      }
+    }
+    __syncthreads();
+  }
   float acc[1][S::kNTiles][4] = {};
   float sumsq[1][2] = {};
   float y_sum_sq[2] = {0.f, 0.f};
-  const bool consumer = warp < S::kConsumerWarps;  // else a producer warp
+  const auto consume = [&](bool is_consumer) {
+    detail::consume_tile<S>(args, row0, rows_valid, is_consumer, rows, column, comb_t, post_pre_mix,
+                            stages, full, empty, stage_count, acc, sumsq, y_sum_sq);
+  };
   const auto produce = [&] {
     detail::produce_boundary<S>(&x_map, &f_map, &w_map, &x_out_map, &y_map, stages, full, empty,
                                 cols.hidden, stage_of, stage_count, row0);
@@ -307,22 +338,26 @@ __global__ void __launch_bounds__(BoundaryShape<kStreams, kColumns, kTileRows>::
       detail::registers_raise<S::kEpilogueRegisters>();
     } else {
       detail::registers_raise<S::kConsumerRegisters>();
-      detail::consume_tile<S>(args, row0, rows_valid, true, rows, comb_t, post_pre_mix, stages,
-                              full, empty, stage_count, acc, sumsq, y_sum_sq);
+      consume(true);
       detail::named_barrier<2, S::kConsumerWarps * kWarp>();
       detail::registers_lower<S::kEpilogueRegisters>();
     }
   } else {
     // The producer warp streams every stage first, then runs the consumers' code over no stages
-    // (its rows, from kRows on, hold nothing): a branch around the consumers' loop instead put
+    // (its rows, from kRows on, hold nothing): a branch around the consumers' loop instead puts
     // the n = 4 consumers into a spill at 255 registers.
     if (!consumer && lane == 0) produce();
-    detail::consume_tile<S>(args, row0, rows_valid, consumer, rows, comb_t, post_pre_mix, stages,
-                            full, empty, stage_count, acc, sumsq, y_sum_sq);
+    consume(consumer);
   }
   // The norm reads y back from layer_input: the producer waited until its stores were written.
   // Every stage consumed: the ring is idle and holds the epilogue's sums and staged outputs.
   __syncthreads();
+  if constexpr (S::kColumnWarps > 1) {
+    // The other column warps' partials into the first's; then they hold no rows (as a producer
+    // warp: past the tile, so that they write no row sums and store no fragments).
+    detail::combine_column_warps<S>(reinterpret_cast<float*>(stages), warp, acc, sumsq, y_sum_sq);
+    if (warp >= S::kRowWarps) rows[0] = rows[1] = warp * 16 + row_of_g;
+  }
   // With the cluster epilogue each CTA's totals stay in its own shared memory (the tile's CTAs
   // are one cluster, which reduces them through distributed shared memory); else they go to the
   // workspace for the tile's last CTA.
@@ -364,41 +399,47 @@ cudaError_t sm90_boundary_cluster_capacity(int ctas, int* clusters) {
                              S::kSmemBytes, clusters);
 }
 
-// Raw launcher (mhc::cuda::prenorm_coefficients checks the arguments and runs this only where
-// bulk_copies_enabled(), with 1 <= args.splits <= kMaxSplits, C a multiple of 64 and
-// C in whole kColumns-column stages). The tensor maps hold the previous x's and F's
-// addresses and the token count: made per launch (a host call, no allocation).
+// launch_sm90_boundary's preconditions besides prenorm_args_valid: 1..kMaxSplits CTAs per tile
+// (one cluster; the row norms' exchange has a slot per rank), no leaves (the epilogue reduces one
+// partial block per split), C a whole number of kColumns-column stages with K = n x C, every
+// split's stages within the kernel's table (boundary_fits_table), and the previous post and the
+// input path, which the kernel always reads and writes.
+template <int kStreams, int kColumns, int kTileRows>
+inline bool boundary_args_valid(const PrenormArgs& a, const BoundaryColumns& cols) {
+  using S = BoundaryShape<kStreams, kColumns, kTileRows>;
+  return prenorm_args_valid<kStreams>(a) && a.splits <= S::kMaxSplits && a.leaf_chunks == 0 &&
+         cols.hidden > 0 && cols.hidden % S::kStageColumns == 0 && a.k == kStreams * cols.hidden &&
+         boundary_fits_table(a.splits, cols.hidden / S::kStageColumns) && a.previous.x != nullptr &&
+         a.input.layer_input != nullptr;
+}
+
+// Raw launcher: refuses arguments outside boundary_args_valid (cudaErrorInvalidValue);
+// mhc::cuda::prenorm_coefficients (launch_boundary) checks them with messages and runs this only
+// where bulk_copies_enabled(). The tensor maps hold the previous x's and F's addresses and the
+// token count: made per launch (a host call, no allocation).
 template <int kStreams, int kColumns, int kTileRows>
 cudaError_t launch_sm90_boundary(const PrenormArgs& args, const BoundaryColumns& cols,
                                  LaunchTarget on) {
   using S = BoundaryShape<kStreams, kColumns, kTileRows>;
+  if (!boundary_args_valid<kStreams, kColumns, kTileRows>(args, cols)) {
+    return cudaErrorInvalidValue;
+  }
   const CUtensorMapSwizzle swizzle =
       S::kRowBytes == 128 ? CU_TENSOR_MAP_SWIZZLE_128B : CU_TENSOR_MAP_SWIZZLE_64B;
   CUtensorMap x_map, f_map, w_map, x_out_map, y_map;
   const uint64_t tokens = uint64_t(args.tokens);
-  cudaError_t err =
-      encode_tensor_map_2d(&x_map, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 2, args.previous.x,
-                           uint64_t(args.k), tokens, S::kStageColumns, S::kRows, swizzle);
-  if (err == cudaSuccess) {
-    err = encode_tensor_map_2d(&f_map, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 2,
-                               args.previous.sublayer_out, uint64_t(cols.hidden), tokens,
-                               S::kStageColumns, S::kRows, swizzle);
-  }
-  if (err == cudaSuccess) {
-    err = encode_tensor_map_2d(&w_map, CU_TENSOR_MAP_DATA_TYPE_FLOAT32, 4, args.hc_fn,
-                               uint64_t(args.k), uint64_t(S::kNmix), S::kWBoxK, S::kNmix);
-  }
-  // The stores: the tile's rows of a stage's boxes (the producer warp).
-  constexpr uint32_t kStoreRows = S::kRows;
-  if (err == cudaSuccess) {
-    err = encode_tensor_map_2d(&x_out_map, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 2, args.previous.x_out,
-                               uint64_t(args.k), tokens, S::kStageColumns, kStoreRows, swizzle);
-  }
-  if (err == cudaSuccess) {
-    err =
-        encode_tensor_map_2d(&y_map, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 2, args.input.layer_input,
-                             uint64_t(cols.hidden), tokens, S::kStageColumns, kStoreRows, swizzle);
-  }
+  // x_prev, F and the stores' x and layer_input: the tile's rows of a stage's columns (as 128-byte
+  // lines with the wide stages).
+  const auto encode_rows = [&](CUtensorMap* map, const void* base, uint64_t inner) {
+    return S::kLines == 1 ? encode_tensor_map_2d(map, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 2, base,
+                                                 inner, tokens, S::kStageColumns, S::kRows, swizzle)
+                          : encode_tensor_map_lines(map, base, inner, tokens, S::kLines, S::kRows);
+  };
+  cudaError_t err = encode_rows(&x_map, args.previous.x, uint64_t(args.k));
+  if (err == cudaSuccess) err = encode_rows(&f_map, args.previous.sublayer_out, cols.hidden);
+  if (err == cudaSuccess) err = encode_hc_fn_map(&w_map, args.hc_fn, args.k, S::kNmix, S::kWBoxK);
+  if (err == cudaSuccess) err = encode_rows(&x_out_map, args.previous.x_out, uint64_t(args.k));
+  if (err == cudaSuccess) err = encode_rows(&y_map, args.input.layer_input, cols.hidden);
   if (err != cudaSuccess) return err;
   const auto kernel = sm90_boundary_kernel<kStreams, kColumns, kTileRows>;
   err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, S::kSmemBytes);

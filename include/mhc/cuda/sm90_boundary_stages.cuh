@@ -49,13 +49,23 @@ __device__ __forceinline__ int box_offset(int row, int chunk) {
   }
 }
 
-// Word i (0..3) of a 16-byte vector; i is a constant once the callers' loops unroll.
-__device__ __forceinline__ uint32_t word_at(const uint4& v, int i) {
-  return i == 0 ? v.x : i == 1 ? v.y : i == 2 ? v.z : v.w;
+// The tile row of MMA row g (0..7) of a warp's 16 rows, permuted so that the two rows a
+// quarter-warp reads (g = 2q and 2q + 1) sit in opposite bank halves: with 128-byte rows the
+// swizzle's bit 2 is the row's bit 2 (as the TMA kernel's mma.sync consumers); with two lines per
+// row (line 2 row) it is the row's bit 1; 64-byte rows g and g + 1 already sit apart.
+template <class S>
+__device__ __forceinline__ int row_of_mma_row(int g) {
+  if constexpr (S::kLines == 2) {
+    return ((g >> 1) & 1) | ((g & 1) << 1) | (g & 4);
+  } else if constexpr (S::kRowBytes == 128) {
+    return (g >> 1) | ((g & 1) << 2);
+  } else {
+    return g;
+  }
 }
 
-// A row's coefficients in shared memory (registers spilled at n = 4 with them beside the MMA
-// fragments): comb transposed, comb_t[k][j] = comb[j][k], so that output stream k reads its
+// A row's coefficients in shared memory (in registers beside the MMA fragments they spill at
+// n = 4): comb transposed, comb_t[k][j] = comb[j][k], so that output stream k reads its
 // sources' weights as one vector; and per output stream k the pair (post[k], pre_mix[k]).
 template <int kStreams>
 struct BoundaryRow {
@@ -81,10 +91,10 @@ __device__ __forceinline__ void load_boundary_row(const PrenormArgs& a, int64_t 
 }
 
 // The copies' L2 policies. hc_fn is re-read by every tile: kept. x_prev and F are read once, but
-// an evict-first hint on them cost 27-31 us of 190 at 4096 tokens (C = 5120) and 22-28 us of 345
-// at 8192: with it the kernel's mixed reads and 128-byte row pieces of writes moved fewer bytes;
-// layer_input's y likewise streams better without the evict-last hint it had for the norm's
-// read-back (docs/decisions.md, "The fused boundary's L2 hints"). x goes out first.
+// take no evict-first hint: with it the kernel's mixed reads and 128-byte row pieces of writes
+// move fewer bytes (measured slower); layer_input's y likewise streams better without an
+// evict-last hint for the norm's read-back (docs/decisions.md, "The fused boundary's L2 hints").
+// x goes out first.
 struct BoundaryPolicies {
   uint64_t inputs;       // x_prev and F: normal
   uint64_t weights;      // hc_fn: last
@@ -104,11 +114,17 @@ __device__ __forceinline__ void produce_boundary_stage(const CUtensorMap* x_map,
   constexpr int kStreams = S::kStreamCount;
   mbarrier_arrive_expect_bytes(full, S::kStageBytes);
 #pragma unroll
-  for (int j = 0; j < kStreams; ++j) {
-    tensor_copy_to_shared(stage + j * S::kBoxBytes, x_map, j * hidden + col, int(row0), full,
-                          policies.inputs);
+  for (int j = 0; j <= kStreams; ++j) {  // the n x boxes, then F's
+    const CUtensorMap* map = j < kStreams ? x_map : f_map;
+    const int column = j < kStreams ? j * hidden + col : col;
+    if constexpr (S::kLines == 1) {
+      tensor_copy_to_shared(stage + j * S::kBoxBytes, map, column, int(row0), full,
+                            policies.inputs);
+    } else {
+      tensor_copy_3d_to_shared(stage + j * S::kBoxBytes, map, 0, column / 64, int(row0), full,
+                               policies.inputs);
+    }
   }
-  tensor_copy_to_shared(stage + S::kFOffset, f_map, col, int(row0), full, policies.inputs);
 #pragma unroll
   for (int j = 0; j < kStreams; ++j) {
 #pragma unroll
@@ -123,7 +139,7 @@ __device__ __forceinline__ void produce_boundary_stage(const CUtensorMap* x_map,
 // back over x_prev in the stage) and y = the collapse with the carried pre_mix (written over F's
 // piece, which this lane alone reads), whose squares go into y_sum_sq; the copy engine stores
 // both boxes (produce_boundary). `offset`: the lane's 16-byte piece in every box of the stage.
-// Register economy (at n = 4 whole rows in floats spilled beside the MMA fragments): x stays packed
+// Register economy (at n = 4 whole rows in floats spill beside the MMA fragments): x stays packed
 // and is widened per output stream, the coefficients are read per output stream. Each value is
 // still post_sum's rounded, and y is collapse8's sum (the same fmas in stream order).
 template <class S>
@@ -182,28 +198,40 @@ __device__ __forceinline__ void store_boundary_rows(const CUtensorMap* x_out_map
                                                     const BoundaryPolicies& policies) {
   const int row = static_cast<int>(row0);
 #pragma unroll
-  for (int k = 0; k < S::kStreamCount; ++k) {
-    tensor_copy_to_global(x_out_map, k * hidden + col, row, stage + k * S::kBoxBytes,
-                          policies.x_out);
+  for (int k = 0; k <= S::kStreamCount; ++k) {  // the n x boxes, then y's (over F)
+    const bool x = k < S::kStreamCount;
+    const CUtensorMap* map = x ? x_out_map : y_map;
+    const int column = x ? k * hidden + col : col;
+    const uint64_t policy = x ? policies.x_out : policies.layer_input;
+    if constexpr (S::kLines == 1) {
+      tensor_copy_to_global(map, column, row, stage + k * S::kBoxBytes, policy);
+    } else {
+      tensor_copy_3d_to_global(map, 0, column / 64, row, stage + k * S::kBoxBytes, policy);
+    }
   }
-  tensor_copy_to_global(y_map, col, row, stage + S::kFOffset, policies.layer_input);
 }
 
-// A consumer warp's work on one stage: per 32-column chunk, the post of its two rows, then the
-// MMAs of the n streams' K chunks from the packed x (chunk_mma; sum of squares of x included).
+// A consumer warp's work on one stage: per 32-column chunk of its own (all kChunks, or with
+// column warps the kWarpChunks of its column), the post of its two rows, then the MMAs of the n
+// streams' K chunks from the packed x (chunk_mma; sum of squares of x included). A chunk's piece
+// of a row: with the wide stages' two 128-byte lines per row, line 2 row + chunk / 2.
 template <class S>
 __device__ __forceinline__ void consume_boundary_stage(
-    unsigned char* stage, const int (&rows)[2], const BoundaryRow<S::kStreamCount> (&coefs)[2],
-    float (&acc)[1][S::kNTiles][4], float (&sumsq)[1][2], float (&y_sum_sq)[2]) {
+    unsigned char* stage, const int (&rows)[2], int column,
+    const BoundaryRow<S::kStreamCount> (&coefs)[2], float (&acc)[1][S::kNTiles][4],
+    float (&sumsq)[1][2], float (&y_sum_sq)[2]) {
   constexpr int n = S::kStreamCount;
+  constexpr int kLineChunks = S::kChunks / S::kLines;  // 32-column chunks per box line
   const int lane = threadIdx.x % kWarp, g = lane / 4, t = lane % 4;
 #pragma unroll
-  for (int c = 0; c < S::kChunks; ++c) {  // 32-column chunks of the stage
+  for (int i = 0; i < S::kWarpChunks; ++i) {
+    const int c = S::kColumnWarps == 1 ? i : column * S::kWarpChunks + i;  // chunk of the stage
     uint4 x_packed[2][n];
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
-      boundary_row_post<S>(stage, box_offset<S::kRowBytes>(rows[h], c * 4 + t), coefs[h],
-                           x_packed[h], y_sum_sq[h]);
+      const int piece =
+          box_offset<S::kRowBytes>(rows[h] * S::kLines + c / kLineChunks, c % kLineChunks * 4 + t);
+      boundary_row_post<S>(stage, piece, coefs[h], x_packed[h], y_sum_sq[h]);
     }
 #pragma unroll
     for (int k = 0; k < n; ++k) {
@@ -251,15 +279,13 @@ __device__ __noinline__ void produce_boundary(
   bulk_wait_all_written();
 }
 
-// A consumer warp: per stage, its rows' work (consume_boundary_stage),
-// then its writes fenced for the copy engine and the stage handed to the producer.
+// A consumer warp: per stage, its rows' work (consume_boundary_stage), then its writes fenced
+// for the copy engine and the stage handed to the producer.
 template <class S>
-__device__ __forceinline__ void consume_boundary_ring(unsigned char* stages, uint64_t* full,
-                                                      uint64_t* computed, int stage_count,
-                                                      const int (&rows)[2], const float* comb_t,
-                                                      const float* post_pre_mix,
-                                                      float (&acc)[1][S::kNTiles][4],
-                                                      float (&sumsq)[1][2], float (&y_sum_sq)[2]) {
+__device__ __forceinline__ void consume_boundary_ring(
+    unsigned char* stages, uint64_t* full, uint64_t* computed, int stage_count,
+    const int (&rows)[2], int column, const float* comb_t, const float* post_pre_mix,
+    float (&acc)[1][S::kNTiles][4], float (&sumsq)[1][2], float (&y_sum_sq)[2]) {
   constexpr int n = S::kStreamCount;
   int s = 0;
   unsigned phase = 0;
@@ -268,37 +294,84 @@ __device__ __forceinline__ void consume_boundary_ring(unsigned char* stages, uin
     mbarrier_wait(&full[s], phase);
     const BoundaryRow<n> coefs[2] = {{comb_t + rows[0] * n * n, post_pre_mix + rows[0] * 2 * n},
                                      {comb_t + rows[1] * n * n, post_pre_mix + rows[1] * 2 * n}};
-    consume_boundary_stage<S>(stages + s * S::kStageBytes, rows, coefs, acc, sumsq, y_sum_sq);
-    fence_shared_for_async_writes();
-    __syncwarp();
-    if (threadIdx.x % kWarp == 0) mbarrier_arrive(&computed[s]);
+    consume_boundary_stage<S>(stages + s * S::kStageBytes, rows, column, coefs, acc, sumsq,
+                              y_sum_sq);
+    release_ring_slot(&computed[s]);
     if (++s == S::kStages) s = 0, phase ^= 1u;
   }
 }
 
-// A warp's part of the tile: its rows' coefficients into shared memory (consumers only), then
-// consume_boundary_ring over `stage_count` stages (none for the 64-row tiles' producer warp), then
-// the quads' sums of squares. rows[h]: tile row of MMA row g + 8h.
+// A warp's part of the tile: its rows' coefficients into shared memory (consumers only; with
+// column warps the kernel has loaded them), then consume_boundary_ring over
+// `stage_count` stages (none for a producer warp), then the quads' sums of squares. rows[h]: tile
+// row of MMA row g + 8h; column: the warp's column of the stage (0 without column warps).
 template <class S>
-__device__ __forceinline__ void consume_tile(
-    const PrenormArgs& args, int64_t row0, int rows_valid, bool consumer, const int (&rows)[2],
-    float (*comb_t)[S::kStreamCount * S::kStreamCount], float (*post_pre_mix)[2 * S::kStreamCount],
-    unsigned char* stages, uint64_t* full, uint64_t* computed, int stage_count,
-    float (&acc)[1][S::kNTiles][4], float (&sumsq)[1][2], float (&y_sum_sq)[2]) {
-  if (consumer) {
+__device__ __forceinline__ void consume_tile(const PrenormArgs& args, int64_t row0, int rows_valid,
+                                             bool consumer, const int (&rows)[2], int column,
+                                             float (*comb_t)[S::kStreamCount * S::kStreamCount],
+                                             float (*post_pre_mix)[2 * S::kStreamCount],
+                                             unsigned char* stages, uint64_t* full,
+                                             uint64_t* computed, int stage_count,
+                                             float (&acc)[1][S::kNTiles][4], float (&sumsq)[1][2],
+                                             float (&y_sum_sq)[2]) {
+  if constexpr (S::kColumnWarps == 1) {
+    if (consumer) {
 #pragma unroll
-    for (int h = 0; h < 2; ++h) {
-      load_boundary_row<S::kStreamCount>(args, row0 + rows[h], rows[h] < rows_valid,
-                                         threadIdx.x % 4, comb_t[rows[h]], post_pre_mix[rows[h]]);
+      for (int h = 0; h < 2; ++h) {
+        load_boundary_row<S::kStreamCount>(args, row0 + rows[h], rows[h] < rows_valid,
+                                           threadIdx.x % 4, comb_t[rows[h]], post_pre_mix[rows[h]]);
+      }
+    }
+    __syncwarp();  // the warp's rows' coefficients, written by their quads
+  }                // with column warps the kernel loaded them before the roles parted
+  consume_boundary_ring<S>(stages, full, computed, consumer ? stage_count : 0, rows, column,
+                           &comb_t[0][0], &post_pre_mix[0][0], acc, sumsq, y_sum_sq);
+  quad_sums(sumsq[0]);
+  quad_sums(y_sum_sq);
+}
+
+// With column warps: after the stage loop (and a CTA barrier) the other column warps of each 16
+// rows hand their lanes' partials (the MMA fragments, the sums of squares of x and y) through
+// `scratch` (the idle ring) to the column 0 warp, which adds them to its own in column order.
+// Every thread of the CTA calls it (it holds CTA barriers).
+template <class S>
+__device__ __forceinline__ void combine_column_warps(float* scratch, int warp,
+                                                     float (&acc)[1][S::kNTiles][4],
+                                                     float (&sumsq)[1][2], float (&y_sum_sq)[2]) {
+  constexpr int kValues = S::kNTiles * 4 + 4;  // per lane: the fragments, then four sums
+  const int lane = threadIdx.x % kWarp;
+  // Slot of (column q >= 1, row warp r): kValues x 32 floats.
+  const auto slot = [&](int q, int r) {
+    return scratch + ((q - 1) * S::kRowWarps + r) * kValues * kWarp + lane;
+  };
+  if (warp >= S::kRowWarps && warp < S::kConsumerWarps) {
+    float* mine = slot(warp / S::kRowWarps, warp % S::kRowWarps);
+#pragma unroll
+    for (int nt = 0; nt < S::kNTiles; ++nt) {
+#pragma unroll
+      for (int e = 0; e < 4; ++e) mine[(nt * 4 + e) * kWarp] = acc[0][nt][e];
+    }
+    mine[(kValues - 4) * kWarp] = sumsq[0][0];
+    mine[(kValues - 3) * kWarp] = sumsq[0][1];
+    mine[(kValues - 2) * kWarp] = y_sum_sq[0];
+    mine[(kValues - 1) * kWarp] = y_sum_sq[1];
+  }
+  __syncthreads();
+  if (warp < S::kRowWarps) {
+    for (int q = 1; q < S::kColumnWarps; ++q) {
+      const float* theirs = slot(q, warp);
+#pragma unroll
+      for (int nt = 0; nt < S::kNTiles; ++nt) {
+#pragma unroll
+        for (int e = 0; e < 4; ++e) acc[0][nt][e] += theirs[(nt * 4 + e) * kWarp];
+      }
+      sumsq[0][0] += theirs[(kValues - 4) * kWarp];
+      sumsq[0][1] += theirs[(kValues - 3) * kWarp];
+      y_sum_sq[0] += theirs[(kValues - 2) * kWarp];
+      y_sum_sq[1] += theirs[(kValues - 1) * kWarp];
     }
   }
-  __syncwarp();  // the warp's rows' coefficients, written by their quads
-  consume_boundary_ring<S>(stages, full, computed, consumer ? stage_count : 0, rows, &comb_t[0][0],
-                           &post_pre_mix[0][0], acc, sumsq, y_sum_sq);
-  sumsq[0][0] = group_sum<4>(sumsq[0][0]);
-  sumsq[0][1] = group_sum<4>(sumsq[0][1]);
-  y_sum_sq[0] = group_sum<4>(y_sum_sq[0]);
-  y_sum_sq[1] = group_sum<4>(y_sum_sq[1]);
+  __syncthreads();  // the scratch is the epilogue's next
 }
 
 }  // namespace mhc::cuda::detail

@@ -1,9 +1,9 @@
 // The post fused with the next site's input path at decode sizes, by thread block clusters
 // (sm_90). The row kernel (post_kernel, post.cuh) moves a token's ~100 KB (C=5120, n=4) through
 // one SM, whose few hundred threads each hold kRowVecs vectors; one SM cannot keep that many
-// bytes in flight, and it costs 3-4 us per token over a launch (docs/decisions.md, "Cluster
-// post"). Here each warp of that row CTA becomes a CTA of its own, kRowVecs threads per row
-// thread (one vector each), one cluster per token: the token's bytes spread over
+// bytes in flight, which sets that kernel's time per token at decode sizes (docs/decisions.md,
+// "Cluster post"). Here each warp of that row CTA becomes a CTA of its own, kRowVecs threads per
+// row thread (one vector each), one cluster per token: the token's bytes spread over
 // row_threads / 32 SMs.
 //
 // The bits are the row kernel's: the row is cut alike (row_column), each row thread's sum of
@@ -59,7 +59,7 @@ __device__ __forceinline__ float cluster_row_sum(float partial, int v, int row_t
   if (threadIdx.x < kWarp) warp_total = group_sum<kWarp>(row_sums[threadIdx.x]);
   cluster_wait();  // every CTA has started: its shared memory can be written
   if (threadIdx.x == 0) {
-    for (int q = 0; q < ctas; ++q) store_cluster_shared(&warp_totals[rank], q, warp_total);
+    store_cluster_shared_all(&warp_totals[rank], ctas, warp_total);
   }
   cluster_arrive();
   cluster_wait();
@@ -84,8 +84,8 @@ __global__ void __launch_bounds__(kPostClusterThreads) sm90_post_cluster_kernel(
   const bool norm = a.next_norm_weight != nullptr;  // uniform over the grid
   const bool weighted = norm && c >= 0;
   // Every load before any store, and x_next stored only after the norm's exchange: a load
-  // behind a store through another pointer cannot be hoisted above it (they might alias), which
-  // had put a second round trip (pre_mix) on the path, and the exchange's release barrier waits
+  // behind a store through another pointer cannot be hoisted above it (they might alias), so it
+  // would put a second round trip (pre_mix) on the path, and the exchange's release barrier waits
   // for this thread's earlier global stores (docs/decisions.md, "Cluster post: loads first").
   const float4 w0 = weighted ? load_weight_f4(a.next_norm_weight + c) : make_float4(0, 0, 0, 0);
   const float4 w1 = weighted ? load_weight_f4(a.next_norm_weight + c + 4) : make_float4(0, 0, 0, 0);
@@ -105,15 +105,22 @@ __global__ void __launch_bounds__(kPostClusterThreads) sm90_post_cluster_kernel(
   }
   if (c < 0) return;
   store_post_vector<kStreams>(a, token, c, out);
-  const float wv[8] = {w0.x, w0.y, w0.z, w0.w, w1.x, w1.y, w1.z, w1.w};
+  float wv[8];
+  unpack_f4x2(w0, w1, wv);
   float o[8];
 #pragma unroll
   for (int e = 0; e < 8; ++e) o[e] = norm ? y[e] * scale * wv[e] : y[e];
   store_u4(a.next_layer_input + token * a.hidden + c, pack_bf16x8(o));
 }
 
+// Raw launcher: refuses (cudaErrorInvalidValue) arguments outside post_args_valid with the next
+// input path, and rows whose cluster would exceed kPostClusterMaxCtas CTAs (post_cluster_fits: the
+// row sums' exchange has a slot per CTA).
 template <int kStreams>
 cudaError_t launch_post_cluster(const PostArgs& args, int64_t tokens, LaunchTarget on) {
+  if (!post_args_valid<true>(args, tokens) || !post_cluster_fits(args.hidden)) {
+    return cudaErrorInvalidValue;
+  }
   const int ctas = args.row_threads / kWarp;
   return launch_kernel_in_clusters(
       sm90_post_cluster_kernel<kStreams>, dim3(static_cast<unsigned>(tokens * ctas)),

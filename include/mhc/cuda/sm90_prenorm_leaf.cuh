@@ -3,12 +3,12 @@
 // gets the bits it gets in a batch of thousands, at about the default decode kernel's cost.
 //
 // Why. In batch-invariant mode every size runs the TMA kernel's order. At decode sizes its
-// 128-row tiles, 4-stage ring and warpgroup MMAs cost ~15 us against ~10 for the default's
-// register-fed kernel (issue 16; docs/batch_invariance.md). This kernel computes the same numbers
-// differently: one CTA per leaf and 8 output columns stages its slice of hc_fn and the tokens'
-// x in shared memory with cp.async, kLeafChains warps run the leaf's accumulation chains with
-// mma.sync k-steps, and (in the first column tile's CTA) kLeafSumsqChains warps the sums of
-// squares; then the TMA kernel's own epilogue (finish_prenorm_tile) reduces the leaves.
+// 128-row tiles, 4-stage ring and warpgroup MMAs cost well above the default's register-fed
+// kernel (docs/batch_invariance.md). This kernel computes the same numbers differently: one CTA
+// per leaf and 8 output columns stages its slice of hc_fn and the tokens' x in shared memory with
+// cp.async, kLeafChains warps run the leaf's accumulation chains with mma.sync k-steps, and (in
+// the first column tile's CTA) kLeafSumsqChains warps the sums of squares; then the TMA kernel's
+// own epilogue (finish_prenorm_tile) reduces the leaves.
 // Splitting a leaf's columns over CTAs spreads hc_fn over three times as many SMs, and its k
 // steps over kLeafChains warps the MMAs over the SM's four tensor cores.
 //
@@ -19,17 +19,18 @@
 // k step, row half, k half; k step k into chain k % kLeafSumsqChains); then the chains pairwise
 // (sum_chains) and a quad butterfly. Here: mma.sync.m16n8k8 with the same A bits, B masked to
 // TF32 (truncation), the same chains in the same k order, and the same sums. mma.sync and wgmma
-// give the same bits for the same TF32 operands and order: measured on an H200 over 20-chunk chains
-// with operands spread over 2^+-20 (docs/decisions.md, "Batch-invariant decode kernel"), and the
-// batch-invariance tests compare every token of 1-16 token batches (this kernel) with the same
-// token at 17+ (the TMA kernel). The partial blocks land where the TMA kernel puts them, and the
-// same finish_prenorm_tile adds the tree over the leaves and runs the stats.
+// give the same bits for the same TF32 operands and order: checked on an H200 (docs/decisions.md,
+// "Batch-invariant decode kernel"), and the batch-invariance tests compare every token of 1-16
+// token batches (this kernel) with the same token at 17+ (the TMA kernel). The partial blocks land
+// where the TMA kernel puts them, and the same finish_prenorm_tile adds the tree over the leaves
+// and runs the stats.
 #pragma once
 #include <cuda_runtime.h>
 
 #include <cstdint>
 
 #include "mhc/cuda/prenorm_common.cuh"
+#include "mhc/cuda/prenorm_launch_checks.cuh"
 
 namespace mhc::cuda {
 
@@ -181,10 +182,7 @@ __global__ void __launch_bounds__(LeafShape<kStreams>::kThreads, 1)
   if (int(blockIdx.y) >= gemm_ctas) {              // a fused input-path CTA: one token's input path
     allow_dependents();
     wait_for_producer();
-    input_path_token<kStreams, kRowVecs, false>(args.x, args.input.pre_mix, args.input.norm_weight,
-                                                args.input.hidden, args.input.row_threads,
-                                                args.input.eps_n, args.input.layer_input,
-                                                int(blockIdx.y) - gemm_ctas, sums);
+    fused_input_path_token<kStreams>(args, int(blockIdx.y) - gemm_ctas, sums);
     return;
   }
   const int split = int(blockIdx.y) / S::kNTiles, nt = int(blockIdx.y) % S::kNTiles;
@@ -286,10 +284,24 @@ bool leaf_decode_fits(const PrenormArgs& args) {
          LeafShape<kStreams>::smem_bytes(args.leaf_chunks * 32) <= kLeafDecodeMaxSmem;
 }
 
-// Raw launcher: no argument checks beyond leaf_decode_fits (mhc::cuda::prenorm_coefficients).
+// launch_sm90_prenorm_leaf's preconditions: prenorm_args_valid and leaf_decode_fits, leaves of
+// whole kStageK stages (the kernel stages a leaf's hc_fn in shared memory sized by leaf_chunks and
+// cuts K by chunks_per_split / 4), and the fused input path's row cut within the CTA's threads.
+template <int kStreams>
+inline bool leaf_args_valid(const PrenormArgs& a) {
+  using S = LeafShape<kStreams>;
+  constexpr int kStageChunks = S::kStageK / 32;
+  return prenorm_args_valid<kStreams>(a) && leaf_decode_fits<kStreams>(a) &&
+         fused_input_fits(a, S::kThreads) && a.leaf_chunks % kStageChunks == 0 &&
+         a.chunks_per_split % kStageChunks == 0;
+}
+
+// Raw launcher: refuses arguments outside leaf_args_valid (cudaErrorInvalidValue);
+// mhc::cuda::prenorm_coefficients checks them with messages.
 template <int kStreams>
 cudaError_t launch_sm90_prenorm_leaf(const PrenormArgs& args, LaunchTarget on) {
   using S = LeafShape<kStreams>;
+  if (!leaf_args_valid<kStreams>(args)) return cudaErrorInvalidValue;
   const size_t smem = S::smem_bytes(args.leaf_chunks * 32);
   const auto kernel = sm90_prenorm_leaf_kernel<kStreams>;
   if (const cudaError_t err = cudaFuncSetAttribute(

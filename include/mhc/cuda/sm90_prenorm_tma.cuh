@@ -5,13 +5,14 @@
 // not the same bits as the register kernel); the compensated fp32 projection keeps mma.sync with
 // the register kernel's per-chunk MMA (chunk_mma).
 //
-// Why. The register-fed kernel tops out near 60% of copy bandwidth at thousands of tokens: it
+// Why. The register-fed kernel stays well below copy bandwidth at thousands of tokens: it
 // needs ~250 registers a thread for its loads in flight, so one 8-warp CTA fits an SM and the
 // SM waits on memory latency (docs/kernels.md, Nsight Compute). Here one producer thread keeps
 // kStages stages of x and hc_fn in flight in shared memory with 2D tensor copies (a few
 // requests per 44 KB stage, no registers), and 8 consumer warps (two warpgroups) run the MMAs
 // from shared memory. hc_fn is read once per 128-token tile. 2D tensor copies rather than one 1D
-// bulk copy per 256-byte row: the per-request cost dominates (docs/decisions.md, "TMA kernel").
+// bulk copy per 256-byte row: the per-request cost dominates (docs/decisions.md, "TMA kernel: 2D
+// tensor copies").
 //
 // Work split. grid = (tiles of 128 tokens, K splits), a split a whole number of 128-wide stages.
 // Consumer warp w owns tokens 16w..16w+15 of the tile over the whole split, so no cross-warp
@@ -31,6 +32,7 @@
 #include <cstdint>
 
 #include "mhc/cuda/prenorm_common.cuh"
+#include "mhc/cuda/prenorm_launch_checks.cuh"
 #include "mhc/cuda/sm90_wgmma.cuh"
 
 namespace mhc::cuda {
@@ -137,9 +139,7 @@ __device__ __forceinline__ void consume_stages(const unsigned char* stages, uint
       }
       chunk_mma<kStreams, 1, kCompensated>(xv, wv, acc, sumsq);
     }
-    fence_shared_for_async_writes();  // these reads before the copy engine refills the stage
-    __syncwarp();
-    if (lane == 0) mbarrier_arrive(&empty[s]);
+    release_ring_slot(&empty[s]);
   }
 }
 
@@ -218,18 +218,12 @@ __device__ __forceinline__ void consume_stages_wgmma(const unsigned char* stages
       }
       wgmma_commit();
       wgmma_wait<1>();
-      if (c == 0 && i > stage_begin) {
-        fence_shared_for_async_writes();  // this warp's reads before the copy engine refills
-        __syncwarp();
-        if (lane == 0) mbarrier_arrive(&empty[(i - 1) % S::kStages]);
-      }
+      if (c == 0 && i > stage_begin) release_ring_slot(&empty[(i - 1) % S::kStages]);
     }
   }
   wgmma_wait<0>();
   if (release_last && stage_end > stage_begin) {
-    fence_shared_for_async_writes();
-    __syncwarp();
-    if (lane == 0) mbarrier_arrive(&empty[(stage_end - 1) % S::kStages]);
+    release_ring_slot(&empty[(stage_end - 1) % S::kStages]);
   }
   sum_chains(chains);
   sum_chains(sumsq_chains);
@@ -264,8 +258,7 @@ __device__ __forceinline__ void consume_range(const unsigned char* stages, uint6
     consume_stages<kStreams, kCompensated>(stages, full, empty, stage_begin, stage_end, warp * 16,
                                            row_of_g, acc, sumsq);
   }
-  sumsq[0][0] = group_sum<4>(sumsq[0][0]);
-  sumsq[0][1] = group_sum<4>(sumsq[0][1]);
+  quad_sums(sumsq[0]);
 }
 
 // Batch-invariant: the split's leaves one after another, each from zero in kLeafChains chains
@@ -315,7 +308,8 @@ __global__ void __launch_bounds__(TmaShape<kStreams>::kThreads, 1)
     sm90_prenorm_tma_kernel(const PrenormArgs args, const __grid_constant__ CUtensorMap x_map,
                             const __grid_constant__ CUtensorMap w_map) {
 // The body exists in the sm_90a image only (KernelImage::has_wgmma; the plan offers the kernel
-// nowhere else): elsewhere it was never measured, and its mma.sync form spills (decisions.md).
+// nowhere else): elsewhere it is unmeasured, and its mma.sync form spills (docs/decisions.md,
+// "The TMA prenorm kernel only in the sm_90a image").
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
   using S = TmaShape<kStreams>;
   extern __shared__ unsigned char smem_raw[];
@@ -335,15 +329,10 @@ __global__ void __launch_bounds__(TmaShape<kStreams>::kThreads, 1)
     const int64_t token = row0 + (split - args.splits);
     allow_dependents();
     wait_for_producer();
-    if (token < args.tokens) {
-      input_path_token<kStreams, kRowVecs, false>(
-          args.x, args.input.pre_mix, args.input.norm_weight, args.input.hidden,
-          args.input.row_threads, args.input.eps_n, args.input.layer_input, token, sums);
-    }
+    if (token < args.tokens) fused_input_path_token<kStreams>(args, token, sums);
     return;
   }
-  const int rows_valid =
-      args.tokens - row0 < S::kRows ? static_cast<int>(args.tokens - row0) : S::kRows;
+  const int rows_valid = tile_rows_valid<S::kRows>(args.tokens, row0);
   const int stage_begin = split * (args.chunks_per_split / S::kChunksPerStage);
   const int stage_end =
       min(args.k / S::kStageK, stage_begin + args.chunks_per_split / S::kChunksPerStage);
@@ -383,7 +372,7 @@ __global__ void __launch_bounds__(TmaShape<kStreams>::kThreads, 1)
       detail::consume_range<kStreams, kCompensated>(stages, full, empty, 0, stage_count, false,
                                                     warp, row_of_g, acc, sumsq);
       // In a cluster always `sums`, but through a flag the launch set rather than a constant:
-      // with the destination known to be shared memory, ptxas serialised the wgmma pipeline
+      // with the destination known to be shared memory, ptxas serialises the wgmma pipeline
       // above (its C7515 note).
       const bool to_shared = kCluster ? args.cluster_epilogue : args.splits == 1;
       float* dest = to_shared ? sums : tile_partials + int64_t(split) * n_out_padded;
@@ -405,36 +394,78 @@ __global__ void __launch_bounds__(TmaShape<kStreams>::kThreads, 1)
 #endif
 }
 
+// cuTensorMapEncodeTiled, a driver function, taken from the runtime's entry-point query, so
+// that nothing links libcuda directly; null where the driver lacks it.
+using TensorMapEncoder = CUresult (*)(CUtensorMap*, CUtensorMapDataType, cuuint32_t, void*,
+                                      const cuuint64_t*, const cuuint64_t*, const cuuint32_t*,
+                                      const cuuint32_t*, CUtensorMapInterleave, CUtensorMapSwizzle,
+                                      CUtensorMapL2promotion, CUtensorMapFloatOOBfill);
+inline TensorMapEncoder tensor_map_encoder() {
+  static const TensorMapEncoder encode = [] {
+    void* fn = nullptr;
+    cudaDriverEntryPointQueryResult found{};
+    const cudaError_t err = cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &fn, 12000,
+                                                             cudaEnableDefault, &found);
+    return err == cudaSuccess && found == cudaDriverEntryPointSuccess
+               ? reinterpret_cast<TensorMapEncoder>(fn)
+               : nullptr;
+  }();
+  return encode;
+}
+
+// cuTensorMapEncodeTiled (tensor_map_encoder) of a kRank-dimensional map with unit element
+// strides, no interleave and zero fill out of range; cudaErrorNotSupported where the driver lacks
+// the function, cudaErrorInvalidValue where it refuses the map.
+template <int kRank>
+inline cudaError_t encode_tiled_map(CUtensorMap* map, CUtensorMapDataType type, const void* base,
+                                    const cuuint64_t (&dims)[kRank],
+                                    const cuuint64_t (&strides)[kRank - 1],
+                                    const cuuint32_t (&box)[kRank], CUtensorMapSwizzle swizzle,
+                                    CUtensorMapL2promotion promotion) {
+  const TensorMapEncoder encode = tensor_map_encoder();
+  if (encode == nullptr) return cudaErrorNotSupported;
+  cuuint32_t element_strides[kRank];
+  for (cuuint32_t& stride : element_strides) stride = 1;
+  const CUresult r =
+      encode(map, type, kRank, const_cast<void*>(base), dims, strides, box, element_strides,
+             CU_TENSOR_MAP_INTERLEAVE_NONE, swizzle, promotion, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+  return r == CUDA_SUCCESS ? cudaSuccess : cudaErrorInvalidValue;
+}
+
 // A 2D tensor map of a row-major [outer][inner] array for boxes of box_inner x box_outer
 // elements, with the 128-byte swizzle and 256-byte L2 promotion unless asked otherwise.
-// cuTensorMapEncodeTiled is a driver function; it is taken from the runtime's entry-point query, so
-// nothing links libcuda directly.
 inline cudaError_t encode_tensor_map_2d(
     CUtensorMap* map, CUtensorMapDataType type, int element_bytes, const void* base, uint64_t inner,
     uint64_t outer, uint32_t box_inner, uint32_t box_outer,
     CUtensorMapSwizzle swizzle = CU_TENSOR_MAP_SWIZZLE_128B,
     CUtensorMapL2promotion promotion = CU_TENSOR_MAP_L2_PROMOTION_L2_256B) {
-  using Encode =
-      CUresult (*)(CUtensorMap*, CUtensorMapDataType, cuuint32_t, void*, const cuuint64_t*,
-                   const cuuint64_t*, const cuuint32_t*, const cuuint32_t*, CUtensorMapInterleave,
-                   CUtensorMapSwizzle, CUtensorMapL2promotion, CUtensorMapFloatOOBfill);
-  static const Encode encode = [] {
-    void* fn = nullptr;
-    cudaDriverEntryPointQueryResult found{};
-    const cudaError_t err = cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &fn, 12000,
-                                                             cudaEnableDefault, &found);
-    return err == cudaSuccess && found == cudaDriverEntryPointSuccess ? reinterpret_cast<Encode>(fn)
-                                                                      : nullptr;
-  }();
-  if (encode == nullptr) return cudaErrorNotSupported;
   const cuuint64_t dims[2] = {inner, outer};
   const cuuint64_t row_stride[1] = {inner * uint64_t(element_bytes)};
   const cuuint32_t box[2] = {box_inner, box_outer};
-  const cuuint32_t element_strides[2] = {1, 1};
-  const CUresult r =
-      encode(map, type, 2, const_cast<void*>(base), dims, row_stride, box, element_strides,
-             CU_TENSOR_MAP_INTERLEAVE_NONE, swizzle, promotion, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
-  return r == CUDA_SUCCESS ? cudaSuccess : cudaErrorInvalidValue;
+  return encode_tiled_map<2>(map, type, base, dims, row_stride, box, swizzle, promotion);
+}
+
+// hc_fn [nmix][k] fp32 for boxes of box_k columns of every row (128 bytes a row at box_k = 32, the
+// 128-byte swizzle): the B operand's map of the TMA kernel and the fused boundary.
+inline cudaError_t encode_hc_fn_map(CUtensorMap* map, const float* hc_fn, int k, int nmix,
+                                    int box_k) {
+  return encode_tensor_map_2d(map, CU_TENSOR_MAP_DATA_TYPE_FLOAT32, 4, hc_fn, uint64_t(k),
+                              uint64_t(nmix), uint32_t(box_k), uint32_t(nmix));
+}
+
+// A row-major [outer][inner] bf16 array (inner a multiple of 64) as 128-byte lines: the 3D map
+// {64, inner / 64, outer}, for boxes of {64, lines, box_outer}, 128-byte swizzle. The copy engine
+// walks a box row by row, each row's lines x 128 contiguous bytes in turn, and shared memory holds
+// it as [box_outer][lines][64] with the swizzle over its 128-byte lines.
+inline cudaError_t encode_tensor_map_lines(
+    CUtensorMap* map, const void* base, uint64_t inner, uint64_t outer, uint32_t lines,
+    uint32_t box_outer, CUtensorMapL2promotion promotion = CU_TENSOR_MAP_L2_PROMOTION_L2_256B) {
+  if (inner % 64 != 0) return cudaErrorInvalidValue;
+  const cuuint64_t dims[3] = {64, inner / 64, outer};
+  const cuuint64_t strides[2] = {128, inner * 2};  // bytes between lines, between rows
+  const cuuint32_t box[3] = {64, lines, box_outer};
+  return encode_tiled_map<3>(map, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, base, dims, strides, box,
+                             CU_TENSOR_MAP_SWIZZLE_128B, promotion);
 }
 
 // How many clusters of `splits` CTAs of the cluster-epilogue kernel the current device holds at
@@ -446,13 +477,27 @@ cudaError_t sm90_prenorm_tma_cluster_capacity(int splits, int* clusters) {
                              S::kThreads, S::kSmemBytes, clusters);
 }
 
-// Raw launcher: no argument checks (mhc::cuda::prenorm_coefficients does them, and runs this only
-// where bulk_copies_enabled()). args.chunks_per_split must be a multiple of kTmaChunksPerStage.
-// The tensor maps hold x's address and token count, so they are made per launch (a host call,
-// no allocation); a CUDA graph keeps them with the captured kernel parameters.
+// launch_sm90_prenorm_tma's preconditions besides prenorm_args_valid: every split a whole,
+// non-empty number of kStageK stages (the kernel cuts K by chunks_per_split / kChunksPerStage),
+// batch-invariant leaves too (consume_leaves), and the fused input path's row cut within the
+// CTA's threads.
+template <int kStreams>
+inline bool tma_args_valid(const PrenormArgs& a) {
+  using S = TmaShape<kStreams>;
+  return prenorm_args_valid<kStreams>(a) && fused_input_fits(a, S::kThreads) &&
+         a.chunks_per_split >= S::kChunksPerStage && a.chunks_per_split % S::kChunksPerStage == 0 &&
+         a.leaf_chunks % S::kChunksPerStage == 0;
+}
+
+// Raw launcher: refuses arguments outside tma_args_valid (cudaErrorInvalidValue);
+// mhc::cuda::prenorm_coefficients checks them with messages and runs this only where
+// bulk_copies_enabled(). The tensor maps hold x's address and token count, so they are made per
+// launch (a host call, no allocation); a CUDA graph keeps them with the captured kernel
+// parameters.
 template <int kStreams, bool kCompensated>
 cudaError_t launch_sm90_prenorm_tma(const PrenormArgs& args, LaunchTarget on) {
   using S = TmaShape<kStreams>;
+  if (!tma_args_valid<kStreams>(args)) return cudaErrorInvalidValue;
   CUtensorMap x_map, w_map;
   if (const cudaError_t err =
           encode_tensor_map_2d(&x_map, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 2, args.x,
@@ -460,9 +505,7 @@ cudaError_t launch_sm90_prenorm_tma(const PrenormArgs& args, LaunchTarget on) {
       err != cudaSuccess) {
     return err;
   }
-  if (const cudaError_t err =
-          encode_tensor_map_2d(&w_map, CU_TENSOR_MAP_DATA_TYPE_FLOAT32, 4, args.hc_fn,
-                               uint64_t(args.k), uint64_t(S::kNmix), S::kWBoxK, S::kNmix);
+  if (const cudaError_t err = encode_hc_fn_map(&w_map, args.hc_fn, args.k, S::kNmix, S::kWBoxK);
       err != cudaSuccess) {
     return err;
   }

@@ -1,13 +1,12 @@
 // Warpgroup MMA (wgmma, sm_90a only): the TF32 form with A in registers and B in shared memory,
 // used by the TMA-fed prenorm kernel (sm90_prenorm_tma.cuh).
 //
-// Why wgmma there. With mma.sync every consumer warp loaded the whole hc_fn stage from shared
-// memory into registers and rounded it to TF32 itself: 8 warps x 12 KB of shared-memory reads
-// and ~100 conversions per thread per stage, for 4 KB of its own tokens. Nsight Compute showed
-// that kernel issue-bound (2 warps per scheduler, 46% issue slots busy, ~520 instructions per
-// warp per stage; its time scaled with the SM clock). wgmma reads B from shared memory once per
-// warpgroup of 4 warps, straight from the copy engine's swizzled layout, with no per-thread
-// instructions.
+// Why wgmma there. With mma.sync every consumer warp loads the whole hc_fn stage from shared
+// memory into registers and rounds it to TF32 itself: 8 warps x 12 KB of shared-memory reads
+// and ~100 conversions per thread per stage, for 4 KB of its own tokens, which leaves the kernel
+// issue-bound (docs/kernels.md has the Nsight Compute numbers). wgmma reads B from shared memory
+// once per warpgroup of 4 warps, straight from the copy engine's swizzled layout, with no
+// per-thread instructions.
 //
 // Numerics: wgmma's TF32 takes the top 19 bits of hc_fn's fp32 values (truncation), where the
 // mma.sync kernels round to nearest. Both are TF32 projections; the error bound of the TF32

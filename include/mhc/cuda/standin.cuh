@@ -22,16 +22,30 @@ __global__ void standin_sublayer_kernel(const uint16_t* __restrict__ layer_input
     float v[8];
     unpack_bf16x8(load_stream_u4(layer_input + offset), v);
     const float4 g0 = load_weight_f4(gain + c), g1 = load_weight_f4(gain + c + 4);
-    const float g[8] = {g0.x, g0.y, g0.z, g0.w, g1.x, g1.y, g1.z, g1.w};
+    float g[8];
+    unpack_f4x2(g0, g1, g);
 #pragma unroll
     for (int e = 0; e < 8; ++e) v[e] *= g[e];
     store_u4(out + offset, pack_bf16x8(v));
   }
 }
 
+// launch_standin_sublayer's preconditions, refused before any CUDA call (cudaErrorInvalidValue):
+// at least one token, C in whole 16-byte vectors (a vector's gain must not cross the row), at
+// least one multiprocessor (the grid), the pointers. mhc::cuda::standin_sublayer checks them with
+// messages.
+inline bool standin_args_valid(const uint16_t* layer_input, const float* gain, int64_t tokens,
+                               int hidden, const uint16_t* out, int sm_count) {
+  return tokens >= 1 && hidden > 0 && hidden % kBf16PerVec == 0 && sm_count >= 1 &&
+         layer_input != nullptr && gain != nullptr && out != nullptr;
+}
+
 inline cudaError_t launch_standin_sublayer(const uint16_t* layer_input, const float* gain,
                                            int64_t tokens, int hidden, uint16_t* out, int sm_count,
                                            LaunchTarget on) {
+  if (!standin_args_valid(layer_input, gain, tokens, hidden, out, sm_count)) {
+    return cudaErrorInvalidValue;
+  }
   const int64_t vectors = tokens * hidden / kBf16PerVec;
   constexpr int kThreads = 256;
   const int64_t blocks = std::min<int64_t>(ceil_div(vectors, kThreads), int64_t(sm_count) * 8);

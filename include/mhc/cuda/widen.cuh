@@ -20,8 +20,15 @@ __global__ void widen_bf16_kernel(const uint16_t* __restrict__ in, int64_t count
   }
 }
 
+// launch_widen_bf16's preconditions, refused before any CUDA call (cudaErrorInvalidValue): at
+// least one value, the pointers. mhc::cuda::widen_bf16 checks them with messages.
+inline bool widen_args_valid(const uint16_t* in, int64_t count, const float* out) {
+  return count >= 1 && in != nullptr && out != nullptr;
+}
+
 inline cudaError_t launch_widen_bf16(const uint16_t* in, int64_t count, float* out,
                                      LaunchTarget on) {
+  if (!widen_args_valid(in, count, out)) return cudaErrorInvalidValue;
   constexpr int kThreads = 256;
   const int64_t blocks =
       std::max<int64_t>(1, std::min<int64_t>(ceil_div(count, int64_t(kThreads)), 1024));
