@@ -2,8 +2,8 @@
 
 mhc._C allocates nothing: the coefficient path takes a uint8 `workspace` of at least
 _C.workspace_bytes(hidden, n, max_tokens) bytes, zero-filled once at creation; the kernels
-leave it zeroed after every launch, so one workspace serves any number of calls on ONE stream
-at a time. Two calls that may run concurrently (the overlap's side stream and the main stream,
+re-arm what the next launch reads (tile counters back at zero, flagged partials cleared) after
+every launch, so one workspace serves any number of calls on ONE stream at a time. Two calls that may run concurrently (the overlap's side stream and the main stream,
 or two engines' streams) need two workspaces.
 
 An engine that captures CUDA graphs owns its workspaces: it makes them with `make_workspace`
