@@ -67,14 +67,17 @@ TEST(Sm90BoundaryPlan, SplitCounts) {
 
 TEST(Sm90BoundaryPlan, WideStagesWhereTheirTilesFillTheSms) {
   const MhcParams p = params(4, 5120);
-  // 2048 tokens on 2 splits (64 tiles), 4096 / 8192 on one (128 / 256 CTAs: the second wave 124
-  // of 132); not 1024 (32 tiles), 3072 (96: one split leaves 36 SMs idle, two make 1.5 waves),
-  // 16384 (512: a last wave of 116), nor n = 2 or a C that is no whole number of 128-column
+  // 2048 tokens on 2 splits (64 tiles), one split where the tiles fill 90% of their waves'
+  // slots: 4096 / 8192 / 16384 / 32768 (128 / 256 / 512 / 1024 tiles in 1 / 2 / 4 / 8 waves of
+  // 132, the last one 128 / 124 / 116 / 100 full) and 12288 (384 in 3); not 1024 (32 tiles),
+  // 3072 (96: one split leaves 36 SMs idle, two make 1.5 waves), 6144 (192 of 264 slots), 10240
+  // (320 of 396), 15000 (469 of 528), nor n = 2 or a C that is no whole number of 128-column
   // stages.
   EXPECT_EQ(wide_boundary_splits(p, 2048, kH200), 2);
-  EXPECT_EQ(wide_boundary_splits(p, 4096, kH200), 1);
-  EXPECT_EQ(wide_boundary_splits(p, 8192, kH200), 1);
-  for (int64_t m : {1024, 2047, 3072, 16384}) {
+  for (int64_t m : {4096, 8192, 12288, 16384, 32768}) {
+    EXPECT_EQ(wide_boundary_splits(p, m, kH200), 1) << m;
+  }
+  for (int64_t m : {1024, 2047, 3072, 6144, 10240, 15000}) {
     EXPECT_EQ(wide_boundary_splits(p, m, kH200), 0) << m;
   }
   EXPECT_EQ(wide_boundary_splits(params(2, 5120), 4096, kH200), 0);

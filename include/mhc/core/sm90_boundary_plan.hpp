@@ -85,11 +85,11 @@ int boundary_splits(const MhcParams& p, int64_t tokens, const ClusterCapacity& c
                     int max_splits = kBoundaryMaxSplits, int stage_columns = kBoundaryStageColumns,
                     int tile_rows = kBoundaryRowsPerTile);
 // The wide stages' split count where the rule takes them (0: it does not): n = 4 from
-// kWideMinTokens tokens, one split where their 32-row tiles fill the SMs in whole waves each at
-// least 90% full, two where twice the tiles do so in one wave (capacity_wide: the wide kernel's
-// ClusterCapacity). On the H200 that is 2048 tokens on 2 splits and 4096 / 8192 on one, where
-// they won; 1024 and 3072 lost (docs/decisions.md, "The fused boundary's large-M floor is its
-// stage shape").
+// kWideMinTokens tokens, one split where their 32-row tiles fill at least 90% of their waves'
+// slots, two where twice the tiles fill 90% of one wave (capacity_wide: the wide kernel's
+// ClusterCapacity). On the H200 that is 2048 tokens on 2 splits and 4096, 8192, 16384 and 32768
+// on one, where they won; 1024 and 3072 lost (docs/decisions.md, "The fused boundary's large-M
+// floor is its stage shape", "Wide stages landed").
 inline constexpr int64_t kWideMinTokens = 2048;
 int wide_boundary_splits(const MhcParams& p, int64_t tokens, const ClusterCapacity& capacity_wide);
 // The tile (128 or 64 tokens, 64-column stages) and its boundary_splits: 64-row tiles where the
