@@ -70,6 +70,20 @@ void check_amplitudes(const MhcParams& p, uint64_t& seed, int stage_columns = 0,
   check_boundary(p, 200, ++seed, 1.0, false, 0, stage_columns, rows);
 }
 
+// What every forced stage shape runs against the reference: every model shape at `model_tokens`,
+// the shape's tile edges at C = 5120 (`edges`, on the rule's split count), forced split counts
+// over 300 tokens, the amplitudes, and n = 2 at C = 7168 with the plain collapse.
+void check_stage_shape(uint64_t& seed, int stage_columns, int rows,
+                       std::initializer_list<int64_t> model_tokens,
+                       std::initializer_list<int64_t> edges, std::initializer_list<int> splits) {
+  check_model_shapes(model_tokens, seed, stage_columns, rows);
+  const MhcParams p = test::small_params(4, 5120);
+  for (int64_t m : edges) check_boundary(p, m, ++seed, 1.0, true, 0, stage_columns, rows);
+  for (int s : splits) check_boundary(p, 300, ++seed, 1.0, true, s, stage_columns, rows);
+  check_amplitudes(p, seed, stage_columns, rows);
+  check_boundary(test::small_params(2, 7168), 140, ++seed, 1.0, false, 1, stage_columns, rows);
+}
+
 TEST(CudaFusedBoundary, MatchesTheReferenceAtEveryModelShape) {
   MHC_SKIP_WITHOUT_SM90A_KERNELS("the fused boundary");
   uint64_t seed = 7000;
@@ -212,13 +226,8 @@ void sanitize_case(int splits, int stage_columns, uint64_t seed) {
 TEST(CudaFusedBoundary, ThirtyTwoColumnStages) {
   MHC_SKIP_WITHOUT_SM90A_KERNELS("the fused boundary");
   uint64_t seed = 7500;
-  check_model_shapes({1, 129, 300}, seed, 32);
-  const MhcParams p = test::small_params(4, 5120);
-  for (int64_t m : {2, 127, 128, 1000, 4097}) check_boundary(p, m, ++seed, 1.0, true, 0, 32);
-  for (int splits : {1, 3, 7, 8}) check_boundary(p, 300, ++seed, 1.0, true, splits, 32);
-  check_amplitudes(p, seed, 32);
-  check_boundary(test::small_params(2, 7168), 140, ++seed, 1.0, false, 1, 32);
-  expect_bitwise_run_to_run(p, 1000, ++seed, 32);
+  check_stage_shape(seed, 32, 0, {1, 129, 300}, {2, 127, 128, 1000, 4097}, {1, 3, 7, 8});
+  expect_bitwise_run_to_run(test::small_params(4, 5120), 1000, ++seed, 32);
 }
 
 // The wide stages (32-token tiles of 128-column stages, each row's 256 bytes as two 128-byte
@@ -228,14 +237,8 @@ TEST(CudaFusedBoundary, ThirtyTwoColumnStages) {
 TEST(CudaFusedBoundary, WideStages) {
   MHC_SKIP_WITHOUT_SM90A_KERNELS("the fused boundary");
   uint64_t seed = 7900;
-  check_model_shapes({1, 33, 300}, seed, 128, 32);
+  check_stage_shape(seed, 128, 32, {1, 33, 300}, {2, 31, 32, 63, 65, 1000, 4097}, {1, 3, 7, 8});
   const MhcParams p = test::small_params(4, 5120);
-  for (int64_t m : {2, 31, 32, 63, 65, 1000, 4097}) {
-    check_boundary(p, m, ++seed, 1.0, true, 0, 128, 32);
-  }
-  for (int splits : {1, 3, 7, 8}) check_boundary(p, 300, ++seed, 1.0, true, splits, 128, 32);
-  check_amplitudes(p, seed, 128, 32);
-  check_boundary(test::small_params(2, 7168), 140, ++seed, 1.0, false, 1, 128, 32);
   expect_bitwise_run_to_run(p, 1000, ++seed, 128);
   cuda::SiteWorkspace ws(p, 64, cuda::max_prenorm_splits(p));
   const BoundaryTile forced =
@@ -260,14 +263,8 @@ TEST(CudaFusedBoundary, WideStages) {
 TEST(CudaFusedBoundary, HalfTiles) {
   MHC_SKIP_WITHOUT_SM90A_KERNELS("the fused boundary");
   uint64_t seed = 7700;
-  check_model_shapes({1, 65, 300}, seed, 0, 64);
+  check_stage_shape(seed, 0, 64, {1, 65, 300}, {16, 63, 64, 127, 129, 1000, 4097}, {1, 3, 8});
   const MhcParams p = test::small_params(4, 5120);
-  for (int64_t m : {16, 63, 64, 127, 129, 1000, 4097}) {
-    check_boundary(p, m, ++seed, 1.0, true, 0, 0, 64);
-  }
-  for (int splits : {1, 3, 8}) check_boundary(p, 300, ++seed, 1.0, true, splits, 0, 64);
-  check_amplitudes(p, seed, 0, 64);
-  check_boundary(test::small_params(2, 7168), 140, ++seed, 1.0, false, 1, 0, 64);
   for (int splits : {1, 2, 5}) {
     for (int64_t m : {97, 1000}) {
       FoldCase k(p, m, ++seed);
