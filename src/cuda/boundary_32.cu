@@ -4,10 +4,6 @@
 #include "prenorm_dispatch.cuh"
 
 namespace mhc::cuda {
-template cudaError_t dispatch_boundary<2, 32, 128>(const PrenormArgs&, const BoundaryColumns&,
-                                                   LaunchTarget);
-template cudaError_t dispatch_boundary<4, 32, 128>(const PrenormArgs&, const BoundaryColumns&,
-                                                   LaunchTarget);
-template cudaError_t boundary_cluster_capacity<2, 32, 128>(int, int*);
-template cudaError_t boundary_cluster_capacity<4, 32, 128>(int, int*);
+MHC_INSTANTIATE_BOUNDARY(2, 32, 128);
+MHC_INSTANTIATE_BOUNDARY(4, 32, 128);
 }  // namespace mhc::cuda

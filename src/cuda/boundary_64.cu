@@ -3,10 +3,6 @@
 #include "prenorm_dispatch.cuh"
 
 namespace mhc::cuda {
-template cudaError_t dispatch_boundary<2, 64, 64>(const PrenormArgs&, const BoundaryColumns&,
-                                                  LaunchTarget);
-template cudaError_t dispatch_boundary<4, 64, 64>(const PrenormArgs&, const BoundaryColumns&,
-                                                  LaunchTarget);
-template cudaError_t boundary_cluster_capacity<2, 64, 64>(int, int*);
-template cudaError_t boundary_cluster_capacity<4, 64, 64>(int, int*);
+MHC_INSTANTIATE_BOUNDARY(2, 64, 64);
+MHC_INSTANTIATE_BOUNDARY(4, 64, 64);
 }  // namespace mhc::cuda

@@ -4,10 +4,6 @@
 #include "prenorm_dispatch.cuh"
 
 namespace mhc::cuda {
-template cudaError_t dispatch_boundary<2, 128, 32>(const PrenormArgs&, const BoundaryColumns&,
-                                                   LaunchTarget);
-template cudaError_t dispatch_boundary<4, 128, 32>(const PrenormArgs&, const BoundaryColumns&,
-                                                   LaunchTarget);
-template cudaError_t boundary_cluster_capacity<2, 128, 32>(int, int*);
-template cudaError_t boundary_cluster_capacity<4, 128, 32>(int, int*);
+MHC_INSTANTIATE_BOUNDARY(2, 128, 32);
+MHC_INSTANTIATE_BOUNDARY(4, 128, 32);
 }  // namespace mhc::cuda

@@ -62,4 +62,12 @@ cudaError_t boundary_cluster_capacity(int ctas, int* clusters) {
   return sm90_boundary_cluster_capacity<kStreams, kColumns, kTileRows>(ctas, clusters);
 }
 
+// The explicit instantiations of one fused boundary shape (stream count, stage columns, tile
+// rows), in that shape's own translation unit: nvcc then compiles the shapes in parallel, and
+// the 32- and 64-column shapes' SASS changes when they share one (boundary_32.cu).
+#define MHC_INSTANTIATE_BOUNDARY(STREAMS, COLUMNS, ROWS)          \
+  template cudaError_t dispatch_boundary<STREAMS, COLUMNS, ROWS>( \
+      const PrenormArgs&, const BoundaryColumns&, LaunchTarget);  \
+  template cudaError_t boundary_cluster_capacity<STREAMS, COLUMNS, ROWS>(int, int*)
+
 }  // namespace mhc::cuda
