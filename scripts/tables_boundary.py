@@ -210,3 +210,80 @@ def table_targets(patterns):
               f"{first.get('date', 'undated')}; sources `{' '.join(patterns)}` ({len(paths)} "
               f"files)."]
     return lines
+
+
+# The copies that bound each of issue 17's large-M targets, by the kernels item it times: the
+# micro-benchmark's tool (its JSON's "tool" names it), the plain copy of the same bytes (nothing
+# computed, whole rows) and the kernel shape's own copies (its boxes, ring and grid, nothing
+# computed).
+HEADROOM_COPIES = {
+    "site in stack, fused boundary (each)": (
+        "boundary_stream_microbench", "plain 16-byte loads: whole rows, 4 x 256 threads per SM",
+        "32 tok x 4 x 128 B sw128 (3D box), 1 split, 2 stages (80 KB), no hc_fn"),
+    "coefficients (GEMM+stats)": (
+        "tma_stream_microbench", "plain ld.global.cs read, 4 x 256 threads per SM",
+        "now: 128 tok x 128 B sw128, 2 boxes, 4 stages, +hc_fn"),
+}
+
+
+def microbench_hidden(doc):
+    """The hidden size C of a streaming micro-benchmark's JSON ("hidden", or "C=..." in its
+    method)."""
+    if "hidden" in doc:
+        return int(doc["hidden"])
+    return int(re.search(r"C=(\d+)", doc.get("method", "")).group(1))
+
+
+def table_targets_headroom(patterns):
+    """Issue 17's large-M targets against the copies that bound them: `mhc bench kernels` runs
+    (file name globs, rounds of each preset) and the streaming micro-benchmarks' JSONs
+    (bench/boundary_stream_microbench.cu, bench/tma_stream_microbench.cu; told apart by their
+    "tool"). Per target and C: the target, the measured range, the plain copy of the same bytes,
+    the kernel shape's copies, and the target and the measured time as multiples of the plain
+    copy."""
+    paths = expand(patterns)
+    measured, copies, micro_paths = {}, {}, []  # (item, C, M) -> [µs]; (tool, C) -> {...}
+    for path in paths:
+        doc = load(path)
+        tool = doc.get("tool", "")
+        if "microbench" in tool:
+            micro_paths.append(path)
+            cells = {(r["variant"], r["tokens"]): r["median_us"] for r in doc["results"]}
+            copies[(tool.split()[0].removeprefix("mhc_"), microbench_hidden(doc))] = cells
+            continue
+        hidden = int(re.search(r"C=(\d+)", doc.get("params", "")).group(1))
+        for r in doc["results"]:
+            if r["kernel"] in HEADROOM_COPIES:
+                measured.setdefault((r["kernel"], hidden, r["tokens"]), []).append(r["median_us"])
+    lines = ["| target | C | target µs | measured µs | plain copy µs | the kernel shape's copies µs "
+             "| target / plain copy | measured / plain copy |",
+             "|---|---:|---:|---:|---:|---:|---:|---:|"]
+    for what, _, item, sizes, target, scales in ISSUE17_TARGETS:
+        if item not in HEADROOM_COPIES:
+            continue
+        tool, plain_variant, shape_variant = HEADROOM_COPIES[item]
+        (m,) = sizes
+        for c in sorted({c for (i, c, mm) in measured if i == item and mm == m}):
+            cells = copies.get((tool, c), {})
+            plain, shape = cells.get((plain_variant, m)), cells.get((shape_variant, m))
+            if plain is None:
+                continue
+            got = measured[(item, c, m)]
+            bound = target * c / 5120 if scales else target
+            lo, hi = min(got), max(got)
+            span = f"{lo:.2f}" if f"{lo:.2f}" == f"{hi:.2f}" else f"{lo:.2f}-{hi:.2f}"
+            ratio = (f"{lo / plain:.3f}" if f"{lo / plain:.3f}" == f"{hi / plain:.3f}"
+                     else f"{lo / plain:.3f}-{hi / plain:.3f}")
+            shape_text = f"{shape:.2f}" if shape is not None else ""
+            lines.append(f"| {what} | {c} | {bound:.1f} | {span} | {plain:.2f} | {shape_text} "
+                         f"| {bound / plain:.3f} | {ratio} |")
+    kernels_paths = [p for p in paths if p not in micro_paths]
+    machine = provenance(load(kernels_paths[0])).split(", commit ")[0]
+    commits = sorted({load(p).get("commit", "?") for p in kernels_paths})
+    micro = "; ".join(dict.fromkeys(f"{load(p)['tool'].split()[0]} at {load(p).get('commit', '?')}"
+                                    for p in micro_paths))
+    lines += ["", f"µs (medians; the measured range over the rounds), `mhc bench kernels` on "
+              f"{machine}, commit {', '.join(commits)}; the copies: {micro} (one launch between "
+              f"CUDA events, nothing computed; the site's shape without hc_fn's boxes); sources `{' '.join(patterns)}` ({len(paths)} "
+              f"files)."]
+    return lines
