@@ -28,8 +28,9 @@ struct Problem {
   std::optional<size_t> byte;
 };
 
-// The first problem in `text`: not JSON (a NUL byte anywhere included), a number out of range, nesting deeper than the limit, a
-// key given twice in one object, a key or object over the limits. Linear time, bounded stack.
+// The first problem in `text`: not JSON (a NUL byte anywhere included), a number out of range,
+// nesting deeper than the limit, a key given twice in one object, a key or object over the limits.
+// Linear time, bounded stack.
 std::optional<Problem> check(std::string_view text, const Limits& limits);
 
 // check(), then the parse; throws mhc::Error "{source}: not valid JSON ...", "{source}: duplicate
