@@ -3,6 +3,7 @@
 # Idempotent: installs only what is missing. The CUDA toolkit is optional and never installed here.
 set -euo pipefail
 packages=(cmake ninja-build g++ libgtest-dev googletest nlohmann-json3-dev libcli11-dev libfmt-dev
+  clang-format-14  # the format test (tests/format)
   python3-venv python3-dev)  # the Python package (scripts/python-env.sh)
 # The fuzzers (fuzz/run.sh, run by CI) need clang and its libFuzzer/sanitizer runtimes.
 if [ "${MHC_SETUP_FUZZ:-0}" = 1 ]; then packages+=(clang-14 libclang-rt-14-dev); fi
