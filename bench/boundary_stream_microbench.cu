@@ -39,7 +39,9 @@ constexpr int kNmix = 24;
 constexpr int kWBoxBytes = kNmix * 128;  // hc_fn: NMIX rows x 32 fp32 per box
 constexpr int kMaxStages = 8;
 
-enum class Kind { copy_engine, plain_rows, plain_tiles };
+// memcpy: the runtime's device-to-device copies of the same bytes (x_prev -> x_out, F -> y), the
+// reference the anchors' copy bandwidth (docs/benchmarks.md) was measured with.
+enum class Kind { copy_engine, plain_rows, plain_tiles, memcpy };
 // How the copy engine cuts a stage's `cols` columns of a stream: one 2D box (128-byte swizzle at
 // 64 columns, none wider), 64-column 2D boxes issued one after another (128-byte swizzle), or one
 // 3D box of 128-byte lines, {64, cols / 64, rows}, so that the copy engine walks each row's
@@ -57,6 +59,9 @@ struct Variant {
   bool weights;  // hc_fn's boxes of the stage's columns beside it (from L2, as the kernel's)
   bool cluster;  // a tile's splits as one thread block cluster
   CUtensorMapL2promotion promotion;
+  int unroll = 4;                // plain_rows: 16-byte vectors in flight per thread
+  int ctas_per_sm = 4;           // plain_rows: CTAs of 256 threads per SM
+  bool streaming_hints = false;  // plain_rows: ld.global.cs / st.global.cs (evict-first)
 };
 
 struct Geometry {
@@ -175,24 +180,43 @@ __global__ void __launch_bounds__(64)
 #endif
 }
 
-// Whole rows: x_prev -> x_out and F -> y as one grid-stride copy of 16-byte vectors, four loads
-// in flight per thread before their stores.
+// Whole rows: x_prev -> x_out and F -> y as one grid-stride copy of 16-byte vectors, kUnroll
+// loads in flight per thread before their stores; with kStreaming, evict-first loads and stores.
+template <int kUnroll, bool kStreaming>
 __global__ void plain_rows_kernel(const uint4* x, const uint4* f, uint4* x_out, uint4* y,
                                   int64_t x_vecs, int64_t f_vecs) {
   const int64_t total = x_vecs + f_vecs, stride = int64_t(gridDim.x) * blockDim.x;
-  for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < total; i += 4 * stride) {
-    uint4 a[4];
+  for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < total;
+       i += kUnroll * stride) {
+    uint4 a[kUnroll];
 #pragma unroll
-    for (int u = 0; u < 4; ++u) {
+    for (int u = 0; u < kUnroll; ++u) {
       const int64_t j = i + u * stride;
-      if (j < total) a[u] = j < x_vecs ? x[j] : f[j - x_vecs];
+      if (j < total) {
+        const uint4* src = j < x_vecs ? x + j : f + (j - x_vecs);
+        a[u] = kStreaming ? __ldcs(src) : *src;
+      }
     }
 #pragma unroll
-    for (int u = 0; u < 4; ++u) {
+    for (int u = 0; u < kUnroll; ++u) {
       const int64_t j = i + u * stride;
-      if (j < total) (j < x_vecs ? x_out[j] : y[j - x_vecs]) = a[u];
+      if (j < total) {
+        uint4* dst = j < x_vecs ? x_out + j : y + (j - x_vecs);
+        if (kStreaming) {
+          __stcs(dst, a[u]);
+        } else {
+          *dst = a[u];
+        }
+      }
     }
   }
+}
+
+using PlainRowsKernel = void (*)(const uint4*, const uint4*, uint4*, uint4*, int64_t, int64_t);
+PlainRowsKernel plain_rows_for(int unroll, bool streaming) {
+  if (unroll == 8) return streaming ? plain_rows_kernel<8, true> : plain_rows_kernel<8, false>;
+  if (unroll == 2) return streaming ? plain_rows_kernel<2, true> : plain_rows_kernel<2, false>;
+  return streaming ? plain_rows_kernel<4, true> : plain_rows_kernel<4, false>;
 }
 
 // The boundary's pattern without the copy engine: per stage, a tile's rows x `cols` columns of
@@ -357,6 +381,18 @@ int main(int argc, char** argv) {
        0, 2, false, false, k256},
       {"plain 16-byte loads: whole rows, 4 x 256 threads per SM", Kind::plain_rows, 0, 0, flat, 0,
        0, false, false, k256},
+      {"plain 16-byte loads: whole rows, 8 in flight, 4 x 256 threads per SM", Kind::plain_rows, 0,
+       0, flat, 0, 0, false, false, k256, 8, 4},
+      {"plain 16-byte loads: whole rows, 2 in flight, 8 x 256 threads per SM", Kind::plain_rows, 0,
+       0, flat, 0, 0, false, false, k256, 2, 8},
+      {"plain 16-byte loads: whole rows, 4 in flight, 8 x 256 threads per SM", Kind::plain_rows, 0,
+       0, flat, 0, 0, false, false, k256, 4, 8},
+      {"plain 16-byte loads: whole rows, 4 in flight, 4 x 256 per SM, evict-first",
+       Kind::plain_rows, 0, 0, flat, 0, 0, false, false, k256, 4, 4, true},
+      {"plain 16-byte loads: whole rows, 8 in flight, 2 x 256 per SM, evict-first",
+       Kind::plain_rows, 0, 0, flat, 0, 0, false, false, k256, 8, 2, true},
+      {"cudaMemcpyAsync device to device: x_prev -> x_out, F -> y", Kind::memcpy, 0, 0, flat, 0, 0,
+       false, false, k256},
   };
   std::vector<Row> rows;
   std::printf("C = %d, n = %d\n%-84s %6s %6s %9s %7s\n", hidden, kStreams, "variant", "tokens",
@@ -416,13 +452,23 @@ int main(int argc, char** argv) {
         ctas = tokens / v.rows * v.splits;
         us = mhc::bench::median_launch_us(
             [&] { plain_tiles_kernel<kVecs><<<ctas, 256>>>(x, f, x_out, y, v, g); }, 20);
-      } else {
-        ctas = 4 * sms;
-        const int64_t x_vecs = int64_t(tokens) * kStreams * hidden / 8;
-        const int64_t f_vecs = int64_t(tokens) * hidden / 8;
+      } else if (v.kind == Kind::memcpy) {
         us = mhc::bench::median_launch_us(
             [&] {
-              plain_rows_kernel<<<ctas, 256>>>(
+              MHC_MICRO_CHECK(cudaMemcpyAsync(x_out, x, size_t(tokens) * kStreams * hidden * 2,
+                                              cudaMemcpyDeviceToDevice));
+              MHC_MICRO_CHECK(
+                  cudaMemcpyAsync(y, f, size_t(tokens) * hidden * 2, cudaMemcpyDeviceToDevice));
+            },
+            20);
+      } else {
+        ctas = v.ctas_per_sm * sms;
+        const int64_t x_vecs = int64_t(tokens) * kStreams * hidden / 8;
+        const int64_t f_vecs = int64_t(tokens) * hidden / 8;
+        const PlainRowsKernel kernel = plain_rows_for(v.unroll, v.streaming_hints);
+        us = mhc::bench::median_launch_us(
+            [&] {
+              kernel<<<ctas, 256>>>(
                   reinterpret_cast<const uint4*>(x), reinterpret_cast<const uint4*>(f),
                   reinterpret_cast<uint4*>(x_out), reinterpret_cast<uint4*>(y), x_vecs, f_vecs);
             },
