@@ -41,7 +41,7 @@ constexpr int kMaxStages = 8;
 
 // memcpy: the runtime's device-to-device copies of the same bytes (x_prev -> x_out, F -> y), the
 // reference the anchors' copy bandwidth (docs/benchmarks.md) was measured with.
-enum class Kind { copy_engine, plain_rows, plain_tiles, memcpy };
+enum class Kind { copy_engine, plain_rows, plain_tiles, memcpy, warp_chunks, cta_ranges };
 // How the copy engine cuts a stage's `cols` columns of a stream: one 2D box (128-byte swizzle at
 // 64 columns, none wider), 64-column 2D boxes issued one after another (128-byte swizzle), or one
 // 3D box of 128-byte lines, {64, cols / 64, rows}, so that the copy engine walks each row's
@@ -208,6 +208,53 @@ __global__ void plain_rows_kernel(const uint4* x, const uint4* f, uint4* x_out, 
           *dst = a[u];
         }
       }
+    }
+  }
+}
+
+// Each warp copies contiguous 2 KB chunks (lane + 32 u, u < 4: four loads in flight, the warp's
+// accesses one contiguous 2 KB), the chunks dealt to the warps grid-stride.
+__global__ void warp_chunks_kernel(const uint4* x, const uint4* f, uint4* x_out, uint4* y,
+                                   int64_t x_vecs, int64_t f_vecs) {
+  const int64_t total = x_vecs + f_vecs;
+  const int lane = int(threadIdx.x) % 32;
+  const int64_t warps = int64_t(gridDim.x) * (blockDim.x / 32);
+  for (int64_t chunk = int64_t(blockIdx.x) * (blockDim.x / 32) + threadIdx.x / 32;
+       chunk * 128 < total; chunk += warps) {
+    uint4 a[4];
+#pragma unroll
+    for (int u = 0; u < 4; ++u) {
+      const int64_t j = chunk * 128 + u * 32 + lane;
+      if (j < total) a[u] = j < x_vecs ? x[j] : f[j - x_vecs];
+    }
+#pragma unroll
+    for (int u = 0; u < 4; ++u) {
+      const int64_t j = chunk * 128 + u * 32 + lane;
+      if (j < total) (j < x_vecs ? x_out[j] : y[j - x_vecs]) = a[u];
+    }
+  }
+}
+
+// Each CTA copies one contiguous range (the sequence cut in gridDim.x parts), its threads
+// striding through it with four loads in flight.
+__global__ void cta_ranges_kernel(const uint4* x, const uint4* f, uint4* x_out, uint4* y,
+                                  int64_t x_vecs, int64_t f_vecs) {
+  const int64_t total = x_vecs + f_vecs;
+  const int64_t per_cta = (total + gridDim.x - 1) / gridDim.x;
+  const int64_t begin = int64_t(blockIdx.x) * per_cta;
+  const int64_t end = begin + per_cta < total ? begin + per_cta : total;
+  const int64_t stride = blockDim.x;
+  for (int64_t i = begin + threadIdx.x; i < end; i += 4 * stride) {
+    uint4 a[4];
+#pragma unroll
+    for (int u = 0; u < 4; ++u) {
+      const int64_t j = i + u * stride;
+      if (j < end) a[u] = j < x_vecs ? x[j] : f[j - x_vecs];
+    }
+#pragma unroll
+    for (int u = 0; u < 4; ++u) {
+      const int64_t j = i + u * stride;
+      if (j < end) (j < x_vecs ? x_out[j] : y[j - x_vecs]) = a[u];
     }
   }
 }
@@ -391,6 +438,14 @@ int main(int argc, char** argv) {
        Kind::plain_rows, 0, 0, flat, 0, 0, false, false, k256, 4, 4, true},
       {"plain 16-byte loads: whole rows, 8 in flight, 2 x 256 per SM, evict-first",
        Kind::plain_rows, 0, 0, flat, 0, 0, false, false, k256, 8, 2, true},
+      {"plain 16-byte loads: warps copy contiguous 2 KB chunks, 4 x 256 per SM", Kind::warp_chunks,
+       0, 0, flat, 0, 0, false, false, k256, 4, 4},
+      {"plain 16-byte loads: warps copy contiguous 2 KB chunks, 8 x 256 per SM", Kind::warp_chunks,
+       0, 0, flat, 0, 0, false, false, k256, 4, 8},
+      {"plain 16-byte loads: one contiguous range per CTA, 4 x 256 per SM", Kind::cta_ranges, 0, 0,
+       flat, 0, 0, false, false, k256, 4, 4},
+      {"plain 16-byte loads: one contiguous range per CTA, 8 x 256 per SM", Kind::cta_ranges, 0, 0,
+       flat, 0, 0, false, false, k256, 4, 8},
       {"cudaMemcpyAsync device to device: x_prev -> x_out, F -> y", Kind::memcpy, 0, 0, flat, 0, 0,
        false, false, k256},
   };
@@ -465,7 +520,10 @@ int main(int argc, char** argv) {
         ctas = v.ctas_per_sm * sms;
         const int64_t x_vecs = int64_t(tokens) * kStreams * hidden / 8;
         const int64_t f_vecs = int64_t(tokens) * hidden / 8;
-        const PlainRowsKernel kernel = plain_rows_for(v.unroll, v.streaming_hints);
+        const PlainRowsKernel kernel = v.kind == Kind::warp_chunks ? warp_chunks_kernel
+                                       : v.kind == Kind::cta_ranges
+                                           ? cta_ranges_kernel
+                                           : plain_rows_for(v.unroll, v.streaming_hints);
         us = mhc::bench::median_launch_us(
             [&] {
               kernel<<<ctas, 256>>>(
