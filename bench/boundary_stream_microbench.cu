@@ -6,10 +6,12 @@
 // F per stage, 128-byte swizzle, hc_fn's boxes beside them, split s of S taking stages s, s + S,
 // ..., the splits one cluster; the producer stores a stage's boxes back and refills its slot once
 // the copy engine has read them), the same with wider box rows (no swizzle, 256 or 512 bytes per
-// row), other L2 promotions, and plain 16-byte loads and stores, by whole rows and by the
-// boundary's tile pattern. The question it answers: is the fused boundary's streaming (about
-// 3.0-3.4 TB/s of its floor's bytes at 4096-8192 tokens, docs/decisions.md) bound by how its
-// stages cut the rows, or by the copy-through itself?
+// row), other L2 promotions, plain 16-byte loads and stores (by whole rows with 2-8 loads in
+// flight and evict-first hints or none, by warps' contiguous 2 KB chunks, by one range per CTA,
+// and by the boundary's tile pattern), and the runtime's cudaMemcpyAsync of the same bytes. The
+// questions it answers: is the fused boundary's streaming (about 3.0-3.4 TB/s of its floor's
+// bytes at 4096-8192 tokens on an H200, docs/decisions.md) bound by how its stages cut the rows,
+// or by the copy-through itself, and how close do kernels come to the runtime's own copy?
 // Run on an sm_90 GPU: mhc_boundary_stream_microbench [--hidden C] [--tokens a,b] [--json F]
 //                      [--commit X]
 #include <cuda.h>

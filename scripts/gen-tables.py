@@ -42,14 +42,17 @@ Kinds:
                 kernels` JSONs (globs) and the streaming micro-benchmarks' JSONs; per target and
                 C the target, the measured range, the plain copy of the same bytes, the kernel
                 shape's copies, and the target and measured time over the plain copy
+  copy_ceiling  the runtime's device-to-device copy of the fused boundary's bytes (the streaming
+                micro-benchmark's memcpy variant, rounds as globs) against the fastest plain copy
+                kernel, the post + next input launch and the fused site of `mhc bench kernels`
   python_overlap  one bench/python_overlap.py JSON: per size and round, the sublayers alone and
                 each arm's mHC cost per site, and whether the arms agreed bitwise
 
 Every table ends with the line saying where its numbers come from (GPU, driver, commit, date).
 With --check nothing is written; the exit status is 1 when a table is stale.
 Standard library only (a docs generator; the project itself is C++). Issue 17's kinds (boundary,
-boundary_sweep, boundary_tiles, tune_boundary, targets, targets_headroom) live in tables_boundary.py, what the kinds
-share in table_io.py.
+boundary_sweep, boundary_tiles, tune_boundary, targets, targets_headroom, copy_ceiling) live in
+tables_boundary.py, what the kinds share in table_io.py.
 """
 import argparse
 import json
@@ -59,7 +62,8 @@ import sys
 
 from table_io import ROOT, expand, load, median_of, provenance
 from tables_boundary import (table_boundary, table_boundary_sweep, table_boundary_tiles,
-                             table_targets, table_targets_headroom, table_tune_boundary)
+                             table_targets, table_targets_headroom, table_tune_boundary,
+                             table_copy_ceiling)
 DOCS = ["README.md", *sorted(str(p.relative_to(ROOT)) for p in (ROOT / "docs").glob("*.md"))]
 MARKER = re.compile(r"(<!-- table:(\S+) ([^>]*?) -->\n)(.*?)(<!-- /table -->)", re.S)
 
@@ -458,7 +462,7 @@ KINDS = {"tune": table_tune, "overlap": table_overlap, "log": table_log,
          "python_overlap": table_python_overlap, "kernels_site": table_kernels_site,
          "kernels_now": table_kernels_now,
          "tune_boundary": table_tune_boundary, "targets": table_targets,
-         "targets_headroom": table_targets_headroom,
+         "targets_headroom": table_targets_headroom, "copy_ceiling": table_copy_ceiling,
          "overlap_files": table_overlap_files}
 
 

@@ -287,3 +287,59 @@ def table_targets_headroom(patterns):
               f"CUDA events, nothing computed; the site's shape without hc_fn's boxes); sources `{' '.join(patterns)}` ({len(paths)} "
               f"files)."]
     return lines
+
+
+def _span(values, fmt="{:.2f}"):
+    lo, hi = fmt.format(min(values)), fmt.format(max(values))
+    return lo if lo == hi else f"{lo}-{hi}"
+
+
+def table_copy_ceiling(patterns):
+    """The runtime's device-to-device copy of the fused boundary's bytes against the kernels'
+    own copies and the kernels: streaming micro-benchmark rounds (bench/boundary_stream_microbench.cu,
+    with its `cudaMemcpyAsync` variant) and `mhc bench kernels` runs of the same machine. Per C
+    and M: the memcpy, the fastest plain copy kernel of each round, the post + next input launch
+    (the same bytes but hc_fn, the norm from whole rows) and the fused site, the last two as
+    multiples of the fastest memcpy."""
+    paths = expand(patterns)
+    memcpy, plain, kernels, micro_docs, kernel_docs = {}, {}, {}, [], []
+    for path in paths:
+        doc = load(path)
+        if "microbench" in doc.get("tool", ""):
+            micro_docs.append(doc)
+            c = microbench_hidden(doc)
+            best = {}
+            for r in doc["results"]:
+                key = (c, r["tokens"])
+                if r["variant"].startswith("cudaMemcpyAsync"):
+                    memcpy.setdefault(key, []).append(r["median_us"])
+                elif r["variant"].startswith("plain"):
+                    best[key] = min(best.get(key, float("inf")), r["median_us"])
+            for key, us in best.items():
+                plain.setdefault(key, []).append(us)
+            continue
+        kernel_docs.append(doc)
+        c = int(re.search(r"C=(\d+)", doc.get("params", "")).group(1))
+        for r in doc["results"]:
+            kernels.setdefault((r["kernel"], c, r["tokens"]), []).append(r["median_us"])
+    post, site = "post + next input path", "site in stack, fused boundary (each)"
+    lines = ["| C | M | cudaMemcpyAsync µs | fastest plain copy µs | post + next input µs "
+             "| fused site µs | post / memcpy | site / memcpy |",
+             "|---:|---:|---:|---:|---:|---:|---:|---:|"]
+    for (c, m) in sorted(memcpy):
+        ref = min(memcpy[(c, m)])
+        p, s = kernels.get((post, c, m)), kernels.get((site, c, m))
+        cells = [_span(memcpy[(c, m)]), _span(plain.get((c, m), [float("nan")])),
+                 _span(p) if p else "", _span(s) if s else "",
+                 _span([v / ref for v in p], "{:.3f}") if p else "",
+                 _span([v / ref for v in s], "{:.3f}") if s else ""]
+        lines.append(f"| {c} | {m} | " + " | ".join(cells) + " |")
+    machine = provenance(micro_docs[0]).split(", commit ")[0]
+    micro_commits = ", ".join(sorted({d.get("commit", "?") for d in micro_docs}))
+    kernel_commits = ", ".join(sorted({d.get("commit", "?") for d in kernel_docs}))
+    lines += ["", f"µs (medians; a range over the rounds) on {machine}: the copies by "
+              f"mhc_boundary_stream_microbench at {micro_commits} (one launch, or the two "
+              f"memcpys, between CUDA events; {len(micro_docs)} files), the kernels by `mhc bench "
+              f"kernels` at {kernel_commits} (CUDA graphs, inputs rotated past L2); ratios against "
+              f"the fastest memcpy; sources `{' '.join(patterns)}`."]
+    return lines
