@@ -62,7 +62,7 @@ struct Variant {
   bool cluster;  // a tile's splits as one thread block cluster
   CUtensorMapL2promotion promotion;
   int unroll = 4;                // plain_rows: 16-byte vectors in flight per thread
-  int ctas_per_sm = 4;           // plain_rows: CTAs of 256 threads per SM
+  int ctas_per_sm = 4;           // plain_rows, warp_chunks, cta_ranges: CTAs of 256 threads per SM
   bool streaming_hints = false;  // plain_rows: ld.global.cs / st.global.cs (evict-first)
 };
 
