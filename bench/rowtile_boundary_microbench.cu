@@ -59,7 +59,6 @@ constexpr int kStageBytes = kConsumerWarps * kKSteps * kNTiles * kWarp * 8;  // 
 constexpr int kProducerWarp = kConsumerWarps, kStatsWarp = kConsumerWarps + 1;
 constexpr int kThreads = (kConsumerWarps + 2) * kWarp;
 constexpr int kConsumerThreads = kConsumerWarps * kWarp;
-constexpr int kMaxStages = 4;
 static_assert(kStageBytes == 49152, "a stage is 128 columns x 4 streams x 24 fp32");
 
 struct Args {
@@ -193,17 +192,34 @@ struct RowState {
   int64_t row;
 };
 
-__device__ __forceinline__ void begin_tile(const Args& a, int64_t row, RowState& s) {
-  s.row = row;
+// The tile's row coefficients (post, comb, pre), staged in shared memory by the stats warp one
+// tile ahead, so that a tile's first step does not wait on global loads.
+struct RowCoefficients {
+  float post[kStreams], comb[kStreams][kStreams], pre[kStreams];
+};
+
+__device__ __forceinline__ void load_row_coefficients(const Args& a, int64_t row,
+                                                      RowCoefficients& c) {
   const bool valid = row < a.tokens;
 #pragma unroll
   for (int j = 0; j < kStreams; ++j) {
-    s.post[j] = valid ? a.post[row * kStreams + j] : 0.f;
-    s.pre[j] = valid ? a.pre[row * kStreams + j] : 0.f;
+    c.post[j] = valid ? a.post[row * kStreams + j] : 0.f;
+    c.pre[j] = valid ? a.pre[row * kStreams + j] : 0.f;
 #pragma unroll
     for (int k = 0; k < kStreams; ++k) {
-      s.comb[j][k] = valid ? a.comb[(row * kStreams + j) * kStreams + k] : 0.f;
+      c.comb[j][k] = valid ? a.comb[(row * kStreams + j) * kStreams + k] : 0.f;
     }
+  }
+}
+
+__device__ __forceinline__ void begin_tile(int64_t row, const RowCoefficients& staged, RowState& s) {
+  s.row = row;
+#pragma unroll
+  for (int j = 0; j < kStreams; ++j) {
+    s.post[j] = staged.post[j];
+    s.pre[j] = staged.pre[j];
+#pragma unroll
+    for (int k = 0; k < kStreams; ++k) s.comb[j][k] = staged.comb[j][k];
   }
 #pragma unroll
   for (int n = 0; n < kNTiles; ++n) s.acc[n][0] = s.acc[n][1] = s.acc[n][2] = s.acc[n][3] = 0.f;
@@ -251,6 +267,7 @@ struct TileShared {
   float sums[kRows][kSums];
   float row_scale[kRows];
   float params[kCoefficientParamFloats<kStreams>];
+  RowCoefficients coefficients[2][kRows];  // tile it's in [it % 2]
 };
 
 // A tile's end, by the consumer warps: the warps' partial sums in a fixed order, the stats warp
@@ -286,18 +303,21 @@ __device__ void end_tile(const Args& a, const Walk& w, int64_t it, RowState& s, 
   }
   named_sync(1, kConsumerThreads);
   named_arrive(2, kConsumerThreads + kWarp);  // the sums are the stats warp's
-  const int vecs = a.hidden / 8;
-  for (int e = threadIdx.x; e < kRows * vecs; e += kConsumerThreads) {
-    const int r = e / vecs, c = (e % vecs) * 8;
-    const int64_t row = w.tile(it) * kRows + r;
-    if (row >= a.tokens) continue;
-    float y[8], wv[8], o[8];
-    unpack_bf16x8(*reinterpret_cast<const uint4*>(y_smem + r * y_pitch + c * 2), y);
+  // By columns, each thread's norm weights loaded once for the tile's rows.
+  const int64_t row0 = w.tile(it) * kRows;
+  for (int c = threadIdx.x * 8; c < a.hidden; c += kConsumerThreads * 8) {
+    float wv[8];
     unpack_f4x2(load_weight_f4(a.norm_weight + c), load_weight_f4(a.norm_weight + c + 4), wv);
-    const float scale = ts.row_scale[r];
 #pragma unroll
-    for (int i = 0; i < 8; ++i) o[i] = y[i] * scale * wv[i];
-    store_u4(a.layer_input + row * a.hidden + c, pack_bf16x8(o));
+    for (int r = 0; r < kRows; ++r) {
+      if (row0 + r >= a.tokens) break;
+      float y[8], o[8];
+      unpack_bf16x8(*reinterpret_cast<const uint4*>(y_smem + r * y_pitch + c * 2), y);
+      const float scale = ts.row_scale[r];
+#pragma unroll
+      for (int i = 0; i < 8; ++i) o[i] = y[i] * scale * wv[i];
+      store_u4(a.layer_input + (row0 + r) * a.hidden + c, pack_bf16x8(o));
+    }
   }
   named_sync(1, kConsumerThreads);  // y's buffer is free for the next tile
 }
@@ -321,7 +341,7 @@ __device__ void consume(const Args& a, const Walk& w, unsigned char* ring, uint6
       load_inputs(a, w, step + kDepth, g, col_in_stage, buf[d]);
       const int64_t it = step / w.stages_per_tile;
       const int stage = int(step % w.stages_per_tile);
-      if (stage == 0) begin_tile(a, w.tile(it) * kRows + g, s);
+      if (stage == 0) begin_tile(w.tile(it) * kRows + g, ts.coefficients[it % 2][g], s);
       const int slot = int(step % kStages);
       mbarrier_wait(&full[slot], unsigned(step / kStages) & 1);
       const float2* b_frag =
@@ -335,7 +355,18 @@ __device__ void consume(const Args& a, const Walk& w, unsigned char* ring, uint6
   if (w.iterations > 0) named_sync(3, kConsumerThreads + kWarp);  // the stats warp's last arrival
 }
 
-// The stats warp: lane r < 8 turns row r's sums into pre, post and comb.
+// Lane r < 8 of the stats warp stages row r's coefficients of iteration `it` (when it has one).
+__device__ __forceinline__ void stage_tile_coefficients(const Args& a, const Walk& w, int64_t it,
+                                                        TileShared& ts) {
+  const int lane = threadIdx.x % kWarp;
+  if (lane < kRows && it < w.iterations) {
+    load_row_coefficients(a, w.tile(it) * kRows + lane, ts.coefficients[it % 2][lane]);
+  }
+}
+
+// The stats warp: lane r < 8 turns row r's sums into pre, post and comb, then stages the
+// coefficients of the tile after next (the consumers' wait for this warp's arrival on barrier 3
+// at the next tile's end orders them before that tile's first step).
 __device__ void stats(const Args& a, const Walk& w, TileShared& ts) {
   const int lane = threadIdx.x % kWarp;
   for (int64_t it = 0; it < w.iterations; ++it) {
@@ -344,6 +375,7 @@ __device__ void stats(const Args& a, const Walk& w, TileShared& ts) {
     if (lane < kRows && row < a.tokens) {
       token_coefficients<kStreams>(ts.sums[lane], row, a.cp, ts.params, a.out);
     }
+    stage_tile_coefficients(a, w, it + 2, ts);
     __syncwarp();
     named_arrive(3, kConsumerThreads + kWarp);
   }
@@ -364,6 +396,10 @@ __global__ void __launch_bounds__(kThreads, 1) rowtile_boundary_kernel(const __g
     mbarrier_init_fence();
   }
   stage_coefficient_params<kStreams>(a.cp, ts.params);
+  if (threadIdx.x / kWarp == kStatsWarp) {
+    stage_tile_coefficients(a, w, 0, ts);
+    stage_tile_coefficients(a, w, 1, ts);
+  }
   __syncthreads();
   cluster_arrive();  // every CTA's barriers initialised before the first multicast or arrival
   cluster_wait();
