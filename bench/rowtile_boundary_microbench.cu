@@ -21,7 +21,7 @@
 // TF32-rounded hc_fn, the coefficients bitwise against token_coefficients of the kernel's sums.
 // Timed beside the runtime's memcpy of the boundary's bytes and the row kernel's post.
 // Run on an sm_90 GPU: mhc_rowtile_boundary_microbench [--hidden C] [--tokens a,b] [--json F]
-//                      [--commit X]
+//                      [--commit X] [--check-only]
 #include <cuda.h>
 #include <cuda_runtime.h>
 
@@ -666,9 +666,12 @@ int main(int argc, char** argv) {
   std::vector<int> check_counts = {1, 13, 1003};
   const char* json_path = nullptr;
   std::string commit = "unknown";
+  bool check_only = false;  // for compute-sanitizer: the checks, no timing
   for (int i = 1; i < argc; ++i) {
     const bool has_value = i + 1 < argc;
-    if (!std::strcmp(argv[i], "--hidden") && has_value) {
+    if (!std::strcmp(argv[i], "--check-only")) {
+      check_only = true;
+    } else if (!std::strcmp(argv[i], "--hidden") && has_value) {
       hidden = parse_list(argv[++i]).at(0);
     } else if (!std::strcmp(argv[i], "--tokens") && has_value) {
       token_counts = parse_list(argv[++i]);
@@ -677,7 +680,8 @@ int main(int argc, char** argv) {
     } else if (!std::strcmp(argv[i], "--commit") && has_value) {
       commit = argv[++i];
     } else {
-      std::fprintf(stderr, "usage: %s [--hidden C] [--tokens a,b] [--json F] [--commit X]\n",
+      std::fprintf(stderr, "usage: %s [--hidden C] [--tokens a,b] [--json F] [--commit X] "
+                   "[--check-only]\n",
                    argv[0]);
       return 2;
     }
@@ -739,6 +743,7 @@ int main(int argc, char** argv) {
     for (int m : check_counts) all_pass = check(v, b, m, hidden, cp, sms) && all_pass;
     for (int m : token_counts) all_pass = check(v, b, m, hidden, cp, sms) && all_pass;
   }
+  if (check_only) return all_pass ? 0 : 1;
   std::vector<Row> rows;
   std::printf("C = %d, n = %d\n%-64s %6s %6s %9s %7s\n", hidden, kStreams, "variant", "tokens",
               "CTAs", "us", "TB/s");
