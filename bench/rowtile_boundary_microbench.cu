@@ -690,6 +690,7 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "--hidden must be a multiple of %d up to 16384\n", kStageCols);
     return 2;
   }
+  if (check_only) check_counts.clear();  // only --tokens
   int sms = 0, driver = 0;
   MHC_MICRO_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0));
   MHC_MICRO_CHECK(cudaDriverGetVersion(&driver));
