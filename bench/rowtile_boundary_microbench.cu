@@ -79,6 +79,7 @@ struct Args {
   float eps_n;
   int cluster_ctas;
   int clusters;
+  bool cluster_scope_release;  // the ring's arrivals released at cluster scope (the first form)
 };
 
 __device__ __forceinline__ void named_sync(int id, int threads) {
@@ -88,15 +89,23 @@ __device__ __forceinline__ void named_arrive(int id, int threads) {
   asm volatile("bar.arrive %0, %1;" ::"r"(id), "r"(threads) : "memory");
 }
 
-// One arrival on the barrier at `bar`'s offset in the CTA of cluster rank `rank`.
+// One arrival on the barrier at `bar`'s offset in the CTA of cluster rank `rank`, releasing this
+// thread's earlier accesses at CTA scope (what the ring needs: the slot's shared reads done), or
+// with kClusterScope at cluster scope, which also waits for the thread's global loads and stores
+// in flight (the prefetched x of the next steps among them).
+template <bool kClusterScope>
 __device__ __forceinline__ void arrive_in_cta(uint64_t* bar, int rank) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   uint32_t remote;
   asm volatile("mapa.shared::cluster.u32 %0, %1, %2;"
                : "=r"(remote)
                : "r"(shared_address(bar)), "r"(rank));
-  asm volatile("mbarrier.arrive.release.cluster.shared::cluster.b64 _, [%0];" ::"r"(remote)
-               : "memory");
+  if constexpr (kClusterScope) {
+    asm volatile("mbarrier.arrive.release.cluster.shared::cluster.b64 _, [%0];" ::"r"(remote)
+                 : "memory");
+  } else {
+    asm volatile("mbarrier.arrive.shared::cluster.b64 _, [%0];" ::"r"(remote) : "memory");
+  }
 #endif
 }
 
@@ -348,7 +357,13 @@ __device__ void consume(const Args& a, const Walk& w, unsigned char* ring, uint6
           reinterpret_cast<const float2*>(ring + slot * kStageBytes) + warp * kKSteps * kNTiles * kWarp;
       consume_step(a, in, stage * kStageCols + col_in_stage, lane, b_frag, y_smem + g * y_pitch, s);
       __syncwarp();
-      if (lane == 0) arrive_in_cta(&empty[slot], 0);
+      if (lane == 0) {
+        if (a.cluster_scope_release) {
+          arrive_in_cta<true>(&empty[slot], 0);
+        } else {
+          arrive_in_cta<false>(&empty[slot], 0);
+        }
+      }
       if (stage == w.stages_per_tile - 1) end_tile(a, w, it, s, g, t, y_smem, y_pitch, ts);
     }
   }
@@ -527,6 +542,7 @@ __global__ void compare_f32_bits(const float* want, const float* got, int64_t co
 struct Variant {
   const char* name;
   int stages, depth, cluster_ctas;
+  bool cluster_scope_release = false;
 };
 
 using Kernel = void (*)(Args);
@@ -600,7 +616,7 @@ bool prepare(const Variant& v, const Buffers& b, int tokens, int hidden, const C
            b.x_next,      b.layer_input, b.sums, cp,
            CoefficientOutputs{b.out_pre, b.out_post, b.out_comb, nullptr},
            tokens,        hidden,  1e-6f,        v.cluster_ctas,
-           int(std::min<int64_t>(groups, max_clusters))};
+           int(std::min<int64_t>(groups, max_clusters)), v.cluster_scope_release};
   ctas = a.clusters * v.cluster_ctas;
   return true;
 }
@@ -733,6 +749,7 @@ int main(int argc, char** argv) {
   cp.inv_k = 1.f / float(k_total);
   const std::vector<Variant> variants = {
       {"8-row tiles, 2 stages, 2 ahead, clusters of 4", 2, 2, 4},
+      {"the same, ring arrivals released at cluster scope", 2, 2, 4, true},
       {"8-row tiles, 2 stages, 2 ahead, clusters of 8", 2, 2, 8},
       {"8-row tiles, 2 stages, 2 ahead, clusters of 2", 2, 2, 2},
       {"8-row tiles, 2 stages, 1 ahead, clusters of 4", 2, 1, 4},
