@@ -79,7 +79,6 @@ struct Args {
   float eps_n;
   int cluster_ctas;
   int clusters;
-  bool cluster_scope_release;  // the ring's arrivals released at cluster scope (the first form)
 };
 
 __device__ __forceinline__ void named_sync(int id, int threads) {
@@ -331,7 +330,7 @@ __device__ void end_tile(const Args& a, const Walk& w, int64_t it, RowState& s, 
   named_sync(1, kConsumerThreads);  // y's buffer is free for the next tile
 }
 
-template <int kStages, int kDepth>
+template <int kStages, int kDepth, bool kClusterScope>
 __device__ void consume(const Args& a, const Walk& w, unsigned char* ring, uint64_t* full,
                         uint64_t* empty, unsigned char* y_smem, int y_pitch, TileShared& ts) {
   const int warp = threadIdx.x / kWarp, lane = threadIdx.x % kWarp;
@@ -357,13 +356,7 @@ __device__ void consume(const Args& a, const Walk& w, unsigned char* ring, uint6
           reinterpret_cast<const float2*>(ring + slot * kStageBytes) + warp * kKSteps * kNTiles * kWarp;
       consume_step(a, in, stage * kStageCols + col_in_stage, lane, b_frag, y_smem + g * y_pitch, s);
       __syncwarp();
-      if (lane == 0) {
-        if (a.cluster_scope_release) {
-          arrive_in_cta<true>(&empty[slot], 0);
-        } else {
-          arrive_in_cta<false>(&empty[slot], 0);
-        }
-      }
+      if (lane == 0) arrive_in_cta<kClusterScope>(&empty[slot], 0);
       if (stage == w.stages_per_tile - 1) end_tile(a, w, it, s, g, t, y_smem, y_pitch, ts);
     }
   }
@@ -396,7 +389,8 @@ __device__ void stats(const Args& a, const Walk& w, TileShared& ts) {
   }
 }
 
-template <int kStages, int kDepth>
+// kClusterScope: the ring's arrivals released at cluster scope (the first form, a variant).
+template <int kStages, int kDepth, bool kClusterScope = false>
 __global__ void __launch_bounds__(kThreads, 1) rowtile_boundary_kernel(const __grid_constant__ Args a) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
   extern __shared__ __align__(128) unsigned char smem[];
@@ -427,7 +421,7 @@ __global__ void __launch_bounds__(kThreads, 1) rowtile_boundary_kernel(const __g
   } else if (warp == kStatsWarp) {
     stats(a, w, ts);
   } else {
-    consume<kStages, kDepth>(a, w, ring, full, empty, y_smem, y_pitch, ts);
+    consume<kStages, kDepth, kClusterScope>(a, w, ring, full, empty, y_smem, y_pitch, ts);
   }
   __syncwarp();
   cluster_arrive();  // no CTA leaves while a peer may still arrive on its barriers
@@ -547,6 +541,7 @@ struct Variant {
 
 using Kernel = void (*)(Args);
 Kernel kernel_for(const Variant& v) {
+  if (v.cluster_scope_release) return rowtile_boundary_kernel<2, 2, true>;
   if (v.stages == 3) return rowtile_boundary_kernel<3, 2>;
   if (v.depth == 1) return rowtile_boundary_kernel<2, 1>;
   if (v.depth == 3) return rowtile_boundary_kernel<2, 3>;
@@ -616,7 +611,7 @@ bool prepare(const Variant& v, const Buffers& b, int tokens, int hidden, const C
            b.x_next,      b.layer_input, b.sums, cp,
            CoefficientOutputs{b.out_pre, b.out_post, b.out_comb, nullptr},
            tokens,        hidden,  1e-6f,        v.cluster_ctas,
-           int(std::min<int64_t>(groups, max_clusters)), v.cluster_scope_release};
+           int(std::min<int64_t>(groups, max_clusters))};
   ctas = a.clusters * v.cluster_ctas;
   return true;
 }
