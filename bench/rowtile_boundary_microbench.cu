@@ -355,6 +355,9 @@ __device__ void consume(const Args& a, const Walk& w, unsigned char* ring, uint6
       const float2* b_frag =
           reinterpret_cast<const float2*>(ring + slot * kStageBytes) + warp * kKSteps * kNTiles * kWarp;
       consume_step(a, in, stage * kStageCols + col_in_stage, lane, b_frag, y_smem + g * y_pitch, s);
+      // The slot's shared reads ordered before the copy engine's next write to it (the library's
+      // rings do the same: release_ring_slot), then one arrival per warp on the first CTA's barrier.
+      fence_shared_for_async_writes();
       __syncwarp();
       if (lane == 0) arrive_in_cta<kClusterScope>(&empty[slot], 0);
       if (stage == w.stages_per_tile - 1) end_tile(a, w, it, s, g, t, y_smem, y_pitch, ts);
