@@ -122,15 +122,22 @@ struct Variant {
   const char* name;
   int stages, depth, cluster_ctas;
   bool cluster_scope_release = false;
+  int lane_cols = 8;  // columns per lane: 8 (4 consumer warps) or 4 (8 consumer warps)
 };
 
 using Kernel = void (*)(Args);
 Kernel kernel_for(const Variant& v) {
-  if (v.cluster_scope_release) return rowtile_boundary_kernel<2, 2, true>;
-  if (v.stages == 3) return rowtile_boundary_kernel<3, 2>;
-  if (v.depth == 1) return rowtile_boundary_kernel<2, 1>;
-  if (v.depth == 3) return rowtile_boundary_kernel<2, 3>;
-  return rowtile_boundary_kernel<2, 2>;
+  if (v.lane_cols == 4) {
+    return v.depth == 3 ? rowtile_boundary_kernel<4, 2, 3> : rowtile_boundary_kernel<4, 2, 2>;
+  }
+  if (v.cluster_scope_release) return rowtile_boundary_kernel<8, 2, 2, true>;
+  if (v.stages == 3) return rowtile_boundary_kernel<8, 3, 2>;
+  if (v.depth == 1) return rowtile_boundary_kernel<8, 2, 1>;
+  if (v.depth == 3) return rowtile_boundary_kernel<8, 2, 3>;
+  return rowtile_boundary_kernel<8, 2, 2>;
+}
+int threads_for(const Variant& v) {
+  return v.lane_cols == 4 ? Shape<4>::kThreads : Shape<8>::kThreads;
 }
 
 template <typename T>
@@ -188,8 +195,15 @@ bool prepare(const Variant& v, const Buffers& b, int tokens, int hidden,
   const int smem = dynamic_smem(v, hidden);
   if (smem + int(attr.sharedSizeBytes) > optin) return false;
   int max_clusters = 0;
-  MHC_MICRO_CHECK(max_active_clusters(kernel, v.cluster_ctas, kThreads, smem, &max_clusters));
+  MHC_MICRO_CHECK(max_active_clusters(kernel, v.cluster_ctas, threads_for(v), smem, &max_clusters));
   if (max_clusters < 1) return false;
+  // hc_fn in this variant's B-fragment order.
+  if (v.lane_cols == 4) {
+    pack_hc_fn<4><<<528, 256>>>(b.hc_fn, hidden, b.packed);
+  } else {
+    pack_hc_fn<8><<<528, 256>>>(b.hc_fn, hidden, b.packed);
+  }
+  MHC_MICRO_CHECK(cudaGetLastError());
   const int64_t groups = ceil_div(ceil_div(tokens, kRows), v.cluster_ctas);
   a = Args{b.x,
            b.f,
@@ -213,7 +227,7 @@ bool prepare(const Variant& v, const Buffers& b, int tokens, int hidden,
 }
 
 void launch(const Variant& v, const Args& a, int ctas, int hidden) {
-  MHC_MICRO_CHECK(launch_kernel_in_clusters(kernel_for(v), dim3(ctas), dim3(kThreads),
+  MHC_MICRO_CHECK(launch_kernel_in_clusters(kernel_for(v), dim3(ctas), dim3(threads_for(v)),
                                             dynamic_smem(v, hidden), v.cluster_ctas,
                                             LaunchTarget(nullptr, false), a));
 }
@@ -336,7 +350,6 @@ int main(int argc, char** argv) {
   fill_f32<<<4 * sms, 256>>>(b.hc_fn, kNmix * k_total, 7, -0.02f, 0.02f);
   fill_f32<<<1, 32>>>(b.params, kNmix, 8, -0.5f, 0.5f);     // hc_base
   fill_f32<<<1, 32>>>(b.params + kNmix, 3, 9, 0.5f, 1.5f);  // hc_scale
-  pack_hc_fn<<<4 * sms, 256>>>(b.hc_fn, hidden, b.packed);
   MHC_MICRO_CHECK(cudaGetLastError());
   CoefficientParams cp;
   cp.hc_base = b.params, cp.hc_scale = b.params + kNmix;
@@ -349,6 +362,9 @@ int main(int argc, char** argv) {
       {"8-row tiles, 2 stages, 1 ahead, clusters of 4", 2, 1, 4},
       {"8-row tiles, 2 stages, 3 ahead, clusters of 4", 2, 3, 4},
       {"8-row tiles, 3 stages, 2 ahead, clusters of 4", 3, 2, 4},
+      {"8 consumer warps (4 columns a lane), 2 ahead, clusters of 2", 2, 2, 2, false, 4},
+      {"8 consumer warps (4 columns a lane), 2 ahead, clusters of 4", 2, 2, 4, false, 4},
+      {"8 consumer warps (4 columns a lane), 3 ahead, clusters of 2", 2, 3, 2, false, 4},
   };
   bool all_pass = true;
   for (const Variant& v : variants) {

@@ -16,6 +16,7 @@
 #include <cuda_runtime.h>
 
 #include <cstdint>
+#include <type_traits>
 
 #include "mhc/cuda/coefficients.cuh"
 #include "mhc/cuda/common.cuh"
@@ -29,16 +30,27 @@ constexpr int kStreams = 4;
 constexpr int kNmix = 24;
 constexpr int kSums = kNmix + 1;  // the dot products, then the sum of squares of x_next
 constexpr int kRows = 8;          // rows of a tile: the MMA's rows g (g + 8 stay zero)
-constexpr int kConsumerWarps = 4;
-constexpr int kStageCols = 128;                         // columns of every stream per stage
-constexpr int kWarpCols = kStageCols / kConsumerWarps;  // 32: 8 per lane of a quad
-constexpr int kKSteps = kWarpCols * kStreams / 8;       // 16 k-steps of 8 per warp and stage
-constexpr int kNTiles = kNmix / 8;                      // 3
-constexpr int kStageBytes = kConsumerWarps * kKSteps * kNTiles * kWarp * 8;  // 48 KB
-constexpr int kProducerWarp = kConsumerWarps, kStatsWarp = kConsumerWarps + 1;
-constexpr int kThreads = (kConsumerWarps + 2) * kWarp;
-constexpr int kConsumerThreads = kConsumerWarps * kWarp;
-static_assert(kStageBytes == 49152, "a stage is 128 columns x 4 streams x 24 fp32");
+constexpr int kStageCols = 128;   // columns of every stream per stage
+constexpr int kNTiles = kNmix / 8;
+constexpr int kStageBytes = kStageCols * kStreams * kNmix * 4;  // 48 KB of hc_fn
+
+// How a stage's columns are dealt: each lane of a quad (the 4 lanes of an MMA row g) owns
+// kLaneCols consecutive columns of its row, so a warp owns 4 x kLaneCols columns of the stage and
+// the CTA kStageCols / (4 kLaneCols) consumer warps: 4 at 8 columns a lane (16-byte loads), 8 at
+// 4 (8-byte loads, twice the warps to hide each other's latency). A lane's 4 x kLaneCols x_next
+// values feed 2 kLaneCols k-steps of 8 (two values each: the MMA's columns t and t + 4).
+template <int kLaneCols>
+struct Shape {
+  static_assert(kLaneCols == 4 || kLaneCols == 8, "a lane owns 4 or 8 columns");
+  static constexpr int kWarpCols = 4 * kLaneCols;
+  static constexpr int kConsumerWarps = kStageCols / kWarpCols;
+  static constexpr int kKSteps = 2 * kLaneCols;
+  static constexpr int kProducerWarp = kConsumerWarps, kStatsWarp = kConsumerWarps + 1;
+  static constexpr int kThreads = (kConsumerWarps + 2) * kWarp;
+  static constexpr int kConsumerThreads = kConsumerWarps * kWarp;
+  static_assert(kConsumerWarps * kKSteps * kNTiles * kWarp * 8 == kStageBytes,
+                "the warps' B fragments fill one stage");
+};
 
 struct Args {
   const uint16_t* x;            // [M, n, C]
@@ -148,25 +160,60 @@ __device__ void produce(const Args& a, const Walk& w, unsigned char* ring, uint6
   }
 }
 
-// x_prev's 4 streams and F for one thread at one step (8 columns of its row).
+// 16-byte loads hold 8 bf16, 8-byte loads 4.
+template <int kLaneCols>
+using LaneVec = std::conditional_t<kLaneCols == 8, uint4, uint2>;
+
+template <int kLaneCols>
+__device__ __forceinline__ LaneVec<kLaneCols> load_lane(const uint16_t* ptr) {
+  if constexpr (kLaneCols == 8) {
+    return load_stream_u4(ptr);
+  } else {
+    uint2 v;
+    asm volatile("ld.global.nc.L1::no_allocate.L2::256B.v2.u32 {%0,%1}, [%2];"
+                 : "=r"(v.x), "=r"(v.y)
+                 : "l"(ptr));
+    return v;
+  }
+}
+
+template <int kLaneCols>
+__device__ __forceinline__ void unpack_lane(const LaneVec<kLaneCols>& v, float (&out)[kLaneCols]) {
+  if constexpr (kLaneCols == 8) {
+    unpack_bf16x8(v, out);
+  } else {
+    out[0] = bf16_lo(v.x), out[1] = bf16_hi(v.x), out[2] = bf16_lo(v.y), out[3] = bf16_hi(v.y);
+  }
+}
+
+template <int kLaneCols>
+__device__ __forceinline__ void store_lane(void* ptr, const float (&in)[kLaneCols]) {
+  if constexpr (kLaneCols == 8) {
+    store_u4(ptr, pack_bf16x8(in));
+  } else {
+    *reinterpret_cast<uint2*>(ptr) =
+        make_uint2(pack_bf16x2(in[0], in[1]), pack_bf16x2(in[2], in[3]));
+  }
+}
+
+// x_prev's 4 streams and F for one thread at one step (kLaneCols columns of its row).
+template <int kLaneCols>
 struct Inputs {
-  uint4 v[kStreams + 1];
+  LaneVec<kLaneCols> v[kStreams + 1];
 };
 
+template <int kLaneCols>
 __device__ __forceinline__ void load_inputs(const Args& a, const Walk& w, int64_t step, int g,
-                                            int col_in_stage, Inputs& in) {
+                                            int col_in_stage, Inputs<kLaneCols>& in) {
   const int64_t it = step / w.stages_per_tile;
   const int64_t row = w.tile(it) * kRows + g;
   const int c = int(step % w.stages_per_tile) * kStageCols + col_in_stage;
-  if (step < w.fills && row < a.tokens) {
+  const bool inside = step < w.fills && row < a.tokens;
 #pragma unroll
-    for (int j = 0; j < kStreams; ++j) {
-      in.v[j] = load_stream_u4(a.x + (row * kStreams + j) * a.hidden + c);
-    }
-    in.v[kStreams] = load_stream_u4(a.f + row * a.hidden + c);
-  } else {
-#pragma unroll
-    for (int j = 0; j <= kStreams; ++j) in.v[j] = make_uint4(0, 0, 0, 0);
+  for (int j = 0; j <= kStreams; ++j) {
+    const uint16_t* src =
+        j < kStreams ? a.x + (row * kStreams + j) * a.hidden + c : a.f + row * a.hidden + c;
+    in.v[j] = inside ? load_lane<kLaneCols>(src) : LaneVec<kLaneCols>{};
   }
 }
 
@@ -212,33 +259,45 @@ __device__ __forceinline__ void begin_tile(int64_t row, const RowCoefficients& s
   s.sum_sq_x = s.sum_sq_y = 0.f;
 }
 
-// One step of a consumer thread: the post of its 8 columns (stored), y into shared memory, the sums
-// of squares, and the warp's 16 k-steps x 3 n-tiles of MMAs against the stage's hc_fn.
-__device__ __forceinline__ void consume_step(const Args& a, const Inputs& in, int c, int lane,
-                                             const float2* b_frag, unsigned char* y_row,
+// One step of a consumer thread: the post of its kLaneCols columns (stored; post_stream8's
+// operations per value, so the same bits), y into shared memory (collapse8's), the sums of
+// squares, and the warp's k-steps x 3 n-tiles of MMAs against the stage's hc_fn.
+template <int kLaneCols>
+__device__ __forceinline__ void consume_step(const Args& a, const Inputs<kLaneCols>& in, int c,
+                                             int lane, const float2* b_frag, unsigned char* y_row,
                                              RowState& s) {
-  float xs[kStreams][8], f[8], out[kStreams][8], y[8];
+  constexpr int L = kLaneCols;
+  float xs[kStreams][L], f[L], out[kStreams][L], y[L];
 #pragma unroll
-  for (int j = 0; j < kStreams; ++j) unpack_bf16x8(in.v[j], xs[j]);
-  unpack_bf16x8(in.v[kStreams], f);
+  for (int j = 0; j < kStreams; ++j) unpack_lane<L>(in.v[j], xs[j]);
+  unpack_lane<L>(in.v[kStreams], f);
   const bool valid = s.row < a.tokens;
   uint16_t* x_next = a.x_next + s.row * kStreams * a.hidden + c;
 #pragma unroll
   for (int k = 0; k < kStreams; ++k) {
-    post_stream8_k<kStreams>(xs, f, s.post, s.comb, k, out[k]);
-    if (valid) store_u4(x_next + k * a.hidden, pack_bf16x8(out[k]));
 #pragma unroll
-    for (int e = 0; e < 8; ++e) s.sum_sq_x = fmaf(out[k][e], out[k][e], s.sum_sq_x);
+    for (int e = 0; e < L; ++e) {
+      float acc = s.post[k] * f[e];
+#pragma unroll
+      for (int j = 0; j < kStreams; ++j) acc = fmaf(s.comb[j][k], xs[j][e], acc);
+      out[k][e] = round_bf16(acc);
+      s.sum_sq_x = fmaf(out[k][e], out[k][e], s.sum_sq_x);
+    }
+    if (valid) store_lane<L>(x_next + k * a.hidden, out[k]);
   }
-  collapse8<kStreams>(out, s.pre, y);
 #pragma unroll
-  for (int e = 0; e < 8; ++e) s.sum_sq_y = fmaf(y[e], y[e], s.sum_sq_y);
-  *reinterpret_cast<uint4*>(y_row + c * 2) = pack_bf16x8(y);
+  for (int e = 0; e < L; ++e) {
+    float acc = 0.f;
 #pragma unroll
-  for (int step = 0; step < kKSteps; ++step) {
-    const int k = step / 4, q = step % 4;
-    const uint32_t frag[4] = {__float_as_uint(out[k][2 * q]), 0u,
-                              __float_as_uint(out[k][2 * q + 1]), 0u};
+    for (int j = 0; j < kStreams; ++j) acc = fmaf(s.pre[j], out[j][e], acc);
+    y[e] = round_bf16(acc);
+    s.sum_sq_y = fmaf(y[e], y[e], s.sum_sq_y);
+  }
+  store_lane<L>(y_row + c * 2, y);
+#pragma unroll
+  for (int step = 0; step < Shape<L>::kKSteps; ++step) {
+    const int k = 2 * step / L, e = 2 * step % L;
+    const uint32_t frag[4] = {__float_as_uint(out[k][e]), 0u, __float_as_uint(out[k][e + 1]), 0u};
 #pragma unroll
     for (int n = 0; n < kNTiles; ++n) {
       const float2 b = b_frag[(step * kNTiles + n) * kWarp + lane];
@@ -247,7 +306,9 @@ __device__ __forceinline__ void consume_step(const Args& a, const Inputs& in, in
   }
 }
 
+template <int kLaneCols>
 struct TileShared {
+  static constexpr int kConsumerWarps = Shape<kLaneCols>::kConsumerWarps;
   float red[kConsumerWarps][kRows][kNmix];
   float squares[kConsumerWarps][kRows][2];
   float sums[kRows][kSums];
@@ -258,8 +319,11 @@ struct TileShared {
 
 // A tile's end, by the consumer warps: the warps' partial sums in a fixed order, the stats warp
 // handed the tile's sums, y scaled into layer_input from shared memory.
+template <int kLaneCols>
 __device__ void end_tile(const Args& a, const Walk& w, int64_t it, RowState& s, int g, int t,
-                         const unsigned char* y_smem, int y_pitch, TileShared& ts) {
+                         const unsigned char* y_smem, int y_pitch, TileShared<kLaneCols>& ts) {
+  constexpr int kConsumerWarps = Shape<kLaneCols>::kConsumerWarps;
+  constexpr int kConsumerThreads = Shape<kLaneCols>::kConsumerThreads;
   const int warp = threadIdx.x / kWarp;
 #pragma unroll
   for (int m = 1; m <= 2; m <<= 1) {
@@ -308,13 +372,15 @@ __device__ void end_tile(const Args& a, const Walk& w, int64_t it, RowState& s, 
   named_sync(1, kConsumerThreads);  // y's buffer is free for the next tile
 }
 
-template <int kStages, int kDepth, bool kClusterScope>
+template <int kLaneCols, int kStages, int kDepth, bool kClusterScope>
 __device__ void consume(const Args& a, const Walk& w, unsigned char* ring, uint64_t* full,
-                        uint64_t* empty, unsigned char* y_smem, int y_pitch, TileShared& ts) {
+                        uint64_t* empty, unsigned char* y_smem, int y_pitch,
+                        TileShared<kLaneCols>& ts) {
+  using S = Shape<kLaneCols>;
   const int warp = threadIdx.x / kWarp, lane = threadIdx.x % kWarp;
   const int g = lane / 4, t = lane % 4;
-  const int col_in_stage = warp * kWarpCols + t * 8;
-  Inputs buf[kDepth];
+  const int col_in_stage = warp * S::kWarpCols + t * kLaneCols;
+  Inputs<kLaneCols> buf[kDepth];
 #pragma unroll
   for (int d = 0; d < kDepth; ++d) load_inputs(a, w, d, g, col_in_stage, buf[d]);
   RowState s;
@@ -323,7 +389,7 @@ __device__ void consume(const Args& a, const Walk& w, unsigned char* ring, uint6
     for (int d = 0; d < kDepth; ++d) {
       const int64_t step = step0 + d;
       if (step >= w.fills) break;
-      const Inputs in = buf[d];
+      const Inputs<kLaneCols> in = buf[d];
       load_inputs(a, w, step + kDepth, g, col_in_stage, buf[d]);
       const int64_t it = step / w.stages_per_tile;
       const int stage = int(step % w.stages_per_tile);
@@ -331,7 +397,7 @@ __device__ void consume(const Args& a, const Walk& w, unsigned char* ring, uint6
       const int slot = int(step % kStages);
       mbarrier_wait(&full[slot], unsigned(step / kStages) & 1);
       const float2* b_frag = reinterpret_cast<const float2*>(ring + slot * kStageBytes) +
-                             warp * kKSteps * kNTiles * kWarp;
+                             warp * S::kKSteps * kNTiles * kWarp;
       consume_step(a, in, stage * kStageCols + col_in_stage, lane, b_frag, y_smem + g * y_pitch, s);
       // The slot's shared reads ordered before the copy engine's next write to it (the library's
       // rings do the same: release_ring_slot), then one arrival per warp on the first CTA's
@@ -342,12 +408,14 @@ __device__ void consume(const Args& a, const Walk& w, unsigned char* ring, uint6
       if (stage == w.stages_per_tile - 1) end_tile(a, w, it, s, g, t, y_smem, y_pitch, ts);
     }
   }
-  if (w.iterations > 0) named_sync(3, kConsumerThreads + kWarp);  // the stats warp's last arrival
+  if (w.iterations > 0)
+    named_sync(3, S::kConsumerThreads + kWarp);  // the stats warp's last arrival
 }
 
 // Lane r < 8 of the stats warp stages row r's coefficients of iteration `it` (when it has one).
+template <int kLaneCols>
 __device__ __forceinline__ void stage_tile_coefficients(const Args& a, const Walk& w, int64_t it,
-                                                        TileShared& ts) {
+                                                        TileShared<kLaneCols>& ts) {
   const int lane = threadIdx.x % kWarp;
   if (lane < kRows && it < w.iterations) {
     load_row_coefficients(a, w.tile(it) * kRows + lane, ts.coefficients[it % 2][lane]);
@@ -357,7 +425,9 @@ __device__ __forceinline__ void stage_tile_coefficients(const Args& a, const Wal
 // The stats warp: lane r < 8 turns row r's sums into pre, post and comb, then stages the
 // coefficients of the tile after next (the consumers' wait for this warp's arrival on barrier 3
 // at the next tile's end orders them before that tile's first step).
-__device__ void stats(const Args& a, const Walk& w, TileShared& ts) {
+template <int kLaneCols>
+__device__ void stats(const Args& a, const Walk& w, TileShared<kLaneCols>& ts) {
+  constexpr int kConsumerThreads = Shape<kLaneCols>::kConsumerThreads;
   const int lane = threadIdx.x % kWarp;
   for (int64_t it = 0; it < w.iterations; ++it) {
     named_sync(2, kConsumerThreads + kWarp);
@@ -372,23 +442,24 @@ __device__ void stats(const Args& a, const Walk& w, TileShared& ts) {
 }
 
 // kClusterScope: the ring's arrivals released at cluster scope (the first form, a variant).
-template <int kStages, int kDepth, bool kClusterScope = false>
-__global__ void __launch_bounds__(kThreads, 1)
+template <int kLaneCols, int kStages, int kDepth, bool kClusterScope = false>
+__global__ void __launch_bounds__(Shape<kLaneCols>::kThreads, 1)
     rowtile_boundary_kernel(const __grid_constant__ Args a) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  using S = Shape<kLaneCols>;
   extern __shared__ __align__(128) unsigned char smem[];
   __shared__ uint64_t full[kStages], empty[kStages];
-  __shared__ TileShared ts;
+  __shared__ TileShared<kLaneCols> ts;
   const Walk w = walk_of(a);
   if (threadIdx.x == 0) {
     for (int s = 0; s < kStages; ++s) {
       mbarrier_init(&full[s], 1);
-      mbarrier_init(&empty[s], a.cluster_ctas * kConsumerWarps);
+      mbarrier_init(&empty[s], a.cluster_ctas * S::kConsumerWarps);
     }
     mbarrier_init_fence();
   }
   stage_coefficient_params<kStreams>(a.cp, ts.params);
-  if (threadIdx.x / kWarp == kStatsWarp) {
+  if (threadIdx.x / kWarp == S::kStatsWarp) {
     stage_tile_coefficients(a, w, 0, ts);
     stage_tile_coefficients(a, w, 1, ts);
   }
@@ -399,12 +470,13 @@ __global__ void __launch_bounds__(kThreads, 1)
   unsigned char* y_smem = smem + kStages * kStageBytes;
   const int y_pitch = 2 * a.hidden + 64;  // rows 64 bytes apart in the banks
   const int warp = threadIdx.x / kWarp;
-  if (warp == kProducerWarp) {
+  if (warp == S::kProducerWarp) {
     produce<kStages>(a, w, ring, full, empty);
-  } else if (warp == kStatsWarp) {
+  } else if (warp == S::kStatsWarp) {
     stats(a, w, ts);
   } else {
-    consume<kStages, kDepth, kClusterScope>(a, w, ring, full, empty, y_smem, y_pitch, ts);
+    consume<kLaneCols, kStages, kDepth, kClusterScope>(a, w, ring, full, empty, y_smem, y_pitch,
+                                                       ts);
   }
   __syncwarp();
   cluster_arrive();  // no CTA leaves while a peer may still arrive on its barriers
@@ -413,18 +485,22 @@ __global__ void __launch_bounds__(kThreads, 1)
 }
 
 // hc_fn [24, n C] fp32 -> TF32-rounded, in the order the consumers read: stage, warp, k-step,
-// n-tile, lane, then (b0, b1) = rows k = t and t + 4 of the MMA's B at column n = g.
+// n-tile, lane, then (b0, b1) = rows k = t and t + 4 of the MMA's B at column n = g: the hc_fn
+// entries of the x_next values lane (g, t) puts in the MMA's columns t and t + 4 (consume_step).
+template <int kLaneCols>
 __global__ void pack_hc_fn(const float* hc_fn, int hidden, float* packed) {
+  using S = Shape<kLaneCols>;
   const int64_t total = int64_t(hidden / kStageCols) * kStageBytes / 4;
   for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < total;
        i += int64_t(gridDim.x) * blockDim.x) {
     const int half = int(i % 2), lane = int(i / 2 % kWarp);
     const int64_t rest = i / 2 / kWarp;
-    const int n_tile = int(rest % kNTiles), step = int(rest / kNTiles % kKSteps);
-    const int warp = int(rest / kNTiles / kKSteps % kConsumerWarps);
-    const int stage = int(rest / kNTiles / kKSteps / kConsumerWarps);
-    const int g = lane / 4, t = lane % 4, k = step / 4, q = step % 4;
-    const int column = stage * kStageCols + warp * kWarpCols + t * 8 + 2 * q + half;
+    const int n_tile = int(rest % kNTiles), step = int(rest / kNTiles % S::kKSteps);
+    const int warp = int(rest / kNTiles / S::kKSteps % S::kConsumerWarps);
+    const int stage = int(rest / kNTiles / S::kKSteps / S::kConsumerWarps);
+    const int g = lane / 4, t = lane % 4;
+    const int k = 2 * step / kLaneCols, e = 2 * step % kLaneCols;
+    const int column = stage * kStageCols + warp * S::kWarpCols + t * kLaneCols + e + half;
     const float v = hc_fn[int64_t(n_tile * 8 + g) * kStreams * hidden + k * hidden + column];
     packed[i] = __uint_as_float(to_tf32(v));
   }
