@@ -22,15 +22,13 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <ctime>
-#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
+#include "mhc/bench/micro_report.hpp"
 #include "mhc/bench/micro_timing.hpp"
 #include "mhc/cuda/common.cuh"
 #include "mhc/cuda/sm90_prenorm_tma.cuh"
-#include "mhc/io/safe_file.hpp"
 
 namespace {
 
@@ -322,51 +320,16 @@ __global__ void count_mismatches(const uint4* want, const uint4* got, int64_t ve
   if (local != 0) atomicAdd(mismatches, local);
 }
 
-std::vector<int> parse_list(const char* text) {
-  std::vector<int> out;
-  for (const char* p = text; *p != '\0';) {
-    char* end = nullptr;
-    const long value = std::strtol(p, &end, 10);
-    if (end == p || value <= 0 || value > (1 << 20)) {
-      std::fprintf(stderr, "bad list: %s\n", text);
-      std::exit(2);
-    }
-    out.push_back(int(value));
-    p = *end == ',' ? end + 1 : end;
-  }
-  return out;
-}
-
-struct Row {
-  std::string variant;
-  int tokens, ctas;
-  float us;
-  double tb_per_s;
-};
-
 }  // namespace
 
 int main(int argc, char** argv) {
-  int hidden = 5120;
-  std::vector<int> token_counts = {4096, 8192};
-  const char* json_path = nullptr;
-  std::string commit = "unknown";
-  for (int i = 1; i < argc; ++i) {
-    const bool has_value = i + 1 < argc;
-    if (!std::strcmp(argv[i], "--hidden") && has_value) {
-      hidden = parse_list(argv[++i]).at(0);
-    } else if (!std::strcmp(argv[i], "--tokens") && has_value) {
-      token_counts = parse_list(argv[++i]);
-    } else if (!std::strcmp(argv[i], "--json") && has_value) {
-      json_path = argv[++i];
-    } else if (!std::strcmp(argv[i], "--commit") && has_value) {
-      commit = argv[++i];
-    } else {
-      std::fprintf(stderr, "usage: %s [--hidden C] [--tokens a,b] [--json F] [--commit X]\n",
-                   argv[0]);
-      return 2;
-    }
-  }
+  mhc::bench::MicroOptions options;
+  options.tokens = {4096, 8192};
+  if (!mhc::bench::parse_micro_options(argc, argv, false, options)) return 2;
+  const int hidden = options.hidden;
+  const std::vector<int>& token_counts = options.tokens;
+  const char* json_path = options.json_path;
+  const std::string& commit = options.commit;
   if (hidden % 256 != 0) {
     std::fprintf(stderr, "--hidden must be a multiple of 256\n");
     return 2;
@@ -451,7 +414,7 @@ int main(int argc, char** argv) {
       {"cudaMemcpyAsync device to device: x_prev -> x_out, F -> y", Kind::memcpy, 0, 0, flat, 0, 0,
        false, false, k256},
   };
-  std::vector<Row> rows;
+  std::vector<mhc::bench::MicroRow> rows;
   std::printf("C = %d, n = %d\n%-84s %6s %6s %9s %7s\n", hidden, kStreams, "variant", "tokens",
               "CTAs", "us", "TB/s");
   for (int tokens : token_counts) {
@@ -552,32 +515,15 @@ int main(int argc, char** argv) {
     }
   }
   if (json_path != nullptr) {
-    char date[16];
-    const std::time_t now = std::time(nullptr);
-    std::strftime(date, sizeof date, "%Y-%m-%d", std::gmtime(&now));
-    nlohmann::ordered_json doc = {
-        {"tool", "mhc_boundary_stream_microbench (bench/boundary_stream_microbench.cu)"},
-        {"gpu", prop.name},
-        {"compute_capability", std::to_string(prop.major) + "." + std::to_string(prop.minor)},
-        {"driver_version", std::to_string(driver)},
-        {"commit", commit},
-        {"date", date},
-        {"hidden", hidden},
-        {"method", "C = " + std::to_string(hidden) +
-                       ", n = 4: x_prev [M, 4C] and F [M, C] bf16 copied to x_out and y, nothing "
-                       "computed; one launch per timing between CUDA events, 3 warm-ups, median "
-                       "of 20; TB/s = bytes read and written (the fused boundary's floor, 4C(n + "
-                       "1) per token) / time; hc_fn's boxes, from L2, not counted"}};
-    nlohmann::ordered_json results = nlohmann::ordered_json::array();
-    for (const Row& r : rows) {
-      results.push_back({{"variant", r.variant},
-                         {"tokens", r.tokens},
-                         {"ctas", r.ctas},
-                         {"median_us", std::round(r.us * 100.0) / 100.0},
-                         {"tb_per_s", std::round(r.tb_per_s * 1000.0) / 1000.0}});
-    }
-    doc["results"] = results;
-    mhc::io::write_file(json_path, doc.dump(1) + "\n");  // a temporary renamed into place
+    mhc::bench::write_micro_json(
+        json_path, "mhc_boundary_stream_microbench (bench/boundary_stream_microbench.cu)", prop,
+        driver, commit, hidden, {},
+        "C = " + std::to_string(hidden) +
+            ", n = 4: x_prev [M, 4C] and F [M, C] bf16 copied to x_out and y, nothing "
+            "computed; one launch per timing between CUDA events, 3 warm-ups, median "
+            "of 20; TB/s = bytes read and written (the fused boundary's floor, 4C(n + "
+            "1) per token) / time; hc_fn's boxes, from L2, not counted",
+        rows);
   }
   MHC_MICRO_CHECK(cudaFree(x));
   MHC_MICRO_CHECK(cudaFree(x_out));

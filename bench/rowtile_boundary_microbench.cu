@@ -18,14 +18,12 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <ctime>
-#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
+#include "mhc/bench/micro_report.hpp"
 #include "mhc/bench/micro_timing.hpp"
 #include "mhc/bench/rowtile_boundary.cuh"
-#include "mhc/io/safe_file.hpp"
 
 namespace {
 
@@ -154,30 +152,15 @@ struct Buffers {
   Failures* fails;
 };
 
-struct Row {
-  std::string variant;
-  int tokens, ctas;
-  float us;
-  double tb_per_s;
-};
-
-std::vector<int> parse_list(const char* text) {
-  std::vector<int> out;
-  for (const char* p = text; *p != '\0';) {
-    char* end = nullptr;
-    const long value = std::strtol(p, &end, 10);
-    if (end == p || value <= 0 || value > (1 << 20)) {
-      std::fprintf(stderr, "bad list: %s\n", text);
-      std::exit(2);
-    }
-    out.push_back(int(value));
-    p = *end == ',' ? end + 1 : end;
-    if (*end != ',' && *end != '\0') {
-      std::fprintf(stderr, "bad list: %s\n", text);
-      std::exit(2);
-    }
-  }
-  return out;
+// The row kernel's post + next input into the reference buffers (the check's x_next and
+// layer_input, and the timing's baseline).
+PostArgs reference_post_args(const Buffers& b, int hidden) {
+  PostArgs pa;
+  pa.x = b.x, pa.post = b.post, pa.comb = b.comb, pa.sublayer_out = b.f, pa.x_next = b.x_next_ref;
+  pa.hidden = hidden, pa.row_threads = row_kernel_threads(hidden), pa.eps_n = 1e-6f;
+  pa.next_pre_mix = b.pre, pa.next_norm_weight = b.norm_weight;
+  pa.next_layer_input = b.layer_input_ref;
+  return pa;
 }
 
 int dynamic_smem(const Variant& v, int hidden) {
@@ -241,11 +224,7 @@ bool check(const Variant& v, const Buffers& b, int tokens, int hidden, const Coe
   if (!prepare(v, b, tokens, hidden, cp, a, ctas)) return true;
   const int64_t x_elems = int64_t(tokens) * kStreams * hidden, li_elems = int64_t(tokens) * hidden;
   // The references: the row kernel's post + next input, then the sums and coefficients.
-  PostArgs pa;
-  pa.x = b.x, pa.post = b.post, pa.comb = b.comb, pa.sublayer_out = b.f, pa.x_next = b.x_next_ref;
-  pa.hidden = hidden, pa.row_threads = row_kernel_threads(hidden), pa.eps_n = 1e-6f;
-  pa.next_pre_mix = b.pre, pa.next_norm_weight = b.norm_weight;
-  pa.next_layer_input = b.layer_input_ref;
+  const PostArgs pa = reference_post_args(b, hidden);
   MHC_MICRO_CHECK((launch_post<kStreams, true>(pa, tokens, LaunchTarget(nullptr, false))));
   MHC_MICRO_CHECK(cudaMemset(b.x_next, 0xff, x_elems * 2));  // poisoned: NaN in bf16 and fp32
   MHC_MICRO_CHECK(cudaMemset(b.layer_input, 0xff, li_elems * 2));
@@ -283,32 +262,15 @@ bool check(const Variant& v, const Buffers& b, int tokens, int hidden, const Coe
 }  // namespace
 
 int main(int argc, char** argv) {
-  int hidden = 5120;
-  std::vector<int> token_counts = {2048, 4096, 8192};
+  mhc::bench::MicroOptions options;
+  options.tokens = {2048, 4096, 8192};
+  if (!mhc::bench::parse_micro_options(argc, argv, true, options)) return 2;
+  const int hidden = options.hidden;
+  const std::vector<int>& token_counts = options.tokens;
+  const char* json_path = options.json_path;
+  const std::string& commit = options.commit;
+  const bool check_only = options.check_only;  // for compute-sanitizer: the checks, no timing
   std::vector<int> check_counts = {1, 13, 1003};
-  const char* json_path = nullptr;
-  std::string commit = "unknown";
-  bool check_only = false;  // for compute-sanitizer: the checks, no timing
-  for (int i = 1; i < argc; ++i) {
-    const bool has_value = i + 1 < argc;
-    if (!std::strcmp(argv[i], "--check-only")) {
-      check_only = true;
-    } else if (!std::strcmp(argv[i], "--hidden") && has_value) {
-      hidden = parse_list(argv[++i]).at(0);
-    } else if (!std::strcmp(argv[i], "--tokens") && has_value) {
-      token_counts = parse_list(argv[++i]);
-    } else if (!std::strcmp(argv[i], "--json") && has_value) {
-      json_path = argv[++i];
-    } else if (!std::strcmp(argv[i], "--commit") && has_value) {
-      commit = argv[++i];
-    } else {
-      std::fprintf(stderr,
-                   "usage: %s [--hidden C] [--tokens a,b] [--json F] [--commit X] "
-                   "[--check-only]\n",
-                   argv[0]);
-      return 2;
-    }
-  }
   if (hidden % kStageCols != 0 || hidden > 16384) {
     std::fprintf(stderr, "--hidden must be a multiple of %d up to 16384\n", kStageCols);
     return 2;
@@ -372,7 +334,7 @@ int main(int argc, char** argv) {
     for (int m : token_counts) all_pass = check(v, b, m, hidden, cp, sms) && all_pass;
   }
   if (check_only) return all_pass ? 0 : 1;
-  std::vector<Row> rows;
+  std::vector<mhc::bench::MicroRow> rows;
   std::printf("C = %d, n = %d\n%-64s %6s %6s %9s %7s\n", hidden, kStreams, "variant", "tokens",
               "CTAs", "us", "TB/s");
   for (int tokens : token_counts) {
@@ -391,11 +353,7 @@ int main(int argc, char** argv) {
                                               cudaMemcpyDeviceToDevice));
             },
             20));
-    PostArgs pa;
-    pa.x = b.x, pa.post = b.post, pa.comb = b.comb, pa.sublayer_out = b.f, pa.x_next = b.x_next_ref;
-    pa.hidden = hidden, pa.row_threads = row_kernel_threads(hidden), pa.eps_n = 1e-6f;
-    pa.next_pre_mix = b.pre, pa.next_norm_weight = b.norm_weight;
-    pa.next_layer_input = b.layer_input_ref;
+    const PostArgs pa = reference_post_args(b, hidden);
     record("post + next input (row kernel, no coefficients)", tokens,
            mhc::bench::median_launch_us(
                [&] {
@@ -411,34 +369,16 @@ int main(int argc, char** argv) {
     }
   }
   if (json_path != nullptr) {
-    char date[16];
-    const std::time_t now = std::time(nullptr);
-    std::strftime(date, sizeof date, "%Y-%m-%d", std::gmtime(&now));
-    nlohmann::ordered_json doc = {
-        {"tool", "mhc_rowtile_boundary_microbench (bench/rowtile_boundary_microbench.cu)"},
-        {"gpu", prop.name},
-        {"compute_capability", std::to_string(prop.major) + "." + std::to_string(prop.minor)},
-        {"driver_version", std::to_string(driver)},
-        {"commit", commit},
-        {"date", date},
-        {"hidden", hidden},
-        {"checks_passed", all_pass},
-        {"method", "C = " + std::to_string(hidden) +
-                       ", n = 4: the whole-row tile prototype (post, collapse, norm, TF32 "
-                       "projection, stats) against the runtime's memcpy of the same bytes and "
-                       "the row kernel's post + next input; one launch per timing between CUDA "
-                       "events, 3 warm-ups, median of 20; TB/s = the fused floor's bytes "
-                       "(4C(n + 1) per token) / time; hc_fn's reads from L2 not counted"}};
-    nlohmann::ordered_json results = nlohmann::ordered_json::array();
-    for (const Row& r : rows) {
-      results.push_back({{"variant", r.variant},
-                         {"tokens", r.tokens},
-                         {"ctas", r.ctas},
-                         {"median_us", std::round(r.us * 100.0) / 100.0},
-                         {"tb_per_s", std::round(r.tb_per_s * 1000.0) / 1000.0}});
-    }
-    doc["results"] = results;
-    mhc::io::write_file(json_path, doc.dump(1) + "\n");  // a temporary renamed into place
+    mhc::bench::write_micro_json(
+        json_path, "mhc_rowtile_boundary_microbench (bench/rowtile_boundary_microbench.cu)", prop,
+        driver, commit, hidden, {{"checks_passed", all_pass}},
+        "C = " + std::to_string(hidden) +
+            ", n = 4: the whole-row tile prototype (post, collapse, norm, TF32 projection, "
+            "stats) against the runtime's memcpy of the same bytes and the row kernel's post + "
+            "next input; one launch per timing between CUDA events, 3 warm-ups, median of 20; "
+            "TB/s = the fused floor's bytes (4C(n + 1) per token) / time; hc_fn's reads from L2 "
+            "not counted",
+        rows);
   }
   return all_pass ? 0 : 1;
 }
