@@ -186,13 +186,31 @@ __device__ __forceinline__ void unpack_lane(const LaneVec<kLaneCols>& v, float (
   }
 }
 
+// kLaneCols values rounded to bf16 once (one cvt.rn.bf16x2 per pair): the packed words to store,
+// and the values as floats for the sums and the MMA (the bits the store holds).
 template <int kLaneCols>
-__device__ __forceinline__ void store_lane(void* ptr, const float (&in)[kLaneCols]) {
+__device__ __forceinline__ LaneVec<kLaneCols> round_lane(const float (&in)[kLaneCols],
+                                                         float (&rounded)[kLaneCols]) {
+  uint32_t words[kLaneCols / 2];
+#pragma unroll
+  for (int i = 0; i < kLaneCols / 2; ++i) {
+    words[i] = pack_bf16x2(in[2 * i], in[2 * i + 1]);
+    rounded[2 * i] = bf16_lo(words[i]);
+    rounded[2 * i + 1] = bf16_hi(words[i]);
+  }
   if constexpr (kLaneCols == 8) {
-    store_u4(ptr, pack_bf16x8(in));
+    return make_uint4(words[0], words[1], words[2], words[3]);
   } else {
-    *reinterpret_cast<uint2*>(ptr) =
-        make_uint2(pack_bf16x2(in[0], in[1]), pack_bf16x2(in[2], in[3]));
+    return make_uint2(words[0], words[1]);
+  }
+}
+
+template <int kLaneCols>
+__device__ __forceinline__ void store_lane(void* ptr, const LaneVec<kLaneCols>& v) {
+  if constexpr (kLaneCols == 8) {
+    store_u4(ptr, v);
+  } else {
+    *reinterpret_cast<uint2*>(ptr) = v;
   }
 }
 
@@ -267,7 +285,7 @@ __device__ __forceinline__ void consume_step(const Args& a, const Inputs<kLaneCo
                                              int lane, const float2* b_frag, unsigned char* y_row,
                                              RowState& s) {
   constexpr int L = kLaneCols;
-  float xs[kStreams][L], f[L], out[kStreams][L], y[L];
+  float xs[kStreams][L], f[L], out[kStreams][L], y[L], sum[L];
 #pragma unroll
   for (int j = 0; j < kStreams; ++j) unpack_lane<L>(in.v[j], xs[j]);
   unpack_lane<L>(in.v[kStreams], f);
@@ -277,23 +295,24 @@ __device__ __forceinline__ void consume_step(const Args& a, const Inputs<kLaneCo
   for (int k = 0; k < kStreams; ++k) {
 #pragma unroll
     for (int e = 0; e < L; ++e) {
-      float acc = s.post[k] * f[e];
+      sum[e] = s.post[k] * f[e];
 #pragma unroll
-      for (int j = 0; j < kStreams; ++j) acc = fmaf(s.comb[j][k], xs[j][e], acc);
-      out[k][e] = round_bf16(acc);
-      s.sum_sq_x = fmaf(out[k][e], out[k][e], s.sum_sq_x);
+      for (int j = 0; j < kStreams; ++j) sum[e] = fmaf(s.comb[j][k], xs[j][e], sum[e]);
     }
-    if (valid) store_lane<L>(x_next + k * a.hidden, out[k]);
+    const LaneVec<L> packed = round_lane<L>(sum, out[k]);
+#pragma unroll
+    for (int e = 0; e < L; ++e) s.sum_sq_x = fmaf(out[k][e], out[k][e], s.sum_sq_x);
+    if (valid) store_lane<L>(x_next + k * a.hidden, packed);
   }
 #pragma unroll
   for (int e = 0; e < L; ++e) {
-    float acc = 0.f;
+    sum[e] = 0.f;
 #pragma unroll
-    for (int j = 0; j < kStreams; ++j) acc = fmaf(s.pre[j], out[j][e], acc);
-    y[e] = round_bf16(acc);
-    s.sum_sq_y = fmaf(y[e], y[e], s.sum_sq_y);
+    for (int j = 0; j < kStreams; ++j) sum[e] = fmaf(s.pre[j], out[j][e], sum[e]);
   }
-  store_lane<L>(y_row + c * 2, y);
+  store_lane<L>(y_row + c * 2, round_lane<L>(sum, y));
+#pragma unroll
+  for (int e = 0; e < L; ++e) s.sum_sq_y = fmaf(y[e], y[e], s.sum_sq_y);
 #pragma unroll
   for (int step = 0; step < Shape<L>::kKSteps; ++step) {
     const int k = 2 * step / L, e = 2 * step % L;
