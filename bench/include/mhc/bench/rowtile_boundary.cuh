@@ -220,13 +220,22 @@ struct Inputs {
   LaneVec<kLaneCols> v[kStreams + 1];
 };
 
+// A position in a CTA's walk: its tile iteration and the stage in that tile, advanced by one
+// step at a time (no 64-bit division per step).
+struct Cursor {
+  int64_t it = 0;
+  int stage = 0;
+  __device__ __forceinline__ void advance(const Walk& w) {
+    if (++stage == w.stages_per_tile) stage = 0, ++it;
+  }
+};
+
 template <int kLaneCols>
-__device__ __forceinline__ void load_inputs(const Args& a, const Walk& w, int64_t step, int g,
+__device__ __forceinline__ void load_inputs(const Args& a, const Walk& w, const Cursor& at, int g,
                                             int col_in_stage, Inputs<kLaneCols>& in) {
-  const int64_t it = step / w.stages_per_tile;
-  const int64_t row = w.tile(it) * kRows + g;
-  const int c = int(step % w.stages_per_tile) * kStageCols + col_in_stage;
-  const bool inside = step < w.fills && row < a.tokens;
+  const int64_t row = w.tile(at.it) * kRows + g;
+  const int c = at.stage * kStageCols + col_in_stage;
+  const bool inside = at.it < w.iterations && row < a.tokens;
 #pragma unroll
   for (int j = 0; j <= kStreams; ++j) {
     const uint16_t* src =
@@ -400,31 +409,38 @@ __device__ void consume(const Args& a, const Walk& w, unsigned char* ring, uint6
   const int g = lane / 4, t = lane % 4;
   const int col_in_stage = warp * S::kWarpCols + t * kLaneCols;
   Inputs<kLaneCols> buf[kDepth];
+  Cursor ahead;  // the step whose inputs are loaded next
 #pragma unroll
-  for (int d = 0; d < kDepth; ++d) load_inputs(a, w, d, g, col_in_stage, buf[d]);
+  for (int d = 0; d < kDepth; ++d) {
+    load_inputs(a, w, ahead, g, col_in_stage, buf[d]);
+    ahead.advance(w);
+  }
   RowState s;
+  Cursor at;
+  int slot = 0;
+  unsigned phase = 0;
   for (int64_t step0 = 0; step0 < w.fills; step0 += kDepth) {
 #pragma unroll
     for (int d = 0; d < kDepth; ++d) {
-      const int64_t step = step0 + d;
-      if (step >= w.fills) break;
+      if (step0 + d >= w.fills) break;
       const Inputs<kLaneCols> in = buf[d];
-      load_inputs(a, w, step + kDepth, g, col_in_stage, buf[d]);
-      const int64_t it = step / w.stages_per_tile;
-      const int stage = int(step % w.stages_per_tile);
-      if (stage == 0) begin_tile(w.tile(it) * kRows + g, ts.coefficients[it % 2][g], s);
-      const int slot = int(step % kStages);
-      mbarrier_wait(&full[slot], unsigned(step / kStages) & 1);
+      load_inputs(a, w, ahead, g, col_in_stage, buf[d]);
+      ahead.advance(w);
+      if (at.stage == 0) begin_tile(w.tile(at.it) * kRows + g, ts.coefficients[at.it % 2][g], s);
+      mbarrier_wait(&full[slot], phase);
       const float2* b_frag = reinterpret_cast<const float2*>(ring + slot * kStageBytes) +
                              warp * S::kKSteps * kNTiles * kWarp;
-      consume_step(a, in, stage * kStageCols + col_in_stage, lane, b_frag, y_smem + g * y_pitch, s);
+      consume_step(a, in, at.stage * kStageCols + col_in_stage, lane, b_frag, y_smem + g * y_pitch,
+                   s);
       // The slot's shared reads ordered before the copy engine's next write to it (the library's
       // rings do the same: release_ring_slot), then one arrival per warp on the first CTA's
       // barrier.
       fence_shared_for_async_writes();
       __syncwarp();
       if (lane == 0) arrive_in_cta<kClusterScope>(&empty[slot], 0);
-      if (stage == w.stages_per_tile - 1) end_tile(a, w, it, s, g, t, y_smem, y_pitch, ts);
+      if (at.stage == w.stages_per_tile - 1) end_tile(a, w, at.it, s, g, t, y_smem, y_pitch, ts);
+      at.advance(w);
+      if (++slot == kStages) slot = 0, phase ^= 1u;
     }
   }
   if (w.iterations > 0)
