@@ -223,7 +223,7 @@ struct Inputs {
 // A position in a CTA's walk: its tile iteration and the stage in that tile, advanced by one
 // step at a time (no 64-bit division per step).
 struct Cursor {
-  int64_t it = 0;
+  int it = 0;  // tiles per CTA fit 32 bits: tokens / 8 / CTAs
   int stage = 0;
   __device__ __forceinline__ void advance(const Walk& w) {
     if (++stage == w.stages_per_tile) stage = 0, ++it;
