@@ -1,10 +1,10 @@
 // The whole-row tile prototype of the fused boundary (bench/rowtile_boundary_microbench.cu checks
 // and times it; not in the library): each CTA owns tiles of 8 whole rows (tokens) and walks
-// their columns in stages of 128. Per stage its 4 consumer warps load x_prev (n = 4 streams) and
-// F into registers (kDepth stages ahead), form x_next (the post's formula, stored), the collapse
-// y with the carried pre_mix (kept in shared memory, bf16), the sums of squares, and the TF32
-// projection x_next . hc_fn by m16n8k8 MMAs whose A fragments are the thread's own x_next values
-// (8 of the 16 MMA rows used). hc_fn comes pre-packed in the MMA's B-fragment order (one
+// their columns in stages of 128. Per stage its consumer warps (Shape) load x_prev (n = 4 streams)
+// and F into registers (kDepth stages ahead), form x_next (the post's formula, stored), the
+// collapse y with the carried pre_mix (kept in shared memory, bf16), the sums of squares, and the
+// TF32 projection x_next . hc_fn by m16n8k8 MMAs whose A fragments are the thread's own x_next
+// values (8 of the 16 MMA rows used). hc_fn comes pre-packed in the MMA's B-fragment order (one
 // conflict-free 8-byte shared load per MMA), one 48 KB stage per 128 columns, multicast by the
 // cluster's rank 0 to every CTA of a cluster (the CTAs of a cluster take consecutive tiles, so L2
 // serves hc_fn once per cluster x 8 rows). At a tile's end the whole row is in the CTA: the
