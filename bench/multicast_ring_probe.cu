@@ -9,6 +9,7 @@
 //   1  the same, the arrivals released at cluster scope
 //   2  one CTA a cluster, a plain bulk copy into its own slot, local arrivals (the library's rings)
 //   3  one CTA a cluster, the multicast instruction aimed at itself, local arrivals
+//   4  one CTA a cluster, a 2D tensor copy (the library's copy form) into its own slot
 // Every thread's sum of what it read is checked against the host's, so a variant that raced in
 // fact would show it. Racecheck's verdict on each variant is the point: which form it reports.
 // Run on an sm_90 GPU: mhc_multicast_ring_probe [--variant N] [--fills F]
@@ -21,6 +22,7 @@
 
 #include "mhc/bench/micro_timing.hpp"
 #include "mhc/bench/rowtile_boundary.cuh"
+#include "mhc/cuda/sm90_prenorm_tma.cuh"
 
 namespace {
 
@@ -34,9 +36,12 @@ constexpr int kConsumerWarps = 2;
 constexpr int kConsumerThreads = kConsumerWarps * kWarp;
 constexpr int kThreads = kConsumerThreads + kWarp;  // the producer warp last
 
+constexpr int kBoxInner = 256, kBoxOuter = kSlotBytes / 4 / kBoxInner;  // a slot as one 2D box
+
 struct ProbeArgs {
-  const float* src;  // fills x kSlotBytes / 4 floats
-  float* sums;       // one per consumer thread of every CTA
+  CUtensorMap src_map;  // src as [fills x kBoxOuter][kBoxInner] floats (variant 4)
+  const float* src;     // fills x kSlotBytes / 4 floats
+  float* sums;          // one per consumer thread of every CTA
   int fills;
 };
 
@@ -66,6 +71,9 @@ __device__ void produce(const ProbeArgs& a, unsigned char* ring, uint64_t* full,
     const float* src = a.src + size_t(fill) * (kSlotBytes / 4);
     if constexpr (kVariant == 2) {
       bulk_copy(ring + slot * kSlotBytes, src, kSlotBytes, &full[slot]);
+    } else if constexpr (kVariant == 4) {
+      tensor_copy_to_shared(ring + slot * kSlotBytes, &a.src_map, 0, fill * kBoxOuter, &full[slot],
+                            l2_policy<L2Eviction::normal>());
     } else {
       const uint16_t mask = kShared ? 0x3 : uint16_t(1u << rank);
       bulk_multicast(ring + slot * kSlotBytes, src, kSlotBytes, &full[slot], mask,
@@ -99,7 +107,7 @@ __device__ float consume(const ProbeArgs& a, const unsigned char* ring, uint64_t
 template <int kVariant>
 __global__ void __launch_bounds__(kThreads) probe_kernel(const __grid_constant__ ProbeArgs a) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
-  __shared__ __align__(128) unsigned char ring[kSlots * kSlotBytes];
+  __shared__ __align__(1024) unsigned char ring[kSlots * kSlotBytes];
   __shared__ uint64_t full[kSlots], empty[kSlots];
   const int rank = cluster_cta_rank();
   const unsigned ctas_per_slot = kVariant <= 1 ? 2 : 1;
@@ -133,8 +141,10 @@ Kernel kernel_for(int variant) {
       return probe_kernel<1>;
     case 2:
       return probe_kernel<2>;
-    default:
+    case 3:
       return probe_kernel<3>;
+    default:
+      return probe_kernel<4>;
   }
 }
 
@@ -144,7 +154,11 @@ bool run_variant(int variant, int fills, const float* d_src, const std::vector<f
   float* d_sums = nullptr;
   MHC_MICRO_CHECK(cudaMalloc(&d_sums, ctas * kConsumerThreads * sizeof(float)));
   MHC_MICRO_CHECK(cudaMemset(d_sums, 0xff, ctas * kConsumerThreads * sizeof(float)));  // NaN
-  const ProbeArgs a{d_src, d_sums, fills};
+  ProbeArgs a{};
+  a.src = d_src, a.sums = d_sums, a.fills = fills;
+  MHC_MICRO_CHECK(encode_tensor_map_2d(&a.src_map, CU_TENSOR_MAP_DATA_TYPE_FLOAT32, 4, d_src,
+                                       kBoxInner, uint64_t(fills) * kBoxOuter, kBoxInner, kBoxOuter,
+                                       CU_TENSOR_MAP_SWIZZLE_NONE));
   MHC_MICRO_CHECK(launch_kernel_in_clusters(kernel_for(variant), dim3(ctas), dim3(kThreads), 0,
                                             unsigned(cluster), LaunchTarget(nullptr, false), a));
   MHC_MICRO_CHECK(cudaDeviceSynchronize());
@@ -178,12 +192,12 @@ int main(int argc, char** argv) {
     } else if (!std::strcmp(argv[i], "--fills") && has_value) {
       fills = std::atoi(argv[++i]);
     } else {
-      std::fprintf(stderr, "usage: %s [--variant 0..3] [--fills 1..4096]\n", argv[0]);
+      std::fprintf(stderr, "usage: %s [--variant 0..4] [--fills 1..4096]\n", argv[0]);
       return 2;
     }
   }
-  if (only < -1 || only > 3 || fills < 1 || fills > 4096) {
-    std::fprintf(stderr, "--variant must be 0..3 and --fills 1..4096\n");
+  if (only < -1 || only > 4 || fills < 1 || fills > 4096) {
+    std::fprintf(stderr, "--variant must be 0..4 and --fills 1..4096\n");
     return 2;
   }
   std::vector<float> src(size_t(fills) * (kSlotBytes / 4));
@@ -193,7 +207,7 @@ int main(int argc, char** argv) {
   MHC_MICRO_CHECK(
       cudaMemcpy(d_src, src.data(), src.size() * sizeof(float), cudaMemcpyHostToDevice));
   bool all = true;
-  for (int v = 0; v <= 3; ++v) {
+  for (int v = 0; v <= 4; ++v) {
     if (only == -1 || only == v) all = run_variant(v, fills, d_src, src) && all;
   }
   MHC_MICRO_CHECK(cudaFree(d_src));
