@@ -10,6 +10,7 @@
 //   2  one CTA a cluster, a plain bulk copy into its own slot, local arrivals (the library's rings)
 //   3  one CTA a cluster, the multicast instruction aimed at itself, local arrivals
 //   4  one CTA a cluster, a 2D tensor copy (the library's copy form) into its own slot
+//   5  clusters of 2 as in 0, the slot multicast by a 2D tensor copy
 // Every thread's sum of what it read is checked against the host's, so a variant that raced in
 // fact would show it. Racecheck's verdict on each variant is the point: which form it reports.
 // Run on an sm_90 GPU: mhc_multicast_ring_probe [--variant N] [--fills F]
@@ -57,10 +58,24 @@ __device__ __forceinline__ void bulk_copy(void* dst, const void* src, unsigned b
 #endif
 }
 
+// A 2D box of `map` at (inner, outer) into `dst` of every CTA in `mask`, each CTA's barrier at
+// `bar`'s offset told of the bytes.
+__device__ __forceinline__ void tensor_multicast(void* dst, const void* map, int inner, int outer,
+                                                 uint64_t* bar, uint16_t mask) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile(
+      "cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes"
+      ".multicast::cluster [%0], [%1, {%2, %3}], [%4], %5;" ::"r"(shared_address(dst)),
+      "l"(reinterpret_cast<uint64_t>(map)), "r"(inner), "r"(outer), "r"(shared_address(bar)),
+      "h"(mask)
+      : "memory");
+#endif
+}
+
 template <int kVariant>
 __device__ void produce(const ProbeArgs& a, unsigned char* ring, uint64_t* full, uint64_t* empty,
                         int rank) {
-  constexpr bool kShared = kVariant <= 1;  // one slot for the cluster's two CTAs
+  constexpr bool kShared = kVariant <= 1 || kVariant == 5;  // one slot for a cluster's two CTAs
   for (int fill = 0; fill < a.fills; ++fill) {
     const int slot = fill % kSlots;
     const unsigned use = unsigned(fill / kSlots);
@@ -71,6 +86,8 @@ __device__ void produce(const ProbeArgs& a, unsigned char* ring, uint64_t* full,
     const float* src = a.src + size_t(fill) * (kSlotBytes / 4);
     if constexpr (kVariant == 2) {
       bulk_copy(ring + slot * kSlotBytes, src, kSlotBytes, &full[slot]);
+    } else if constexpr (kVariant == 5) {
+      tensor_multicast(ring + slot * kSlotBytes, &a.src_map, 0, fill * kBoxOuter, &full[slot], 0x3);
     } else if constexpr (kVariant == 4) {
       tensor_copy_to_shared(ring + slot * kSlotBytes, &a.src_map, 0, fill * kBoxOuter, &full[slot],
                             l2_policy<L2Eviction::normal>());
@@ -95,7 +112,7 @@ __device__ float consume(const ProbeArgs& a, const unsigned char* ring, uint64_t
     fence_shared_for_async_writes();
     __syncwarp();
     if (lane != 0) continue;
-    if constexpr (kVariant <= 1) {
+    if constexpr (kVariant <= 1 || kVariant == 5) {
       arrive_in_cta<kVariant == 1>(&empty[slot], 0);
     } else {
       mbarrier_arrive(&empty[slot]);
@@ -110,7 +127,7 @@ __global__ void __launch_bounds__(kThreads) probe_kernel(const __grid_constant__
   __shared__ __align__(1024) unsigned char ring[kSlots * kSlotBytes];
   __shared__ uint64_t full[kSlots], empty[kSlots];
   const int rank = cluster_cta_rank();
-  const unsigned ctas_per_slot = kVariant <= 1 ? 2 : 1;
+  const unsigned ctas_per_slot = kVariant <= 1 || kVariant == 5 ? 2 : 1;
   if (threadIdx.x == 0) {
     for (int s = 0; s < kSlots; ++s) {
       mbarrier_init(&full[s], 1);
@@ -143,14 +160,16 @@ Kernel kernel_for(int variant) {
       return probe_kernel<2>;
     case 3:
       return probe_kernel<3>;
-    default:
+    case 4:
       return probe_kernel<4>;
+    default:
+      return probe_kernel<5>;
   }
 }
 
 // Runs one variant on 2 clusters (or 2 CTAs) and checks every consumer thread's sum.
 bool run_variant(int variant, int fills, const float* d_src, const std::vector<float>& src) {
-  const int ctas = 4, cluster = variant <= 1 ? 2 : 1;
+  const int ctas = 4, cluster = variant <= 1 || variant == 5 ? 2 : 1;
   float* d_sums = nullptr;
   MHC_MICRO_CHECK(cudaMalloc(&d_sums, ctas * kConsumerThreads * sizeof(float)));
   MHC_MICRO_CHECK(cudaMemset(d_sums, 0xff, ctas * kConsumerThreads * sizeof(float)));  // NaN
@@ -192,12 +211,12 @@ int main(int argc, char** argv) {
     } else if (!std::strcmp(argv[i], "--fills") && has_value) {
       fills = std::atoi(argv[++i]);
     } else {
-      std::fprintf(stderr, "usage: %s [--variant 0..4] [--fills 1..4096]\n", argv[0]);
+      std::fprintf(stderr, "usage: %s [--variant 0..5] [--fills 1..4096]\n", argv[0]);
       return 2;
     }
   }
-  if (only < -1 || only > 4 || fills < 1 || fills > 4096) {
-    std::fprintf(stderr, "--variant must be 0..4 and --fills 1..4096\n");
+  if (only < -1 || only > 5 || fills < 1 || fills > 4096) {
+    std::fprintf(stderr, "--variant must be 0..5 and --fills 1..4096\n");
     return 2;
   }
   std::vector<float> src(size_t(fills) * (kSlotBytes / 4));
@@ -207,7 +226,7 @@ int main(int argc, char** argv) {
   MHC_MICRO_CHECK(
       cudaMemcpy(d_src, src.data(), src.size() * sizeof(float), cudaMemcpyHostToDevice));
   bool all = true;
-  for (int v = 0; v <= 4; ++v) {
+  for (int v = 0; v <= 5; ++v) {
     if (only == -1 || only == v) all = run_variant(v, fills, d_src, src) && all;
   }
   MHC_MICRO_CHECK(cudaFree(d_src));
