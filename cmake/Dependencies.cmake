@@ -1,6 +1,6 @@
 # Every dependency comes from the system (Debian packages, installed by scripts/setup.sh) or,
 # on the GPU machine which has no -dev packages, from header copies carried in .deps/
-# (scripts/device-deps.sh). Nothing is downloaded at build time.
+# (dev/scripts/device-deps.sh). Nothing is downloaded at build time.
 set(THREADS_PREFER_PTHREAD_FLAG ON)
 find_package(Threads REQUIRED)
 

@@ -1,10 +1,10 @@
-"""What every table kind of scripts/gen-tables.py shares: the repository root, loading a result
+"""What every table kind of dev/scripts/gen-tables.py shares: the repository root, loading a result
 file, the provenance line's machine part, medians over rounds, file name globs."""
 import json
 import pathlib
 import statistics
 
-ROOT = pathlib.Path(__file__).resolve().parent.parent
+ROOT = pathlib.Path(__file__).resolve().parents[2]
 
 
 def load(path):

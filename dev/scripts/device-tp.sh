@@ -1,11 +1,11 @@
 #!/usr/bin/env bash
-# Run THERE (the nvidia-h200-x2 machine), after scripts/device-deps.sh here and with .deps carried:
+# Run THERE (the nvidia-h200-x2 machine), after dev/scripts/device-deps.sh here and with .deps carried:
 # the tensor-parallel work of one device session in one call (docs/tensor_parallel.md). Builds
 # test_dist, test_core and mhc (NCCL is found by cmake/Nccl.cmake, also inside Python's
 # nvidia-nccl wheel), runs the TP tests, `mhc run --tp 2` and `mhc bench overlap --tp 2`.
 # Logs and JSON go to $OUT. Steps: MHC_STEPS (default "info build test run bench").
 set -uo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 # NVLink multicast must stay off on the shared machines (KINDS.md); the runner also forces it.
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
 export NCCL_DEBUG=${NCCL_DEBUG:-WARN}
@@ -28,7 +28,7 @@ if has info; then
 fi
 if has build; then
   stamp build
-  MHC_TARGETS="test_dist test_core mhc" scripts/device-build.sh >"$OUT/build.log" 2>&1 ||
+  MHC_TARGETS="test_dist test_core mhc" dev/scripts/device-build.sh >"$OUT/build.log" 2>&1 ||
     { grep -E "error|NCCL" "$OUT/build.log" | head -30; exit 1; }
   grep -E "mhc: (CUDA|NCCL)" "$OUT/build.log"
 fi

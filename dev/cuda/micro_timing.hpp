@@ -1,4 +1,4 @@
-// What the developer micro-benchmarks (bench/*_microbench.cu) share: a CUDA call checked (exit
+// What the developer micro-benchmarks (dev/cuda/*_microbench.cu) share: a CUDA call checked (exit
 // with the file, line and error), and one launch's median time between CUDA events.
 #pragma once
 #include <cuda_runtime.h>

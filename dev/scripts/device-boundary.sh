@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Run THERE (the GPU machine) on binaries built HERE (scripts/pack-device.sh, carried in
-# .carry/bin), after scripts/device-validate.sh (whose suites include the fused boundary's tests):
+# Run THERE (the GPU machine) on binaries built HERE (dev/scripts/pack-device.sh, carried in
+# .carry/bin), after dev/scripts/device-validate.sh (whose suites include the fused boundary's tests):
 # the fused boundary (issue 17, sm90_boundary.cuh) against the two launches it replaces, per size
 # and hidden size (`mhc bench kernels`: "fused boundary (one launch)" beside "coef + post with
 # next input", and the stacks' steady states), then one Nsight Compute profile of the kernel at
@@ -8,7 +8,7 @@
 # the logs go to $OUT/boundary/, a short table to stdout.
 # MHC_COMMIT names the binary's commit in the JSON.
 set -uo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 export NCCL_NVLS_ENABLE=0
 OUT=${OUT:-/tmp/mhc-out}
 dir="$OUT/boundary"
@@ -45,4 +45,4 @@ grep -E "^ +(Duration|Issued Ipc Active|Warp Cycles Per Issued Instruction|DRAM 
 # At most 8 files come back from the device: the JSON beside one archive of the logs.
 mv "$dir"/*.log "$logs/" 2>/dev/null
 tar czf "$dir/logs.tar.gz" -C "$dir" logs && rm -rf "$logs"
-python3 scripts/boundary-summary.py "$dir"
+python3 dev/scripts/boundary-summary.py "$dir"

@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # Run HERE: builds the GPU test binaries, the CLI and the Python extension for the GPU machine's
 # Python 3.12 into build-dev/, and packs them into .carry/bin/bin.tar.xz (git-ignored) for
-# scripts/device-validate.sh. Needs a python3.12 with nanobind: MHC_PY312=/path/to/python3.12.
+# dev/scripts/device-validate.sh. Needs a python3.12 with nanobind: MHC_PY312=/path/to/python3.12.
 set -euo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 py=${MHC_PY312:-python3.12}
 export CUDACXX=${CUDACXX:-/usr/local/cuda/bin/nvcc}
 cmake -S . -B build-dev -G Ninja -DCMAKE_BUILD_TYPE=Release -DMHC_CUDA=ON -DMHC_PYTHON=ON \

@@ -1,5 +1,5 @@
-// The whole-row tile prototype of the fused boundary (bench/rowtile_boundary_microbench.cu checks
-// and times it; not in the library): each CTA owns tiles of 8 whole rows (tokens) and walks
+// The whole-row tile prototype of the fused boundary (dev/cuda/rowtile_boundary_microbench.cu
+// checks and times it; not in the library): each CTA owns tiles of 8 whole rows (tokens) and walks
 // their columns in stages of 128. Per stage its consumer warps (Shape) load x_prev (n = 4 streams)
 // and F into registers (kDepth stages ahead), form x_next (the post's formula, stored), the
 // collapse y with the carried pre_mix (kept in shared memory, bf16), the sums of squares, and the

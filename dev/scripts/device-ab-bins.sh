@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Run THERE (the GPU machine): A/B of binaries built HERE, without building anything there. Each
-# .carry/ab/NAME.tar.xz is a scripts/pack-device.sh tarball (copy .carry/bin/bin.tar.xz there
+# .carry/ab/NAME.tar.xz is a dev/scripts/pack-device.sh tarball (copy .carry/bin/bin.tar.xz there
 # after packing each ref); carry [".carry/ab"]. For each NAME: the GPU tests matching
 # MHC_AB_TESTS (test_cuda, optional), compute-sanitizer memcheck/racecheck/synccheck over
 # MHC_AB_SANITIZE (optional), then MHC_AB_ROUNDS rounds (default 2) of the command MHC_AB_ARGS,
@@ -10,7 +10,7 @@
 #   MHC_AB_ARGS="bench kernels --hidden 5120 --tokens 2048,4096 --reps 30"
 #   MHC_AB_GREP="fused boundary|site in stack"  MHC_AB_TESTS="CudaFusedBoundary.*"
 set -uo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 export NCCL_NVLS_ENABLE=0
 OUT=${OUT:-/tmp/mhc-out}
 dir="$OUT/ab"

@@ -1,11 +1,11 @@
 #!/usr/bin/env bash
-# Run THERE (the GPU machine), after scripts/device-deps.sh here and with .deps carried: the
+# Run THERE (the GPU machine), after dev/scripts/device-deps.sh here and with .deps carried: the
 # overlap work of one device session in one call. Builds, runs the schedule tests (and
 # test_schedule_dropped_join: the same checks must see a schedule without its join fail),
 # `mhc run` in FULL mode with a trace, and `mhc bench overlap` at C=5120, 4096 and 7168.
 # Logs and JSON go to $OUT. Steps: MHC_STEPS (default "build test run bench").
 set -uo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 export NCCL_NVLS_ENABLE=0
 OUT=${OUT:-/tmp/mhc-out}
 mkdir -p "$OUT"
@@ -21,7 +21,7 @@ export MHC_CLOCKS=$(nvidia-smi --query-gpu=clocks.sm,clocks.max.sm,clocks.mem --
 
 if has build; then
   stamp build
-  MHC_TARGETS="test_schedule test_schedule_dropped_join mhc" scripts/device-build.sh \
+  MHC_TARGETS="test_schedule test_schedule_dropped_join mhc" dev/scripts/device-build.sh \
     >"$OUT/build.log" 2>&1 || { tail -30 "$OUT/build.log"; exit 1; }
 fi
 if has test; then

@@ -4,7 +4,7 @@
 # benchmark against it, the GPU pytest suite and the Hugging Face decode benchmark, each under
 # a time limit. Logs and JSON go to $OUT (default ./device-out). Header-only deps: MHC_DEPS_DIR.
 set -uo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 out=${OUT:-device-out}
 mkdir -p "$out"
 deps=${MHC_DEPS_DIR:-$PWD/.deps}

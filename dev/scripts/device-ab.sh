@@ -1,11 +1,11 @@
 #!/usr/bin/env bash
-# Run THERE (the GPU machine): the A/B half of scripts/device-validate-ab.sh alone, for a build
+# Run THERE (the GPU machine): the A/B half of dev/scripts/device-validate-ab.sh alone, for a build
 # whose validation already passed. Needs .carry/bin unpacked in /tmp/pk (device-validate.sh does
 # it; this script does it when /tmp/pk/mhc is missing) and .carry/base/mhc-*.xz. The same
 # environment knobs (MHC_AB_TOKENS, MHC_AB_REPS, MHC_AB_ROUNDS, MHC_AB_PRESETS, MHC_AB_GREP,
 # MHC_BASE_COMMIT, MHC_NEW_COMMIT); JSON to $OUT/ab-PRESET-{base,new}-rROUND.json.
 set -uo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 OUT=${OUT:-/tmp/mhc-out}
 mkdir -p "$OUT"
 [ -x /tmp/pk/mhc ] || tar xJf .carry/bin/bin.tar.xz -C /tmp

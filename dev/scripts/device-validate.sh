@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
-# Run THERE (the GPU machine) on binaries built HERE (scripts/pack-device.sh, carried in
+# Run THERE (the GPU machine) on binaries built HERE (dev/scripts/pack-device.sh, carried in
 # .carry/bin): the GPU test suites (C++ and Python) in parallel, compute-sanitizer on the
 # Sanitize* tests, `mhc plan` and `mhc run`. No build on the device, so the whole validation fits
 # in a few minutes of device time. Logs go to $OUT/logs.tar.gz, the summary to stdout.
 set -uo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 # MHC_REQUIRE_GPU=1: a test that would skip for want of a GPU (or of the sm_90a kernels, or of
 # CUDA in torch or _C) fails here instead of passing as a skip.
 export NCCL_NVLS_ENABLE=0 PYTHONUNBUFFERED=1 MHC_REQUIRE_GPU=1

@@ -25,10 +25,10 @@
 #include <string>
 #include <vector>
 
-#include "mhc/bench/micro_report.hpp"
-#include "mhc/bench/micro_timing.hpp"
 #include "mhc/cuda/common.cuh"
 #include "mhc/cuda/sm90_prenorm_tma.cuh"
+#include "micro_report.hpp"
+#include "micro_timing.hpp"
 
 namespace {
 
@@ -516,7 +516,7 @@ int main(int argc, char** argv) {
   }
   if (json_path != nullptr) {
     mhc::bench::write_micro_json(
-        json_path, "mhc_boundary_stream_microbench (bench/boundary_stream_microbench.cu)", prop,
+        json_path, "mhc_boundary_stream_microbench (dev/cuda/boundary_stream_microbench.cu)", prop,
         driver, commit, hidden, {},
         "C = " + std::to_string(hidden) +
             ", n = 4: x_prev [M, 4C] and F [M, C] bf16 copied to x_out and y, nothing "

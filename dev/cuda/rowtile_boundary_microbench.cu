@@ -1,6 +1,6 @@
 // Developer micro-benchmark (not a test; built by CMake as mhc_rowtile_boundary_microbench when
 // CUDA is on): a prototype of the fused boundary cut by whole rows instead of column splits
-// (bench/include/mhc/bench/rowtile_boundary.cuh), to measure whether that shape streams at the
+// (dev/cuda/rowtile_boundary.cuh), to measure whether that shape streams at the
 // copy's rate with everything computed (issue 17; the question docs/decisions.md left "for
 // measurement" in "Fused boundary kernel, first form").
 //
@@ -21,9 +21,9 @@
 #include <string>
 #include <vector>
 
-#include "mhc/bench/micro_report.hpp"
-#include "mhc/bench/micro_timing.hpp"
-#include "mhc/bench/rowtile_boundary.cuh"
+#include "micro_report.hpp"
+#include "micro_timing.hpp"
+#include "rowtile_boundary.cuh"
 
 namespace {
 
@@ -370,8 +370,8 @@ int main(int argc, char** argv) {
   }
   if (json_path != nullptr) {
     mhc::bench::write_micro_json(
-        json_path, "mhc_rowtile_boundary_microbench (bench/rowtile_boundary_microbench.cu)", prop,
-        driver, commit, hidden, {{"checks_passed", all_pass}},
+        json_path, "mhc_rowtile_boundary_microbench (dev/cuda/rowtile_boundary_microbench.cu)",
+        prop, driver, commit, hidden, {{"checks_passed", all_pass}},
         "C = " + std::to_string(hidden) +
             ", n = 4: the whole-row tile prototype (post, collapse, norm, TF32 projection, "
             "stats) against the runtime's memcpy of the same bytes and the row kernel's post + "

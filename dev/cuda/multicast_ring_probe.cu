@@ -1,5 +1,5 @@
 // Developer probe (not a test; built by CMake as mhc_multicast_ring_probe when CUDA is on): the
-// whole-row tile prototype's ring (bench/include/mhc/bench/rowtile_boundary.cuh) reduced to its
+// whole-row tile prototype's ring (dev/cuda/rowtile_boundary.cuh) reduced to its
 // synchronisation, for compute-sanitizer racecheck. A producer lane refills a two-slot ring of
 // shared memory by bulk copies; consumer warps wait for a slot, read it, and hand it back with
 // the library's release (a proxy fence, then one arrival per warp). The variants differ only in
@@ -21,9 +21,9 @@
 #include <cstring>
 #include <vector>
 
-#include "mhc/bench/micro_timing.hpp"
-#include "mhc/bench/rowtile_boundary.cuh"
 #include "mhc/cuda/sm90_prenorm_tma.cuh"
+#include "micro_timing.hpp"
+#include "rowtile_boundary.cuh"
 
 namespace {
 

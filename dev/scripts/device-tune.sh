@@ -5,7 +5,7 @@
 # $OUT. MHC_TUNE_RUNS (default 3) runs per preset; MHC_TUNE_PRESETS (default dsv41-flash);
 # MHC_TUNE_ARGS extra arguments of `mhc tune` (e.g. --reps 20).
 set -uo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 export NCCL_NVLS_ENABLE=0
 OUT=${OUT:-/tmp/mhc-out}
 mkdir -p "$OUT"
@@ -15,7 +15,7 @@ stamp() { echo "=== $1 $(date -u +%H:%M:%S)"; }
 status=0
 
 stamp build
-MHC_TARGETS="mhc test_cuda test_schedule" scripts/device-build.sh >"$OUT/build.log" 2>&1 ||
+MHC_TARGETS="mhc test_cuda test_schedule" dev/scripts/device-build.sh >"$OUT/build.log" 2>&1 ||
   { tail -30 "$OUT/build.log"; exit 1; }
 stamp plan
 build-device/mhc plan | tee "$OUT/plan.txt"

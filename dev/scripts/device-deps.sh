@@ -3,7 +3,7 @@
 # sources into .deps/ (git-ignored), which the GPU machine (no -dev packages) builds against.
 # Pass .deps in the device call's `carry`.
 set -euo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 mkdir -p .deps/include
 for d in nlohmann CLI fmt; do
   rm -rf ".deps/include/$d"

@@ -3,7 +3,7 @@
 # compute-sanitizer suite and the kernel benchmark, and leaves logs and the JSON under $OUT.
 # Steps are chosen with MHC_STEPS (default "info build test sanitize bench").
 set -uo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 export NCCL_NVLS_ENABLE=0
 OUT=${OUT:-/tmp/mhc-out}
 mkdir -p "$OUT"
@@ -19,7 +19,7 @@ if has info; then
 fi
 if has build; then
   stamp build
-  scripts/device-build.sh >"$OUT/build.log" 2>&1 || grep -E "error|FAILED" "$OUT/build.log" | head -20
+  dev/scripts/device-build.sh >"$OUT/build.log" 2>&1 || grep -E "error|FAILED" "$OUT/build.log" | head -20
   tail -2 "$OUT/build.log"
   [ -x "$build_dir/tests/test_cuda" ] || { tail -40 "$OUT/build.log"; exit 1; }
 fi

@@ -491,7 +491,7 @@ def main():
             if not args.check:
                 path.write_text(new)
     if args.check and stale:
-        print("stale tables (run scripts/gen-tables.py):", ", ".join(stale), file=sys.stderr)
+        print("stale tables (run dev/scripts/gen-tables.py):", ", ".join(stale), file=sys.stderr)
         return 1
     for name in stale:
         print("updated", name)

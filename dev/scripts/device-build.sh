@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # Run THERE (the GPU machine): configures and builds into build-device/ with all cores, against
-# the headers carried in .deps/ (scripts/device-deps.sh). The image's default c++ is a broken
+# the headers carried in .deps/ (dev/scripts/device-deps.sh). The image's default c++ is a broken
 # wrapper, so g++ is named for both the host and the CUDA host compiler.
 set -euo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 export NCCL_NVLS_ENABLE=0
 build_dir=${MHC_BUILD_DIR:-build-device}
 CXX=/usr/bin/g++ CC=/usr/bin/gcc cmake -S . -B "$build_dir" -G Ninja -DCMAKE_BUILD_TYPE=Release \

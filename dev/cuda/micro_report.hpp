@@ -1,5 +1,5 @@
-// What the streaming micro-benchmarks (bench/boundary_stream_microbench.cu,
-// bench/rowtile_boundary_microbench.cu) share on the host: their option lists and their JSON,
+// What the streaming micro-benchmarks (dev/cuda/boundary_stream_microbench.cu,
+// dev/cuda/rowtile_boundary_microbench.cu) share on the host: their option lists and their JSON,
 // one row per variant and token count, written through a temporary renamed into place.
 #pragma once
 #include <cuda_runtime.h>

@@ -1,10 +1,10 @@
 // Developer micro-benchmark of the coefficient path's stats stage (not a test; built by CMake as
-// mhc_stats_microbench when CUDA is on, bench/CMakeLists.txt): SM cycles per call of
+// mhc_stats_microbench when CUDA is on, dev/CMakeLists.txt): SM cycles per call of
 // token_coefficients (one thread per token), token_coefficients_by_lanes (kStatsLanes lanes per
 // token, two rows of P each) and the Sinkhorn iterations alone, with the loop as it runs and with
 // the iteration count as a constant (unrolled), for one CTA on random reduced sums held in shared
 // memory, as in the prenorm kernels' epilogue. Run on an sm_90 GPU:
-// build/bench/mhc_stats_microbench. Results and their provenance: docs/decisions.md, "Stats
+// build/dev/mhc_stats_microbench. Results and their provenance: docs/decisions.md, "Stats
 // micro-benchmark" and "The decode launch's serial tail" (the unrolled loop: faster here, slower in
 // the kernel).
 #include <cuda_runtime.h>

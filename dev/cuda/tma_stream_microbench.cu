@@ -6,7 +6,7 @@
 // the TMA-fed kernel, sm90_prenorm_tma.cuh, loads them), and a plain vectorised read. The
 // question it answers: is the TMA kernel's streaming (about 3.6-3.95 TB/s of x at 4096-8192
 // tokens, docs/kernels.md) limited by its box shape and ring, or by the memory system?
-// Run on an sm_90 GPU: build/bench/mhc_tma_stream_microbench [tokens...].
+// Run on an sm_90 GPU: build/dev/mhc_tma_stream_microbench [tokens...].
 #include <cuda.h>
 #include <cuda_runtime.h>
 
@@ -15,9 +15,9 @@
 #include <cstdlib>
 #include <vector>
 
-#include "mhc/bench/micro_timing.hpp"
 #include "mhc/cuda/common.cuh"
 #include "mhc/cuda/sm90_prenorm_tma.cuh"
+#include "micro_timing.hpp"
 
 namespace {
 
