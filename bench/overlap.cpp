@@ -16,17 +16,17 @@
 #include <vector>
 
 #include "mhc/bench/common.hpp"
+#include "mhc/bench/decoder_standin.hpp"
 #include "mhc/core/error.hpp"
 #include "mhc/core/params.hpp"
 #include "mhc/cpu/model.hpp"
 #include "mhc/cuda/check.hpp"
 #include "mhc/cuda/cuda_backend.hpp"
 #include "mhc/io/checkpoint.hpp"
-#include "mhc/schedule/decoder_standin.hpp"
 #include "mhc/schedule/stack_executor.hpp"
 #if MHC_WITH_NCCL
+#include "mhc/bench/tp_stack.hpp"
 #include "mhc/core/tensor_parallel.hpp"
-#include "mhc/dist/tp_stack.hpp"
 #endif
 
 namespace mhc::bench {

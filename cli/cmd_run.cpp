@@ -23,7 +23,7 @@
 #include "mhc/schedule/stack_run.hpp"
 #endif
 #if MHC_WITH_NCCL
-#include "mhc/dist/tp_run.hpp"
+#include "mhc/bench/tp_run.hpp"
 #include "mhc/dist/tp_runner.hpp"
 #endif
 

@@ -1,7 +1,5 @@
 // The tensor-parallel layer (NCCL, one thread per GPU).
 #pragma once
 #include "mhc/dist/nccl_comm.hpp"
-#include "mhc/dist/tp_run.hpp"
 #include "mhc/dist/tp_runner.hpp"
-#include "mhc/dist/tp_stack.hpp"
 #include "mhc/schedule.hpp"

@@ -9,13 +9,13 @@
 #include <string>
 #include <vector>
 
+#include "mhc/bench/tp_run.hpp"
+#include "mhc/bench/tp_stack.hpp"
 #include "mhc/core/error.hpp"
 #include "mhc/cpu/model.hpp"
 #include "mhc/cuda/check.hpp"
 #include "mhc/cuda/device_buffer.hpp"
-#include "mhc/dist/tp_run.hpp"
 #include "mhc/dist/tp_runner.hpp"
-#include "mhc/dist/tp_stack.hpp"
 
 namespace mhc::dist::test {
 

@@ -15,6 +15,14 @@ endfunction()
 
 run_step("install" "${CMAKE_COMMAND}" --install "${MHC_BUILD_DIR}" --prefix "${prefix}"
          --component dev)
+# The product libraries do not link cuBLAS (only the benchmark's stand-in decoder uses it).
+file(GLOB_RECURSE exported "${prefix}/*/cmake/mhc/*.cmake")
+foreach(file IN LISTS exported)
+  file(READ "${file}" text)
+  if(text MATCHES "cublas")
+    message(FATAL_ERROR "the installed package names cuBLAS (${file})")
+  endif()
+endforeach()
 set(cuda_arg "")
 if(MHC_CUDA_ROOT)
   set(cuda_arg "-DCUDAToolkit_ROOT=${MHC_CUDA_ROOT}")

@@ -12,9 +12,9 @@
 #include <vector>
 
 #include "cuda/gpu_test_util.hpp"
+#include "mhc/bench/decoder_standin.hpp"
 #include "mhc/cpu/model.hpp"
 #include "mhc/cuda/check.hpp"
-#include "mhc/schedule/decoder_standin.hpp"
 #include "mhc/schedule/stack_executor.hpp"
 #include "schedule/stack_test_util.hpp"
 

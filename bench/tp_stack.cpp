@@ -1,4 +1,4 @@
-#include "mhc/dist/tp_stack.hpp"
+#include "mhc/bench/tp_stack.hpp"
 
 #include <fmt/core.h>
 

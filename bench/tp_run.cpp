@@ -1,4 +1,4 @@
-#include "mhc/dist/tp_run.hpp"
+#include "mhc/bench/tp_run.hpp"
 
 #include <fmt/core.h>
 
@@ -8,10 +8,10 @@
 #include <nlohmann/json.hpp>
 #include <type_traits>
 
+#include "mhc/bench/tp_stack.hpp"
 #include "mhc/core/error.hpp"
 #include "mhc/cuda/check.hpp"
 #include "mhc/dist/tp_runner.hpp"
-#include "mhc/dist/tp_stack.hpp"
 
 namespace mhc::dist {
 namespace {

@@ -11,13 +11,13 @@
 #include <string>
 #include <vector>
 
+#include "mhc/bench/decoder_standin.hpp"
 #include "mhc/core/config.hpp"
 #include "mhc/core/dispatch.hpp"
 #include "mhc/core/tensor_parallel.hpp"
 #include "mhc/cpu/compare.hpp"
 #include "mhc/cpu/model.hpp"
 #include "mhc/dist/tp_runner.hpp"
-#include "mhc/schedule/decoder_standin.hpp"
 #include "mhc/schedule/stack_executor.hpp"
 
 namespace mhc::dist {

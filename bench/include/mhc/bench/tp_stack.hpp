@@ -14,10 +14,10 @@
 #include <cstdint>
 #include <memory>
 
+#include "mhc/bench/decoder_standin.hpp"
 #include "mhc/core/tensor_parallel.hpp"
 #include "mhc/cpu/model.hpp"
 #include "mhc/dist/tp_runner.hpp"
-#include "mhc/schedule/decoder_standin.hpp"
 #include "mhc/schedule/stack_executor.hpp"
 
 namespace mhc::dist {

@@ -4,10 +4,10 @@
 
 #include <vector>
 
+#include "mhc/bench/decoder_standin.hpp"
 #include "mhc/core/tensor_parallel.hpp"
 #include "mhc/cuda/check.hpp"
 #include "mhc/cuda/device_buffer.hpp"
-#include "mhc/schedule/decoder_standin.hpp"
 
 #define MHC_CUBLAS_CHECK(call)                                                                  \
   do {                                                                                          \
