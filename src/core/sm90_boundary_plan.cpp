@@ -55,7 +55,7 @@ SplitChoice choose_splits(const MhcParams& p, int64_t tokens, const ClusterCapac
     const int64_t cost = ceil_div(tiles, at_once) * ceil_div(stages, splits);
     // A tie goes to fewer splits, but not to one: a lone CTA writes its tile's rows alone, where
     // a cluster's CTAs write neighbouring pieces of the same rows at once, which measured faster
-    // (docs/decisions.md, "Interleaved boundary splits").
+    // (docs/decisions.md, "The fused boundary at large batches").
     if (cost < best.stage_times || (cost == best.stage_times && best.splits == 1)) {
       best = {splits, cost};
     }
@@ -130,7 +130,8 @@ BoundaryTile boundary_tile(const MhcParams& p, int64_t tokens, const ClusterCapa
   const BoundaryTile halves{kBoundaryHalfTileRows, half.splits};
   const BoundaryTile wholes{kBoundaryRowsPerTile, whole.splits};
   // Where the 128-row tiles' first wave already keeps 90% of the SMs busy, DRAM sets the time
-  // either way, and the halves' deeper ring measured faster (docs/decisions.md, "Half tiles").
+  // either way, and the halves' deeper ring measured faster (docs/decisions.md, "The
+  // fused boundary at large batches").
   const int64_t tiles = std::max<int64_t>(1, ceil_div(tokens, kBoundaryRowsPerTile));
   const int64_t first_wave =
       std::min<int64_t>(tiles, std::max(1, capacity_128[whole.splits - 1])) * whole.splits;
@@ -138,8 +139,7 @@ BoundaryTile boundary_tile(const MhcParams& p, int64_t tokens, const ClusterCapa
   if (deeper_half_ring(p.n) && first_wave * 10 >= sms * 9) return halves;
   // At n = 4, below that, whole waves decide before the stage bytes do: the halves where they run
   // in one wave on 1, 5 or an even number of splits (on 3 the stage bytes decide), the 128-row
-  // tiles where only they run in one (docs/decisions.md, "A producer warpgroup for the whole
-  // tiles").
+  // tiles where only they run in one (docs/decisions.md, "The fused boundary at large batches").
   const int64_t half_tiles = std::max<int64_t>(1, ceil_div(tokens, kBoundaryHalfTileRows));
   const bool half_one_wave = half_tiles <= std::max(1, capacity_64[half.splits - 1]);
   const bool whole_one_wave = tiles <= std::max(1, capacity_128[whole.splits - 1]);

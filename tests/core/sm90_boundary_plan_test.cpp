@@ -21,8 +21,8 @@ MhcParams params(int n, int hidden) {
   return p;
 }
 
-// What an H200 holds at once of the n = 4 kernel (cudaOccupancyMaxActiveClusters, measured in
-// session 10): clusters of 1..8 CTAs.
+// What an H200 holds at once of the n = 4 kernel (cudaOccupancyMaxActiveClusters, measured):
+// clusters of 1..8 CTAs.
 constexpr ClusterCapacity kH200 = {132, 66, 39, 30, 22, 17, 15, 15};
 
 TEST(Sm90BoundaryPlan, SplitCounts) {
@@ -101,7 +101,7 @@ TEST(Sm90BoundaryPlan, TileHeight) {
   };
   // 4096 tokens: 128-row tiles leave 36 SMs idle (27 x 104 KB); the halves fill 128 (40 x 64 KB).
   // Measured per site in a stack graph 148.8 against 157.4 µs at C = 5120, 205.9 against 223.6 at
-  // C = 7168 (docs/decisions.md, "Half tiles").
+  // C = 7168 (docs/decisions.md, "The fused boundary at large batches").
   EXPECT_EQ(tile(p, 4096), (std::array<int, 2>{64, 2}));
   EXPECT_EQ(tile(params(4, 7168), 4096), (std::array<int, 2>{64, 2}));
   // 6144 tokens: 48 x 2 on 96 SMs against 7 waves of 8-CTA clusters of the halves (measured

@@ -21,8 +21,7 @@ inline constexpr int kBoundaryWideTileRows = 32;
 // (64-byte box rows: half the stage, twice the stages in the ring), or 128 on 32-row tiles (the
 // wide stages: each row's 256 contiguous bytes as two 128-byte lines of one 3D box, so that the
 // copy engine moves 256-byte pieces of a row while shared memory keeps the 128-byte swizzle,
-// which streams faster: docs/decisions.md, "The fused boundary's large-M floor is its stage
-// shape").
+// which streams faster: docs/decisions.md, "The fused boundary at large batches").
 inline constexpr int kBoundaryStageColumns = 64;
 inline constexpr int kBoundaryWideColumns = 128;
 // A tile's CTAs (its splits of C's stages) form one thread block cluster: at most 8, the portable
@@ -88,8 +87,8 @@ int boundary_splits(const MhcParams& p, int64_t tokens, const ClusterCapacity& c
 // kWideMinTokens tokens, one split where their 32-row tiles fill at least 90% of their waves'
 // slots, two where twice the tiles fill 90% of one wave (capacity_wide: the wide kernel's
 // ClusterCapacity). On the H200 that is 2048 tokens on 2 splits and 4096, 8192, 16384 and 32768
-// on one, where they won; 1024 and 3072 lost (docs/decisions.md, "The fused boundary's large-M
-// floor is its stage shape", "Wide stages landed").
+// on one, where they won; 1024 and 3072 lost (docs/decisions.md, "The fused
+// boundary at large batches").
 inline constexpr int64_t kWideMinTokens = 2048;
 int wide_boundary_splits(const MhcParams& p, int64_t tokens, const ClusterCapacity& capacity_wide);
 // The tile (128 or 64 tokens, 64-column stages) and its boundary_splits: 64-row tiles where the

@@ -57,8 +57,7 @@ __device__ __forceinline__ float fast_rsqrt(float v) {
 // hc_base (NMIX) then hc_scale (3): what token_coefficients reads besides the sums. The caller
 // stages them in shared memory once per CTA (stage_coefficient_params): read here from global
 // memory, a load could not move above an output store through another float pointer (they might
-// alias), so each pre/post sigmoid would wait for its own load (docs/decisions.md, "Staged
-// coefficient stores").
+// alias), so each pre/post sigmoid would wait for its own load.
 template <int kStreams>
 inline constexpr int kCoefficientParamFloats = kStreams*(kStreams + 2) + 3;
 
@@ -90,7 +89,7 @@ __device__ __forceinline__ float tree_sum(const Get& get) {
 //   P'_jk = (P_jk / a_j) / (sum_i P_ik / a_i + eps) = m_jk / den_k,
 //   m_jk = P_jk A_j,   den_k = sum_j m_jk + eps prod_i a_i,
 // so the row pass's reciprocals leave the serial path: one MUFU.RCP latency per pair instead of
-// two (docs/decisions.md, "The Sinkhorn's row and column pass in one reciprocal"). den_k is formed
+// two (docs/decisions.md, "The Sinkhorn"). den_k is formed
 // from pairs of rows, a23 (P_0k a1 + P_1k a0) + a01 (P_2k a3 + P_3k a2) + eps a01 a23 at n = 4,
 // two dependent steps fewer than from the m_jk. Every term is positive (no cancellation), and
 // after a column pass every row sum lies in (0, n], so A_j >= eps^(n-1) and den_k >= eps^(n+1)
@@ -138,7 +137,7 @@ __device__ __forceinline__ void sinkhorn_row_column_pair(float (&p)[n][n], float
 // matrix: a column pass, then iters - 1 (row pass, column pass) pairs (sinkhorn_row_column_pair).
 // kIters > 0: the count as a constant (iters must equal it), so the loop unrolls; 0: the loop as
 // it runs, the kernels' form: unrolled it helps the stats micro-benchmark but measures slower in
-// the kernel (docs/decisions.md, "The decode launch's serial tail").
+// the kernel (docs/decisions.md, "The Sinkhorn").
 template <int n, int kIters = 0>
 __device__ __forceinline__ void sinkhorn_iterations(float (&p)[n][n], const CoefficientParams& cp) {
   const float eps = cp.sinkhorn_eps;
@@ -157,8 +156,8 @@ __device__ __forceinline__ void sinkhorn_iterations(float (&p)[n][n], const Coef
 }
 
 // Lanes per token of the lane forms (token_coefficients_by_lanes): each computes two rows' pre,
-// post and softmax, then every lane of the token runs the whole Sinkhorn (docs/decisions.md, "Two
-// rows per lane in the Sinkhorn" and "The Sinkhorn's row and column pass in one reciprocal").
+// post and softmax, then every lane of the token runs the whole Sinkhorn (docs/decisions.md, "The
+// Sinkhorn").
 template <int kStreams>
 inline constexpr int kStatsLanes = kStreams >= 2 ? kStreams / 2 : 1;
 template <int kStreams>

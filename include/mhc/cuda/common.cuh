@@ -457,7 +457,7 @@ __device__ __forceinline__ void group_sum_dynamic(float (&v)[kCount], int width)
 // at once: each component gets the same additions in the same order as a butterfly of its own,
 // but their shuffles share one chain of rounds: four loops one after the other (a run-time trip
 // count) do not interleave, and at width 32 (the decode tile's split reduction at 1 token) they
-// would sit on the launch's serial path (docs/decisions.md, "The decode launch's serial tail").
+// would sit on the launch's serial path (docs/decisions.md, "The decode coefficient launch").
 __device__ __forceinline__ float4 group_sum_dynamic(float4 v, int width) {
   for (int offset = width / 2; offset > 0; offset /= 2) {
     v.x += __shfl_xor_sync(0xffffffffu, v.x, offset);

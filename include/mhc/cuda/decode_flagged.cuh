@@ -6,9 +6,9 @@
 // Why. With the counter a split's partial must be published (a GPU-scope release: its stores
 // acknowledged), counted by an atomic (an L2 round trip) and read back by the tile's last CTA
 // (another), one after the other on the launch's serial tail at decode sizes (docs/decisions.md,
-// "Flagged partials"). A pair is one single-copy-atomic 8-byte store, so a load that finds the
-// flag set has the value: the first load that sees a pair written is the one that reads it. And
-// a tile's rows are reduced and their stats run on as many SMs, not in one CTA.
+// "The decode coefficient launch"). A pair is one single-copy-atomic 8-byte store, so a load that
+// finds the flag set has the value: the first load that sees a pair written is the one that reads
+// it. And a tile's rows are reduced and their stats run on as many SMs, not in one CTA.
 //
 // The flag is a bit pattern no arithmetic produces (a negative NaN with every payload bit set;
 // the GPU's own NaN is 0x7fffffff), so plain partials that other launches leave in the shared
@@ -38,7 +38,7 @@ inline constexpr int kFlaggedRows = 16;
 // The most splits a reducer's shared scratch holds: every decode split count a plan rule gives
 // (kPrenormDecodeSplitLimit). The kernel is also built with a reducer for at most 40 (the decode
 // split count but under the decode-stage rule), whose fewer loads per thread measure faster there
-// (docs/decisions.md, "Decode splits of one register stage").
+// (docs/decisions.md, "The decode coefficient launch").
 inline constexpr int kFlaggedMaxSplits = 64;
 inline constexpr int kFlaggedNarrowSplits = 40;
 inline constexpr uint32_t kPairWritten = 0xffffffffu;

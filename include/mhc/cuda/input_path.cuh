@@ -55,7 +55,7 @@ __device__ __forceinline__ void collapse8(const float (&xs)[kStreams][8],
 
 // The norm weight of the thread's vectors of the row (zeros past the row or for a null weight),
 // loaded together with the row's streams: read after the block reduction, its latency would follow
-// the reduction on every row kernel's critical path (docs/decisions.md, "Norm weights up front").
+// the reduction on every row kernel's critical path (measured faster).
 template <int kVec>
 __device__ __forceinline__ void load_norm_weights(const float* norm_weight, int hidden, int threads,
                                                   float4 (&w)[kVec][2]) {
@@ -110,8 +110,8 @@ __device__ __forceinline__ void rms_norm_store(const float (&y)[kVec][8], float 
 
 // One token's input path, by the whole block (also used by the fused input-path CTAs of the
 // coefficient kernels, with kEarlyWeights false: there the input path is off the launch's
-// critical path, where the early loads measure no faster, docs/decisions.md, "Norm weights up
-// front"); the row cut over `threads` threads (row_column).
+// critical path, where the early loads measure no faster); the row cut over `threads` threads
+// (row_column).
 // `scratch` holds one float per warp.
 template <int kStreams, int kVec, bool kEarlyWeights = true>
 __device__ __forceinline__ void input_path_token(const uint16_t* __restrict__ x,

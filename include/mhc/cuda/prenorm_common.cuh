@@ -74,7 +74,7 @@ struct PrenormArgs {
 // Batch-invariant mode: the most tree levels a CTA adds in registers before it stores a subtree's
 // root as a partial block. Each level holds 14 registers per lane (n = 4): more spill in the TMA
 // kernel's consumers on sm_90a, one level fewer with the compensated projection's second pass
-// (docs/decisions.md, "Batch-invariant mode").
+// (docs/decisions.md, "Batch invariance by a fixed cut of K").
 template <bool kCompensated>
 inline constexpr int kTreeLevelsPerCta = kCompensated ? 1 : 2;
 
@@ -83,7 +83,8 @@ inline constexpr int kTreeLevelsPerCta = kCompensated ? 1 : 2;
 // chain i % kLeafChains), and the rows' sums of squares into kLeafSumsqChains; at the leaf's end
 // the chains are summed pairwise (sum_chains). Independent chains let the decode kernel spread a
 // leaf over several MMA warps: one warp's mma.sync issue rate would bound it (docs/decisions.md,
-// "Leaf chains"). Two sum-of-squares chains, not four: the TMA kernel's consumers spill with four.
+// "Batch invariance by a fixed cut of K"). Two sum-of-squares chains, not four: the TMA kernel's
+// consumers spill with four.
 inline constexpr int kLeafChains = 4;
 inline constexpr int kLeafSumsqChains = 2;
 
@@ -257,9 +258,8 @@ __device__ __forceinline__ int split_lanes(int n_vec, int threads, int partials)
 // splits in ascending order, then a butterfly across the lanes. A fixed order: deterministic.
 // The loads of a batch of kBatch splits are issued for every pass (float4 of totals a thread
 // covers, up to kMaxPasses) before any is added, so that the latency through L2 is paid once
-// per batch, not once per batch and pass (the 128-row tile has 3 passes; docs/decisions.md,
-// "Batched split reduction"). The additions per float4 are the same, in the same order, as with
-// one pass at a time.
+// per batch, not once per batch and pass (the 128-row tile has 3 passes; measured faster). The
+// additions per float4 are the same, in the same order, as with one pass at a time.
 template <int kThreads, int kMaxVecs>
 __device__ __forceinline__ void reduce_splits(const float* tile_partials, int splits,
                                               int n_out_padded, int n_out, float* sums) {
@@ -429,8 +429,8 @@ __device__ __forceinline__ void store_coalesced(float* dst, const float* staged,
 // tile's last CTA sums the splits in a fixed order into `sums` and re-arms the counter; then the
 // stats, one thread per token, staged in `staging` (staged_output_floats(rows) floats of shared
 // memory the kernel no longer uses) and stored coalesced: one thread per token storing its own
-// outputs would write 4 bytes into each of 32 sectors per instruction (docs/decisions.md,
-// "Staged coefficient stores"). Every other CTA returns early.
+// outputs would write 4 bytes into each of 32 sectors per instruction. Every other CTA returns
+// early.
 template <int kStreams, int kThreads, int kRows>
 __device__ __forceinline__ void finish_prenorm_tile(const PrenormArgs& args, int64_t tile,
                                                     int64_t row0, int rows_valid, float* sums,
@@ -450,7 +450,7 @@ __device__ __forceinline__ void finish_prenorm_tile(const PrenormArgs& args, int
     // other threads' partial stores this thread's to release (release is cumulative), and the
     // acquire orders the last CTA's reads of the other CTAs' partials, which follow the next
     // barrier (CUTLASS's split-K semaphore pattern). Cheaper than a sequentially consistent
-    // __threadfence on each side (docs/decisions.md, "Split-K arrival").
+    // __threadfence on each side.
     __syncthreads();
     if (threadIdx.x == 0) {
       // One arrival per CTA of the tile: args.splits unless the kernel says otherwise.
@@ -482,8 +482,7 @@ __device__ __forceinline__ void finish_prenorm_tile(const PrenormArgs& args, int
   // then not compiled: less code on the launch's serial path, fetched cold after a sublayer. The
   // bound counts n lanes per token although the lane form takes kStatsLanes: the 128-row tiles keep
   // one thread per token, because both lanes of a token run its whole Sinkhorn, and eight warps of
-  // that contend for the SM's reciprocal units (docs/decisions.md, "The Sinkhorn's row and column
-  // pass in one reciprocal").
+  // that contend for the SM's reciprocal units (docs/decisions.md, "The Sinkhorn").
   if (kRows * n <= kThreads || rows_valid * n <= kThreads) {
     // Lanes per token (decode tiles): every lane of a warp that holds a token takes part.
     constexpr int kLanes = kStatsLanes<kStreams>;

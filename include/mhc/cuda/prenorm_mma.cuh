@@ -44,8 +44,8 @@ struct PrenormShape {
   static constexpr int kValuesPerLane = kMTiles * kNTiles * 4 + kMTiles * 2;
   // Chunks per pipeline stage: two for the small-register 16-row tile (more loads in flight at
   // decode sizes), one for the 64-row tile, whose double-buffered stage is already 56 registers.
-  // Register buffers rather than a cp.async ring in shared memory (docs/decisions.md, "Register
-  // buffers for x").
+  // Register buffers rather than a cp.async ring in shared memory (measured faster at 4096-8192
+  // tokens).
   static constexpr int kUnroll = kMTiles == 1 ? 2 : 1;
   static constexpr int kExchangeFloats = (kWarps / 2) * kValuesPerLane * kWarp;
 };
@@ -286,9 +286,8 @@ __device__ __forceinline__ void split_partial(const PrenormArgs& args, int split
 // reduced by a CTA per row (decode_flagged.cuh), the same bits, the reducer sized for at most
 // that many splits. Its own instantiation, so that neither reduction's code sits on the other's
 // path: behind a sublayer the launch's code is fetched cold, and the counter path measures
-// slower with the flagged code beside it (docs/decisions.md, "Flagged partials"); and sized for
-// the launch's splits, since a reducer for 64 measures slower at 40 (docs/decisions.md, "Decode
-// splits of one register stage").
+// slower with the flagged code beside it; and sized for the launch's splits, since a reducer for
+// 64 measures slower at 40 (docs/decisions.md, "The decode coefficient launch").
 template <int kStreams, int kMTiles, bool kCompensated, bool kFromPost = false,
           bool kSplitLoop = false, int kFlaggedSplits = 0>
 __global__ void MHC_PRENORM_LAUNCH_BOUNDS prenorm_coefficients_kernel(const PrenormArgs args) {

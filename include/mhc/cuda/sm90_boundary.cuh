@@ -19,7 +19,7 @@
 // runs the MMAs of the n streams' K chunks from the same registers. x and y go back into the stage
 // (over x_prev and F) and the copy engine stores the tile's rows as whole lines once every consumer
 // warp is done with the stage: from registers, the lanes' 16-byte stores left the kernel bound
-// by store transactions (docs/decisions.md).
+// by store transactions (docs/decisions.md, "The fused boundary at large batches").
 //
 // The norm needs the whole row, which the cluster's CTAs share: each CTA writes its y (unscaled)
 // to layer_input, sends its per-token sums of y^2 to every CTA of the cluster (distributed shared
@@ -71,8 +71,8 @@ struct BoundaryShape {
   static constexpr int kConsumerWarps = kRowWarps * kColumnWarps;
   static constexpr int kRows = kTileRows;
   // Producer warps issue every copy, loads and stores, and wait until the stores have read the
-  // stage, so that the consumers wait for nothing but their data (docs/decisions.md, "A producer
-  // warp for the half tiles" and "A producer warpgroup for the whole tiles"). 64-row tiles take
+  // stage, so that the consumers wait for nothing but their data (docs/decisions.md, "The
+  // fused boundary at large batches"). 64-row tiles take
   // one (160 threads: at 255 registers each they still fit the register file once). 128-row and
   // wide tiles (8 consumer warps) take a warpgroup of four (384 threads, so 168 registers a thread
   // at launch), whose registers go to the consumers by setmaxnreg: the n = 4 consumers need about
@@ -126,7 +126,7 @@ struct BoundaryShape {
 // The columns a tile's splits share: C's stages of kColumns columns, split s of S taking stages
 // s, s + S, s + 2S, ... (interleaved, so that the cluster's CTAs write neighbouring pieces of the
 // same rows at about the same time: measured faster than contiguous ranges per split;
-// docs/decisions.md, "Interleaved boundary splits").
+// docs/decisions.md, "The fused boundary at large batches").
 struct BoundaryColumns {
   int hidden = 0;
 };
@@ -175,8 +175,7 @@ __device__ __forceinline__ void exchange_row_norms(float (&row_sum_sq)[S::kMaxSp
 // accesses are contiguous), one batch landing while the thread scales the other: a CTA scales
 // hundreds of KB here, and loads into registers would leave too few bytes in flight to cover L2's
 // latency. Each thread reads back only what it copied, so the copies need no barrier. Not inlined:
-// inlined, it pushes the consumers' register allocation at n = 4 into a spill (docs/decisions.md,
-// "Fused boundary where it wins").
+// inlined, it pushes the consumers' register allocation at n = 4 into a spill.
 template <int kThreads, int kSlots, int kStageColumns>
 __device__ __noinline__ void scale_layer_input(uint16_t* layer_input, const float* norm_weight,
                                                const float* row_scale, int64_t row0, int rows_valid,
@@ -305,8 +304,7 @@ __global__ void __launch_bounds__(BoundaryShape<kStreams, kColumns, kTileRows>::
     // The rows' coefficients before the roles part: the column 0 warps write them, every column
     // warp reads them, and a CTA barrier orders the two. (Not a named barrier of the consumer
     // warps: with one, compute-sanitizer's racecheck reports races across later CTA barriers,
-    // between consumer writes and producer-warpgroup reads: docs/decisions.md, "The fused
-    // boundary's large-M floor is its stage shape".)
+    // between consumer writes and producer-warpgroup reads.)
     if (consumer && column == 0) {
 #pragma unroll
       for (int h = 0; h < 2; ++h) {

@@ -93,8 +93,8 @@ __device__ __forceinline__ void load_boundary_row(const PrenormArgs& a, int64_t 
 // The copies' L2 policies. hc_fn is re-read by every tile: kept. x_prev and F are read once, but
 // take no evict-first hint: with it the kernel's mixed reads and 128-byte row pieces of writes
 // move fewer bytes (measured slower); layer_input's y likewise streams better without an
-// evict-last hint for the norm's read-back (docs/decisions.md, "The fused boundary's L2 hints").
-// x goes out first.
+// evict-last hint for the norm's read-back (docs/decisions.md, "The fused boundary at large
+// batches"). x goes out first.
 struct BoundaryPolicies {
   uint64_t inputs;       // x_prev and F: normal
   uint64_t weights;      // hc_fn: last

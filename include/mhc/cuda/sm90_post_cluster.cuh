@@ -2,9 +2,9 @@
 // (sm_90). The row kernel (post_kernel, post.cuh) moves a token's ~100 KB (C=5120, n=4) through
 // one SM, whose few hundred threads each hold kRowVecs vectors; one SM cannot keep that many
 // bytes in flight, which sets that kernel's time per token at decode sizes (docs/decisions.md,
-// "Cluster post"). Here each warp of that row CTA becomes a CTA of its own, kRowVecs threads per
-// row thread (one vector each), one cluster per token: the token's bytes spread over
-// row_threads / 32 SMs.
+// "The post and the next input path by thread block clusters"). Here each warp of that row CTA
+// becomes a CTA of its own, kRowVecs threads per row thread (one vector each), one cluster per
+// token: the token's bytes spread over row_threads / 32 SMs.
 //
 // The bits are the row kernel's: the row is cut alike (row_column), each row thread's sum of
 // squares is the same fma chain over its vectors in order (passed along its kRowVecs lanes),
@@ -86,7 +86,7 @@ __global__ void __launch_bounds__(kPostClusterThreads) sm90_post_cluster_kernel(
   // Every load before any store, and x_next stored only after the norm's exchange: a load
   // behind a store through another pointer cannot be hoisted above it (they might alias), so it
   // would put a second round trip (pre_mix) on the path, and the exchange's release barrier waits
-  // for this thread's earlier global stores (docs/decisions.md, "Cluster post: loads first").
+  // for this thread's earlier global stores (measured faster with the loads first).
   const float4 w0 = weighted ? load_weight_f4(a.next_norm_weight + c) : make_float4(0, 0, 0, 0);
   const float4 w1 = weighted ? load_weight_f4(a.next_norm_weight + c + 4) : make_float4(0, 0, 0, 0);
   float next_weights[kStreams];

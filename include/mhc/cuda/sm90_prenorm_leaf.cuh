@@ -19,8 +19,8 @@
 // k step, row half, k half; k step k into chain k % kLeafSumsqChains); then the chains pairwise
 // (sum_chains) and a quad butterfly. Here: mma.sync.m16n8k8 with the same A bits, B masked to
 // TF32 (truncation), the same chains in the same k order, and the same sums. mma.sync and wgmma
-// give the same bits for the same TF32 operands and order: checked on an H200 (docs/decisions.md,
-// "Batch-invariant decode kernel"), and the batch-invariance tests compare every token of 1-16
+// give the same bits for the same TF32 operands and order: checked on an H200
+// (tests/cuda/wgmma_mma_test.cu), and the batch-invariance tests compare every token of 1-16
 // token batches (this kernel) with the same token at 17+ (the TMA kernel). The partial blocks land
 // where the TMA kernel puts them, and the same finish_prenorm_tile adds the tree over the leaves
 // and runs the stats.

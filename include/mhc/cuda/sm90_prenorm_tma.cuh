@@ -11,8 +11,8 @@
 // kStages stages of x and hc_fn in flight in shared memory with 2D tensor copies (a few
 // requests per 44 KB stage, no registers), and 8 consumer warps (two warpgroups) run the MMAs
 // from shared memory. hc_fn is read once per 128-token tile. 2D tensor copies rather than one 1D
-// bulk copy per 256-byte row: the per-request cost dominates (docs/decisions.md, "TMA kernel: 2D
-// tensor copies").
+// bulk copy per 256-byte row: the per-request cost dominates (docs/decisions.md, "Large
+// batches").
 //
 // Work split. grid = (tiles of 128 tokens, K splits), a split a whole number of 128-wide stages.
 // Consumer warp w owns tokens 16w..16w+15 of the tile over the whole split, so no cross-warp
@@ -309,7 +309,7 @@ __global__ void __launch_bounds__(TmaShape<kStreams>::kThreads, 1)
                             const __grid_constant__ CUtensorMap w_map) {
 // The body exists in the sm_90a image only (KernelImage::has_wgmma; the plan offers the kernel
 // nowhere else): elsewhere it is unmeasured, and its mma.sync form spills (docs/decisions.md,
-// "The TMA prenorm kernel only in the sm_90a image").
+// "One kernel plan").
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
   using S = TmaShape<kStreams>;
   extern __shared__ unsigned char smem_raw[];

@@ -39,8 +39,8 @@ void depend_programmatically(cudaStream_t stream, CaptureDependencies producers)
 // wait, as torch's Stream.wait_stream does) and launches the coefficient path on `side` next.
 // In a captured graph a launch with programmatic stream serialization (PDL) takes every edge into
 // it as programmatic, and with such edges from two streams (main's producer of x and the side
-// stream's previous launch) it cannot start early behind either (docs/decisions.md, "Why the
-// fork drops the side stream's own edge"). So while capturing, where main's last nodes are this
+// stream's previous launch) it cannot start early behind either (docs/decisions.md, "The
+// overlap's side launch"). So while capturing, where main's last nodes are this
 // library's kernels, side's dependencies that precede them within two edges through this
 // library's kernels (the join before the previous post put the side stream's last launch there)
 // are dropped: no ordering is lost, and the launch hangs off main's last nodes alone. Returns

@@ -61,8 +61,8 @@ struct StackOptions {
   // post into the next site's coefficient launch (StackLayout::folded_decode; the same bits as
   // decode). Off by default: behind a sublayer like a real one (no PDL, weights streamed through
   // L2) it is slower, since the unfolded layout's post hides the coefficient launch's start and
-  // hc_fn loads, which nothing can hide after such a kernel (docs/decisions.md, "Folded decode
-  // layout").
+  // hc_fn loads, which nothing can hide after such a kernel (docs/decisions.md, "The folded
+  // decode layout stays opt-in").
   bool fold_previous_post = false;
 };
 

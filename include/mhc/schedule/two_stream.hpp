@@ -53,7 +53,7 @@ class StackSchedule {
   // kernel that produced x alone, by a programmatic edge (PDL across the streams), so it starts
   // while that kernel runs and waits for it with griddepcontrol.wait; with a second programmatic
   // predecessor (the side stream's previous launch) it could not start early (docs/decisions.md,
-  // "Why the fork drops the side stream's own edge"). Only where every coefficient kernel waits
+  // "The overlap's side launch"). Only where every coefficient kernel waits
   // so (the plan's pdl).
   explicit StackSchedule(int sites, bool programmatic_fork = false);
   ~StackSchedule();
