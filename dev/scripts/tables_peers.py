@@ -18,10 +18,11 @@ def _deepgemm_rotated(doc):
     return best
 
 
-def table_peers(paths):
+def table_peers(paths, cite_files=True):
     """`mhc bench kernels` JSON, the PyTorch site JSON and DeepGEMM's prenorm JSON (in that order):
     per size measured in PyTorch, mhc's site (one graph, and in the steady state of a stack) and
-    coefficient path against the alternatives, with PyTorch's compiled time over mhc's site."""
+    coefficient path against the alternatives, with PyTorch's compiled time over mhc's site.
+    Without cite_files (the README) the last line points to docs/benchmarks.md for the files."""
     kernels_path, torch_path, deepgemm_path = paths
     mhc, torch, deepgemm = load(kernels_path), load(torch_path), load(deepgemm_path)
     ours = {(r["kernel"], r["tokens"]): r["median_us"] for r in mhc["results"]}
@@ -41,15 +42,19 @@ def table_peers(paths):
             f"| {m} | {site:.2f} | {ours[(STACK, m)]:.2f} | {row['eager_us']:.1f} "
             f"| {row['compiled_us']:.1f} | {row['compiled_us'] / site:.1f}x "
             f"| {ours[(COEF, m)]:.2f} | {dg_cell} |")
+    def source(path):
+        return f" (`{path}`)" if cite_files else ""
+
     lines += [
         "",
         f"Median µs of CUDA-graph replays on one {mhc['gpu']} ({mhc['sm_count']} SMs), "
         f"DeepSeek-V4.1-Flash shapes (C = 5120, n = 4), TF32 projection. mhc: `mhc bench kernels`, "
-        f"inputs rotated past L2 ({mhc['date'][:10]}, `{kernels_path}`). PyTorch "
+        f"inputs rotated past L2, {mhc['date'][:10]}{source(kernels_path)}. PyTorch "
         f"{torch['torch'].split('+')[0]}: the same site (identity sublayer), eager and "
-        f"`torch.compile` in its default mode (`{torch_path}`). DeepGEMM "
+        f"`torch.compile` in its default mode{source(torch_path)}. DeepGEMM "
         f"`tf32_hc_prenorm_gemm` plus the sum over its splits, inputs rotated past L2, the "
-        f"fastest split count measured (`{deepgemm_path}`).",
+        f"fastest split count measured{source(deepgemm_path)}."
+        + ("" if cite_files else " The files and the method: docs/benchmarks.md."),
     ]
     return lines
 
@@ -66,3 +71,8 @@ def table_peer_post(paths):
     lines += ["", f"Median µs per call on one {doc['gpu']} (torch {doc['torch']}), C = 5120, n = 4; "
               f"{doc['peer']}; {doc['method']}; source `{path}`."]
     return lines
+
+
+def table_peers_readme(paths):
+    """table_peers for the README: the same table, its sources named by docs/benchmarks.md."""
+    return table_peers(paths, cite_files=False)
