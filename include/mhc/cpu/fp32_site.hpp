@@ -5,6 +5,7 @@
 #include <cstdint>
 
 #include "mhc/core/bf16.hpp"
+#include "mhc/core/head_views.hpp"
 #include "mhc/core/params.hpp"
 #include "mhc/core/site_views.hpp"
 
@@ -37,6 +38,13 @@ void post(const MhcParams& p, int64_t tokens, const Bf16* x, const float* post, 
 // input path with the final norm's weight. norm_weight may be null (no final norm: plain collapse).
 void final_collapse(const MhcParams& p, int64_t tokens, const Bf16* x, const float* pre,
                     const float* norm_weight, Bf16* out);
+
+// The head collapse (hc_head, docs/head.md): per token, w = sigmoid((hc_fn . v) * rsqrt(mean(v^2)
+// + rms_eps) * hc_scale[0] + hc_base) + pre_eps, then out = bf16(sum_j w[j] * x[j]), normalised
+// as the input path does where w.norm_weight is set (the final RMSNorm). weights [M, n] may be
+// null; otherwise it receives w.
+void head(const MhcParams& p, int64_t tokens, const Bf16* x, const HeadWeightsView& w, Bf16* out,
+          float* weights = nullptr);
 
 // Steps 1, 2 and 4 on given inputs (sublayer_out supplied by the caller).
 void run_site(const MhcParams& p, const SiteWeightsView& w, const SiteInputsView& in,

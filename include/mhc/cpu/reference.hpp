@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "mhc/core/bf16.hpp"
+#include "mhc/core/head_views.hpp"
 #include "mhc/core/params.hpp"
 #include "mhc/core/site_views.hpp"
 
@@ -36,6 +37,14 @@ void coefficients(const MhcParams& p, int64_t tokens, const Bf16* x, const SiteW
 void sinkhorn(int n, int iters, double eps_h, const double* logits, double* comb);
 std::vector<double> post(const MhcParams& p, int64_t tokens, const Bf16* x, const double* post,
                          const double* comb, const Bf16* sublayer_out);
+// The head collapse (docs/head.md): the collapse weights [M, n] and the output [M, C], unrounded;
+// with w.norm_weight the collapse is stored as bf16 before the final norm, as the model does.
+struct HeadResult {
+  std::vector<double> weights;  // [M, n]
+  std::vector<double> out;      // [M, C]
+};
+HeadResult head(const MhcParams& p, int64_t tokens, const Bf16* x, const HeadWeightsView& w);
+
 SiteResult run_site(const MhcParams& p, const SiteWeightsView& w, const SiteInputsView& in);
 
 }  // namespace mhc::ref
