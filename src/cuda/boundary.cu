@@ -45,10 +45,10 @@ cudaError_t with_boundary_kernel(int n, int stage_columns, int tile_rows, Args&&
   const bool narrow = stage_columns == 32, half = tile_rows == kBoundaryHalfTileRows;
   const bool wide = stage_columns == kBoundaryWideColumns;
   if (n == 2) {
-    return wide     ? F<2, kBoundaryWideColumns, kBoundaryWideTileRows>::call(args...)
-           : narrow ? F<2, 32, 128>::call(args...)
-           : half   ? F<2, 64, 64>::call(args...)
-                    : F<2, 64, 128>::call(args...);
+    return MHC_N2_LAUNCH(wide     ? F<2, kBoundaryWideColumns, kBoundaryWideTileRows>::call(args...)
+                         : narrow ? F<2, 32, 128>::call(args...)
+                         : half   ? F<2, 64, 64>::call(args...)
+                                  : F<2, 64, 128>::call(args...));
   }
   return wide     ? F<4, kBoundaryWideColumns, kBoundaryWideTileRows>::call(args...)
          : narrow ? F<4, 32, 128>::call(args...)

@@ -4,6 +4,8 @@
 #include "prenorm_dispatch.cuh"
 
 namespace mhc::cuda {
+#if defined(MHC_KERNELS_N2)
 MHC_INSTANTIATE_BOUNDARY(2, 32, 128);
+#endif
 MHC_INSTANTIATE_BOUNDARY(4, 32, 128);
 }  // namespace mhc::cuda

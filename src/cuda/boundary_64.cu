@@ -3,6 +3,8 @@
 #include "prenorm_dispatch.cuh"
 
 namespace mhc::cuda {
+#if defined(MHC_KERNELS_N2)
 MHC_INSTANTIATE_BOUNDARY(2, 64, 64);
+#endif
 MHC_INSTANTIATE_BOUNDARY(4, 64, 64);
 }  // namespace mhc::cuda

@@ -32,11 +32,13 @@ int query_row_kernels_max_hidden() {
     MHC_CUDA_CHECK(cudaFuncGetAttributes(&attr, kernel));
     threads = std::min(threads, attr.maxThreadsPerBlock);
   };
+#if defined(MHC_KERNELS_N2)
   fold(reinterpret_cast<const void*>(post_kernel<2, kRowVecs, false>));
   fold(reinterpret_cast<const void*>(post_kernel<2, kRowVecs, true>));
+  fold(reinterpret_cast<const void*>(input_path_kernel<2, kRowVecs>));
+#endif
   fold(reinterpret_cast<const void*>(post_kernel<4, kRowVecs, false>));
   fold(reinterpret_cast<const void*>(post_kernel<4, kRowVecs, true>));
-  fold(reinterpret_cast<const void*>(input_path_kernel<2, kRowVecs>));
   fold(reinterpret_cast<const void*>(input_path_kernel<4, kRowVecs>));
   return std::min(row_kernel_max_hidden(), threads / kWarp * kWarp * kRowVecs * kBf16PerVec);
 }
@@ -133,7 +135,7 @@ bool tma_prenorm_available() { return bulk_copies_enabled(); }
 bool tma_cluster_epilogue_fits(const MhcParams& p, int64_t tokens, int splits) {
   if (!tma_prenorm_available() || splits < 2 || splits > kTmaMaxClusterSplits) return false;
   int clusters = 0;
-  MHC_CUDA_CHECK(p.n == 2 ? tma_cluster_capacity<2>(splits, &clusters)
+  MHC_CUDA_CHECK(p.n == 2 ? MHC_N2_LAUNCH(tma_cluster_capacity<2>(splits, &clusters))
                           : tma_cluster_capacity<4>(splits, &clusters));
   return clusters >= ceil_div(tokens, kTmaRowsPerTile);
 }
@@ -393,7 +395,7 @@ void prenorm_coefficients(const MhcParams& p, int64_t tokens, const CoefficientB
     }
   }
   const cudaError_t err =
-      p.n == 2 ? dispatch_prenorm<2>(args, compensated, tuning.rows_per_tile, stream)
+      p.n == 2 ? MHC_N2_LAUNCH(dispatch_prenorm<2>(args, compensated, tuning.rows_per_tile, stream))
                : dispatch_prenorm<4>(args, compensated, tuning.rows_per_tile, stream);
   check_launch(err, what);
 }
@@ -408,11 +410,11 @@ void input_path(const MhcParams& p, int64_t tokens, const Bf16* x, const float* 
   require_that(pre_mix != nullptr, "{}: pre_mix is null", what);
   if (norm_weight != nullptr) check_ptr(norm_weight, "norm_weight", what);
   const float eps_n = static_cast<float>(p.norm_eps());
-  const cudaError_t err = p.n == 2
-                              ? launch_input_path<2>(bits(x), pre_mix, norm_weight, tokens,
-                                                     p.hidden, eps_n, bits(layer_input), stream)
-                              : launch_input_path<4>(bits(x), pre_mix, norm_weight, tokens,
-                                                     p.hidden, eps_n, bits(layer_input), stream);
+  const cudaError_t err =
+      p.n == 2 ? MHC_N2_LAUNCH(launch_input_path<2>(bits(x), pre_mix, norm_weight, tokens, p.hidden,
+                                                    eps_n, bits(layer_input), stream))
+               : launch_input_path<4>(bits(x), pre_mix, norm_weight, tokens, p.hidden, eps_n,
+                                      bits(layer_input), stream);
   check_launch(err, what);
 }
 
@@ -454,10 +456,11 @@ void post(const MhcParams& p, int64_t tokens, const Bf16* x, const float* post_c
   }
   cudaError_t err;
   if (next != nullptr && post_in_clusters(p, tokens, *next)) {
-    err = p.n == 2 ? launch_post_cluster<2>(a, tokens, stream)
+    err = p.n == 2 ? MHC_N2_LAUNCH(launch_post_cluster<2>(a, tokens, stream))
                    : launch_post_cluster<4>(a, tokens, stream);
   } else if (p.n == 2) {
-    err = next ? launch_post<2, true>(a, tokens, stream) : launch_post<2, false>(a, tokens, stream);
+    err = MHC_N2_LAUNCH(next ? launch_post<2, true>(a, tokens, stream)
+                             : launch_post<2, false>(a, tokens, stream));
   } else {
     err = next ? launch_post<4, true>(a, tokens, stream) : launch_post<4, false>(a, tokens, stream);
   }

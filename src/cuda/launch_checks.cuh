@@ -33,6 +33,19 @@ void require_that(bool ok, std::string_view format, const Args&... args) {
   if (!ok) throw Error(msg(format, args...));
 }
 
+// The n = 2 kernels are built only with -DMHC_KERNELS_N2=ON (no DeepSeek preset has n = 2; the
+// default build holds n = 4 alone). Without them every n = 2 launch is refused by check_shape, and
+// the dispatch below compiles its n = 2 branches out (#if MHC_KERNELS_N2).
+// MHC_N2_LAUNCH(call) is an n = 2 launch (a cudaError_t) where they were built, else
+// cudaErrorNotSupported, so that a path that skipped check_shape still never runs them.
+#if defined(MHC_KERNELS_N2)
+inline constexpr bool kKernelsN2 = true;
+#define MHC_N2_LAUNCH(...) (__VA_ARGS__)
+#else
+inline constexpr bool kKernelsN2 = false;
+#define MHC_N2_LAUNCH(...) cudaErrorNotSupported
+#endif
+
 inline const uint16_t* bits(const Bf16* p) { return reinterpret_cast<const uint16_t*>(p); }
 inline uint16_t* bits(Bf16* p) { return reinterpret_cast<uint16_t*>(p); }
 
@@ -41,6 +54,8 @@ inline uint16_t* bits(Bf16* p) { return reinterpret_cast<uint16_t*>(p); }
 inline void check_shape(const MhcParams& p, int64_t tokens, const char* what) {
   require_that(p.n == 2 || p.n == 4,
                "{}: n={} is not supported by the CUDA kernels (n must be 2 or 4)", what, p.n);
+  require_that(p.n != 2 || kKernelsN2,
+               "{}: the n = 2 kernels were not built; configure with -DMHC_KERNELS_N2=ON", what);
   require_that(p.hidden > 0 && p.hidden % 64 == 0,
                "{}: hidden size C={} must be a positive multiple of 64", what, p.hidden);
   // The row kernels' limit on this device (their registers cap a CTA's threads), else the

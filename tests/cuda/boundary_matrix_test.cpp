@@ -8,7 +8,8 @@
 // boundary forced: x bitwise the same from all three, layer_input within one bf16 ulp of the
 // unfused path's, and each against the float64 reference (TF32 tier). Fresh random inputs per
 // case, outputs poisoned. Long (about five minutes on the H200 machine, most of it building and
-// comparing the 8192-token cases on the host): scripts/device-validate.sh runs it as its own step.
+// comparing the 8192-token cases on the host): dev/scripts/device-validate.sh runs it as its own
+// step.
 #include <gtest/gtest.h>
 
 #include <cstdint>
@@ -27,7 +28,7 @@ using test::to_host;
 constexpr int64_t kTokenCounts[] = {1,  2,  7,   8,   9,    15,   16,   17,  31,
                                     33, 64, 127, 129, 1000, 2048, 4097, 8192};
 constexpr int kHiddens[] = {4096, 5120, 7168};
-constexpr int kStreams[] = {2, 4};
+const std::vector<int> kStreams = test::built_streams();
 
 enum class Entry { carried, one_hot };
 

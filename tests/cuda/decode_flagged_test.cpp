@@ -89,7 +89,7 @@ bool runs_flagged(const MhcParams& p, int64_t m, int split_ctas, uint64_t seed, 
 TEST(CudaFlaggedPartials, SameBitsAsTheArrivalCounter) {
   MHC_SKIP_WITHOUT_GPU();
   uint64_t seed = 12000;
-  for (int n : {2, 4}) {
+  for (int n : test::built_streams()) {
     for (int hidden : {4096, 5120, 7168}) {
       const MhcParams p = test::small_params(n, hidden);
       for (int64_t m : {1, 2, 3, 5, 6, 9, 11, 16, 17, 33, 64}) {

@@ -69,7 +69,7 @@ TEST(CudaFusedInput, EqualsTheSeparateLaunchBitwise) {
   MHC_SKIP_WITHOUT_GPU();
   uint64_t seed = 1200;
   const bool tma = cuda::tma_prenorm_available();
-  for (int n : {2, 4}) {
+  for (int n : test::built_streams()) {
     for (int hidden : {4096, 5120, 7168}) {
       const MhcParams p = test::small_params(n, hidden);
       for (int64_t m : {1, 7, 16, 17, 64}) {
@@ -91,13 +91,13 @@ TEST(CudaFusedInput, EqualsTheSeparateLaunchBitwise) {
   }
 }
 
-// compute-sanitizer target (scripts/device-validate.sh runs Sanitize*): the batch-invariant
+// compute-sanitizer target (dev/scripts/device-validate.sh runs Sanitize*): the batch-invariant
 // decode launch (sm90_prenorm_leaf.cuh on sm_90) with and without its input-path CTAs, full and
 // short/empty leaves (n=2, C=5120: 80 stages over 32 leaves of 3).
 TEST(SanitizeFusedInput, BatchInvariantDecodeSmall) {
   MHC_SKIP_WITHOUT_GPU();
   uint64_t seed = 1300;
-  for (int n : {2, 4}) {
+  for (int n : test::built_streams()) {
     const MhcParams p = test::small_params(n, 5120);
     for (int64_t m : {1, 9, 16}) {
       cuda::PrenormTuning t = cuda::batch_invariant_tuning(p, m, cuda::current_sm_count(),

@@ -4,6 +4,7 @@
 #include <cuda_runtime_api.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -24,7 +25,7 @@ inline bool gpu_present() {
   return present;
 }
 
-// MHC_REQUIRE_GPU=1 (scripts/device-validate.sh sets it on the GPU machine): a test that would
+// MHC_REQUIRE_GPU=1 (dev/scripts/device-validate.sh sets it on the GPU machine): a test that would
 // skip for want of a GPU or of the sm_90a image's kernels fails instead, so that a driver the
 // runtime cannot use, or a build without sm_90a, cannot pass there as a run of skips.
 inline bool gpu_required() {
@@ -56,6 +57,21 @@ inline std::string gpu_absence() {
   MHC_SKIP_WITHOUT_GPU();                                                                    \
   MHC_SKIP_UNLESS(::mhc::cuda::tma_prenorm_available(), what << " needs the sm_90a image's " \
                                                                 "kernels")
+
+// The stream counts the CUDA kernels were built for: n = 2 only with -DMHC_KERNELS_N2=ON (no
+// DeepSeek preset has n = 2). The GPU cases of n = 2 run where they exist; elsewhere the launch
+// refuses them (KernelsN2.RefusedWhereNotBuilt).
+inline std::vector<int> built_streams() {
+#if defined(MHC_KERNELS_N2)
+  return {2, 4};
+#else
+  return {4};
+#endif
+}
+inline bool kernels_built_for(int n) {
+  const std::vector<int> built = built_streams();
+  return std::find(built.begin(), built.end(), n) != built.end();
+}
 
 template <typename T>
 cuda::DeviceBuffer<T> to_device(const std::vector<T>& host) {
