@@ -129,7 +129,7 @@ TEST_P(FoldedDecodeTest, BitwiseEqualsUnfoldedDecodeEagerAndInGraphs) {
 std::vector<FoldCase> fold_matrix() {
   std::vector<FoldCase> cases;
   for (int hidden : {4096, 5120, 7168})
-    for (int n : test::built_streams())
+    for (int n : ::mhc::test::built_streams())
       for (int64_t tokens : {1, 2, 9, 16, 17})
         for (bool trace : {false, true}) cases.push_back({hidden, n, tokens, trace});
   return cases;
@@ -148,7 +148,7 @@ class FoldedDecodeStack : public FoldedDecodeTest {};
 // reference, x after every layer (the trace copies follow the fold) and the output, FULL graph.
 TEST_F(FoldedDecodeStack, MatchesFloat64ReferenceInFullGraphs) {
   for (int hidden : {4096, 5120, 7168}) {
-    for (int n : test::built_streams()) {
+    for (int n : ::mhc::test::built_streams()) {
       const MhcParams p = small_stack(hidden, n, 8);
       const ModelWeights w = synthetic_model(p, 40 + uint64_t(hidden + n));
       for (int64_t tokens : {1, 2, 9, 16, 17}) {

@@ -75,7 +75,7 @@ TEST_P(StackExecutorTest, OverlapBitwiseEqualsNativeEagerAndInGraphs) {
 std::vector<Case> matrix() {
   std::vector<Case> cases;
   for (int hidden : {4096, 5120, 7168})
-    for (int n : test::built_streams())
+    for (int n : ::mhc::test::built_streams())
       for (int64_t tokens : {0, 1, 8, 9, 16, 17, 32, 128, 256})
         for (bool carried : {false, true}) cases.push_back({hidden, n, tokens, carried});
   return cases;
