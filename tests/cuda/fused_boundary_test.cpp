@@ -340,7 +340,7 @@ TEST(CudaFusedBoundary, Eligibility) {
 
 // The forced form (the benchmarks' "fused boundary" rows) sets the plan's whole rule aside: with
 // only the token count forced, a tuning that carried the sm90 rule (then n = 4, C >= 7168) timed
-// the unfused launches at C = 5120 under the fused boundary's name (sessions 11-12).
+// the unfused launches at C = 5120 under the fused boundary's name.
 TEST(CudaFusedBoundary, ForcingSetsThePlansRuleAside) {
   MHC_SKIP_WITHOUT_GPU();
   cuda::PrenormTuning with_rule;
