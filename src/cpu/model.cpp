@@ -56,7 +56,17 @@ class SplitMix64 {
 };
 
 // Tensor tags of the per-site streams.
-enum Tensor : uint64_t { kHcFn = 1, kHcBase, kHcScale, kNormWeight, kStandinGain, kFinalNorm };
+enum Tensor : uint64_t {
+  kHcFn = 1,
+  kHcBase,
+  kHcScale,
+  kNormWeight,
+  kStandinGain,
+  kFinalNorm,
+  kHeadFn,
+  kHeadBase,
+  kHeadScale
+};
 
 std::vector<float> uniform_vector(size_t count, SplitMix64 rng, double lo, double hi) {
   std::vector<float> out(count);
@@ -104,6 +114,21 @@ std::vector<float> synthetic_gain(const MhcParams& p, uint64_t seed, int site) {
   return gain;
 }
 
+// The head collapse's weights, keyed past the last site like the final norm: projections of
+// order 1 and weights around sigmoid(0), so that every stream contributes.
+HeadWeights synthetic_head(const MhcParams& p, uint64_t seed) {
+  HeadWeights w;
+  SplitMix64 fn_rng(stream_seed(seed, ~uint64_t{0}, kHeadFn));
+  const double fn_scale = 1.0 / std::sqrt(double(p.k()));
+  w.hc_fn.resize(size_t(head_fn_count(p)));
+  for (float& v : w.hc_fn) v = float(fn_rng.normal(fn_scale));
+  w.hc_base = uniform_vector(size_t(head_base_count(p)),
+                             SplitMix64(stream_seed(seed, ~uint64_t{0}, kHeadBase)), -0.5, 0.5);
+  w.hc_scale = uniform_vector(size_t(kHeadScaleCount),
+                              SplitMix64(stream_seed(seed, ~uint64_t{0}, kHeadScale)), 0.5, 1.0);
+  return w;
+}
+
 }  // namespace
 
 ModelWeights synthetic_model(const MhcParams& p, uint64_t seed) {
@@ -119,6 +144,7 @@ ModelWeights synthetic_model(const MhcParams& p, uint64_t seed) {
   // The final norm's stream is keyed past the last site so it never collides with a site's.
   w.final_norm = uniform_vector(size_t(p.hidden),
                                 SplitMix64(stream_seed(seed, ~uint64_t{0}, kFinalNorm)), 0.8, 1.2);
+  w.head = synthetic_head(p, seed);
   return w;
 }
 

@@ -65,4 +65,8 @@ Shapes read_shapes(TensorReader& reader, const Layers& layers);
 ModelWeights read_weights(TensorReader& reader, const Layers& layers, const MhcParams& p,
                           uint64_t seed);
 
+// The head collapse's hc_fn [n, n*C], hc_base [n], hc_scale [1] (F32, finite) when the checkpoint
+// lists all three; empty when it lists none; an mhc::Error naming the missing ones otherwise.
+HeadWeights read_head(TensorReader& reader, Naming naming, const MhcParams& p);
+
 }  // namespace mhc::ckpt

@@ -238,6 +238,7 @@ ModelWeights read_weights(TensorReader& reader, const Layers& layers, const MhcP
   } else {
     w.final_norm = std::move(synthetic.final_norm);
   }
+  w.head = read_head(reader, layers.naming, p);
   return w;
 }
 

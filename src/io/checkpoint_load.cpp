@@ -199,6 +199,7 @@ Loaded load_checked(const std::string& path, const LoadOptions& opt) {
 
   out.weights = read_weights(reader, layers, p, opt.seed);
   r.final_norm_from_checkpoint = reader.listed(final_norm_name(layers.naming));
+  r.head_from_checkpoint = !out.weights.head.empty();
   r.norm_dtype = reader.norm_dtypes();
   return out;
 }
@@ -240,6 +241,8 @@ std::string describe(const LoadReport& r, const MhcParams& p) {
   line("norms", fmt::format("{}; final norm {}", r.norm_dtype,
                             r.final_norm_from_checkpoint ? "from the checkpoint"
                                                          : "not in the checkpoint: synthetic"));
+  line("head", r.head_from_checkpoint ? "hc_head fn/base/scale from the checkpoint"
+                                      : "not in the checkpoint: no head collapse");
   line("stand-in", "sublayer gains are not in a checkpoint: the synthetic model's (same seed)");
   return s;
 }

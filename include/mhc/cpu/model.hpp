@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "mhc/core/bf16.hpp"
+#include "mhc/core/head_views.hpp"
 #include "mhc/core/params.hpp"
 #include "mhc/core/site_views.hpp"
 
@@ -17,8 +18,9 @@ namespace mhc {
 
 struct ModelWeights {
   MhcParams params;
-  std::vector<SiteWeights> sites;                // 2 * layers: attention site, FFN site, ...
-  std::vector<float> final_norm;                 // [C]
+  std::vector<SiteWeights> sites;  // 2 * layers: attention site, FFN site, ...
+  std::vector<float> final_norm;   // [C]
+  HeadWeights head;  // the head collapse (docs/head.md); empty when a checkpoint has none
   std::vector<std::vector<float>> standin_gain;  // per site [C]: the stand-in sublayer's weights
 };
 

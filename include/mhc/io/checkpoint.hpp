@@ -37,6 +37,11 @@ enum class Slot {
 inline constexpr int kSlots = 8;
 std::string tensor_name(Naming naming, int layer, Slot slot);
 std::string final_norm_name(Naming naming);  // "norm.weight", "model.norm.weight"
+// The head collapse's tensors (docs/head.md): "hc_head_fn", "hc_head_base", "hc_head_scale"
+// (official), "model.hc_head.hc_fn", ".hc_base", ".hc_scale" (transformers). A checkpoint holds
+// all three or none.
+enum class HeadSlot { kFn, kBase, kScale };
+std::string head_tensor_name(Naming naming, HeadSlot slot);
 // Which (layer, slot) a name is under `naming`; nullopt for every other tensor (experts, ...).
 struct LayerTensor {
   int layer = 0;
@@ -87,7 +92,8 @@ struct LoadReport {
   uint64_t metadata_bytes_read = 0;  // index json + config.json
   uint64_t total_file_bytes = 0;     // all shard files listed, as on disk
   bool final_norm_from_checkpoint = false;
-  std::string norm_dtype;  // "F32", "BF16" or "F32+BF16"
+  bool head_from_checkpoint = false;  // the head collapse's three tensors were read
+  std::string norm_dtype;             // "F32", "BF16" or "F32+BF16"
   uint64_t bytes_read() const {
     return tensor_bytes_read + header_bytes_read + metadata_bytes_read;
   }
@@ -132,12 +138,14 @@ struct ExportReport {
 };
 
 // Writes a small synthetic checkpoint (synthetic_model(p, seed)'s weights, named as a real one)
-// into `dir`. Everything is built in a fresh temporary directory first. A new `dir` is that
-// directory renamed into place; an existing one must be empty unless opt.force, which replaces
-// the files an earlier export wrote (their mark; any other file of export's names is refused
-// before anything changes), an old index first and the new index last, leaving every other file
-// alone. A failure leaves no temporary behind and no directory the loader would
-// accept as a mix of old and new files.
+// into `dir`. Everything is built in a fresh temporary directory beside `dir` first. A new `dir`
+// is that directory renamed into place; an existing one must be empty unless opt.force, which
+// replaces the files an earlier export wrote (their mark; any other file of export's names is
+// refused before the work). The replacement exchanges the two directories in one rename, the
+// other entries of `dir` mirrored into the new one, so `dir` holds the old checkpoint or the new
+// one, complete, at every instant, also across SIGKILL; where that cannot be done (docs/limits.md)
+// the files are replaced one by one, never leaving a mix of old and new. The temporaries of an
+// earlier export to the same place that was killed are removed first (io::remove_stale).
 ExportReport export_example(const std::string& dir, const ExportOptions& opt);
 
 // The file names export_example may write into its directory (checked against a --json report).
