@@ -1,0 +1,33 @@
+// Host API of the head collapse (hc_head, docs/head.md) on device pointers: a checked launcher,
+// host-only, over the kernel of mhc/cuda/head.cuh (compiled once, in src/cuda/head.cu). It
+// throws mhc::Error on a bad shape or pointer and on a CUDA launch error; zero tokens is a no-op;
+// nothing allocates.
+#pragma once
+#include <cstdint>
+
+#include "mhc/core/bf16.hpp"
+#include "mhc/core/params.hpp"
+#include "mhc/cuda/launch_target.hpp"
+
+namespace mhc::cuda {
+
+struct HeadBuffers {                   // device pointers (layouts: mhc/core/head_views.hpp)
+  const Bf16* x = nullptr;             // [M, n, C], 16-byte aligned
+  const float* hc_fn = nullptr;        // [n, n*C], 16-byte aligned
+  const float* hc_base = nullptr;      // [n]
+  const float* hc_scale = nullptr;     // [1]
+  const float* norm_weight = nullptr;  // [C], 16-byte aligned: the final RMSNorm fused; null: none
+  Bf16* out = nullptr;                 // [M, C], 16-byte aligned, not overlapping x
+  float* weights = nullptr;            // [M, n]: the collapse weights; null: not written
+};
+
+// The largest hidden size the head kernel takes for n streams on the current device: one CTA of
+// C / 32 threads per token, capped by the kernel's registers in the loaded image.
+int head_max_hidden(int n);
+
+// out = the head collapse of x (with the final norm where b.norm_weight is set), in one launch;
+// epsilons from p: rms_eps() in the projection's RMS, pre_eps() added to the sigmoid (hc_eps),
+// norm_eps() in the norm. n in {2, 4}, C a multiple of 64 up to head_max_hidden(n).
+void head(const MhcParams& p, int64_t tokens, const HeadBuffers& b, LaunchTarget stream);
+
+}  // namespace mhc::cuda

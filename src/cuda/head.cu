@@ -1,0 +1,73 @@
+// The head collapse's checked launcher (mhc/cuda/head.hpp) and its one compiled copy of the
+// kernels (mhc/cuda/head.cuh).
+#include <algorithm>
+
+#include "launch_checks.cuh"
+#include "mhc/cuda/head.cuh"
+#include "mhc/cuda/head.hpp"
+
+namespace mhc::cuda {
+
+using detail::bits;
+using detail::check_launch;
+using detail::check_ptr;
+using detail::check_shape;
+using detail::require_that;
+
+namespace {
+
+// Queried once per stream count: the attribute is the loaded image's, the same for every launch.
+int query_head_max_hidden(int n) {
+  int threads = 0;
+  MHC_CUDA_CHECK(n == 2 ? head_max_threads<2>(&threads) : head_max_threads<4>(&threads));
+  return std::min(row_kernel_max_hidden(), threads / kWarp * kWarp * kRowVecs * kBf16PerVec);
+}
+
+bool overlaps(const void* a, int64_t a_bytes, const void* b, int64_t b_bytes) {
+  const auto a0 = reinterpret_cast<uintptr_t>(a), b0 = reinterpret_cast<uintptr_t>(b);
+  return a0 < b0 + uintptr_t(b_bytes) && b0 < a0 + uintptr_t(a_bytes);
+}
+
+}  // namespace
+
+int head_max_hidden(int n) {
+  require_that(n == 2 || n == 4, "head: n={} is not supported by the CUDA kernels (2 or 4)", n);
+  static const int limit2 = query_head_max_hidden(2);
+  static const int limit4 = query_head_max_hidden(4);
+  return n == 2 ? limit2 : limit4;
+}
+
+void head(const MhcParams& p, int64_t tokens, const HeadBuffers& b, LaunchTarget stream) {
+  constexpr const char* what = "head";
+  check_shape(p, tokens, what);
+  const int max_hidden = head_max_hidden(p.n);
+  require_that(p.hidden <= max_hidden,
+               "{}: hidden size C={} is above the head kernel's limit {} for n={} on this device",
+               what, p.hidden, max_hidden, p.n);
+  if (tokens == 0) return;
+  check_ptr(b.x, "x", what);
+  check_ptr(b.hc_fn, "hc_fn", what);
+  check_ptr(b.out, "out", what);
+  require_that(b.hc_base != nullptr && b.hc_scale != nullptr,
+               "{}: hc_base and hc_scale must not be null", what);
+  if (b.norm_weight != nullptr) check_ptr(b.norm_weight, "norm_weight", what);
+  require_that(!overlaps(b.out, tokens * p.hidden * 2, b.x, tokens * p.k() * 2),
+               "{}: out must not overlap x", what);
+  HeadArgs a;
+  a.x = bits(b.x);
+  a.hc_fn = b.hc_fn;
+  a.hc_base = b.hc_base;
+  a.hc_scale = b.hc_scale;
+  a.norm_weight = b.norm_weight;
+  a.out = bits(b.out);
+  a.weights = b.weights;
+  a.hidden = p.hidden;
+  a.rms_eps = static_cast<float>(p.rms_eps());
+  a.hc_eps = static_cast<float>(p.pre_eps());
+  a.norm_eps = static_cast<float>(p.norm_eps());
+  const cudaError_t err =
+      p.n == 2 ? launch_head<2>(a, tokens, stream) : launch_head<4>(a, tokens, stream);
+  check_launch(err, what);
+}
+
+}  // namespace mhc::cuda

@@ -1,0 +1,198 @@
+// The head collapse's kernel (mhc/cuda/head.hpp, docs/head.md) against the float64 reference at
+// the model's hidden sizes and 1, odd and large token counts, with and without the final norm;
+// bitwise the input path's collapse with the same weights; a token's bits independent of the
+// batch and of the run; zero tokens; the refusals. Inputs fresh random per case, outputs poisoned
+// (0xFF: NaN) before every launch; a NaN fails every comparison.
+#include "mhc/cuda/head.hpp"
+
+#include <gtest/gtest.h>
+
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include "cpu/head_test_util.hpp"
+#include "gpu_test_util.hpp"
+#include "mhc/core/error.hpp"
+#include "mhc/cpu/reference.hpp"
+
+namespace mhc {
+namespace {
+
+using test::HeadCase;
+using test::poisoned;
+using test::to_device;
+using test::to_host;
+
+// The legacy default stream, with PDL where the loaded image has the waits.
+const cuda::LaunchTarget kDefaultStream{nullptr, true};
+
+// A head case's inputs on the device, and its outputs, poisoned.
+struct DeviceHead {
+  cuda::DeviceBuffer<Bf16> x, out;
+  cuda::DeviceBuffer<float> fn, base, scale, norm, weights;
+  DeviceHead(const HeadCase& c)  // NOLINT: built from the host case it mirrors
+      : x(to_device(c.x)),
+        out(poisoned<Bf16>(size_t(c.tokens * c.p.hidden))),
+        fn(to_device(c.weights.hc_fn)),
+        base(to_device(c.weights.hc_base)),
+        scale(to_device(c.weights.hc_scale)),
+        norm(to_device(c.norm_weight)),
+        weights(poisoned<float>(size_t(c.tokens * c.p.n))) {}
+  cuda::HeadBuffers buffers(bool with_norm) const {
+    return {x.get(),   fn.get(),     base.get(), scale.get(), with_norm ? norm.get() : nullptr,
+            out.get(), weights.get()};
+  }
+  // One launch on the default stream, outputs poisoned first; returns (out, weights).
+  std::pair<std::vector<Bf16>, std::vector<float>> run(const MhcParams& p, int64_t tokens,
+                                                       bool with_norm) {
+    out.fill_bytes(0xFF);
+    weights.fill_bytes(0xFF);
+    cuda::head(p, tokens, buffers(with_norm), kDefaultStream);
+    MHC_CUDA_CHECK(cudaDeviceSynchronize());
+    return {to_host(out), to_host(weights)};
+  }
+};
+
+struct HeadShape {
+  int n;
+  int hidden;
+  int64_t tokens;
+  double amplitude;
+  bool norm;
+};
+
+std::string head_shape_name(const ::testing::TestParamInfo<HeadShape>& info) {
+  const HeadShape& s = info.param;
+  char buf[128];
+  std::snprintf(buf, sizeof buf, "n%d_C%d_M%lld_amp%s_%s", s.n, s.hidden, (long long)s.tokens,
+                s.amplitude == 1.0  ? "1"
+                : s.amplitude < 1.0 ? "small"
+                                    : "large",
+                s.norm ? "norm" : "plain");
+  return buf;
+}
+
+std::vector<HeadShape> head_shapes() {
+  std::vector<HeadShape> shapes;
+  for (bool norm : {false, true}) {
+    for (int hidden : {4096, 5120, 7168}) {
+      for (int64_t tokens : {1, 2, 7, 16, 33}) shapes.push_back({4, hidden, tokens, 1.0, norm});
+      shapes.push_back({2, hidden, 7, 1.0, norm});
+    }
+    shapes.push_back({4, 5120, 1025, 1.0, norm});
+    shapes.push_back({4, 5120, 4096, 1.0, norm});
+    shapes.push_back({4, 7168, 1000, 1.0, norm});
+    shapes.push_back({2, 4096, 513, 1.0, norm});
+    for (double amplitude : {1e-3, 1e2}) shapes.push_back({4, 5120, 9, amplitude, norm});
+  }
+  return shapes;
+}
+
+class HeadKernel : public ::testing::TestWithParam<HeadShape> {};
+
+TEST_P(HeadKernel, MatchesReferenceAndInputPath) {
+  MHC_SKIP_WITHOUT_GPU();
+  const HeadShape& s = GetParam();
+  const HeadCase c =
+      test::random_head_case(test::small_params(s.n, s.hidden), s.tokens,
+                             uint64_t(s.hidden * 977 + s.tokens * 3 + s.norm), s.amplitude);
+  const MhcParams& p = c.p;
+  DeviceHead d(c);
+  const auto [out, weights] = d.run(p, c.tokens, s.norm);
+  const ref::HeadResult r = ref::head(p, c.tokens, c.x.data(), c.view(s.norm));
+  const ErrorStats w_err = compare(weights.data(), r.weights.data(), c.tokens * p.n);
+  const ErrorStats out_err = compare(out.data(), r.out.data(), c.tokens * p.hidden);
+  EXPECT_TRUE(w_err.passes(kFp32Tolerances.coefficients)) << "weights " << w_err.describe();
+  EXPECT_TRUE(out_err.passes(kFp32Tolerances.activations)) << "out " << out_err.describe();
+
+  // The collapse and norm are the input path's: the same bits from the same weights.
+  auto via_input_path = poisoned<Bf16>(out.size());
+  cuda::input_path(p, c.tokens, d.x.get(), d.weights.get(), s.norm ? d.norm.get() : nullptr,
+                   via_input_path.get(), kDefaultStream);
+  MHC_CUDA_CHECK(cudaDeviceSynchronize());
+  EXPECT_TRUE(test::same_finite_bits(out, to_host(via_input_path)));
+
+  // Run to run, and without the weights output, the same bits.
+  const auto again = d.run(p, c.tokens, s.norm);
+  EXPECT_TRUE(test::same_finite_bits(out, again.first));
+  EXPECT_TRUE(test::same_finite_bits(weights, again.second));
+  cuda::HeadBuffers no_weights = d.buffers(s.norm);
+  no_weights.weights = nullptr;
+  d.out.fill_bytes(0xFF);
+  cuda::head(p, c.tokens, no_weights, kDefaultStream);
+  MHC_CUDA_CHECK(cudaDeviceSynchronize());
+  EXPECT_TRUE(test::same_finite_bits(out, to_host(d.out)));
+}
+
+INSTANTIATE_TEST_SUITE_P(Shapes, HeadKernel, ::testing::ValuesIn(head_shapes()), head_shape_name);
+
+TEST(HeadKernelBatch, TokenBitsDoNotDependOnTheBatch) {
+  MHC_SKIP_WITHOUT_GPU();
+  const HeadCase c = test::random_head_case(test::small_params(4, 5120), 37, 11);
+  const MhcParams& p = c.p;
+  DeviceHead all(c);
+  const auto batch = all.run(p, c.tokens, true);
+  for (int64_t m : {int64_t{0}, int64_t{17}, int64_t{36}}) {
+    HeadCase one = c;
+    one.tokens = 1;
+    one.x.assign(c.x.begin() + m * p.k(), c.x.begin() + (m + 1) * p.k());
+    DeviceHead d(one);
+    const auto alone = d.run(p, 1, true);
+    const std::vector<Bf16> row(batch.first.begin() + m * p.hidden,
+                                batch.first.begin() + (m + 1) * p.hidden);
+    EXPECT_TRUE(test::same_finite_bits(alone.first, row)) << "token " << m;
+  }
+}
+
+TEST(HeadKernelBatch, ZeroTokensWritesNothing) {
+  MHC_SKIP_WITHOUT_GPU();
+  const HeadCase c = test::random_head_case(test::small_params(4, 4096), 2, 5);
+  DeviceHead d(c);
+  d.out.fill_bytes(0xFF);
+  cuda::head(c.p, 0, d.buffers(true), kDefaultStream);
+  cuda::head(c.p, 0, cuda::HeadBuffers{}, kDefaultStream);  // nothing is read or written
+  MHC_CUDA_CHECK(cudaDeviceSynchronize());
+  for (Bf16 v : to_host(d.out)) ASSERT_EQ(v.bits, 0xFFFF);
+}
+
+TEST(HeadKernelBatch, RefusesBadArguments) {
+  MHC_SKIP_WITHOUT_GPU();
+  const HeadCase c = test::random_head_case(test::small_params(4, 4096), 4, 9);
+  DeviceHead d(c);
+  const MhcParams& p = c.p;
+  const auto refuses = [&](const MhcParams& params, int64_t tokens, const cuda::HeadBuffers& b,
+                           const char* why) {
+    EXPECT_THROW(cuda::head(params, tokens, b, kDefaultStream), Error) << why;
+  };
+  cuda::HeadBuffers b = d.buffers(true);
+  MhcParams three = p;
+  three.n = 3;
+  refuses(three, 4, b, "n = 3");
+  MhcParams odd = p;
+  odd.hidden = 4096 + 32;
+  refuses(odd, 4, b, "C not a multiple of 64");
+  MhcParams wide = p;
+  wide.hidden = cuda::head_max_hidden(4) + 64;
+  refuses(wide, 1, b, "C above the kernel's limit");
+  refuses(p, -1, b, "negative tokens");
+  for (auto field :
+       {&cuda::HeadBuffers::hc_fn, &cuda::HeadBuffers::hc_base, &cuda::HeadBuffers::hc_scale}) {
+    cuda::HeadBuffers missing = b;
+    missing.*field = nullptr;
+    refuses(p, 4, missing, "a null weight");
+  }
+  cuda::HeadBuffers no_x = b, no_out = b, misaligned = b, overlapping = b;
+  no_x.x = nullptr;
+  no_out.out = nullptr;
+  misaligned.x = d.x.get() + 1;
+  overlapping.out = d.x.get() + p.hidden;
+  refuses(p, 4, no_x, "null x");
+  refuses(p, 4, no_out, "null out");
+  refuses(p, 3, misaligned, "x not 16-byte aligned");
+  refuses(p, 4, overlapping, "out overlapping x");
+  for (Bf16 v : to_host(d.out)) ASSERT_EQ(v.bits, 0xFFFF);  // nothing launched
+}
+
+}  // namespace
+}  // namespace mhc
