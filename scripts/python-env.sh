@@ -1,8 +1,11 @@
 #!/usr/bin/env bash
-# Builds and installs the Python package (pip install . : scikit-build-core + nanobind, from PyPI)
-# into a virtual environment under build/, with what its tests need. Prints the environment's
-# python. The package is built CPU-only unless MHC_PYTHON_CUDA=1 (CI has 2 cores and no GPU:
-# the CUDA kernels would add their whole compile time again; docs/python.md).
+# Builds and installs the Python package into a virtual environment under build/, with what its
+# tests need. Prints the environment's python. torch goes in first: the torch ops library is built
+# against the headers of the torch the build imports, so the package is built without build
+# isolation (pip install --no-build-isolation .), with scikit-build-core and nanobind installed
+# here beforehand (docs/python.md, "Building"). The package is built CPU-only unless
+# MHC_PYTHON_CUDA=1 (CI has 2 cores and no GPU: the CUDA kernels would add their whole compile
+# time again).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 venv=${MHC_VENV:-build/venv-test}
@@ -15,10 +18,10 @@ py="$venv/bin/python"
 export PIP_NO_CACHE_DIR=1
 echo "python-env: free disk before the install: $(df -h --output=avail . | tail -1 | tr -d ' ')" >&2
 "$py" -m pip install -q --upgrade pip >&2
-"$py" -m pip install -q numpy pytest >&2
+"$py" -m pip install -q numpy pytest "scikit-build-core>=0.11" "nanobind>=2.0" >&2
 # torch and transformers for the torch ops' tests (tests/python/requirements.txt says the cost).
 "$py" -m pip install -q -r tests/python/requirements.txt >&2
 cuda_flag=-Ccmake.define.MHC_CUDA=OFF
 if [ "${MHC_PYTHON_CUDA:-0}" = 1 ]; then cuda_flag=-Ccmake.define.MHC_CUDA=ON; fi
-"$py" -m pip install -q "$cuda_flag" . >&2
+"$py" -m pip install -q --no-build-isolation "$cuda_flag" . >&2
 echo "$py"

@@ -1,6 +1,9 @@
 """The Python face of the torch ops: `out=` tuples instead of the `_out` ops' keywords, a
-torch.cuda.Stream instead of a raw handle for the overlap, and the overlap policy."""
+torch.cuda.Stream instead of a raw handle for the overlap, the overlap policy, and the kernel
+configuration (mhc.configure, mhc.plan)."""
 
+import json
+import os
 from typing import NamedTuple, Optional, Sequence
 
 import torch
@@ -25,7 +28,7 @@ def _outputs(op, out, names):
     """The caller's out= buffers, one per output, in order."""
     if not isinstance(out, (tuple, list)) or len(out) != len(names):
         got = f"{len(out)} items" if isinstance(out, (tuple, list)) else type(out).__name__
-        raise ValueError(f"mhc.{op}: out= needs {len(names)} tensors ({', '.join(names)}), "
+        raise RuntimeError(f"mhc.{op}: out= needs {len(names)} tensors ({', '.join(names)}), "
                          f"got {got}")
     return tuple(out)
 
@@ -179,3 +182,42 @@ def supports_overlap(device=None, *, hidden, n, tokens, mode="full", tp=1, kerne
     ok, code, reason = _C.supports_overlap(int(arch[0]), int(arch[1]), int(hidden), int(n),
                                            int(tokens), str(mode), int(tp), str(kernel_config))
     return OverlapDecision(bool(ok), str(code), str(reason))
+
+
+def configure(kernel_config=None, tactics=None):
+    """Sets the kernel configuration of every op in this process (and of mhc._C).
+
+    `kernel_config` is the engine's JSON (a str, as `mhc run --kernel-config` takes it) or a dict
+    of the same keys ('{"enable_mhc_overlap": true}', kill switches such as "fused_boundary":
+    false, "projection": "fp32", "batch_invariant": true); `tactics` a file from `mhc tune`
+    (the same as "tactics": PATH). None and None: the defaults. Each CUDA device's launch
+    description (mhc.plan) is made again from it at its next call, outside any capture. The ops'
+    own projection= and batch_invariant= add to it: fp32 where either asks for it, batch-invariant
+    where either does. A bad key or value raises RuntimeError naming it.
+    """
+    if kernel_config is None:
+        config = {}
+    elif isinstance(kernel_config, str):
+        config = kernel_config if tactics is None else json.loads(kernel_config or "{}")
+    else:
+        config = dict(kernel_config)
+    if tactics is not None:
+        if "tactics" in config:
+            raise RuntimeError("mhc.configure: tactics given twice (the tactics= argument and "
+                               "the kernel config's \"tactics\" key)")
+        config["tactics"] = os.fspath(tactics)
+    text = config if isinstance(config, str) else json.dumps(config)
+    torch.ops.mhc._configure(text)  # validates (RuntimeError naming the problem)
+    _C.configure(text)
+
+
+def plan(device=None, *, batch_invariant=False):
+    """The launch description the ops use on CUDA `device` (default: the current one) under the
+    configuration (mhc.configure): the kernel plan as `mhc plan --json` prints it, as a dict.
+    `batch_invariant=True`: the plan of the ops' batch-invariant calls."""
+    device = torch.device("cuda") if device is None else torch.device(device)
+    if device.type != "cuda" or not torch.cuda.is_available():
+        raise RuntimeError(f"mhc.plan: {device} is not a CUDA device here; the kernel plan is "
+                           "a CUDA device's")
+    index = torch.cuda.current_device() if device.index is None else device.index
+    return json.loads(torch.ops.mhc._plan(index, batch_invariant))

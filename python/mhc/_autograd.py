@@ -1,11 +1,14 @@
-"""The ops' Autograd kernel: mhc is inference-only, and a backward through an op raises.
+"""The ops' autograd behaviour: mhc is inference-only, and a backward through an op raises.
 
 Without an Autograd kernel, torch's fallback gives the outputs a grad_fn that warns and passes
-no gradient on, so a loss through the ops would train on silently missing gradients. Here an op
-called with no input that requires grad (or under torch.no_grad / torch.inference_mode) runs as
-is and its outputs do not require grad; otherwise the outputs (or, for the `_out` ops, the
-written buffers) hang off a node whose backward raises. torch.library.register_autograd does not
-take these ops (keyword-only or mutated tensors), hence the kernel by hand.
+no gradient on, so a loss through the ops would train on silently missing gradients. Each op's
+C++ Autograd kernel (python/src/torch/registration.cpp) sends a call made with grad enabled to
+its twin mhc::_grad_<op>, whose Autograd kernel is the one here: an op called with no input that
+requires grad runs as is and its outputs do not require grad; otherwise the outputs (or, for the
+`_out` ops, the written buffers) hang off a node whose backward raises. Under torch.no_grad the
+C++ kernel sends the call to mhc::_nograd_<op> instead, and under torch.inference_mode no
+Autograd kernel runs: no Python on either path. torch.library.register_autograd does not take
+these ops (keyword-only or mutated tensors), hence the kernel by hand.
 
 Under torch.compile with inputs that require grad, AOTAutograd traces the backward at compile
 time, so the compile raises the same error: compile inference under torch.no_grad().
@@ -35,10 +38,10 @@ class _NoBackward(torch.autograd.Function):
             "torch.inference_mode(), or detach its inputs")
 
 
-def inference_only(op):
-    """The Autograd kernel of `op` (an OpOverload), for Library.impl(..., with_keyset=True)."""
+def inference_only(op, name):
+    """The Autograd kernel of `op` (an OpOverload: the _grad_ twin of mhc.`name`), for
+    Library.impl(..., with_keyset=True); its messages name mhc.`name`."""
     schema = op._schema
-    name = schema.name.split("::")[-1]
     positional = [a.name for a in schema.arguments if not a.kwarg_only]
     written = {a.name for a in schema.arguments
                if a.alias_info is not None and a.alias_info.is_write}

@@ -1,6 +1,10 @@
-"""Argument checks shared by the real and the fake implementations of the ops, so that a bad
-call fails with the same clear message eagerly, under torch.compile tracing and before any
-kernel runs. Each message names the argument and what was expected."""
+"""Argument checks of the ops' fake implementations (torch.compile, meta tensors): the same
+conditions, order and messages as the C++ kernels' checks (python/src/torch/checks.cpp), so that a
+bad call fails alike eagerly, under torch.compile tracing and before any kernel runs. Each message
+names the argument and what was expected. Errors are RuntimeError, as the C++ kernels' are (a
+stable-ABI kernel's exception reaches Python as RuntimeError), None for a tensor included (the
+dispatcher passes it on); TypeError only for a batch_invariant that is not a bool, which only a
+direct Python call can pass (the schema's bool converts)."""
 
 import math
 
@@ -39,20 +43,20 @@ def tensor(op, name, t, dtypes, shape, device, dims):
 
 def _explain(op, name, t, dtypes, shape, device, dims):
     if not isinstance(t, torch.Tensor):
-        raise TypeError(f"mhc.{op}: {name} must be a torch.Tensor, got {type(t).__name__}")
+        raise RuntimeError(f"mhc.{op}: {name} must be a torch.Tensor, got {type(t).__name__}")
     if t.dtype not in dtypes:
-        raise ValueError(f"mhc.{op}: {name} has dtype {_names((t.dtype,))}, expected {_names(dtypes)}")
+        raise RuntimeError(f"mhc.{op}: {name} has dtype {_names((t.dtype,))}, expected {_names(dtypes)}")
     if device is not None and t.device != device:
-        raise ValueError(
+        raise RuntimeError(
             f"mhc.{op}: {name} is on {t.device} but residual is on {device}; "
             "all tensors of a call must be on one device"
         )
     if t.shape != shape:
         want = ", ".join(str(s) for s in shape)
-        raise ValueError(
+        raise RuntimeError(
             f"mhc.{op}: {name} has shape {list(t.shape)}, expected {dims} = [{want}]"
         )
-    raise ValueError(
+    raise RuntimeError(
         f"mhc.{op}: {name} is not contiguous (strides {list(t.stride())}); pass .contiguous()"
     )
 
@@ -65,12 +69,13 @@ def optional(op, name, t, dtypes, shape, device, dims):
 def streams(op, residual):
     """residual [T, n, C] bf16 on cpu, cuda or meta, within the limits of its device: (T, n, C).
 
-    Meta tensors pass (the fake implementations are the ops' Meta kernels); the real ones call
-    `runnable` as well."""
+    Meta tensors pass (the fake implementations are the ops' Meta kernels); the C++ kernels
+    refuse any device but cpu and cuda."""
     if not isinstance(residual, torch.Tensor):
-        raise TypeError(f"mhc.{op}: residual must be a torch.Tensor, got {type(residual).__name__}")
+        raise RuntimeError(f"mhc.{op}: residual must be a torch.Tensor, got "
+                           f"{type(residual).__name__}")
     if residual.dim() != 3:
-        raise ValueError(
+        raise RuntimeError(
             f"mhc.{op}: residual has shape {list(residual.shape)}, expected [T, n, C] "
             "(tokens, streams, hidden); flatten batch and sequence into T"
         )
@@ -78,7 +83,7 @@ def streams(op, residual):
     tensor(op, "residual", residual, BF16, (t, n, c), None, "[T, n, C]")
     kind = residual.device.type
     if kind not in ("cpu", "cuda", "meta"):
-        raise ValueError(f"mhc.{op}: residual is on {residual.device}; mhc runs on cpu and cuda")
+        raise RuntimeError(f"mhc.{op}: residual is on {residual.device}; mhc runs on cpu and cuda")
     shape_limits(op, n, c, kind)
     return t, n, c
 
@@ -87,24 +92,18 @@ def shape_limits(op, n, c, kind):
     """The C++ checks' limits on n and C (mhc::validate on every device, the CUDA kernels' own on
     cuda), so that real and fake implementations refuse the same shapes with the same message."""
     if not 1 <= n <= LIMITS["max_streams"]:
-        raise ValueError(f"mhc.{op}: residual has n={n} streams; n must be in "
+        raise RuntimeError(f"mhc.{op}: residual has n={n} streams; n must be in "
                          f"1..{LIMITS['max_streams']}")
     step, top = LIMITS["hidden_multiple"], LIMITS["max_hidden"]
     if not (0 < c <= top and c % step == 0):
-        raise ValueError(f"mhc.{op}: residual has hidden size C={c}; C must be a positive "
+        raise RuntimeError(f"mhc.{op}: residual has hidden size C={c}; C must be a positive "
                          f"multiple of {step} and at most {top}")
     if kind == "cuda":
         if n not in LIMITS["cuda_streams"]:
-            raise ValueError(f"mhc.{op}: the CUDA kernels support n = 2 or 4 streams, got {n}")
+            raise RuntimeError(f"mhc.{op}: the CUDA kernels support n = 2 or 4 streams, got {n}")
         if c % LIMITS["cuda_hidden_multiple"] != 0:
-            raise ValueError(f"mhc.{op}: the CUDA kernels need C (the last dimension) to be a "
+            raise RuntimeError(f"mhc.{op}: the CUDA kernels need C (the last dimension) to be a "
                              f"multiple of {LIMITS['cuda_hidden_multiple']}, got {c}")
-
-
-def runnable(op, residual):
-    """Real implementations only: the kernels run on cpu and cuda (meta goes to the fakes)."""
-    if residual.device.type not in ("cpu", "cuda"):
-        raise ValueError(f"mhc.{op}: residual is on {residual.device}; mhc runs on cpu and cuda")
 
 
 def weights(op, fn, hc_scale, hc_base, n, c, device):
@@ -117,7 +116,17 @@ def weights(op, fn, hc_scale, hc_base, n, c, device):
 def _finite_nonnegative(op, name, value):
     # Comparisons only (no math.isfinite): a symbolic float under torch.compile supports them.
     if not (0.0 <= value < math.inf):
-        raise ValueError(f"mhc.{op}: {name} must be a finite number >= 0, got {value}")
+        raise RuntimeError(f"mhc.{op}: {name} must be a finite number >= 0, got {value}")
+    param_range(op, name, value)
+
+
+def param_range(op, name, value):
+    """The C++ range of an epsilon or post_mult (mhc::param_ranges, docs/limits.md): e.g. an
+    rms_eps of 0 makes an all-zero row NaN, one past fp32 makes layer_input zero."""
+    lo, hi = LIMITS["param_ranges"][name]
+    if not (lo <= value <= hi):
+        raise RuntimeError(f"mhc.{op}: {name} must be in [{lo:g}, {hi:g}], got {value} "
+                         "(docs/limits.md, parameter ranges)")
 
 
 def scalars(op, rms_eps, pre_eps, sinkhorn_eps, post_mult, sinkhorn_iters, projection,
@@ -125,12 +134,13 @@ def scalars(op, rms_eps, pre_eps, sinkhorn_eps, post_mult, sinkhorn_iters, proje
     for name, value in (("rms_eps", rms_eps), ("pre_eps", pre_eps), ("sinkhorn_eps", sinkhorn_eps)):
         _finite_nonnegative(op, name, value)
     if not (-math.inf < post_mult < math.inf):
-        raise ValueError(f"mhc.{op}: post_mult must be a finite number, got {post_mult}")
+        raise RuntimeError(f"mhc.{op}: post_mult must be a finite number, got {post_mult}")
+    param_range(op, "post_mult", post_mult)
     top = LIMITS["max_sinkhorn_iters"]
     if not 1 <= sinkhorn_iters <= top:
-        raise ValueError(f"mhc.{op}: sinkhorn_iters must be >= 1 and <= {top}, got {sinkhorn_iters}")
+        raise RuntimeError(f"mhc.{op}: sinkhorn_iters must be >= 1 and <= {top}, got {sinkhorn_iters}")
     if projection not in ("tf32", "fp32"):
-        raise ValueError(f"mhc.{op}: projection must be 'tf32' or 'fp32', got {projection!r}")
+        raise RuntimeError(f"mhc.{op}: projection must be 'tf32' or 'fp32', got {projection!r}")
     if not isinstance(batch_invariant, bool):
         raise TypeError(f"mhc.{op}: batch_invariant must be a bool, got "
                         f"{type(batch_invariant).__name__}")
@@ -150,28 +160,6 @@ def post_inputs(op, sublayer_out, residual, post, comb):
     tensor(op, "post", post, F32, (t, n), dev, "[T, n]")
     tensor(op, "comb", comb, F32, (t, n, n), dev, "[T, n, n]")
     return t, n, c
-
-
-def _span(t):
-    start = t.data_ptr()
-    return start, start + t.numel() * t.element_size()
-
-
-def disjoint(op, outputs, inputs):
-    """Real implementations only (fake tensors have no data pointers): no output overlaps an
-    input or another output. `outputs` and `inputs` are (name, tensor or None) pairs; checked
-    before anything is written, so a refused call leaves every buffer as it was."""
-    outs = [(name, _span(t)) for name, t in outputs if t is not None and t.numel()]
-    ins = [(name, _span(t)) for name, t in inputs if t is not None and t.numel()]
-    for i, (name, (a0, a1)) in enumerate(outs):
-        for other, (b0, b1) in ins:
-            if a0 < b1 and b0 < a1:
-                raise ValueError(f"mhc.{op}: {name} must not overlap {other} (the kernel reads "
-                                 f"{other} while writing {name}); use another buffer")
-        for other, (b0, b1) in outs[:i]:
-            if a0 < b1 and b0 < a1:
-                raise ValueError(f"mhc.{op}: {name} must not overlap {other} (both are outputs "
-                                 "of the call); use another buffer")
 
 
 # ---- the checks of each op, shared by its real and fake implementations -------------------
@@ -244,17 +232,17 @@ def gemm_args(x, fn, out, sqrsum, num_splits):
     op = "hc_prenorm_gemm"
     for name, t in (("x", x), ("fn", fn), ("out", out), ("sqrsum", sqrsum)):
         if not isinstance(t, torch.Tensor):
-            raise TypeError(f"mhc.{op}: {name} must be a torch.Tensor, got {type(t).__name__}")
+            raise RuntimeError(f"mhc.{op}: {name} must be a torch.Tensor, got {type(t).__name__}")
     if x.dim() != 2:
-        raise ValueError(f"mhc.{op}: x must be a [M, K] tensor, got shape {list(x.shape)}")
+        raise RuntimeError(f"mhc.{op}: x must be a [M, K] tensor, got shape {list(x.shape)}")
     m, k = x.shape
     tensor(op, "x", x, BF16, (m, k), None, "[M, K]")
     if fn.dim() != 2:
-        raise ValueError(f"mhc.{op}: fn must be a [N, K] tensor, got shape {list(fn.shape)}")
+        raise RuntimeError(f"mhc.{op}: fn must be a [N, K] tensor, got shape {list(fn.shape)}")
     nmix = fn.shape[0]
     tensor(op, "fn", fn, F32, (nmix, k), x.device, "[N, K]")
     if not 1 <= num_splits <= INT_MAX:
-        raise ValueError(f"mhc.{op}: num_splits must be >= 1 and <= {INT_MAX}, got {num_splits}")
+        raise RuntimeError(f"mhc.{op}: num_splits must be >= 1 and <= {INT_MAX}, got {num_splits}")
     # DeepGEMM also takes [M, N] / [M] when there is one split.
     if out.dim() == 3 or num_splits > 1:
         tensor(op, "out", out, F32, (num_splits, m, nmix), x.device, "[num_splits, M, N]")
@@ -266,7 +254,7 @@ def gemm_args(x, fn, out, sqrsum, num_splits):
         tensor(op, "sqrsum", sqrsum, F32, (m,), x.device, "[M]")
     # The kernel's limits on every device (mhc::check_prenorm_gemm_shape).
     if nmix not in (8, 16, 24, 32):
-        raise ValueError(f"mhc.{op}: fn has N={nmix} rows; N must be 8, 16, 24 or 32")
+        raise RuntimeError(f"mhc.{op}: fn has N={nmix} rows; N must be 8, 16, 24 or 32")
     block = LIMITS["prenorm_block_k"]
     if not (k > 0 and k % block == 0):
-        raise ValueError(f"mhc.{op}: K={k} must be a positive multiple of {block}")
+        raise RuntimeError(f"mhc.{op}: K={k} must be a positive multiple of {block}")

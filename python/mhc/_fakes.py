@@ -18,6 +18,10 @@ def new_boundary_outputs(residual):
     return torch.empty_like(residual), layer_input, next_post, next_comb, next_pre_mix
 
 
+def fake_hc_prenorm_gemm(x, fn, out, sqrsum, num_splits):
+    check.gemm_args(x, fn, out, sqrsum, num_splits)
+
+
 def fake_pre(residual, fn, hc_scale, hc_base, norm_weight, pre_mix, rms_eps, pre_eps,
               sinkhorn_eps, post_mult, sinkhorn_iters, norm_eps, *, workspace=None,
               projection="tf32", batch_invariant=False):
@@ -51,10 +55,17 @@ def fake_coefficients_out(residual, fn, hc_scale, hc_base, rms_eps, pre_eps, sin
     check.coefficient_outputs("coefficients", post, comb, next_pre_mix, t, n, residual.device)
 
 
+def overlap_needs_pre_mix(pre_mix):
+    if pre_mix is None:
+        raise RuntimeError("mhc.pre_overlap: pre_mix is required (the V4.1 delayed form); the V4 "
+                           "form cannot overlap, its input path needs this site's coefficients")
+
+
 def fake_pre_overlap(residual, fn, hc_scale, hc_base, norm_weight, pre_mix, rms_eps, pre_eps,
                       sinkhorn_eps, post_mult, sinkhorn_iters, norm_eps, side_stream, *,
                       workspace=None, projection="tf32", batch_invariant=False,
                       main_workspace=None):
+    overlap_needs_pre_mix(pre_mix)
     check.pre_args("pre_overlap", residual, fn, hc_scale, hc_base, norm_weight, pre_mix, rms_eps,
                pre_eps, sinkhorn_eps, post_mult, sinkhorn_iters, norm_eps, projection,
                batch_invariant)
@@ -65,6 +76,7 @@ def fake_pre_overlap_out(residual, fn, hc_scale, hc_base, norm_weight, pre_mix, 
                           sinkhorn_eps, post_mult, sinkhorn_iters, norm_eps, side_stream, *,
                           layer_input, post, comb, next_pre_mix, workspace=None,
                           projection="tf32", batch_invariant=False, main_workspace=None):
+    overlap_needs_pre_mix(pre_mix)
     check.pre_args("pre_overlap", residual, fn, hc_scale, hc_base, norm_weight, pre_mix, rms_eps,
                pre_eps, sinkhorn_eps, post_mult, sinkhorn_iters, norm_eps, projection,
                batch_invariant)

@@ -58,7 +58,9 @@ bool c_contiguous(const Array& a) {
 // kDLCUDAManaged).
 constexpr int kDLCUDA = 2, kDLCUDAManaged = 13;
 
-Array import_array(const char* name, nb::handle object) {
+// Takes `object` as an array; false if it is not one. A CUDA array is exported with
+// __dlpack__(stream=-1) (arrays.hpp says why), which raises for a torch tensor that requires grad.
+bool try_import(nb::handle object, Array& array) {
   nb::object source = nb::borrow(object);
   if (!PyCapsule_CheckExact(object.ptr()) && nb::hasattr(object, "__dlpack_device__")) {
     const nb::tuple device = nb::cast<nb::tuple>(object.attr("__dlpack_device__")());
@@ -67,8 +69,26 @@ Array import_array(const char* name, nb::handle object) {
       source = object.attr("__dlpack__")(nb::arg("stream") = -1);
     }
   }
+  return nb::try_cast(source, array);
+}
+
+bool requires_grad(nb::handle object) {
+  return nb::hasattr(object, "requires_grad") && nb::cast<bool>(object.attr("requires_grad"));
+}
+
+Array import_array(const char* name, nb::handle object) {
   Array array;
-  if (!nb::try_cast(source, array)) {
+  bool ok = false;
+  try {
+    ok = try_import(object, array);
+  } catch (nb::python_error& e) {
+    if (!e.matches(PyExc_BufferError) || !requires_grad(object)) throw;
+  }
+  // A torch tensor that requires grad (an nn.Parameter) refuses DLPack export: the kernels only
+  // read it, so it is taken through detach() (the same memory, no copy). Only on this path, so
+  // other arrays pay nothing for it.
+  if (!ok && requires_grad(object)) ok = try_import(object.attr("detach")(), array);
+  if (!ok) {
     fail(fmt::format("{}: expected an array (torch, numpy, CuPy: anything with __dlpack__)", name));
   }
   return array;
@@ -134,8 +154,8 @@ void require_disjoint(const Checked& a, const Checked& b) {
   }
 }
 
-NormWeight check_norm_weight(const char* name, nb::handle object, int64_t hidden) {
-  NormWeight w;
+NormWeightArg check_norm_weight(const char* name, nb::handle object, int64_t hidden) {
+  NormWeightArg w;
   if (object.is_none()) return w;
   const Array array = import_array(name, object);
   w.is_bf16 = !(array.dtype() == nb::dtype<float>());

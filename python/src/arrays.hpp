@@ -59,11 +59,11 @@ Device same_device(std::initializer_list<const Checked*> args);
 void require_disjoint(const Checked& a, const Checked& b);
 
 // A norm weight [C], fp32 or bf16, or None.
-struct NormWeight {
+struct NormWeightArg {
   std::optional<Checked> arg;
   bool is_bf16 = false;
 };
-NormWeight check_norm_weight(const char* name, nanobind::handle object, int64_t hidden);
+NormWeightArg check_norm_weight(const char* name, nanobind::handle object, int64_t hidden);
 
 // The parameters of a call (validated: ValueError naming the bad one).
 struct EpsArgs {

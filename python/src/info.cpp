@@ -1,4 +1,5 @@
-// Queries that launch nothing: has_cuda, limits, workspace_bytes, supports_overlap.
+// Queries that launch nothing (has_cuda, limits, workspace_bytes, supports_overlap) and the
+// kernel configuration (configure, kernel_config).
 #include <nanobind/nanobind.h>
 #include <nanobind/stl/string.h>
 #include <nanobind/stl/tuple.h>
@@ -12,6 +13,7 @@
 
 #include "arrays.hpp"
 #include "bindings.hpp"
+#include "launch.hpp"
 #include "mhc/core/dispatch.hpp"
 #include "mhc/core/error.hpp"
 #include "mhc/core/tensor_parallel.hpp"
@@ -79,6 +81,9 @@ nb::dict limits() {
   d["cuda_streams"] = nb::make_tuple(kCudaStreams[0], kCudaStreams[1]);
   d["cuda_hidden_multiple"] = kCudaHiddenMultiple;
   d["prenorm_block_k"] = kPrenormSplitBlockK;
+  nb::dict ranges;  // name -> (lo, hi): mhc::param_ranges, the fp32 arithmetic each feeds
+  for (const ParamRange& r : param_ranges()) ranges[r.name] = nb::make_tuple(r.lo, r.hi);
+  d["param_ranges"] = ranges;
   return d;
 }
 
@@ -94,10 +99,16 @@ void bind_info(nb::module_& m) {
         "The shape and parameter limits checked before any kernel runs: max_streams (n in "
         "1..max_streams), hidden_multiple and max_hidden (C), max_sinkhorn_iters, and the CUDA "
         "kernels' cuda_streams and cuda_hidden_multiple; prenorm_gemm's K is a multiple of "
-        "prenorm_block_k.");
+        "prenorm_block_k; param_ranges: name -> (lo, hi) of each epsilon and post_mult.");
   m.def("workspace_bytes", &workspace_bytes, "hidden"_a, "n"_a, "max_tokens"_a,
         "Bytes of the uint8 workspace coefficients needs for up to max_tokens tokens (zero-fill "
         "it once; the kernels leave it ready for the next call on the same stream).");
+  m.def(
+      "configure", [](const std::string& json) { launch::configure(json); }, "kernel_config"_a,
+      "Sets the kernel configuration of this module's CUDA calls (JSON as `mhc run "
+      "--kernel-config`, \"\" for the defaults); mhc.configure sets it here and for the torch "
+      "ops alike. Raises RuntimeError naming a bad key or value.");
+  m.def("kernel_config", &launch::config_json, "The kernel configuration in use (canonical JSON).");
   m.def("supports_overlap", &supports_overlap, "arch_major"_a, "arch_minor"_a, "hidden"_a, "n"_a,
         "tokens"_a, "mode"_a, "tp"_a, "kernel_config"_a = "",
         "The C++ dispatch policy: (overlap, reason_code, explanation). mode: eager, piecewise or "

@@ -1,6 +1,8 @@
 // The kernels of mhc._C: prenorm_gemm, coefficients, input_path, post, post_pre, boundary. Each
 // checks its arrays (arrays.hpp), then runs the CPU backend (all arrays on the CPU, fp32) or the
-// CUDA kernels (all on one CUDA device, launched on `stream`). Thin: the work is the library's.
+// CUDA kernels (all on one CUDA device, launched on `stream`) through the adapter that the torch
+// ops share (launch.hpp: the same launchers and kernel configuration). Thin: the work is the
+// library's.
 #include <nanobind/nanobind.h>
 #include <nanobind/ndarray.h>
 #include <nanobind/stl/optional.h>
@@ -13,16 +15,14 @@
 
 #include "arrays.hpp"
 #include "bindings.hpp"
+#include "launch.hpp"
 #include "mhc/core/config.hpp"
 #include "mhc/core/error.hpp"
 #include "mhc/core/workspace.hpp"
-#include "mhc/cpu/fp32_site.hpp"
 #if MHC_WITH_CUDA
 #include <cuda_runtime_api.h>
 
 #include "mhc/cuda/check.hpp"
-#include "mhc/cuda/kernels.hpp"
-#include "mhc/schedule/capture_edges.hpp"
 #endif
 
 namespace nb = nanobind;
@@ -36,12 +36,12 @@ namespace {
 class DeviceScope {
  public:
   explicit DeviceScope(const Device& device) {
+    if (!device.cuda) return;
 #if MHC_WITH_CUDA
     MHC_CUDA_CHECK(cudaGetDevice(&previous_));
     if (previous_ != device.id) MHC_CUDA_CHECK(cudaSetDevice(device.id));
     changed_ = previous_ != device.id;
 #else
-    (void)device;
     fail("the arrays are on a CUDA device, but mhc._C was built without the CUDA backend");
 #endif
   }
@@ -58,11 +58,13 @@ class DeviceScope {
   bool changed_ = false;
 };
 
-#if MHC_WITH_CUDA
-cudaStream_t to_stream(uintptr_t stream) { return reinterpret_cast<cudaStream_t>(stream); }
+launch::Target target(const Device& device, uintptr_t stream) {
+  return device.cuda ? launch::Target{true, device.id, stream} : launch::Target{};
+}
 
 // The CUDA kernels' shape limits, as ValueError before anything runs.
-void check_cuda_shape(const MhcParams& p) {
+void check_cuda_shape(const Device& device, const MhcParams& p) {
+  if (!device.cuda) return;
   if (p.n != kCudaStreams[0] && p.n != kCudaStreams[1]) {
     fail("residual: the CUDA kernels support n = 2 or 4 streams, got " + std::to_string(p.n));
   }
@@ -72,42 +74,36 @@ void check_cuda_shape(const MhcParams& p) {
   }
 }
 
-// The coefficient path's workspace over the caller's bytes, refused when it is too small for T
-// tokens (or for the batch-invariant tree).
-cuda::SiteWorkspace coefficient_workspace(const MhcParams& p, const Checked& ws, int64_t T,
-                                          bool batch_invariant) {
-  const WorkspaceLayout layout = workspace_layout_for_bytes(p, ws.bytes());
-  if (layout.max_tokens < T) {
-    fail("workspace: " + std::to_string(ws.bytes()) + " bytes serve " +
-         std::to_string(layout.max_tokens) + " tokens, the call has " + std::to_string(T) +
-         " (size it with workspace_bytes)");
-  }
-  // The batch-invariant tree stores up to one partial block per leaf; workspace_bytes sizes for
-  // the default mode's most splits, never fewer (docs/batch_invariance.md), so this cannot fail
-  // on a workspace from workspace_bytes.
-  if (batch_invariant && cuda::batch_invariant_leaves(p) > layout.max_splits) {
-    fail("workspace: batch_invariant needs room for " +
-         std::to_string(cuda::batch_invariant_leaves(p)) +
-         " split partials per token, the workspace has " + std::to_string(layout.max_splits));
-  }
-  return cuda::SiteWorkspace(p, ws.data(), ws.bytes());
-}
-#endif
-
 Projection parse_projection(const std::string& projection) {
   if (projection == "tf32") return Projection::tf32;
   if (projection == "fp32") return Projection::fp32;
   fail("projection: expected \"tf32\" or \"fp32\", got \"" + projection + "\"");
 }
 
-// A fp32 copy of a bf16 norm weight for the CPU backend; f32 and None pass through.
-const float* cpu_norm_weight(const NormWeight& w, std::vector<float>& widened) {
-  if (!w.arg) return nullptr;
-  if (!w.is_bf16) return w.arg->f32();
-  const Bf16* bits = w.arg->bf16();
-  widened.resize(size_t(extent(*w.arg, 0)));
-  for (size_t i = 0; i < widened.size(); ++i) widened[i] = bf16_to_float(bits[i]);
-  return widened.data();
+launch::NormWeight weight_of(const NormWeightArg& w) {
+  if (!w.arg) return {};
+  return {w.arg->data(), w.is_bf16, w.arg->name};
+}
+
+launch::Scratch scratch_of(const Checked& ws) { return {ws.data(), ws.bytes()}; }
+
+// The scratch of a bf16 norm weight on CUDA (the only use of input_path's workspace).
+launch::Scratch weight_scratch(const NormWeightArg& w, const Device& device, nb::handle workspace) {
+  if (!w.arg || !w.is_bf16 || !device.cuda || workspace.is_none()) return {};
+  const Checked ws = check("workspace", workspace, DType::u8, {-1});
+  same_device({&*w.arg, &ws});
+  return scratch_of(ws);
+}
+
+// Runs `launch` with the GIL released; the adapter's argument errors become ValueError.
+template <typename F>
+void run(F&& launch) {
+  try {
+    nb::gil_scoped_release release;
+    launch();
+  } catch (const launch::ArgumentError& e) {
+    fail(e.what());
+  }
 }
 
 void prenorm_gemm(nb::handle x, nb::handle fn, nb::handle out, nb::handle sqrsum, int num_splits,
@@ -130,19 +126,11 @@ void prenorm_gemm(nb::handle x, nb::handle fn, nb::handle out, nb::handle sqrsum
     require_disjoint(sa, *input);
   }
   require_disjoint(oa, sa);
-  if (M == 0) return;
-  if (!device.cuda) {
-    nb::gil_scoped_release release;
-    cpu::prenorm_gemm(M, N, K, num_splits, xa.bf16(), fa.f32(), oa.f32_out(), sa.f32_out());
-    return;
-  }
   DeviceScope scope(device);
-#if MHC_WITH_CUDA
-  cuda::prenorm_gemm(M, N, K, num_splits, xa.bf16(), fa.f32(), oa.f32_out(), sa.f32_out(),
-                     to_stream(stream));
-#else
-  (void)stream;
-#endif
+  run([&] {
+    launch::prenorm_gemm(M, N, K, num_splits, xa.bf16(), fa.f32(), oa.f32_out(), sa.f32_out(),
+                         target(device, stream));
+  });
 }
 
 // The streams [T, n, C]: T, n, C.
@@ -180,65 +168,14 @@ void coefficients(nb::handle residual, nb::handle fn, nb::handle hc_scale, nb::h
   require_disjoint(pa, qa);
   require_disjoint(pa, ca);
   require_disjoint(qa, ca);
-  if (T == 0) return;
-  const SiteWeightsView w{fa.f32(), base.f32(), scale.f32(), nullptr};
-  if (!device.cuda) {
-    nb::gil_scoped_release release;
-    cpu::coefficients(p, T, s.arg.bf16(), w, pa.f32_out(), qa.f32_out(), ca.f32_out());
-    return;
-  }
+  check_cuda_shape(device, p);
   DeviceScope scope(device);
-#if MHC_WITH_CUDA
-  check_cuda_shape(p);
-  cuda::SiteWorkspace site_ws = coefficient_workspace(p, ws, T, batch_invariant);
-  cuda::CoefficientBuffers b;
-  b.x = s.arg.bf16();
-  b.hc_fn = fa.f32();
-  b.hc_base = base.f32();
-  b.hc_scale = scale.f32();
-  b.pre = pa.f32_out();
-  b.post = qa.f32_out();
-  b.comb = ca.f32_out();
-  cuda::PrenormTuning tuning;
-  tuning.batch_invariant = batch_invariant;
-  // The overlap's side launch (docs/overlap.md): on the plan's fewer CTAs (the same bits), and
-  // in a captured graph hung off the producers of residual alone, so that it starts early
-  // behind them (capture_edges.hpp). fork_from is the stream the side stream has just waited for.
-  if (fork_from != 0 && fork_from != stream) {
-    tuning.split_ctas = -1;
-    cuda::fork_from(to_stream(fork_from), to_stream(stream));
-  }
-  cuda::prenorm_coefficients(p, T, b, proj, tuning, site_ws, to_stream(stream));
-#else
-  (void)proj;
-  (void)stream;
-  (void)batch_invariant;
-  (void)fork_from;
-#endif
+  run([&] {
+    launch::coefficients(p, T, s.arg.bf16(), {fa.f32(), base.f32(), scale.f32()},
+                         {pa.f32_out(), qa.f32_out(), ca.f32_out()}, scratch_of(ws),
+                         {proj, batch_invariant, fork_from}, target(device, stream));
+  });
 }
-
-#if MHC_WITH_CUDA
-// The fp32 norm weight the kernels read: a bf16 one is widened into the workspace's scratch.
-const float* cuda_norm_weight(const NormWeight& w, const MhcParams& p, nb::handle workspace,
-                              cudaStream_t stream) {
-  if (!w.arg) return nullptr;
-  if (!w.is_bf16) return w.arg->f32();
-  if (workspace.is_none()) {
-    fail(std::string(w.arg->name) +
-         ": a bfloat16 norm weight on CUDA needs workspace= (scratch to widen it into), or pass "
-         "it as float32");
-  }
-  const Checked ws = check("workspace", workspace, DType::u8, {-1});
-  same_device({&*w.arg, &ws});
-  const WorkspaceLayout layout = workspace_layout_for_bytes(p, ws.bytes());
-  if (ws.bytes() < layout.weight_offset + layout.weight_floats * 4) {
-    fail("workspace: too small for the widened norm weight (size it with workspace_bytes)");
-  }
-  auto* scratch = reinterpret_cast<float*>(static_cast<char*>(ws.data()) + layout.weight_offset);
-  cuda::widen_bf16(w.arg->bf16(), p.hidden, scratch, stream);
-  return scratch;
-}
-#endif
 
 void input_path(nb::handle residual, nb::handle pre_mix, nb::handle norm_weight,
                 nb::handle layer_input, double norm_eps, uintptr_t stream, nb::handle workspace) {
@@ -247,29 +184,19 @@ void input_path(nb::handle residual, nb::handle pre_mix, nb::handle norm_weight,
   const MhcParams p =
       make_params(s.hidden, n, {std::nullopt, std::nullopt, std::nullopt, norm_eps});
   const Checked pm = check("pre_mix", pre_mix, DType::f32, {T, n});
-  const NormWeight w = check_norm_weight("norm_weight", norm_weight, s.hidden);
+  const NormWeightArg w = check_norm_weight("norm_weight", norm_weight, s.hidden);
   const Checked out = check("layer_input", layer_input, DType::bf16, {T, s.hidden});
   const Device device =
       w.arg ? same_device({&s.arg, &pm, &out, &*w.arg}) : same_device({&s.arg, &pm, &out});
   for (const Checked* input : {&s.arg, &pm}) require_disjoint(out, *input);
   if (w.arg) require_disjoint(out, *w.arg);
-  if (T == 0) return;
-  if (!device.cuda) {
-    std::vector<float> widened;
-    const float* weight = cpu_norm_weight(w, widened);
-    nb::gil_scoped_release release;
-    cpu::input_path(p, T, s.arg.bf16(), pm.f32(), weight, out.bf16_out());
-    return;
-  }
+  check_cuda_shape(device, p);
+  const launch::Scratch scr = weight_scratch(w, device, workspace);
   DeviceScope scope(device);
-#if MHC_WITH_CUDA
-  check_cuda_shape(p);
-  const float* weight = cuda_norm_weight(w, p, workspace, to_stream(stream));
-  cuda::input_path(p, T, s.arg.bf16(), pm.f32(), weight, out.bf16_out(), to_stream(stream));
-#else
-  (void)stream;
-  (void)workspace;
-#endif
+  run([&] {
+    launch::input_path(p, T, s.arg.bf16(), pm.f32(), weight_of(w), out.bf16_out(), scr,
+                       target(device, stream));
+  });
 }
 
 // What post and post_pre share: the checked arrays of this site's post.
@@ -277,6 +204,9 @@ struct PostArgs {
   Streams x;
   Checked f, post, comb, x_next;
   MhcParams params;
+  launch::PostInputs inputs() const {
+    return {x.arg.bf16(), post.f32(), comb.f32(), f.bf16(), x_next.bf16_out()};
+  }
 };
 PostArgs check_post(nb::handle sublayer_out, nb::handle residual, nb::handle post, nb::handle comb,
                     nb::handle residual_next, std::optional<double> norm_eps) {
@@ -298,22 +228,9 @@ void post(nb::handle sublayer_out, nb::handle residual, nb::handle post_coef, nb
           nb::handle residual_next, uintptr_t stream) {
   const PostArgs a = check_post(sublayer_out, residual, post_coef, comb, residual_next, {});
   const Device device = same_device({&a.x.arg, &a.f, &a.post, &a.comb, &a.x_next});
-  const int64_t T = a.x.tokens;
-  if (T == 0) return;
-  if (!device.cuda) {
-    nb::gil_scoped_release release;
-    cpu::post(a.params, T, a.x.arg.bf16(), a.post.f32(), a.comb.f32(), a.f.bf16(),
-              a.x_next.bf16_out());
-    return;
-  }
+  check_cuda_shape(device, a.params);
   DeviceScope scope(device);
-#if MHC_WITH_CUDA
-  check_cuda_shape(a.params);
-  cuda::post(a.params, T, a.x.arg.bf16(), a.post.f32(), a.comb.f32(), a.f.bf16(),
-             a.x_next.bf16_out(), nullptr, to_stream(stream));
-#else
-  (void)stream;
-#endif
+  run([&] { launch::post(a.params, a.x.tokens, a.inputs(), target(device, stream)); });
 }
 
 void post_pre(nb::handle sublayer_out, nb::handle residual, nb::handle post_coef, nb::handle comb,
@@ -323,7 +240,7 @@ void post_pre(nb::handle sublayer_out, nb::handle residual, nb::handle post_coef
   const PostArgs a = check_post(sublayer_out, residual, post_coef, comb, residual_next, norm_eps);
   const int64_t T = a.x.tokens;
   const Checked pm = check("next_pre_mix", next_pre_mix, DType::f32, {T, a.x.n});
-  const NormWeight w = check_norm_weight("next_norm_weight", next_norm_weight, a.x.hidden);
+  const NormWeightArg w = check_norm_weight("next_norm_weight", next_norm_weight, a.x.hidden);
   const Checked out = check("next_layer_input", next_layer_input, DType::bf16, {T, a.x.hidden});
   const Device device =
       w.arg ? same_device({&a.x.arg, &a.f, &a.post, &a.comb, &a.x_next, &pm, &out, &*w.arg})
@@ -336,40 +253,19 @@ void post_pre(nb::handle sublayer_out, nb::handle residual, nb::handle post_coef
     require_disjoint(out, *w.arg);
     require_disjoint(a.x_next, *w.arg);
   }
-  if (T == 0) return;
-  if (!device.cuda) {
-    std::vector<float> widened;
-    const float* weight = cpu_norm_weight(w, widened);
-    nb::gil_scoped_release release;
-    cpu::post(a.params, T, a.x.arg.bf16(), a.post.f32(), a.comb.f32(), a.f.bf16(),
-              a.x_next.bf16_out());
-    cpu::input_path(a.params, T, a.x_next.bf16(), pm.f32(), weight, out.bf16_out());
-    return;
-  }
+  check_cuda_shape(device, a.params);
+  const launch::Scratch scr = weight_scratch(w, device, workspace);
   DeviceScope scope(device);
-#if MHC_WITH_CUDA
-  check_cuda_shape(a.params);
-  const cuda::NextInput next{pm.f32(), cuda_norm_weight(w, a.params, workspace, to_stream(stream)),
-                             out.bf16_out()};
-  cuda::post(a.params, T, a.x.arg.bf16(), a.post.f32(), a.comb.f32(), a.f.bf16(),
-             a.x_next.bf16_out(), &next, to_stream(stream));
-#else
-  (void)stream;
-  (void)workspace;
-#endif
+  run([&] {
+    launch::post_pre(a.params, T, a.inputs(), pm.f32(), weight_of(w), out.bf16_out(), scr,
+                     target(device, stream));
+  });
 }
 
-// The coefficient path's output arrays for T tokens and n streams.
-struct CoefficientArrays {
-  Checked pre, post, comb;
-};
-
 // A whole V4.1 boundary: the previous site's post (residual -> residual_next), the next site's
-// input path on residual_next with the carried pre_mix, and its coefficients. On the CPU the
-// three backend functions in turn (post_pre's, then coefficients' bits); on CUDA one
-// prenorm_coefficients call with the previous post, which the kernel plan runs as one launch
-// where it can (the 16-row fold at decode sizes, the fused boundary where the plan enables it)
-// and else as post + next input, then the coefficient launch.
+// input path on residual_next with the carried pre_mix, and its coefficients: on the CPU the
+// three backend functions in turn, on CUDA one prenorm_coefficients call with the previous post,
+// which the kernel plan runs as one launch where it can (launch.hpp).
 void boundary(nb::handle sublayer_out, nb::handle residual, nb::handle post_coef, nb::handle comb,
               nb::handle pre_mix, nb::handle norm_weight, nb::handle fn, nb::handle hc_scale,
               nb::handle hc_base, nb::handle residual_next, nb::handle layer_input,
@@ -383,62 +279,34 @@ void boundary(nb::handle sublayer_out, nb::handle residual, nb::handle post_coef
                                   post_mult, sinkhorn_iters);
   const Projection proj = parse_projection(projection);
   const Checked pm = check("pre_mix", pre_mix, DType::f32, {T, n});
-  const NormWeight w = check_norm_weight("norm_weight", norm_weight, a.x.hidden);
+  const NormWeightArg w = check_norm_weight("norm_weight", norm_weight, a.x.hidden);
   const Checked fa = check("fn", fn, DType::f32, {nmix, n * a.x.hidden});
   const Checked scale = check("hc_scale", hc_scale, DType::f32, {3});
   const Checked base = check("hc_base", hc_base, DType::f32, {nmix});
   const Checked li = check("layer_input", layer_input, DType::bf16, {T, a.x.hidden});
-  const CoefficientArrays out{check("next_pre_mix", next_pre_mix, DType::f32, {T, n}),
-                              check("next_post", next_post, DType::f32, {T, n}),
-                              check("next_comb", next_comb, DType::f32, {T, n, n})};
+  const Checked npm = check("next_pre_mix", next_pre_mix, DType::f32, {T, n});
+  const Checked npost = check("next_post", next_post, DType::f32, {T, n});
+  const Checked ncomb = check("next_comb", next_comb, DType::f32, {T, n, n});
   const Checked ws = check("workspace", workspace, DType::u8, {-1});
-  std::vector<const Checked*> all = {&a.x.arg, &a.f,  &a.post, &a.comb,  &a.x_next, &pm,       &fa,
-                                     &scale,   &base, &li,     &out.pre, &out.post, &out.comb, &ws};
+  std::vector<const Checked*> all = {&a.x.arg, &a.f,  &a.post, &a.comb, &a.x_next, &pm,    &fa,
+                                     &scale,   &base, &li,     &npm,    &npost,    &ncomb, &ws};
   if (w.arg) all.push_back(&*w.arg);
   Device device = same_device({&a.x.arg, &ws});
   for (const Checked* arg : all) device = same_device({&a.x.arg, arg});
-  const Checked* outputs[] = {&a.x_next, &li, &out.pre, &out.post, &out.comb};
+  const Checked* outputs[] = {&a.x_next, &li, &npm, &npost, &ncomb};
   for (const Checked* o : outputs) {
     for (const Checked* other : all) {
       if (other != o) require_disjoint(*o, *other);
     }
   }
-  if (T == 0) return;
-  const SiteWeightsView sw{fa.f32(), base.f32(), scale.f32(), nullptr};
-  if (!device.cuda) {
-    std::vector<float> widened;
-    const float* weight = cpu_norm_weight(w, widened);
-    nb::gil_scoped_release release;
-    cpu::post(p, T, a.x.arg.bf16(), a.post.f32(), a.comb.f32(), a.f.bf16(), a.x_next.bf16_out());
-    cpu::input_path(p, T, a.x_next.bf16(), pm.f32(), weight, li.bf16_out());
-    cpu::coefficients(p, T, a.x_next.bf16(), sw, out.pre.f32_out(), out.post.f32_out(),
-                      out.comb.f32_out());
-    return;
-  }
+  check_cuda_shape(device, p);
   DeviceScope scope(device);
-#if MHC_WITH_CUDA
-  check_cuda_shape(p);
-  cuda::SiteWorkspace site_ws = coefficient_workspace(p, ws, T, batch_invariant);
-  const cuda::InputPathBuffers input{pm.f32(), cuda_norm_weight(w, p, workspace, to_stream(stream)),
-                                     li.bf16_out()};
-  const cuda::PreviousPost previous{a.x.arg.bf16(), a.post.f32(), a.comb.f32(), a.f.bf16(),
-                                    a.x_next.bf16_out()};
-  cuda::CoefficientBuffers b;
-  b.x = a.x_next.bf16();
-  b.hc_fn = fa.f32();
-  b.hc_base = base.f32();
-  b.hc_scale = scale.f32();
-  b.pre = out.pre.f32_out();
-  b.post = out.post.f32_out();
-  b.comb = out.comb.f32_out();
-  cuda::PrenormTuning tuning;
-  tuning.batch_invariant = batch_invariant;
-  cuda::prenorm_coefficients(p, T, b, proj, tuning, site_ws, to_stream(stream), &input, &previous);
-#else
-  (void)proj;
-  (void)stream;
-  (void)batch_invariant;
-#endif
+  run([&] {
+    launch::boundary(p, T, a.inputs(), pm.f32(), weight_of(w), li.bf16_out(),
+                     {fa.f32(), base.f32(), scale.f32()},
+                     {npm.f32_out(), npost.f32_out(), ncomb.f32_out()}, scratch_of(ws),
+                     {proj, batch_invariant, 0}, target(device, stream));
+  });
 }
 
 }  // namespace

@@ -39,7 +39,7 @@ def test_bad_scalar_writes_nothing(mhc, form, name):
     value, message = BAD_SCALARS[name]
     outs = _outputs()
     pre_mix = None if form == "v4" else S.pre_mix
-    with pytest.raises(ValueError, match=re.escape(message)):
+    with pytest.raises(RuntimeError, match=re.escape(message)):
         torch.ops.mhc.pre_out(*S.pre_args()[:5], pre_mix, *_scalars(**{name: value}), **outs)
     assert all(not o.any() for o in outs.values()), "a refused call wrote an output"
 
@@ -53,7 +53,7 @@ def _fake(tensors):
 def test_fake_refuses_the_same_scalars(mhc, name):
     value, message = BAD_SCALARS[name]
     mode, args = _fake(S.pre_args()[:6])
-    with mode, pytest.raises(ValueError, match=re.escape(message)):
+    with mode, pytest.raises(RuntimeError, match=re.escape(message)):
         torch.ops.mhc.pre(*args, *_scalars(**{name: value}))
 
 
@@ -73,7 +73,7 @@ def test_shape_limits(mhc, fake, shape):
     args = (torch.empty(residual.shape[0], c, dtype=torch.bfloat16), residual,
             torch.empty(residual.shape[0], n), torch.empty(residual.shape[0], n, n))
     mode, fargs = _fake(args) if fake else (None, args)
-    with (mode or torch.no_grad()), pytest.raises(ValueError, match=re.escape(SHAPES[shape])):
+    with (mode or torch.no_grad()), pytest.raises(RuntimeError, match=re.escape(SHAPES[shape])):
         torch.ops.mhc.post(*fargs)
 
 
@@ -104,7 +104,7 @@ def test_fake_cuda_limits(mhc):
             pytest.skip(f"no fake CUDA tensors: {e}")
         post, comb = torch.empty(2, 3, device="cuda"), torch.empty(2, 3, 3, device="cuda")
         f = torch.empty(2, 64, dtype=torch.bfloat16, device="cuda")
-        with pytest.raises(ValueError, match="the CUDA kernels support n = 2 or 4 streams, got 3"):
+        with pytest.raises(RuntimeError, match="the CUDA kernels support n = 2 or 4 streams, got 3"):
             torch.ops.mhc.post(f, r, post, comb)
 
 
@@ -113,28 +113,28 @@ def test_boundary_out_names_next_outputs(mhc):
     outs = dict(residual_next=torch.empty_like(S.residual),
                 layer_input=torch.empty(T, C, dtype=torch.bfloat16), next_post=torch.empty(T, N),
                 next_comb=torch.empty(T, N, N), next_pre_mix=torch.empty(T, N))
-    with pytest.raises(ValueError, match="next_comb has dtype float64"):
+    with pytest.raises(RuntimeError, match="next_comb has dtype float64"):
         torch.ops.mhc.boundary_out(*args, **dict(outs, next_comb=torch.empty(T, N, N).double()))
-    with pytest.raises(ValueError, match=re.escape("next_post has shape [4, 5]")):
+    with pytest.raises(RuntimeError, match=re.escape("next_post has shape [4, 5]")):
         torch.ops.mhc.boundary_out(*args, **dict(outs, next_post=torch.empty(T, N + 1)))
 
 
 def test_prenorm_gemm_messages(mhc):
     x = S.residual.view(T, -1)
-    with pytest.raises(TypeError, match="out must be a torch.Tensor, got NoneType"):
+    with pytest.raises(RuntimeError, match="out must be a torch.Tensor, got NoneType"):
         mhc.hc_prenorm_gemm(x, S.fn, None, None, 1)
-    with pytest.raises(ValueError, match=re.escape("expected [M, N] = [4, 24]")):
+    with pytest.raises(RuntimeError, match=re.escape("expected [M, N] = [4, 24]")):
         mhc.hc_prenorm_gemm(x, S.fn, torch.empty(96), torch.empty(4), 1)
-    with pytest.raises(ValueError, match=re.escape("fn has N=12 rows; N must be 8, 16, 24 or 32")):
+    with pytest.raises(RuntimeError, match=re.escape("fn has N=12 rows; N must be 8, 16, 24 or 32")):
         mhc.hc_prenorm_gemm(x, S.fn[:12].contiguous(), torch.empty(4, 12), torch.empty(4), 1)
 
 
 def test_out_tuple_lengths(mhc):
-    with pytest.raises(ValueError, match=re.escape("out= needs 3 tensors (post, comb, next_pre_mix)")):
+    with pytest.raises(RuntimeError, match=re.escape("out= needs 3 tensors (post, comb, next_pre_mix)")):
         mhc.coefficients(*S.coef_args(), out=(torch.empty(T, N),))
-    with pytest.raises(ValueError, match="out= needs 5 tensors"):
+    with pytest.raises(RuntimeError, match="out= needs 5 tensors"):
         mhc.boundary(*S.boundary_args(), out=(torch.empty_like(S.residual),))
-    with pytest.raises(ValueError, match="out= needs 2 tensors"):
+    with pytest.raises(RuntimeError, match="out= needs 2 tensors"):
         mhc.post_pre(*S.post_args(), S.pre_mix, S.norm_weight, 1e-6, out=[S.residual] * 3)
 
 
@@ -150,18 +150,22 @@ def test_meta_tensors_get_the_fake(mhc):
     assert comb.shape == (T, N, N) and nxt.dtype == torch.float32
     out = torch.ops.mhc.post(*(t.to("meta") for t in S.post_args()))
     assert out.device.type == "meta" and out.shape == S.residual.shape
-    with pytest.raises(ValueError, match="n=16 streams"):  # the limits hold on meta too
+    with pytest.raises(RuntimeError, match="n=16 streams"):  # the limits hold on meta too
         torch.ops.mhc.post(torch.empty(1, 64, dtype=torch.bfloat16, device="meta"),
                            torch.empty(1, 16, 64, dtype=torch.bfloat16, device="meta"),
                            torch.empty(1, 16, device="meta"), torch.empty(1, 16, 16, device="meta"))
 
 
-def test_real_kernels_refuse_meta(mhc):
-    from mhc import ops
-
-    meta = [t.to("meta") for t in S.post_args()]
-    with pytest.raises(ValueError, match="residual is on meta; mhc runs on cpu and cuda"):
-        ops.post_out_impl(*meta, out=torch.empty_like(meta[1]))
+def test_kernels_by_dispatch_key(mhc):
+    """C++ kernels for CPU and CUDA tensors, the C++ autograd router, the Python fakes for meta
+    (so a kernel never sees a meta tensor), and the twins the router sends calls to."""
+    has = torch._C._dispatch_has_kernel_for_dispatch_key
+    for name in mhc.ops.NAMES:
+        for op in (name, f"_nograd_{name}", f"_grad_{name}"):
+            assert has(f"mhc::{op}", "CPU") and has(f"mhc::{op}", "CUDA"), op
+            assert has(f"mhc::{op}", "Meta"), op
+        assert has(f"mhc::{name}", "Autograd") and has(f"mhc::_grad_{name}", "Autograd"), name
+        assert not has(f"mhc::_nograd_{name}", "Autograd"), name
 
 
 def test_every_op_and_function_is_documented(mhc):

@@ -191,7 +191,7 @@ def test_explicit_workspace(mhc):
     ws = mhc.make_workspace("cuda", 512, 4, 4)
     assert _equal(mhc.pre(*s.pre_args(), workspace=ws), mhc.pre(*s.pre_args()))
     small = mhc.make_workspace("cuda", 512, 4, 1)[:16]
-    with pytest.raises(ValueError, match="workspace"):
+    with pytest.raises(RuntimeError, match="workspace: 16 bytes serve"):
         mhc.pre(*s.pre_args(), workspace=small)
 
 
@@ -221,9 +221,9 @@ def test_compiled_stack_in_cuda_graphs(mhc, sublayer):
 
 
 def test_kernel_shape_error_is_clear(mhc):
-    """C = 100 is not a multiple of 64: the CUDA kernels refuse it with a ValueError."""
+    """C = 100 is not a multiple of 64: the CUDA kernels refuse it, naming C."""
     s = Site(tokens=2, hidden=100, device="cuda", seed=71)
-    with pytest.raises(ValueError, match="100"):
+    with pytest.raises(RuntimeError, match="multiple of 64, got 100"):
         mhc.pre(*s.pre_args())
 
 
@@ -231,5 +231,5 @@ def test_cross_device_tensors_rejected(mhc):
     s = Site(tokens=2, hidden=512, device="cuda", seed=72)
     args = list(s.pre_args())
     args[1] = args[1].cpu()
-    with pytest.raises(ValueError, match="fn is on cpu but residual is on cuda:0"):
+    with pytest.raises(RuntimeError, match="fn is on cpu but residual is on cuda:0"):
         mhc.pre(*args)

@@ -1,4 +1,4 @@
-"""Outputs that overlap inputs or each other: a ValueError naming both, raised before anything
+"""Outputs that overlap inputs or each other: a RuntimeError naming both, raised before anything
 is written (pre_out and pre_overlap_out launch twice, so the C++ checks of the second launch would
 come after the first had written)."""
 
@@ -77,7 +77,7 @@ def test_pre_out_refuses_overlaps_before_writing(mhc, overlap, form, out_name, o
     args, outs = _setup(form, out_name, other_name)
     before = {k: _bits(v).clone() for k, v in (*args.items(), *outs.items()) if v is not None}
     op = torch.ops.mhc.pre_overlap_out if overlap else torch.ops.mhc.pre_out
-    with pytest.raises(ValueError, match=re.escape(message)):
+    with pytest.raises(RuntimeError, match=re.escape(message)):
         _call(op, args, outs, overlap)
     for name, value in (*args.items(), *outs.items()):
         if value is not None:
@@ -89,7 +89,7 @@ def test_post_out_names_out(mhc):
     buf = torch.empty(T * N * C, dtype=torch.bfloat16)
     sublayer_out = buf[:T * C].view(T, C)
     sublayer_out.copy_(S.sublayer_out)
-    with pytest.raises(ValueError, match="out must not overlap sublayer_out"):
+    with pytest.raises(RuntimeError, match="out must not overlap sublayer_out"):
         torch.ops.mhc.post_out(sublayer_out, S.residual, S.post, S.comb, out=buf.view(T, N, C))
 
 

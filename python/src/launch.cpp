@@ -1,0 +1,445 @@
+// The launcher calls of the Python bindings (launch.hpp): the CPU backend for CPU arrays, the CUDA
+// launchers with the configured kernel plan for CUDA arrays.
+#include "launch.hpp"
+
+#include <fmt/core.h>
+
+#include <array>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "mhc/core/kernel_plan.hpp"
+#include "mhc/core/workspace.hpp"
+#include "mhc/cpu/fp32_site.hpp"
+#if MHC_WITH_CUDA
+#include <cuda_runtime_api.h>
+
+#include "mhc/cuda/check.hpp"
+#include "mhc/cuda/device_plan.hpp"
+#include "mhc/cuda/kernels.hpp"
+#include "mhc/schedule/capture_edges.hpp"
+#endif
+
+namespace mhc::launch {
+
+namespace {
+
+// ---- the configuration and the plans --------------------------------------------------------
+
+struct Configured {
+  KernelConfig config;
+  std::string json = "{}";
+};
+
+#if MHC_WITH_CUDA
+// One device's launch description in one batch-invariant mode: the config it was made from
+// (projection and batch_invariant included) and its plan. Immutable once made.
+struct Resolved {
+  KernelConfig config;
+  KernelPlan plan;
+};
+#endif
+
+class State {
+ public:
+  void configure(const std::string& json) {
+    Configured next;
+    next.config = KernelConfig::parse(json);  // throws mhc::Error naming the problem
+    next.json = next.config.to_json();
+    std::lock_guard<std::mutex> lock(mutex_);
+    configured_ = std::move(next);
+#if MHC_WITH_CUDA
+    plans_.clear();
+#endif
+  }
+  Configured configured() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return configured_;
+  }
+  bool configured_batch_invariant() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return configured_.config.batch_invariant;
+  }
+#if MHC_WITH_CUDA
+  // The plan of the current device (`device`) in the batch-invariant mode that the call (`asked`)
+  // or the configuration asks for, made at its first use.
+  std::shared_ptr<const Resolved> resolve(int device, bool asked) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    const bool batch_invariant = asked || configured_.config.batch_invariant;
+    auto& slot = plans_[device][batch_invariant ? 1 : 0];
+    if (!slot) {
+      auto made = std::make_shared<Resolved>();
+      made->config = configured_.config;
+      made->config.batch_invariant = batch_invariant;
+      made->plan = cuda::device_plan(made->config);
+      slot = std::move(made);
+    }
+    return slot;
+  }
+#endif
+
+ private:
+  std::mutex mutex_;
+  Configured configured_;
+#if MHC_WITH_CUDA
+  std::map<int, std::array<std::shared_ptr<const Resolved>, 2>> plans_;
+#endif
+};
+
+State& state() {
+  static State* s = new State();  // never destroyed: calls may come during interpreter exit
+  return *s;
+}
+
+// ---- the CPU backend --------------------------------------------------------------------------
+
+// The fp32 weight the CPU backend reads: a bf16 one widened (exactly) into `widened`.
+const float* cpu_norm_weight(const NormWeight& w, int64_t hidden, std::vector<float>& widened) {
+  if (!w.data) return nullptr;
+  if (!w.bf16) return static_cast<const float*>(w.data);
+  const auto* bits = static_cast<const Bf16*>(w.data);
+  widened.resize(size_t(hidden));
+  for (size_t i = 0; i < widened.size(); ++i) widened[i] = bf16_to_float(bits[i]);
+  return widened.data();
+}
+
+SiteWeightsView view(const SiteWeights& w) { return {w.fn, w.base, w.scale, nullptr}; }
+
+void cpu_boundary(const MhcParams& p, int64_t tokens, const PostInputs& in, const float* pre_mix,
+                  const NormWeight& w, Bf16* layer_input, const SiteWeights& next,
+                  const CoefficientOutputs& out) {
+  std::vector<float> widened;
+  const float* weight = cpu_norm_weight(w, p.hidden, widened);
+  cpu::post(p, tokens, in.residual, in.post, in.comb, in.sublayer_out, in.residual_next);
+  cpu::input_path(p, tokens, in.residual_next, pre_mix, weight, layer_input);
+  cpu::coefficients(p, tokens, in.residual_next, view(next), out.pre, out.post, out.comb);
+}
+
+// ---- the CUDA kernels -------------------------------------------------------------------------
+
+#if MHC_WITH_CUDA
+cudaStream_t to_stream(uintptr_t stream) { return reinterpret_cast<cudaStream_t>(stream); }
+
+// Refuses a workspace too small for `tokens` (or for the batch-invariant tree).
+void check_room(const MhcParams& p, Scratch ws, int64_t tokens, bool batch_invariant) {
+  const WorkspaceLayout layout = workspace_layout_for_bytes(p, ws.bytes);
+  if (layout.max_tokens < tokens) {
+    throw ArgumentError(fmt::format(
+        "workspace: {} bytes serve {} tokens, the call has {} (size it with workspace_bytes)",
+        ws.bytes, layout.max_tokens, tokens));
+  }
+  // workspace_bytes sizes for the default mode's most splits, never fewer than the tree's leaves
+  // (docs/batch_invariance.md), so this cannot fail on a workspace from workspace_bytes.
+  if (batch_invariant && cuda::batch_invariant_leaves(p) > layout.max_splits) {
+    throw ArgumentError(fmt::format(
+        "workspace: batch_invariant needs room for {} split partials per token, the workspace "
+        "has {}",
+        cuda::batch_invariant_leaves(p), layout.max_splits));
+  }
+}
+
+// The coefficient path's workspace over the caller's bytes.
+cuda::SiteWorkspace coefficient_workspace(const MhcParams& p, Scratch ws, int64_t tokens,
+                                          bool batch_invariant) {
+  check_room(p, ws, tokens, batch_invariant);
+  return cuda::SiteWorkspace(p, ws.data, ws.bytes);
+}
+
+// Refuses a bf16 weight without room to widen it.
+void check_widening(const NormWeight& w, const MhcParams& p, Scratch ws) {
+  if (!w.data || !w.bf16) return;
+  if (!ws.data) {
+    throw ArgumentError(std::string(w.name) +
+                        ": a bfloat16 norm weight on CUDA needs workspace= (scratch to widen it "
+                        "into), or pass it as float32");
+  }
+  const WorkspaceLayout layout = workspace_layout_for_bytes(p, ws.bytes);
+  if (ws.bytes < layout.weight_offset + layout.weight_floats * 4) {
+    throw ArgumentError(
+        "workspace: too small for the widened norm weight (size it with workspace_bytes)");
+  }
+}
+
+// The fp32 norm weight the kernels read: a bf16 one is widened into the workspace's scratch.
+const float* cuda_norm_weight(const NormWeight& w, const MhcParams& p, Scratch ws,
+                              cudaStream_t stream) {
+  if (!w.data) return nullptr;
+  if (!w.bf16) return static_cast<const float*>(w.data);
+  check_widening(w, p, ws);
+  const WorkspaceLayout layout = workspace_layout_for_bytes(p, ws.bytes);
+  auto* scratch = reinterpret_cast<float*>(static_cast<char*>(ws.data) + layout.weight_offset);
+  cuda::widen_bf16(static_cast<const Bf16*>(w.data), p.hidden, scratch, stream);
+  return scratch;
+}
+
+cuda::CoefficientBuffers coefficient_buffers(const Bf16* x, const SiteWeights& w,
+                                             const CoefficientOutputs& out) {
+  cuda::CoefficientBuffers b;
+  b.x = x;
+  b.hc_fn = w.fn;
+  b.hc_base = w.base;
+  b.hc_scale = w.scale;
+  b.pre = out.pre;
+  b.post = out.post;
+  b.comb = out.comb;
+  return b;
+}
+
+// The launch decisions of this call: the plan's tuning for the shape and token count, in the
+// batch-invariant mode the op or the configuration asks for.
+struct Launch {
+  std::shared_ptr<const Resolved> resolved;
+  cuda::PrenormTuning tuning;
+  Projection projection = Projection::tf32;
+};
+
+Launch plan_launch(const MhcParams& p, int64_t tokens, const CoefficientOptions& options,
+                   int device) {
+  Launch l;
+  l.resolved = state().resolve(device, options.batch_invariant);
+  l.tuning = cuda::prenorm_tuning_for(l.resolved->plan, l.resolved->config, p, tokens);
+  const bool fp32 =
+      options.projection == Projection::fp32 || l.resolved->config.projection == Projection::fp32;
+  l.projection = fp32 ? Projection::fp32 : Projection::tf32;
+  return l;
+}
+
+const KernelPlan& plain_plan(int device) { return state().resolve(device, false)->plan; }
+
+void cuda_coefficients(const MhcParams& p, int64_t tokens, const Bf16* x, const SiteWeights& w,
+                       const CoefficientOutputs& out, Scratch ws, const CoefficientOptions& options,
+                       const Target& at) {
+  Launch l = plan_launch(p, tokens, options, at.device);
+  cuda::SiteWorkspace site_ws = coefficient_workspace(p, ws, tokens, l.tuning.batch_invariant);
+  // The overlap's side launch (docs/overlap.md): on the plan's fewer CTAs (the same bits), and
+  // in a captured graph hung off the producers of x alone, so that it starts early behind them
+  // (capture_edges.hpp). fork_from is the stream the side stream has just waited for.
+  if (options.fork_from != 0 && options.fork_from != at.stream) {
+    if (l.tuning.rows_per_tile == 16) {
+      l.tuning.split_ctas = l.resolved->plan.side_split_ctas(tokens, l.tuning.splits);
+    }
+    cuda::fork_from(to_stream(options.fork_from), to_stream(at.stream));
+  }
+  cuda::prenorm_coefficients(p, tokens, coefficient_buffers(x, w, out), l.projection, l.tuning,
+                             site_ws, to_stream(at.stream));
+}
+
+void cuda_boundary(const MhcParams& p, int64_t tokens, const PostInputs& in, const float* pre_mix,
+                   const NormWeight& w, Bf16* layer_input, const SiteWeights& next,
+                   const CoefficientOutputs& out, Scratch ws, const CoefficientOptions& options,
+                   const Target& at) {
+  const Launch l = plan_launch(p, tokens, options, at.device);
+  cuda::SiteWorkspace site_ws = coefficient_workspace(p, ws, tokens, l.tuning.batch_invariant);
+  const cuda::InputPathBuffers input{pre_mix, cuda_norm_weight(w, p, ws, to_stream(at.stream)),
+                                     layer_input};
+  const cuda::PreviousPost previous{in.residual, in.post, in.comb, in.sublayer_out,
+                                    in.residual_next};
+  cuda::prenorm_coefficients(p, tokens, coefficient_buffers(in.residual_next, next, out),
+                             l.projection, l.tuning, site_ws, to_stream(at.stream), &input,
+                             &previous);
+}
+
+// One event per device and thread for stream_wait: recorded and waited for at once, so reusing
+// it is safe (a wait takes the event's state when it is queued).
+cudaEvent_t fork_event(int device) {
+  thread_local std::unordered_map<int, cudaEvent_t>* events =
+      new std::unordered_map<int, cudaEvent_t>();
+  auto it = events->find(device);
+  if (it != events->end()) return it->second;
+  cudaEvent_t event = nullptr;
+  MHC_CUDA_CHECK(cudaEventCreateWithFlags(&event, cudaEventDisableTiming));
+  events->emplace(device, event);
+  return event;
+}
+#else
+[[noreturn]] void no_cuda() {
+  throw ArgumentError(
+      "the arrays are on a CUDA device, but mhc was built without the CUDA backend");
+}
+#endif
+
+}  // namespace
+
+// ---- the API ----------------------------------------------------------------------------------
+
+void configure(const std::string& kernel_config_json) { state().configure(kernel_config_json); }
+
+std::string config_json() { return state().configured().json; }
+
+bool built_with_cuda() {
+#if MHC_WITH_CUDA
+  return true;
+#else
+  return false;
+#endif
+}
+
+std::string plan_json(int device, bool batch_invariant) {
+#if MHC_WITH_CUDA
+  int previous = 0;
+  MHC_CUDA_CHECK(cudaGetDevice(&previous));
+  if (previous != device) MHC_CUDA_CHECK(cudaSetDevice(device));
+  std::string json;
+  try {
+    json = state().resolve(device, batch_invariant)->plan.to_json();
+  } catch (...) {
+    if (previous != device) cudaSetDevice(previous);
+    throw;
+  }
+  if (previous != device) MHC_CUDA_CHECK(cudaSetDevice(previous));
+  return json;
+#else
+  (void)device;
+  (void)batch_invariant;
+  throw ArgumentError("mhc was built without the CUDA backend: there is no kernel plan");
+#endif
+}
+
+void prepare(int device) {
+#if MHC_WITH_CUDA
+  state().resolve(device, false);
+  state().resolve(device, true);
+#else
+  (void)device;
+#endif
+}
+
+void prenorm_gemm(int64_t m, int64_t n, int64_t k, int splits, const Bf16* x, const float* fn,
+                  float* out, float* sqrsum, const Target& at) {
+  if (m == 0) return;
+  if (!at.cuda) return cpu::prenorm_gemm(m, n, k, splits, x, fn, out, sqrsum);
+#if MHC_WITH_CUDA
+  cuda::prenorm_gemm(m, n, k, splits, x, fn, out, sqrsum, to_stream(at.stream));
+#else
+  no_cuda();
+#endif
+}
+
+void coefficients(const MhcParams& p, int64_t tokens, const Bf16* x, const SiteWeights& w,
+                  const CoefficientOutputs& out, Scratch ws, const CoefficientOptions& options,
+                  const Target& at) {
+  if (tokens == 0) return;
+  if (!at.cuda) return cpu::coefficients(p, tokens, x, view(w), out.pre, out.post, out.comb);
+#if MHC_WITH_CUDA
+  cuda_coefficients(p, tokens, x, w, out, ws, options, at);
+#else
+  (void)ws;
+  (void)options;
+  no_cuda();
+#endif
+}
+
+void input_path(const MhcParams& p, int64_t tokens, const Bf16* x, const float* pre_mix,
+                const NormWeight& w, Bf16* layer_input, Scratch ws, const Target& at) {
+  if (tokens == 0) return;
+  if (!at.cuda) {
+    std::vector<float> widened;
+    return cpu::input_path(p, tokens, x, pre_mix, cpu_norm_weight(w, p.hidden, widened),
+                           layer_input);
+  }
+#if MHC_WITH_CUDA
+  const cudaStream_t stream = to_stream(at.stream);
+  const float* weight = cuda_norm_weight(w, p, ws, stream);
+  cuda::input_path(p, tokens, x, pre_mix, weight, layer_input,
+                   cuda::LaunchTarget(stream, plain_plan(at.device).pdl));
+#else
+  (void)ws;
+  no_cuda();
+#endif
+}
+
+void post(const MhcParams& p, int64_t tokens, const PostInputs& in, const Target& at) {
+  if (tokens == 0) return;
+  if (!at.cuda) {
+    return cpu::post(p, tokens, in.residual, in.post, in.comb, in.sublayer_out, in.residual_next);
+  }
+#if MHC_WITH_CUDA
+  cuda::post(p, tokens, in.residual, in.post, in.comb, in.sublayer_out, in.residual_next, nullptr,
+             cuda::LaunchTarget(to_stream(at.stream), plain_plan(at.device).pdl));
+#else
+  no_cuda();
+#endif
+}
+
+void post_pre(const MhcParams& p, int64_t tokens, const PostInputs& in, const float* next_pre_mix,
+              const NormWeight& w, Bf16* next_layer_input, Scratch ws, const Target& at) {
+  if (tokens == 0) return;
+  if (!at.cuda) {
+    std::vector<float> widened;
+    const float* weight = cpu_norm_weight(w, p.hidden, widened);
+    cpu::post(p, tokens, in.residual, in.post, in.comb, in.sublayer_out, in.residual_next);
+    return cpu::input_path(p, tokens, in.residual_next, next_pre_mix, weight, next_layer_input);
+  }
+#if MHC_WITH_CUDA
+  const cudaStream_t stream = to_stream(at.stream);
+  const KernelPlan& plan = plain_plan(at.device);
+  const cuda::NextInput next{next_pre_mix, cuda_norm_weight(w, p, ws, stream), next_layer_input,
+                             plan.cluster_post_max_tokens};
+  cuda::post(p, tokens, in.residual, in.post, in.comb, in.sublayer_out, in.residual_next, &next,
+             cuda::LaunchTarget(stream, plan.pdl));
+#else
+  (void)ws;
+  no_cuda();
+#endif
+}
+
+void boundary(const MhcParams& p, int64_t tokens, const PostInputs& in, const float* pre_mix,
+              const NormWeight& w, Bf16* layer_input, const SiteWeights& next,
+              const CoefficientOutputs& out, Scratch ws, const CoefficientOptions& options,
+              const Target& at) {
+  if (tokens == 0) return;
+  if (!at.cuda) return cpu_boundary(p, tokens, in, pre_mix, w, layer_input, next, out);
+#if MHC_WITH_CUDA
+  cuda_boundary(p, tokens, in, pre_mix, w, layer_input, next, out, ws, options, at);
+#else
+  (void)ws;
+  (void)options;
+  no_cuda();
+#endif
+}
+
+void check_coefficient_workspace(const MhcParams& p, int64_t tokens, Scratch ws,
+                                 bool batch_invariant, const Target& at) {
+  if (!at.cuda) return;
+#if MHC_WITH_CUDA
+  check_room(p, ws, tokens, batch_invariant || state().configured_batch_invariant());
+#else
+  (void)p;
+  (void)tokens;
+  (void)ws;
+  (void)batch_invariant;
+  no_cuda();
+#endif
+}
+
+void check_weight_scratch(const MhcParams& p, const NormWeight& w, Scratch ws, const Target& at) {
+  if (!at.cuda) return;
+#if MHC_WITH_CUDA
+  check_widening(w, p, ws);
+#else
+  (void)p;
+  (void)w;
+  (void)ws;
+  no_cuda();
+#endif
+}
+
+void stream_wait(uintptr_t waiter, uintptr_t producer, int device) {
+#if MHC_WITH_CUDA
+  if (waiter == producer) return;
+  const cudaEvent_t event = fork_event(device);
+  MHC_CUDA_CHECK(cudaEventRecord(event, to_stream(producer)));
+  MHC_CUDA_CHECK(cudaStreamWaitEvent(to_stream(waiter), event, 0));
+#else
+  (void)waiter;
+  (void)producer;
+  (void)device;
+  no_cuda();
+#endif
+}
+
+}  // namespace mhc::launch

@@ -1,0 +1,131 @@
+// The one adapter between the Python bindings and the library's backends: every launcher call of
+// mhc._C (nanobind) and of the torch ops library (python/src/torch) goes through here, with
+// checked shapes and raw pointers. It owns the kernel configuration of the process's Python
+// layer (mhc.configure) and resolves the kernel plan once per device and batch-invariant mode,
+// so that a tactics file, the kill switches and the launch decisions reach every op.
+//
+// No torch and no nanobind here: the bindings check their arguments, then call these.
+#pragma once
+#include <cstdint>
+#include <string>
+
+#include "mhc/core/bf16.hpp"
+#include "mhc/core/config.hpp"
+#include "mhc/core/error.hpp"
+#include "mhc/core/params.hpp"
+
+namespace mhc::launch {
+
+// A bad argument found here (a too small workspace, a bf16 weight without scratch): mhc._C raises
+// it as ValueError, the torch ops as RuntimeError. Its message names the argument.
+class ArgumentError : public Error {
+ public:
+  using Error::Error;
+};
+
+// Where a call runs: the fp32 CPU backend, or the CUDA kernels on `device`, launched on `stream`
+// (a cudaStream_t as an integer; the caller made `device` current).
+struct Target {
+  bool cuda = false;
+  int device = 0;
+  uintptr_t stream = 0;
+};
+
+// Caller-owned scratch on the call's device: the coefficient path's workspace (CUDA; the CPU
+// backend needs none). data null: none given.
+struct Scratch {
+  void* data = nullptr;
+  int64_t bytes = 0;
+};
+
+// A norm weight [C], fp32 or bf16; data null: none (the plain collapse). `name` is the
+// argument's name for messages.
+struct NormWeight {
+  const void* data = nullptr;
+  bool bf16 = false;
+  const char* name = "norm_weight";
+};
+
+struct SiteWeights {
+  const float* fn = nullptr;
+  const float* base = nullptr;
+  const float* scale = nullptr;
+};
+
+struct CoefficientOutputs {  // [T, n], [T, n], [T, n, n]
+  float* pre = nullptr;
+  float* post = nullptr;
+  float* comb = nullptr;
+};
+
+// This site's post: residual_next = bf16(post * sublayer_out + comb^T residual).
+struct PostInputs {
+  const Bf16* residual = nullptr;
+  const float* post = nullptr;
+  const float* comb = nullptr;
+  const Bf16* sublayer_out = nullptr;
+  Bf16* residual_next = nullptr;
+};
+
+struct CoefficientOptions {
+  Projection projection = Projection::tf32;
+  bool batch_invariant = false;
+  // Nonzero: the overlap's side launch; the stream the launch stream has just waited for (the
+  // plan's side-stream CTA count, and in a captured graph the fork of capture_edges.hpp).
+  uintptr_t fork_from = 0;
+};
+
+// The process's kernel configuration (JSON as `mhc run --kernel-config`, "" for the defaults);
+// validated here (mhc::Error naming the bad key), then every device's plans are made again from
+// it at their next call. The ops' own projection and batch_invariant keywords add to it: fp32 if
+// either asks for it, batch-invariant if either does.
+void configure(const std::string& kernel_config_json);
+std::string config_json();
+// The launch description of CUDA device `device` under the configuration (the kernel plan's
+// JSON, as `mhc plan --json`); makes the plan if not made yet.
+std::string plan_json(int device, bool batch_invariant);
+// Makes the plans of `device` now (outside any capture; a forward's first call does it too).
+void prepare(int device);
+
+// Whether the library holds the CUDA kernels.
+bool built_with_cuda();
+
+// DeepGEMM's tf32_hc_prenorm_gemm: out [S, M, N], sqrsum [S, M].
+void prenorm_gemm(int64_t m, int64_t n, int64_t k, int splits, const Bf16* x, const float* fn,
+                  float* out, float* sqrsum, const Target& at);
+
+// The coefficient path of `x` [T, n, C]; `ws` is needed on CUDA.
+void coefficients(const MhcParams& p, int64_t tokens, const Bf16* x, const SiteWeights& w,
+                  const CoefficientOutputs& out, Scratch ws, const CoefficientOptions& options,
+                  const Target& at);
+
+// layer_input = bf16(rmsnorm(bf16(sum_j pre_mix[:, j] x[:, j])) * norm_weight). A bf16 weight on
+// CUDA is widened into `ws` first (ArgumentError without it).
+void input_path(const MhcParams& p, int64_t tokens, const Bf16* x, const float* pre_mix,
+                const NormWeight& w, Bf16* layer_input, Scratch ws, const Target& at);
+
+void post(const MhcParams& p, int64_t tokens, const PostInputs& in, const Target& at);
+
+// post, then the next site's input path on residual_next (one launch on CUDA).
+void post_pre(const MhcParams& p, int64_t tokens, const PostInputs& in, const float* next_pre_mix,
+              const NormWeight& w, Bf16* next_layer_input, Scratch ws, const Target& at);
+
+// A V4.1 boundary: post_pre, then the coefficients of residual_next (one prenorm_coefficients
+// call on CUDA, which the plan may run as one launch).
+void boundary(const MhcParams& p, int64_t tokens, const PostInputs& in, const float* pre_mix,
+              const NormWeight& w, Bf16* layer_input, const SiteWeights& next,
+              const CoefficientOutputs& out, Scratch ws, const CoefficientOptions& options,
+              const Target& at);
+
+// The scratch checks of coefficients (the workspace's room for `tokens`) and of input_path (a
+// bf16 weight's scratch), for callers that refuse a call before its first launch. Nothing to
+// check on the CPU.
+void check_coefficient_workspace(const MhcParams& p, int64_t tokens, Scratch ws,
+                                 bool batch_invariant, const Target& at);
+void check_weight_scratch(const MhcParams& p, const NormWeight& w, Scratch ws, const Target& at);
+
+// `waiter` waits for the work queued so far on `producer` (an event recorded on one, waited for
+// on the other: capture-safe, it becomes a graph edge). CUDA streams of `device`, made current.
+void stream_wait(uintptr_t waiter, uintptr_t producer, int device);
+
+}  // namespace mhc::launch

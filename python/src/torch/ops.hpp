@@ -1,0 +1,76 @@
+// The kernels of the torch ops torch.ops.mhc.* (one per op for CPU and CUDA tensors): the checks
+// of checks.hpp, the workspace (the caller's or the pool's), the device guard and torch's
+// current stream, then the launches through the adapter (../launch.hpp). Schemas: ops.cpp's
+// registration; reference: docs/python.md.
+#pragma once
+#include <optional>
+#include <string>
+#include <tuple>
+
+#include "checks.hpp"
+
+namespace mhc::torch_ops {
+
+using Tensors2 = std::tuple<Tensor, Tensor>;
+using Tensors3 = std::tuple<Tensor, Tensor, Tensor>;
+using Tensors4 = std::tuple<Tensor, Tensor, Tensor, Tensor>;
+using Tensors5 = std::tuple<Tensor, Tensor, Tensor, Tensor, Tensor>;
+
+void hc_prenorm_gemm(Tensor x, Tensor fn, Tensor out, Tensor sqrsum, int64_t num_splits);
+
+void pre_out(Tensor residual, Tensor fn, Tensor hc_scale, Tensor hc_base, OptTensor norm_weight,
+             OptTensor pre_mix, double rms_eps, double pre_eps, double sinkhorn_eps,
+             double post_mult, int64_t sinkhorn_iters, double norm_eps, Tensor layer_input,
+             Tensor post, Tensor comb, Tensor next_pre_mix, OptTensor workspace,
+             std::string projection, bool batch_invariant);
+Tensors4 pre(Tensor residual, Tensor fn, Tensor hc_scale, Tensor hc_base, OptTensor norm_weight,
+             OptTensor pre_mix, double rms_eps, double pre_eps, double sinkhorn_eps,
+             double post_mult, int64_t sinkhorn_iters, double norm_eps, OptTensor workspace,
+             std::string projection, bool batch_invariant);
+
+void coefficients_out(Tensor residual, Tensor fn, Tensor hc_scale, Tensor hc_base, double rms_eps,
+                      double pre_eps, double sinkhorn_eps, double post_mult, int64_t sinkhorn_iters,
+                      Tensor post, Tensor comb, Tensor next_pre_mix, int64_t side_stream,
+                      OptTensor workspace, std::string projection, bool batch_invariant);
+Tensors3 coefficients(Tensor residual, Tensor fn, Tensor hc_scale, Tensor hc_base, double rms_eps,
+                      double pre_eps, double sinkhorn_eps, double post_mult, int64_t sinkhorn_iters,
+                      int64_t side_stream, OptTensor workspace, std::string projection,
+                      bool batch_invariant);
+
+void pre_overlap_out(Tensor residual, Tensor fn, Tensor hc_scale, Tensor hc_base,
+                     OptTensor norm_weight, Tensor pre_mix, double rms_eps, double pre_eps,
+                     double sinkhorn_eps, double post_mult, int64_t sinkhorn_iters, double norm_eps,
+                     int64_t side_stream, Tensor layer_input, Tensor post, Tensor comb,
+                     Tensor next_pre_mix, OptTensor workspace, std::string projection,
+                     bool batch_invariant, OptTensor main_workspace);
+Tensors4 pre_overlap(Tensor residual, Tensor fn, Tensor hc_scale, Tensor hc_base,
+                     OptTensor norm_weight, Tensor pre_mix, double rms_eps, double pre_eps,
+                     double sinkhorn_eps, double post_mult, int64_t sinkhorn_iters, double norm_eps,
+                     int64_t side_stream, OptTensor workspace, std::string projection,
+                     bool batch_invariant, OptTensor main_workspace);
+
+void join(int64_t side_stream, Tensor post, Tensor comb, Tensor next_pre_mix);
+
+void post_out(Tensor sublayer_out, Tensor residual, Tensor post, Tensor comb, Tensor out);
+Tensor post(Tensor sublayer_out, Tensor residual, Tensor post, Tensor comb);
+
+void post_pre_out(Tensor sublayer_out, Tensor residual, Tensor post, Tensor comb,
+                  Tensor next_pre_mix, OptTensor next_norm_weight, double norm_eps,
+                  Tensor residual_next, Tensor next_layer_input, OptTensor workspace);
+Tensors2 post_pre(Tensor sublayer_out, Tensor residual, Tensor post, Tensor comb,
+                  Tensor next_pre_mix, OptTensor next_norm_weight, double norm_eps,
+                  OptTensor workspace);
+
+void boundary_out(Tensor sublayer_out, Tensor residual, Tensor post, Tensor comb, Tensor pre_mix,
+                  OptTensor norm_weight, Tensor fn, Tensor hc_scale, Tensor hc_base, double rms_eps,
+                  double pre_eps, double sinkhorn_eps, double post_mult, int64_t sinkhorn_iters,
+                  double norm_eps, Tensor residual_next, Tensor layer_input, Tensor next_post,
+                  Tensor next_comb, Tensor next_pre_mix, OptTensor workspace,
+                  std::string projection, bool batch_invariant);
+Tensors5 boundary(Tensor sublayer_out, Tensor residual, Tensor post, Tensor comb, Tensor pre_mix,
+                  OptTensor norm_weight, Tensor fn, Tensor hc_scale, Tensor hc_base, double rms_eps,
+                  double pre_eps, double sinkhorn_eps, double post_mult, int64_t sinkhorn_iters,
+                  double norm_eps, OptTensor workspace, std::string projection,
+                  bool batch_invariant);
+
+}  // namespace mhc::torch_ops
