@@ -181,6 +181,7 @@ void run(RunOptions& o, bool preset_given) {
   }
   const StackReference ref = reference_stack(weights, o.tokens, x0.data());
   report.stack_check(trace, ref, p, o.tokens);
+  report.head_check(check_head(*backend, weights, trace, o.tokens), tol);
 
   const int reps = o.timing_reps > 0 ? o.timing_reps : (backend->name() == "cpu" ? 5 : 200);
   report.timing(backend->time_site(weights, o.tokens, reps), p, o.tokens);

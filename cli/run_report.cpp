@@ -59,6 +59,27 @@ SiteCheck check_one_site(Backend& backend, const ModelWeights& w, int64_t tokens
       compare(out.x_next.data(), r.x_next.data(), int64_t(r.x_next.size()))};
 }
 
+HeadCheck check_head(Backend& backend, const ModelWeights& w, const StackTrace& trace,
+                     int64_t tokens) {
+  HeadCheck c;
+  if (w.head.empty() || trace.x_after_layer.empty()) return c;
+  const MhcParams& p = w.params;
+  const Bf16* x = trace.x_after_layer.back().data();
+  std::vector<Bf16> out(size_t(tokens * p.hidden), Bf16{0xffff});
+  std::vector<float> weights(size_t(tokens * p.n), NAN);
+  backend.run_head(p, w.head.view(), tokens, x, out.data(), weights.data());
+  const ref::HeadResult plain = ref::head(p, tokens, x, w.head.view());
+  c.weights = compare(weights.data(), plain.weights.data(), int64_t(plain.weights.size()));
+  c.out = compare(out.data(), plain.out.data(), int64_t(plain.out.size()));
+  std::fill(out.begin(), out.end(), Bf16{0xffff});
+  const HeadWeightsView normed_w = w.head.view(w.final_norm.data());
+  backend.run_head(p, normed_w, tokens, x, out.data(), nullptr);
+  const ref::HeadResult normed = ref::head(p, tokens, x, normed_w);
+  c.normed = compare(out.data(), normed.out.data(), int64_t(normed.out.size()));
+  c.ran = true;
+  return c;
+}
+
 void RunReport::header(const std::string& preset_name, const MhcParams& p, int64_t tokens,
                        uint64_t seed, const Backend& backend, const KernelConfig& cfg) {
   doc_["preset"] = preset_name;
@@ -184,6 +205,22 @@ void RunReport::stack_check(const StackTrace& trace, const StackReference& ref, 
              kStackPreTolerance, j);
   check_line("output", compare(trace.output.data(), ref.output.data(), tokens * p.hidden),
              kStackOutputTolerance, j);
+}
+
+void RunReport::head_check(const HeadCheck& c, const Tolerances& tol) {
+  auto& j = doc_["head_check"];
+  j["ran"] = c.ran;
+  if (!c.ran) {
+    if (text_) fmt::print("head collapse: not run (the weights have no hc_head fn/base/scale)\n");
+    return;
+  }
+  if (text_) {
+    fmt::print("head collapse vs float64 reference (the stack's last streams; docs/head.md):\n");
+  }
+  // The head's projection is fp32 on every backend (no TF32): the fp32 tier.
+  check_line("head weights", c.weights, kFp32Tolerances.coefficients, j);
+  check_line("head out", c.out, tol.activations, j);
+  check_line("head out + final norm", c.normed, tol.activations, j);
 }
 
 void RunReport::timing(const SiteTiming& t, const MhcParams& p, int64_t tokens) {

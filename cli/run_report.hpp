@@ -25,6 +25,16 @@ struct SiteCheck {
 // Uses the weights of the model's second site (the first with a carried pre_mix).
 SiteCheck check_one_site(Backend& backend, const ModelWeights& w, int64_t tokens, uint64_t seed);
 
+// Errors of the head collapse (docs/head.md) against the float64 reference, on the stack's last
+// streams: the collapse weights, the collapse alone, and the collapse with the final norm. `ran`
+// false: the weights have no head (a checkpoint without hc_head_*).
+struct HeadCheck {
+  bool ran = false;
+  ErrorStats weights, out, normed;
+};
+HeadCheck check_head(Backend& backend, const ModelWeights& w, const StackTrace& trace,
+                     int64_t tokens);
+
 class RunReport {
  public:
   explicit RunReport(const JsonOutput& json) : json_(json), text_(!json.to_stdout()) {}
@@ -40,6 +50,7 @@ class RunReport {
   void site_check(const SiteCheck& c, const Tolerances& tol);
   void stack_check(const StackTrace& trace, const StackReference& ref, const MhcParams& p,
                    int64_t tokens);
+  void head_check(const HeadCheck& c, const Tolerances& tol);
   void timing(const SiteTiming& t, const MhcParams& p, int64_t tokens);
   void finish();
   bool all_passed() const { return failures_ == 0; }

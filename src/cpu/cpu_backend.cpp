@@ -39,6 +39,11 @@ class CpuBackend final : public Backend {
     cpu::run_site(p, w, in, out);
   }
 
+  void run_head(const MhcParams& p, const HeadWeightsView& w, int64_t tokens, const Bf16* x,
+                Bf16* out, float* weights) override {
+    cpu::head(p, tokens, x, w, out, weights);
+  }
+
   StackTrace run_stack(const ModelWeights& w, int64_t tokens, const Bf16* x0) override {
     return cpu_stack(w, tokens, x0);
   }

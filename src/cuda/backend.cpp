@@ -11,6 +11,7 @@
 #include "mhc/cuda/cuda_backend.hpp"
 #include "mhc/cuda/device_plan.hpp"
 #include "mhc/cuda/device_site.hpp"
+#include "mhc/cuda/head.hpp"
 #include "mhc/cuda/kernels.hpp"
 #include "mhc/cuda/timing.hpp"
 #include "mhc/schedule/stack_run.hpp"
@@ -108,6 +109,11 @@ class CudaBackend final : public Backend {
   // and the post is plain; above, the post also forms the next site's layer_input (measured on
   // an H200: docs/kernels.md). The overlap schedule is `mhc run`'s business
   // (mhc/schedule/stack_run.hpp).
+  void run_head(const MhcParams& p, const HeadWeightsView& w, int64_t tokens, const Bf16* x,
+                Bf16* out, float* weights) override {
+    head_on_host(p, w, tokens, x, out, weights, stream_);
+  }
+
   StackTrace run_stack(const ModelWeights& w, int64_t tokens, const Bf16* x0) override {
     validate(w.params);
     StackRunOptions options;

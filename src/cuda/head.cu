@@ -1,8 +1,10 @@
 // The head collapse's checked launcher (mhc/cuda/head.hpp) and its one compiled copy of the
 // kernels (mhc/cuda/head.cuh).
 #include <algorithm>
+#include <type_traits>
 
 #include "launch_checks.cuh"
+#include "mhc/cuda/device_buffer.hpp"
 #include "mhc/cuda/head.cuh"
 #include "mhc/cuda/head.hpp"
 
@@ -68,6 +70,34 @@ void head(const MhcParams& p, int64_t tokens, const HeadBuffers& b, LaunchTarget
   const cudaError_t err =
       p.n == 2 ? launch_head<2>(a, tokens, stream) : launch_head<4>(a, tokens, stream);
   check_launch(err, what);
+}
+
+void head_on_host(const MhcParams& p, const HeadWeightsView& w, int64_t tokens, const Bf16* x,
+                  Bf16* out, float* weights, cudaStream_t stream) {
+  check_shape(p, tokens, "head");
+  if (tokens == 0) return;
+  require_that(x && out && w.hc_fn && w.hc_base && w.hc_scale,
+               "head: x, out, hc_fn, hc_base and hc_scale must not be null");
+  const auto upload = [](const auto* host, size_t count) {
+    DeviceBuffer<std::remove_const_t<std::remove_pointer_t<decltype(host)>>> d(count);
+    d.upload(host, count);
+    return d;
+  };
+  const auto d_x = upload(x, size_t(tokens * p.k()));
+  const auto d_fn = upload(w.hc_fn, size_t(head_fn_count(p)));
+  const auto d_base = upload(w.hc_base, size_t(head_base_count(p)));
+  const auto d_scale = upload(w.hc_scale, size_t(kHeadScaleCount));
+  DeviceBuffer<float> d_norm(w.norm_weight ? size_t(p.hidden) : 0);
+  if (w.norm_weight) d_norm.upload(w.norm_weight, size_t(p.hidden));
+  DeviceBuffer<Bf16> d_out(size_t(tokens * p.hidden));
+  DeviceBuffer<float> d_weights(size_t(tokens * p.n));
+  head(p, tokens,
+       {d_x.get(), d_fn.get(), d_base.get(), d_scale.get(), w.norm_weight ? d_norm.get() : nullptr,
+        d_out.get(), d_weights.get()},
+       LaunchTarget(stream, false));
+  MHC_CUDA_CHECK(cudaStreamSynchronize(stream));
+  d_out.download(out, size_t(tokens * p.hidden));
+  if (weights) d_weights.download(weights, size_t(tokens * p.n));
 }
 
 }  // namespace mhc::cuda

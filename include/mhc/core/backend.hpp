@@ -9,6 +9,7 @@
 
 #include "mhc/core/config.hpp"
 #include "mhc/core/dispatch.hpp"
+#include "mhc/core/head_views.hpp"
 #include "mhc/core/site_views.hpp"
 #include "mhc/cpu/compare.hpp"
 #include "mhc/cpu/model.hpp"
@@ -28,6 +29,10 @@ class Backend {
   virtual std::string description() const = 0;  // device and kernel path, e.g. "NVIDIA H200 sm_90a"
   virtual void run_site(const MhcParams& p, const SiteWeightsView& w, const SiteInputsView& in,
                         const SiteOutputsView& out) = 0;
+  // The head collapse (docs/head.md) of x [M, n, C] into out [M, C], with the final norm where
+  // w.norm_weight is set; the collapse weights [M, n] into `weights` unless it is null.
+  virtual void run_head(const MhcParams& p, const HeadWeightsView& w, int64_t tokens, const Bf16* x,
+                        Bf16* out, float* weights) = 0;
   virtual StackTrace run_stack(const ModelWeights& w, int64_t tokens, const Bf16* x0) = 0;
   // Time of one whole site (input path, coefficients, stand-in-free post) at this many tokens.
   virtual SiteTiming time_site(const ModelWeights& w, int64_t tokens, int reps) = 0;

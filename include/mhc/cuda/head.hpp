@@ -1,11 +1,14 @@
 // Host API of the head collapse (hc_head, docs/head.md) on device pointers: a checked launcher,
 // host-only, over the kernel of mhc/cuda/head.cuh (compiled once, in src/cuda/head.cu). It
 // throws mhc::Error on a bad shape or pointer and on a CUDA launch error; zero tokens is a no-op;
-// nothing allocates.
+// it allocates nothing (head_on_host, for validation, does).
 #pragma once
+#include <cuda_runtime_api.h>
+
 #include <cstdint>
 
 #include "mhc/core/bf16.hpp"
+#include "mhc/core/head_views.hpp"
 #include "mhc/core/params.hpp"
 #include "mhc/cuda/launch_target.hpp"
 
@@ -29,5 +32,11 @@ int head_max_hidden(int n);
 // epsilons from p: rms_eps() in the projection's RMS, pre_eps() added to the sigmoid (hc_eps),
 // norm_eps() in the norm. n in {2, 4}, C a multiple of 64 up to head_max_hidden(n).
 void head(const MhcParams& p, int64_t tokens, const HeadBuffers& b, LaunchTarget stream);
+
+// The same on host buffers (the CUDA backend's Backend::run_head, for validation): copies x and
+// the weights in, one launch on `stream`, copies out and the weights (unless null) back. Allocates
+// its device buffers: not for a forward pass.
+void head_on_host(const MhcParams& p, const HeadWeightsView& w, int64_t tokens, const Bf16* x,
+                  Bf16* out, float* weights, cudaStream_t stream);
 
 }  // namespace mhc::cuda
