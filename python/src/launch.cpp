@@ -12,6 +12,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "mhc/core/kernel_limits.hpp"
 #include "mhc/core/kernel_plan.hpp"
 #include "mhc/core/workspace.hpp"
 #include "mhc/cpu/fp32_site.hpp"
@@ -134,11 +135,11 @@ void check_room(const MhcParams& p, Scratch ws, int64_t tokens, bool batch_invar
   }
   // workspace_bytes sizes for the default mode's most splits, never fewer than the tree's leaves
   // (docs/batch_invariance.md), so this cannot fail on a workspace from workspace_bytes.
-  if (batch_invariant && cuda::batch_invariant_leaves(p) > layout.max_splits) {
+  if (batch_invariant && batch_invariant_leaves(p) > layout.max_splits) {
     throw ArgumentError(fmt::format(
         "workspace: batch_invariant needs room for {} split partials per token, the workspace "
         "has {}",
-        cuda::batch_invariant_leaves(p), layout.max_splits));
+        batch_invariant_leaves(p), layout.max_splits));
   }
 }
 
@@ -166,7 +167,7 @@ void check_widening(const NormWeight& w, const MhcParams& p, Scratch ws) {
 
 // The fp32 norm weight the kernels read: a bf16 one is widened into the workspace's scratch.
 const float* cuda_norm_weight(const NormWeight& w, const MhcParams& p, Scratch ws,
-                              cudaStream_t stream) {
+                              cuda::LaunchTarget stream) {
   if (!w.data) return nullptr;
   if (!w.bf16) return static_cast<const float*>(w.data);
   check_widening(w, p, ws);
@@ -189,58 +190,57 @@ cuda::CoefficientBuffers coefficient_buffers(const Bf16* x, const SiteWeights& w
   return b;
 }
 
-// The launch decisions of this call: the plan's tuning for the shape and token count, in the
-// batch-invariant mode the op or the configuration asks for.
+// The launch decisions of one call: the plan of the device in the batch-invariant mode that
+// the op or the configuration asks for, resolved for this shape and token count (the plan's
+// projection, fp32 where the op asks for it; the side-stream launch's CTA count for the
+// overlap's side launch).
 struct Launch {
   std::shared_ptr<const Resolved> resolved;
-  cuda::PrenormTuning tuning;
-  Projection projection = Projection::tf32;
+  LaunchTuning tuning;
 };
 
-Launch plan_launch(const MhcParams& p, int64_t tokens, const CoefficientOptions& options,
-                   int device) {
+Launch resolve_launch(const MhcParams& p, int64_t tokens, const CoefficientOptions& options,
+                      int device, bool side_stream = false) {
   Launch l;
   l.resolved = state().resolve(device, options.batch_invariant);
-  l.tuning = cuda::prenorm_tuning_for(l.resolved->plan, l.resolved->config, p, tokens);
-  const bool fp32 =
-      options.projection == Projection::fp32 || l.resolved->config.projection == Projection::fp32;
-  l.projection = fp32 ? Projection::fp32 : Projection::tf32;
+  LaunchOverrides overrides;
+  overrides.side_stream = side_stream;
+  if (options.projection == Projection::fp32) overrides.projection = Projection::fp32;
+  l.tuning = l.resolved->plan.tuning(p, tokens, overrides);
   return l;
 }
 
-const KernelPlan& plain_plan(int device) { return state().resolve(device, false)->plan; }
+// The tuning of a launch outside the coefficient path (input path, post): the plain plan's.
+LaunchTuning plain_tuning(const MhcParams& p, int64_t tokens, int device) {
+  return state().resolve(device, false)->plan.tuning(p, tokens);
+}
 
 void cuda_coefficients(const MhcParams& p, int64_t tokens, const Bf16* x, const SiteWeights& w,
                        const CoefficientOutputs& out, Scratch ws, const CoefficientOptions& options,
                        const Target& at) {
-  Launch l = plan_launch(p, tokens, options, at.device);
-  cuda::SiteWorkspace site_ws = coefficient_workspace(p, ws, tokens, l.tuning.batch_invariant);
   // The overlap's side launch (docs/overlap.md): on the plan's fewer CTAs (the same bits), and
   // in a captured graph hung off the producers of x alone, so that it starts early behind them
   // (capture_edges.hpp). fork_from is the stream the side stream has just waited for.
-  if (options.fork_from != 0 && options.fork_from != at.stream) {
-    if (l.tuning.rows_per_tile == 16) {
-      l.tuning.split_ctas = l.resolved->plan.side_split_ctas(tokens, l.tuning.splits);
-    }
-    cuda::fork_from(to_stream(options.fork_from), to_stream(at.stream));
-  }
-  cuda::prenorm_coefficients(p, tokens, coefficient_buffers(x, w, out), l.projection, l.tuning,
-                             site_ws, to_stream(at.stream));
+  const bool side = options.fork_from != 0 && options.fork_from != at.stream;
+  const Launch l = resolve_launch(p, tokens, options, at.device, side);
+  cuda::SiteWorkspace site_ws = coefficient_workspace(p, ws, tokens, l.tuning.batch_invariant);
+  if (side) cuda::fork_from(to_stream(options.fork_from), to_stream(at.stream));
+  cuda::prenorm_coefficients(p, tokens, coefficient_buffers(x, w, out), l.tuning, site_ws,
+                             to_stream(at.stream));
 }
 
 void cuda_boundary(const MhcParams& p, int64_t tokens, const PostInputs& in, const float* pre_mix,
                    const NormWeight& w, Bf16* layer_input, const SiteWeights& next,
                    const CoefficientOutputs& out, Scratch ws, const CoefficientOptions& options,
                    const Target& at) {
-  const Launch l = plan_launch(p, tokens, options, at.device);
+  const Launch l = resolve_launch(p, tokens, options, at.device);
   cuda::SiteWorkspace site_ws = coefficient_workspace(p, ws, tokens, l.tuning.batch_invariant);
-  const cuda::InputPathBuffers input{pre_mix, cuda_norm_weight(w, p, ws, to_stream(at.stream)),
-                                     layer_input};
+  const cuda::LaunchTarget target(to_stream(at.stream), l.tuning.pdl);
+  const cuda::InputPathBuffers input{pre_mix, cuda_norm_weight(w, p, ws, target), layer_input};
   const cuda::PreviousPost previous{in.residual, in.post, in.comb, in.sublayer_out,
                                     in.residual_next};
-  cuda::prenorm_coefficients(p, tokens, coefficient_buffers(in.residual_next, next, out),
-                             l.projection, l.tuning, site_ws, to_stream(at.stream), &input,
-                             &previous);
+  cuda::prenorm_coefficients(p, tokens, coefficient_buffers(in.residual_next, next, out), l.tuning,
+                             site_ws, to_stream(at.stream), &input, &previous);
 }
 
 // One event per device and thread for stream_wait: recorded and waited for at once, so reusing
@@ -313,7 +313,8 @@ void prenorm_gemm(int64_t m, int64_t n, int64_t k, int splits, const Bf16* x, co
   if (m == 0) return;
   if (!at.cuda) return cpu::prenorm_gemm(m, n, k, splits, x, fn, out, sqrsum);
 #if MHC_WITH_CUDA
-  cuda::prenorm_gemm(m, n, k, splits, x, fn, out, sqrsum, to_stream(at.stream));
+  const bool pdl = state().resolve(at.device, false)->plan.pdl;
+  cuda::prenorm_gemm(m, n, k, splits, x, fn, out, sqrsum, {to_stream(at.stream), pdl});
 #else
   no_cuda();
 #endif
@@ -342,10 +343,9 @@ void input_path(const MhcParams& p, int64_t tokens, const Bf16* x, const float* 
                            layer_input);
   }
 #if MHC_WITH_CUDA
-  const cudaStream_t stream = to_stream(at.stream);
-  const float* weight = cuda_norm_weight(w, p, ws, stream);
-  cuda::input_path(p, tokens, x, pre_mix, weight, layer_input,
-                   cuda::LaunchTarget(stream, plain_plan(at.device).pdl));
+  const cuda::LaunchTarget target(to_stream(at.stream), plain_tuning(p, tokens, at.device).pdl);
+  const float* weight = cuda_norm_weight(w, p, ws, target);
+  cuda::input_path(p, tokens, x, pre_mix, weight, layer_input, target);
 #else
   (void)ws;
   no_cuda();
@@ -359,7 +359,7 @@ void post(const MhcParams& p, int64_t tokens, const PostInputs& in, const Target
   }
 #if MHC_WITH_CUDA
   cuda::post(p, tokens, in.residual, in.post, in.comb, in.sublayer_out, in.residual_next, nullptr,
-             cuda::LaunchTarget(to_stream(at.stream), plain_plan(at.device).pdl));
+             plain_tuning(p, tokens, at.device), to_stream(at.stream));
 #else
   no_cuda();
 #endif
@@ -375,12 +375,12 @@ void post_pre(const MhcParams& p, int64_t tokens, const PostInputs& in, const fl
     return cpu::input_path(p, tokens, in.residual_next, next_pre_mix, weight, next_layer_input);
   }
 #if MHC_WITH_CUDA
+  const LaunchTuning tuning = plain_tuning(p, tokens, at.device);
   const cudaStream_t stream = to_stream(at.stream);
-  const KernelPlan& plan = plain_plan(at.device);
-  const cuda::NextInput next{next_pre_mix, cuda_norm_weight(w, p, ws, stream), next_layer_input,
-                             plan.cluster_post_max_tokens};
+  const cuda::NextInput next{next_pre_mix, cuda_norm_weight(w, p, ws, {stream, tuning.pdl}),
+                             next_layer_input};
   cuda::post(p, tokens, in.residual, in.post, in.comb, in.sublayer_out, in.residual_next, &next,
-             cuda::LaunchTarget(stream, plan.pdl));
+             tuning, stream);
 #else
   (void)ws;
   no_cuda();
