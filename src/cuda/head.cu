@@ -19,9 +19,11 @@ using detail::require_that;
 namespace {
 
 // Queried once per stream count: the attribute is the loaded image's, the same for every launch.
+// The n = 2 kernel exists only in builds with the n = 2 kernels (launch_checks.cuh).
 int query_head_max_hidden(int n) {
   int threads = 0;
-  MHC_CUDA_CHECK(n == 2 ? head_max_threads<2>(&threads) : head_max_threads<4>(&threads));
+  MHC_CUDA_CHECK(n == 2 ? MHC_N2_LAUNCH(head_max_threads<2>(&threads))
+                        : head_max_threads<4>(&threads));
   return std::min(row_kernel_max_hidden(), threads / kWarp * kWarp * kRowVecs * kBf16PerVec);
 }
 
@@ -34,9 +36,14 @@ bool overlaps(const void* a, int64_t a_bytes, const void* b, int64_t b_bytes) {
 
 int head_max_hidden(int n) {
   require_that(n == 2 || n == 4, "head: n={} is not supported by the CUDA kernels (2 or 4)", n);
-  static const int limit2 = query_head_max_hidden(2);
-  static const int limit4 = query_head_max_hidden(4);
-  return n == 2 ? limit2 : limit4;
+  require_that(n != 2 || detail::kKernelsN2,
+               "head: the n = 2 kernels were not built; configure with -DMHC_KERNELS_N2=ON");
+  if (n == 2) {
+    static const int limit = query_head_max_hidden(2);
+    return limit;
+  }
+  static const int limit = query_head_max_hidden(4);
+  return limit;
 }
 
 void head(const MhcParams& p, int64_t tokens, const HeadBuffers& b, LaunchTarget stream) {
@@ -67,8 +74,8 @@ void head(const MhcParams& p, int64_t tokens, const HeadBuffers& b, LaunchTarget
   a.rms_eps = static_cast<float>(p.rms_eps());
   a.hc_eps = static_cast<float>(p.pre_eps());
   a.norm_eps = static_cast<float>(p.norm_eps());
-  const cudaError_t err =
-      p.n == 2 ? launch_head<2>(a, tokens, stream) : launch_head<4>(a, tokens, stream);
+  const cudaError_t err = p.n == 2 ? MHC_N2_LAUNCH(launch_head<2>(a, tokens, stream))
+                                   : launch_head<4>(a, tokens, stream);
   check_launch(err, what);
 }
 
