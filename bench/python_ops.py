@@ -1,15 +1,28 @@
-"""The torch ops on the GPU: per-op time in CUDA graphs from Python, with the method of
-`mhc bench kernels` (one graph per input set, sets rotated past L2, a CUDA event between
-consecutive replays, warm-up, median), set beside that tool's JSON from the same build; and the
-eager host overhead per call (torch.ops.mhc.* and the bare mhc._C call). Writes JSON.
+"""The torch ops' cost from Python, written as JSON:
 
-    python bench/python_ops.py --cpp-json CPP.json --out OUT.json [--tokens 1,16,128,1024]
+- host: eager wall time per call at 1 token, every op, torch.ops.mhc.* (the C++ ops on the stable
+  ABI) against the ops as they were before (torch.ops.mhc_dlpack.*: Python kernels over mhc._C
+  through DLPack, bench/dlpack_ops.py) and the bare mhc._C call with the same tensors, under
+  torch.no_grad (what engines and HF generate run), torch.inference_mode and with grad enabled;
+  beside torch.add. Rounds of back-to-back calls, the median round. On CUDA also with the GPU held
+  by a spin kernel while a round is queued, so that the time is the host's even where the GPU
+  takes longer per call than the host.
+- graph (CUDA): the GPU time per op in CUDA graphs, with the method of `mhc bench kernels` (one
+  graph per input set, sets rotated past L2, a CUDA event between consecutive replays, median),
+  beside that tool's JSON from the same build.
+
+    python bench/python_ops.py --out OUT.json [--device cpu|cuda] [--cpp-json CPP.json]
+        [--tokens 1,16,128,1024] [--hidden C] [--calls 2000]
 """
 
 import argparse
 import json
 import math
+import os
+import platform
 import statistics
+import subprocess
+import sys
 import time
 
 import torch
@@ -17,71 +30,187 @@ import torch
 import mhc
 from mhc import _C
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import dlpack_ops  # noqa: E402,F401  (registers torch.ops.mhc_dlpack.*)
+
 # The same kernel sequence as an item of `mhc bench kernels`.
 CPP_ITEM = {"coefficients": "coefficients (GEMM+stats)", "post": "post",
             "post_pre": "post + next input path"}
+EPS = (1e-6, 1e-6, 1e-6, 2.0, 20)  # rms_eps, pre_eps, sinkhorn_eps, post_mult, sinkhorn_iters
+OPS = ("hc_prenorm_gemm", "pre", "pre_out", "coefficients", "coefficients_out", "pre_overlap",
+       "pre_overlap_out", "join", "post", "post_out", "post_pre", "post_pre_out", "boundary",
+       "boundary_out")
+SPIN_CYCLES = 200_000_000  # ~0.1 s at H100/H200 clocks: longer than queueing what it holds
 
 
-class Inputs:
-    def __init__(self, tokens, n=4, hidden=5120, seed=0):
-        g = torch.Generator(device="cuda").manual_seed(seed)
-        kw = dict(device="cuda", generator=g)
+class Site:
+    """One site's tensors at `tokens` tokens (C = hidden, n = 4), outputs included."""
+
+    def __init__(self, device, tokens, hidden, n=4, seed=0):
+        g = torch.Generator(device=device).manual_seed(seed)
+        kw = dict(device=device, generator=g)
+        nmix = n * (n + 2)
         self.residual = torch.randn(tokens, n, hidden, **kw).bfloat16()
         self.sublayer_out = torch.randn(tokens, hidden, **kw).bfloat16()
         self.pre_mix = torch.rand(tokens, n, **kw) + 0.2
         self.post = torch.rand(tokens, n, **kw) * 2
         self.comb = torch.rand(tokens, n, n, **kw) * 0.5
-        self.out = (torch.empty(tokens, hidden, dtype=torch.bfloat16, device="cuda"),
-                    torch.empty(tokens, n, device="cuda"), torch.empty(tokens, n, n, device="cuda"),
-                    torch.empty(tokens, n, device="cuda"))
+        self.fn = torch.randn(nmix, n * hidden, **kw) * 1e-2
+        self.hc_scale = torch.tensor([1.0, 1.0, 2.0], device=device)
+        self.hc_base = torch.full((nmix,), 0.1, device=device)
+        self.norm_weight = torch.ones(hidden, device=device)
+        f32 = dict(device=device, dtype=torch.float32)
+        self.out = (torch.empty(tokens, hidden, dtype=torch.bfloat16, device=device),
+                    torch.empty(tokens, n, **f32), torch.empty(tokens, n, n, **f32),
+                    torch.empty(tokens, n, **f32))
         self.next = torch.empty_like(self.residual)
+        self.gemm = (torch.empty(2, tokens, nmix, **f32), torch.empty(2, tokens, **f32))
+        self.ws = (mhc.make_workspace(device, hidden, n, tokens) if device != "cpu"
+                   else torch.empty(0, dtype=torch.uint8))
+
+    def pre(self):
+        return (self.residual, self.fn, self.hc_scale, self.hc_base, self.norm_weight,
+                self.pre_mix, *EPS, 1e-6)
+
+    def coef(self):
+        return (self.residual, self.fn, self.hc_scale, self.hc_base, *EPS)
+
+    def post_args(self):
+        return (self.sublayer_out, self.residual, self.post, self.comb)
+
+    def boundary(self):
+        return (*self.post_args(), self.pre_mix, self.norm_weight, self.fn, self.hc_scale,
+                self.hc_base, *EPS, 1e-6)
 
 
-class Weights:
-    def __init__(self, n=4, hidden=5120):
-        nmix = n * (n + 2)
-        self.fn = torch.randn(nmix, n * hidden, device="cuda") * 1e-2
-        self.hc_scale = torch.tensor([1.0, 1.0, 2.0], device="cuda")
-        self.hc_base = torch.full((nmix,), 0.1, device="cuda")
-        self.norm_weight = torch.ones(hidden, device="cuda")
+def op_calls(ns, s):
+    """name -> a no-argument call of op `name` of namespace `ns` on site `s`."""
+    o = s.out
+    pre_out = dict(layer_input=o[0], post=o[1], comb=o[2], next_pre_mix=o[3])
+    coef_out = dict(post=o[1], comb=o[2], next_pre_mix=o[3])
+    pp = (*s.post_args(), s.pre_mix, s.norm_weight, 1e-6)
+    b_out = dict(residual_next=s.next, layer_input=o[0], next_post=o[1], next_comb=o[2],
+                 next_pre_mix=o[3])
+    x = s.residual.view(s.residual.shape[0], -1)
+    return {
+        "hc_prenorm_gemm": lambda: ns.hc_prenorm_gemm(x, s.fn, *s.gemm, 2),
+        "pre": lambda: ns.pre(*s.pre()),
+        "pre_out": lambda: ns.pre_out(*s.pre(), **pre_out),
+        "coefficients": lambda: ns.coefficients(*s.coef()),
+        "coefficients_out": lambda: ns.coefficients_out(*s.coef(), **coef_out),
+        "pre_overlap": lambda: ns.pre_overlap(*s.pre(), 0),
+        "pre_overlap_out": lambda: ns.pre_overlap_out(*s.pre(), 0, **pre_out),
+        "join": lambda: ns.join(0, o[1], o[2], o[3]),
+        "post": lambda: ns.post(*s.post_args()),
+        "post_out": lambda: ns.post_out(*s.post_args(), out=s.next),
+        "post_pre": lambda: ns.post_pre(*pp),
+        "post_pre_out": lambda: ns.post_pre_out(*pp, residual_next=s.next,
+                                                next_layer_input=o[0]),
+        "boundary": lambda: ns.boundary(*s.boundary()),
+        "boundary_out": lambda: ns.boundary_out(*s.boundary(), **b_out),
+    }
 
 
-SPIN_CYCLES = 200_000_000  # ~0.1 s at H200 clocks: longer than queueing 200 replays takes
+def bare_calls(s, stream):
+    """The mhc._C call behind an op, with the same tensors (no torch layer at all)."""
+    o = s.out
+    x = s.residual.view(s.residual.shape[0], -1)
+    return {
+        "hc_prenorm_gemm": lambda: _C.prenorm_gemm(x, s.fn, *s.gemm, 2, stream),
+        "coefficients_out": lambda: _C.coefficients(*s.coef()[:4], o[3], o[1], o[2], s.ws, *EPS,
+                                                    "tf32", stream),
+        "post_out": lambda: _C.post(*s.post_args(), s.next, stream),
+        "post_pre_out": lambda: _C.post_pre(*s.post_args(), s.pre_mix, s.norm_weight, s.next,
+                                            o[0], 1e-6, stream, workspace=s.ws),
+        "boundary_out": lambda: _C.boundary(*s.post_args(), s.pre_mix, s.norm_weight, s.fn,
+                                            s.hc_scale, s.hc_base, s.next, o[0], o[3], o[1], o[2],
+                                            s.ws, *EPS, 1e-6, "tf32", stream),
+    }
 
-EPS = (1e-6, 1e-6, 1e-6, 2.0, 20)  # rms_eps, pre_eps, sinkhorn_eps, post_mult, sinkhorn_iters
+
+MODES = {"no_grad": torch.no_grad, "inference_mode": torch.inference_mode,
+         "grad": lambda: torch.enable_grad()}
 
 
-def enqueue(op, w, b):
+def per_call_us(fn, calls, rounds, device, hold):
+    """The median over `rounds` rounds of `calls` back-to-back calls of the wall time per call
+    (µs); `hold`: a spin kernel holds the GPU while each round is queued."""
+    for _ in range(20):
+        fn()
+    sync = torch.cuda.synchronize if device == "cuda" else (lambda: None)
+    sync()
+    rows = []
+    for _ in range(rounds):
+        if hold:
+            torch.cuda._sleep(SPIN_CYCLES)
+        t0 = time.perf_counter()
+        for _ in range(calls):
+            fn()
+        rows.append((time.perf_counter() - t0) / calls * 1e6)
+        sync()
+    return statistics.median(rows)
+
+
+def host_costs(device, hidden, calls, rounds):
+    rows = []
+    stream = torch.cuda.current_stream().cuda_stream if device == "cuda" else 0
+    holds = (False, True) if device == "cuda" else (False,)
+    for mode, ctx in MODES.items():
+        with ctx():
+            s = Site(device, 1, hidden, seed=7)  # made in the mode (inference tensors there)
+            a, b = s.residual.float(), s.residual.float()
+            variants = {"stable": op_calls(torch.ops.mhc, s),
+                        "dlpack": op_calls(torch.ops.mhc_dlpack, s),
+                        "bare_C": bare_calls(s, stream)}
+            variants["torch_add"] = {"add_out": lambda: torch.add(a, b, out=a),
+                                     "add": lambda: torch.add(a, b)}
+            for variant, table in variants.items():
+                for op, fn in table.items():
+                    for hold in holds:
+                        # ~150 µs a call at most: a round of `calls` fits the spin's 0.1 s.
+                        n = min(calls, 500) if hold else calls
+                        us = per_call_us(fn, n, rounds, device, hold)
+                        rows.append(dict(op=op, variant=variant, mode=mode, gpu_held=hold,
+                                         calls_per_round=n, rounds=rounds, us_per_call=us))
+                        print(f"host {mode:<14} {variant:<9} {op:<17} held={hold!s:<5} "
+                              f"{us:8.2f} us", flush=True)
+    return rows
+
+
+def enqueue(op, s):
     ops = torch.ops.mhc
+    o = s.out
     if op == "coefficients":
-        ops.coefficients_out(b.residual, w.fn, w.hc_scale, w.hc_base, *EPS, post=b.out[1],
-                             comb=b.out[2], next_pre_mix=b.out[3])
+        ops.coefficients_out(*s.coef(), post=o[1], comb=o[2], next_pre_mix=o[3])
     elif op == "pre":
-        ops.pre_out(b.residual, w.fn, w.hc_scale, w.hc_base, w.norm_weight, b.pre_mix, *EPS, 1e-6,
-                    layer_input=b.out[0], post=b.out[1], comb=b.out[2], next_pre_mix=b.out[3])
+        ops.pre_out(*s.pre(), layer_input=o[0], post=o[1], comb=o[2], next_pre_mix=o[3])
     elif op == "post":
-        ops.post_out(b.sublayer_out, b.residual, b.post, b.comb, out=b.next)
+        ops.post_out(*s.post_args(), out=s.next)
     elif op == "post_pre":
-        ops.post_pre_out(b.sublayer_out, b.residual, b.post, b.comb, b.pre_mix, w.norm_weight,
-                         1e-6, residual_next=b.next, next_layer_input=b.out[0])
+        ops.post_pre_out(*s.post_args(), s.pre_mix, s.norm_weight, 1e-6, residual_next=s.next,
+                         next_layer_input=o[0])
     else:
         raise ValueError(op)
 
 
-def time_graphs(op, w, tokens, reps, l2_bytes, hidden=5120, n=4):
+def time_graphs(op, tokens, reps, l2_bytes, hidden, n=4):
     set_bytes = tokens * (4 * n * hidden + 4 * hidden)
     sets = max(1, min(48, math.ceil(3 * l2_bytes / set_bytes)))
-    buffers = [Inputs(tokens, seed=i + 1) for i in range(sets)]
+    sites = [Site("cuda", tokens, hidden, seed=i + 1) for i in range(sets)]
+    weights = sites[0]
+    for s in sites:  # one set of weights, as the C++ benchmark has
+        s.fn, s.hc_scale, s.hc_base, s.norm_weight = (weights.fn, weights.hc_scale,
+                                                      weights.hc_base, weights.norm_weight)
     stream = torch.cuda.Stream()
     mhc.DEFAULT_POOL.reserve("cuda", hidden, n, tokens)
     graphs = []
     with torch.cuda.stream(stream):
-        enqueue(op, w, buffers[0])  # eager warm-up
+        enqueue(op, sites[0])  # eager warm-up
         torch.cuda.synchronize()
-        for b in buffers:
+        for s in sites:
             g = torch.cuda.CUDAGraph()
             with torch.cuda.graph(g, stream=stream):
-                enqueue(op, w, b)
+                enqueue(op, s)
             graphs.append(g)
         for i in range(max(20, 2 * sets)):
             graphs[i % sets].replay()
@@ -98,72 +227,108 @@ def time_graphs(op, w, tokens, reps, l2_bytes, hidden=5120, n=4):
     return statistics.median(us), min(us), sets
 
 
-def host_overhead(op, w, calls=2000):
-    """Eager wall time per call on the host (1 token: the GPU never holds the host back)."""
-    b = Inputs(1, seed=7)
-    s = torch.cuda.current_stream().cuda_stream
-    direct = {
-        "coefficients": lambda: _C.coefficients(b.residual, w.fn, w.hc_scale, w.hc_base, b.out[3],
-                                                b.out[1], b.out[2], ws, *EPS, "tf32", s),
-        "post": lambda: _C.post(b.sublayer_out, b.residual, b.post, b.comb, b.next, s),
-    }
-    ws = mhc.DEFAULT_POOL.get(torch.device("cuda", 0), 5120, 4, 1)
-    result = {}
-    for name, fn in (("torch_op", lambda: enqueue(op, w, b)), ("bare_C", direct.get(op))):
-        if fn is None:
-            continue
-        for _ in range(50):
-            fn()
-        torch.cuda.synchronize()
-        t0 = time.perf_counter()
-        for _ in range(calls):
-            fn()
-        result[name + "_us_per_call"] = (time.perf_counter() - t0) / calls * 1e6
-        torch.cuda.synchronize()
-    return result
+def graph_costs(tokens_list, reps, hidden, cpp_json):
+    cpp = {}
+    if cpp_json:
+        for r in json.load(open(cpp_json))["results"]:
+            cpp[(r["kernel"], r["tokens"])] = r["median_us"]
+    l2 = torch.cuda.get_device_properties(0).L2_cache_size
+    rows = []
+    with torch.no_grad():
+        for op in ("coefficients", "pre", "post", "post_pre"):
+            for tokens in tokens_list:
+                med, mn, sets = time_graphs(op, tokens, reps, l2, hidden)
+                ref = cpp.get((CPP_ITEM.get(op, ""), tokens))
+                if op == "pre" and cpp:  # two launches; C++ times them in separate graphs
+                    parts = [cpp.get((k, tokens)) for k in (
+                        "input_path", "coefficients (GEMM+stats)", "empty kernel (graph floor)")]
+                    ref = parts[0] + parts[1] - parts[2] if None not in parts else None
+                rows.append(dict(op=op, tokens=tokens, python_graph_median_us=med,
+                                 python_graph_min_us=mn, input_sets=sets,
+                                 cpp_item=CPP_ITEM.get(op, "input_path + coefficients - floor"),
+                                 cpp_median_us=ref, ratio=(med / ref if ref else None)))
+                print(f"graph {op:<13} {tokens:>5} python {med:8.2f} us  C++ "
+                      f"{ref if ref else float('nan'):8.2f} us  ratio "
+                      f"{(med / ref) if ref else float('nan'):.3f}", flush=True)
+    return rows
+
+
+def machine(device, driver):
+    if device == "cuda":
+        return dict(gpu=torch.cuda.get_device_name(0), driver=driver,
+                    cuda_runtime=torch.version.cuda)
+    model = ""
+    if os.path.exists("/proc/cpuinfo"):
+        for line in open("/proc/cpuinfo"):
+            if line.startswith("model name"):
+                model = line.split(":", 1)[1].strip()
+                break
+    return dict(gpu=None, cpu=model or platform.processor(), cpu_count=os.cpu_count(),
+                driver=driver or None)
+
+
+def git_commit():
+    try:
+        return subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True,
+                              text=True, cwd=os.path.dirname(os.path.abspath(__file__)),
+                              check=True).stdout.strip()
+    except (OSError, subprocess.CalledProcessError):
+        return ""
+
+
+def summary(rows):
+    """op -> {variant: µs} in no_grad, the host's own time (GPU held where there is one)."""
+    held = any(r["gpu_held"] for r in rows)
+    table = {}
+    for r in rows:
+        if r["mode"] == "no_grad" and r["gpu_held"] == held:
+            table.setdefault(r["op"], {})[r["variant"]] = r["us_per_call"]
+    return table
 
 
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("--tokens", default="1,16,128,1024")
+    ap.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
+    ap.add_argument("--tokens", default="1,16,128,1024", help="graph timing token counts")
+    ap.add_argument("--hidden", type=int, default=None, help="C (default 5120 CUDA, 64 CPU)")
+    ap.add_argument("--calls", type=int, default=2000)
+    ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--reps", type=int, default=200)
     ap.add_argument("--cpp-json", default="")
     ap.add_argument("--out", required=True)
     ap.add_argument("--commit", default="")
     ap.add_argument("--driver", default="")
+    ap.add_argument("--no-graphs", action="store_true")
     a = ap.parse_args()
-    cpp = {}
-    if a.cpp_json:
-        for r in json.load(open(a.cpp_json))["results"]:
-            cpp[(r["kernel"], r["tokens"])] = r["median_us"]
-    props = torch.cuda.get_device_properties(0)
-    w = Weights()
-    rows = []
-    for op in ("coefficients", "pre", "post", "post_pre"):
-        estimate = None
-        host = host_overhead(op, w)
-        for tokens in [int(t) for t in a.tokens.split(",")]:
-            med, mn, sets = time_graphs(op, w, tokens, a.reps, props.L2_cache_size)
-            ref = cpp.get((CPP_ITEM.get(op, ""), tokens))
-            if op == "pre" and cpp:  # two launches; C++ times them in separate graphs
-                parts = [cpp.get((k, tokens)) for k in ("input_path", "coefficients (GEMM+stats)",
-                                                         "empty kernel (graph floor)")]
-                estimate = parts[0] + parts[1] - parts[2] if None not in parts else None
-            rows.append(dict(op=op, tokens=tokens, python_graph_median_us=med, python_graph_min_us=mn,
-                             input_sets=sets, cpp_item=CPP_ITEM.get(op), cpp_median_us=ref,
-                             cpp_estimate_us=(estimate if op == "pre" and cpp else None),
-                             ratio=(med / ref if ref else None), **host))
-            print(f"{op:<13} {tokens:>5} python {med:8.2f} us  C++ {ref if ref else float('nan'):8.2f} us"
-                  f"  ratio {(med / ref) if ref else float('nan'):.3f}  host {host}", flush=True)
-    report = dict(tool="bench/python_ops.py", date=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-                  commit=a.commit, gpu=props.name, driver=a.driver,
-                  torch=torch.__version__, cuda_runtime=torch.version.cuda, mhc=mhc.__version__,
-                  preset="dsv41-flash (C=5120 n=4)", method=(
-                      "per op: one CUDA graph per input set (torch.cuda.graph), sets rotated past L2 "
-                      "as `mhc bench kernels`, CUDA event between consecutive replays, median of "
-                      f"{a.reps}; host: eager wall time per call over 2000 calls at 1 token"),
-                  results=rows)
+    hidden = a.hidden or (5120 if a.device == "cuda" else 64)
+    host = host_costs(a.device, hidden, a.calls, a.rounds)
+    graphs = []
+    if a.device == "cuda" and not a.no_graphs:
+        graphs = graph_costs([int(t) for t in a.tokens.split(",")], a.reps, hidden, a.cpp_json)
+    report = dict(
+        tool="bench/python_ops.py", date=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        commit=a.commit or git_commit(), device=a.device, **machine(a.device, a.driver),
+        torch=torch.__version__, python=platform.python_version(), mhc=mhc.__version__,
+        shape=dict(hidden=hidden, n=4, tokens=1),
+        method=("host: the median of `rounds` rounds of `calls_per_round` back-to-back eager "
+                "calls at 1 token, wall time per call; gpu_held: a spin kernel holds the GPU "
+                "while the round is queued (the host's time alone). stable: torch.ops.mhc.*; "
+                "dlpack: the Python ops over mhc._C before (bench/dlpack_ops.py); bare_C: the "
+                "mhc._C call alone; torch_add: torch.add on a [1, 4, C] float tensor. graph: "
+                "one CUDA graph per input set, sets rotated past L2 as `mhc bench kernels`, a "
+                f"CUDA event between consecutive replays, median of {a.reps}."),
+        host=host, host_summary_no_grad=summary(host), graph=graphs)
     json.dump(report, open(a.out, "w"), indent=2)
+    print(f"\n{'op (no_grad)':<18}{'stable':>10}{'dlpack':>10}{'bare _C':>10}{'torch':>10}"
+          "  µs per call")
+    for op, v in report["host_summary_no_grad"].items():
+        cells = "".join(f"{v[k]:10.2f}" if k in v else f"{'':>10}"
+                        for k in ("stable", "dlpack", "bare_C", "torch_add"))
+        print(f"{op:<18}{cells}")
+    for r in graphs:
+        ratio = f"{r['ratio']:.3f}" if r["ratio"] else "n/a"
+        print(f"graph {r['op']:<13}{r['tokens']:>6} {r['python_graph_median_us']:8.2f} us  "
+              f"ratio to C++ {ratio}")
 
 
 if __name__ == "__main__":
