@@ -60,6 +60,9 @@ void head(const MhcParams& p, int64_t tokens, const HeadBuffers& b, LaunchTarget
   require_that(b.hc_base != nullptr && b.hc_scale != nullptr,
                "{}: hc_base and hc_scale must not be null", what);
   if (b.norm_weight != nullptr) check_ptr(b.norm_weight, "norm_weight", what);
+  if (b.norm_weight_bf16 != nullptr) check_ptr(b.norm_weight_bf16, "norm_weight_bf16", what);
+  require_that(b.norm_weight == nullptr || b.norm_weight_bf16 == nullptr,
+               "{}: give norm_weight or norm_weight_bf16, not both", what);
   require_that(!overlaps(b.out, tokens * p.hidden * 2, b.x, tokens * p.k() * 2),
                "{}: out must not overlap x", what);
   HeadArgs a;
@@ -68,6 +71,7 @@ void head(const MhcParams& p, int64_t tokens, const HeadBuffers& b, LaunchTarget
   a.hc_base = b.hc_base;
   a.hc_scale = b.hc_scale;
   a.norm_weight = b.norm_weight;
+  a.norm_weight_bf16 = bits(b.norm_weight_bf16);
   a.out = bits(b.out);
   a.weights = b.weights;
   a.hidden = p.hidden;

@@ -146,6 +146,27 @@ TEST(HeadKernelBatch, TokenBitsDoNotDependOnTheBatch) {
   }
 }
 
+TEST(HeadKernelBatch, Bf16NormWeightGivesItsWideningsBits) {
+  MHC_SKIP_WITHOUT_GPU();
+  HeadCase c = test::random_head_case(test::small_params(4, 7168), 5, 13);
+  std::vector<Bf16> norm_bf16;
+  for (float& v : c.norm_weight) {
+    norm_bf16.push_back(float_to_bf16(v));
+    v = bf16_to_float(norm_bf16.back());  // the float weight of the same values
+  }
+  DeviceHead d(c);
+  const auto want = d.run(c.p, c.tokens, true);
+  const auto weight_bf16 = to_device(norm_bf16);
+  cuda::HeadBuffers b = d.buffers(false);
+  b.norm_weight_bf16 = weight_bf16.get();
+  d.out.fill_bytes(0xFF);
+  cuda::head(c.p, c.tokens, b, default_stream());
+  MHC_CUDA_CHECK(cudaDeviceSynchronize());
+  EXPECT_TRUE(test::same_finite_bits(want.first, to_host(d.out)));
+  b.norm_weight = d.norm.get();  // both: refused
+  EXPECT_THROW(cuda::head(c.p, c.tokens, b, default_stream()), Error);
+}
+
 TEST(HeadKernelBatch, ZeroTokensWritesNothing) {
   MHC_SKIP_WITHOUT_GPU();
   const HeadCase c = test::random_head_case(test::small_params(4, 4096), 2, 5);

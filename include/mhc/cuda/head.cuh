@@ -29,9 +29,10 @@ struct HeadArgs {
   const float* hc_fn = nullptr;        // [n, K]
   const float* hc_base = nullptr;      // [n]
   const float* hc_scale = nullptr;     // [1]
-  const float* norm_weight = nullptr;  // [C]; null: the collapse alone
-  uint16_t* out = nullptr;             // [M, C]
-  float* weights = nullptr;            // [M, n]; null: not written
+  const float* norm_weight = nullptr;  // [C]; null: the collapse alone (or norm_weight_bf16)
+  const uint16_t* norm_weight_bf16 = nullptr;  // [C] bf16 instead of norm_weight (widened exactly)
+  uint16_t* out = nullptr;                     // [M, C]
+  float* weights = nullptr;                    // [M, n]; null: not written
   int hidden = 0;
   float rms_eps = 0.f;
   float hc_eps = 0.f;
@@ -79,6 +80,20 @@ __device__ __forceinline__ void head_project8(const float* __restrict__ hc_fn, i
   }
 }
 
+// load_norm_weights for a bf16 weight: the same floats (bf16 widens exactly), 16 bytes a vector.
+template <int kVec>
+__device__ __forceinline__ void load_norm_weights_bf16(const uint16_t* norm_weight, int hidden,
+                                                       int threads, float4 (&w)[kVec][2]) {
+#pragma unroll
+  for (int v = 0; v < kVec; ++v) {
+    const int c = row_column(v, hidden, threads);
+    float f[8] = {};
+    if (c >= 0) unpack_bf16x8(__ldg(reinterpret_cast<const uint4*>(norm_weight + c)), f);
+    w[v][0] = make_float4(f[0], f[1], f[2], f[3]);
+    w[v][1] = make_float4(f[4], f[5], f[6], f[7]);
+  }
+}
+
 template <int kStreams, int kVec>
 __global__ void head_kernel(const HeadArgs a) {
   __shared__ float sums[kStreams + 1][kWarp];
@@ -97,7 +112,14 @@ __global__ void head_kernel(const HeadArgs a) {
     }
   }
   float4 w[kVec][2];
-  load_norm_weights<kVec>(a.norm_weight, a.hidden, threads, w);
+  // Only whether a norm weight is given is read from `norm` past here: the weights are preloaded.
+  const float* norm = a.norm_weight;
+  if (a.norm_weight_bf16 != nullptr) {
+    load_norm_weights_bf16<kVec>(a.norm_weight_bf16, a.hidden, threads, w);
+    norm = reinterpret_cast<const float*>(a.norm_weight_bf16);
+  } else {
+    load_norm_weights<kVec>(a.norm_weight, a.hidden, threads, w);
+  }
 
   // The projection and the sum of squares of v over this thread's slice, then over the block.
   float totals[kStreams + 1] = {};  // the n dot products, then the sum of squares
@@ -148,18 +170,19 @@ __global__ void head_kernel(const HeadArgs a) {
 #pragma unroll
     for (int e = 0; e < 8; ++e) sum_sq = fmaf(y[v][e], y[v][e], sum_sq);
   }
-  rms_norm_store<kVec, true>(y, sum_sq, w, a.norm_weight, a.norm_eps, a.hidden, threads,
+  rms_norm_store<kVec, true>(y, sum_sq, w, norm, a.norm_eps, a.hidden, threads,
                              a.out + token * a.hidden, sums[0]);
 }
 
 // launch_head's preconditions, refused before any CUDA call (cudaErrorInvalidValue): 1..INT32_MAX
-// tokens, C in whole 16-byte vectors within one CTA's row cut, and the pointers it reads and
-// writes (the norm weight and the weights output may be null). mhc::cuda::head checks them with
-// messages.
+// tokens, C in whole 16-byte vectors within one CTA's row cut, the pointers it reads and writes
+// (the norm weight and the weights output may be null), at most one norm weight. mhc::cuda::head
+// checks them with messages.
 inline bool head_args_valid(const HeadArgs& a, int64_t tokens) {
   return tokens >= 1 && tokens <= INT32_MAX && a.hidden > 0 && a.hidden % kBf16PerVec == 0 &&
          a.hidden <= row_kernel_max_hidden() && a.x != nullptr && a.hc_fn != nullptr &&
-         a.hc_base != nullptr && a.hc_scale != nullptr && a.out != nullptr;
+         a.hc_base != nullptr && a.hc_scale != nullptr && a.out != nullptr &&
+         (a.norm_weight == nullptr || a.norm_weight_bf16 == nullptr);
 }
 
 template <int kStreams>

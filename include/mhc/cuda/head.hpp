@@ -22,13 +22,15 @@ struct HeadBuffers {                   // device pointers (layouts: mhc/core/hea
   const float* norm_weight = nullptr;  // [C], 16-byte aligned: the final RMSNorm fused; null: none
   Bf16* out = nullptr;                 // [M, C], 16-byte aligned, not overlapping x
   float* weights = nullptr;            // [M, n]: the collapse weights; null: not written
+  const Bf16* norm_weight_bf16 = nullptr;  // [C] bf16, 16-byte aligned, instead of norm_weight
 };
 
 // The largest hidden size the head kernel takes for n streams on the current device: one CTA of
 // C / 32 threads per token, capped by the kernel's registers in the loaded image.
 int head_max_hidden(int n);
 
-// out = the head collapse of x (with the final norm where b.norm_weight is set), in one launch;
+// out = the head collapse of x (with the final norm where b.norm_weight or b.norm_weight_bf16 is
+// set: a bf16 weight gives the bits of its fp32 widening), in one launch;
 // epsilons from p: rms_eps() in the projection's RMS, pre_eps() added to the sigmoid (hc_eps),
 // norm_eps() in the norm. n in {2, 4}, C a multiple of 64 up to head_max_hidden(n).
 void head(const MhcParams& p, int64_t tokens, const HeadBuffers& b, LaunchTarget stream);
