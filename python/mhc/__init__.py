@@ -9,11 +9,20 @@ from mhc._C import __version__, has_cuda
 
 __all__ = ["__version__", "has_cuda"]
 
+import os as _os
+
 try:
     import torch as _torch  # noqa: F401
 except ImportError:  # the extension works without torch (numpy, CuPy through DLPack)
-    pass
-else:
+    _torch = None
+if _torch is not None and not _os.path.exists(
+        _os.path.join(_os.path.dirname(__file__), "_torch_ops.so")):
+    import warnings as _warnings
+
+    _warnings.warn("mhc was built without its torch ops library (MHC_TORCH_OPS=OFF, or no torch "
+                   "at build time): torch.ops.mhc.* and mhc.pre etc. are not available; "
+                   "importing mhc.ops says how to build them", ImportWarning, stacklevel=2)
+elif _torch is not None:
     from mhc._api import (  # noqa: F401
         DEFAULT_POOL,
         OverlapDecision,
