@@ -133,8 +133,8 @@ MODES = {"no_grad": torch.no_grad, "inference_mode": torch.inference_mode,
 
 
 def per_call_us(fn, calls, rounds, device, hold):
-    """The median over `rounds` rounds of `calls` back-to-back calls of the wall time per call
-    (µs); `hold`: a spin kernel holds the GPU while each round is queued."""
+    """The median and the least over `rounds` rounds of `calls` back-to-back calls of the wall
+    time per call (µs); `hold`: a spin kernel holds the GPU while each round is queued."""
     for _ in range(20):
         fn()
     sync = torch.cuda.synchronize if device == "cuda" else (lambda: None)
@@ -148,15 +148,15 @@ def per_call_us(fn, calls, rounds, device, hold):
             fn()
         rows.append((time.perf_counter() - t0) / calls * 1e6)
         sync()
-    return statistics.median(rows)
+    return statistics.median(rows), min(rows)
 
 
-def host_costs(device, hidden, calls, rounds):
+def host_costs(device, hidden, calls, rounds, modes):
     rows = []
     stream = torch.cuda.current_stream().cuda_stream if device == "cuda" else 0
     holds = (False, True) if device == "cuda" else (False,)
-    for mode, ctx in MODES.items():
-        with ctx():
+    for mode in modes:
+        with MODES[mode]():
             s = Site(device, 1, hidden, seed=7)  # made in the mode (inference tensors there)
             a, b = s.residual.float(), s.residual.float()
             variants = {"stable": op_calls(torch.ops.mhc, s),
@@ -169,9 +169,10 @@ def host_costs(device, hidden, calls, rounds):
                     for hold in holds:
                         # ~150 µs a call at most: a round of `calls` fits the spin's 0.1 s.
                         n = min(calls, 500) if hold else calls
-                        us = per_call_us(fn, n, rounds, device, hold)
+                        us, least = per_call_us(fn, n, rounds, device, hold)
                         rows.append(dict(op=op, variant=variant, mode=mode, gpu_held=hold,
-                                         calls_per_round=n, rounds=rounds, us_per_call=us))
+                                         calls_per_round=n, rounds=rounds, us_per_call=us,
+                                         min_round_us_per_call=least))
                         print(f"host {mode:<14} {variant:<9} {op:<17} held={hold!s:<5} "
                               f"{us:8.2f} us", flush=True)
     return rows
@@ -299,9 +300,10 @@ def main():
     ap.add_argument("--commit", default="")
     ap.add_argument("--driver", default="")
     ap.add_argument("--no-graphs", action="store_true")
+    ap.add_argument("--modes", default=",".join(MODES), help="no_grad,inference_mode,grad")
     a = ap.parse_args()
     hidden = a.hidden or (5120 if a.device == "cuda" else 64)
-    host = host_costs(a.device, hidden, a.calls, a.rounds)
+    host = host_costs(a.device, hidden, a.calls, a.rounds, a.modes.split(","))
     graphs = []
     if a.device == "cuda" and not a.no_graphs:
         graphs = graph_costs([int(t) for t in a.tokens.split(",")], a.reps, hidden, a.cpp_json)
@@ -310,13 +312,14 @@ def main():
         commit=a.commit or git_commit(), device=a.device, **machine(a.device, a.driver),
         torch=torch.__version__, python=platform.python_version(), mhc=mhc.__version__,
         shape=dict(hidden=hidden, n=4, tokens=1),
-        method=("host: the median of `rounds` rounds of `calls_per_round` back-to-back eager "
-                "calls at 1 token, wall time per call; gpu_held: a spin kernel holds the GPU "
+        method=("host: the median (and the least) of `rounds` rounds of `calls_per_round` "
+                "back-to-back eager calls at 1 token, wall time per call; gpu_held: a spin kernel holds the GPU "
                 "while the round is queued (the host's time alone). stable: torch.ops.mhc.*; "
                 "dlpack: the Python ops over mhc._C before (bench/dlpack_ops.py); bare_C: the "
                 "mhc._C call alone; torch_add: torch.add on a [1, 4, C] float tensor. graph: "
                 "one CUDA graph per input set, sets rotated past L2 as `mhc bench kernels`, a "
                 f"CUDA event between consecutive replays, median of {a.reps}."),
+        load_average=(os.getloadavg() if hasattr(os, "getloadavg") else None),
         host=host, host_summary_no_grad=summary(host), graph=graphs)
     json.dump(report, open(a.out, "w"), indent=2)
     print(f"\n{'op (no_grad)':<18}{'stable':>10}{'dlpack':>10}{'bare _C':>10}{'torch':>10}"
