@@ -151,3 +151,23 @@ def test_calls_capture_in_a_cuda_graph():
     torch.cuda.synchronize()
     for got, want in zip(outputs, eager):
         assert torch.equal(got, want)
+
+
+@pytest.mark.parametrize("device", ["cpu", "cuda"])
+def test_parameters_are_read_through_detach(device):
+    """nn.Parameter arrays (requires_grad: torch refuses their DLPack export) give the results of
+    plain tensors: mhc._C reads them through detach()."""
+    x, fn, scale, base = (t.to(device) for t in site(t=5, c=256, seed=9))
+    t, n = x.shape[:2]
+    ws = torch.zeros(_C.workspace_bytes(256, n, t), dtype=torch.uint8, device=device)
+    got, want = [], []
+    for wrap in (torch.nn.Parameter, lambda v: v):
+        outs = [torch.zeros(t, n, device=device), torch.zeros(t, n, device=device),
+                torch.zeros(t, n, n, device=device)]
+        _C.coefficients(wrap(x.clone()), wrap(fn.clone()), wrap(scale.clone()),
+                        wrap(base.clone()), *outs, ws, 1e-6, 1e-6, 1e-6, 2.0, 20, "tf32",
+                        torch.cuda.current_stream().cuda_stream if device == "cuda" else 0)
+        (got if wrap is torch.nn.Parameter else want).append(outs)
+    torch.cuda.synchronize()
+    for a, b in zip(got[0], want[0]):
+        assert torch.equal(a, b)
