@@ -1,7 +1,9 @@
 """One decode step of a random-weight Hugging Face DeepSeek-V4 on the GPU, each variant captured
 in a CUDA graph: HF as is, HF with mhc's hyper-connections (mhc.integrations.transformers),
-HF under torch.compile, and the patched model under torch.compile(fullgraph=True). Also the
-logits of the patched against the unpatched and the float32 twin. Writes JSON.
+HF under torch.compile, and the patched model under torch.compile(fullgraph=True); and eagerly
+(not captured: the host's cost counts) HF as is, patched, and patched through the former Python
+ops over mhc._C (bench/dlpack_ops.py). Also the logits of the patched against the unpatched and
+the float32 twin. Writes JSON.
 
 A decode step here is a forward of B sequences of one new token without a KV cache (HF's cache
 grows by concatenation, which a CUDA graph cannot hold); the hyper-connections see exactly the
@@ -20,7 +22,11 @@ sys.path.insert(0, "tests/python")
 from graph_timing import median_replay_us  # noqa: E402  (bench/, the script's own directory)
 from hf_model import small_model, twin  # noqa: E402
 
+import mhc._api  # noqa: E402
 from mhc.integrations import transformers as mhc_hf  # noqa: E402
+
+sys.path.insert(0, "bench")
+import dlpack_ops  # noqa: E402,F401  (torch.ops.mhc_dlpack.*: the former Python ops)
 
 
 def graph_time(step, ids, reps=200):
@@ -36,6 +42,22 @@ def graph_time(step, ids, reps=200):
     return us, out
 
 
+def eager_time(step, ids, steps=20, rounds=5):
+    """Wall time per eager step (µs): `steps` steps back to back, then a synchronisation; the
+    median of `rounds` rounds."""
+    for _ in range(3):
+        step(ids)
+    torch.cuda.synchronize()
+    rows = []
+    for _ in range(rounds):
+        t0 = time.perf_counter()
+        for _ in range(steps):
+            out = step(ids)
+        torch.cuda.synchronize()
+        rows.append((time.perf_counter() - t0) / steps * 1e6)
+    return sorted(rows)[len(rows) // 2], out
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--batch", type=int, default=16)
@@ -45,7 +67,8 @@ def main():
     ap.add_argument("--commit", default="")
     ap.add_argument("--driver", default="")
     ap.add_argument("--variants", default="unpatched,patched,compiled_unpatched,"
-                                          "compiled_patched_fullgraph")
+                                          "compiled_patched_fullgraph,eager_unpatched,"
+                                          "eager_patched,eager_patched_dlpack")
     a = ap.parse_args()
     model = small_model("cuda", hidden=a.hidden, layers=a.layers)
     model.config._experts_implementation = "batched_mm"  # no host sync: capturable
@@ -73,15 +96,21 @@ def main():
         variants = [("unpatched", step, False), ("patched", step, "tf32"),
                     ("patched_fp32_projection", step, "fp32"),
                     ("compiled_unpatched", torch.compile(step), False),
-                    ("compiled_patched_fullgraph", torch.compile(step, fullgraph=True), "tf32")]
+                    ("compiled_patched_fullgraph", torch.compile(step, fullgraph=True), "tf32"),
+                    ("eager_unpatched", step, False), ("eager_patched", step, "tf32"),
+                    ("eager_patched_dlpack", step, "tf32")]
+        stable_ops = mhc._api._mhc
         for name, fn, patched in [v for v in variants if v[0] in a.variants.split(",")]:
             torch._dynamo.reset()
             mhc_hf.unpatch(model)
             if patched:
                 mhc_hf.patch(model, projection=patched)
+            # The mhc.* functions call this namespace: the former ops for the _dlpack variant.
+            mhc._api._mhc = torch.ops.mhc_dlpack if name.endswith("_dlpack") else stable_ops
+            eager = name.startswith("eager_")
             try:
-                us, out = graph_time(fn, ids)
-                results[name] = {"decode_step_us": us, "captured_in_cuda_graph": True}
+                us, out = (eager_time if eager else graph_time)(fn, ids)
+                results[name] = {"decode_step_us": us, "captured_in_cuda_graph": not eager}
                 logits[name] = out.double().clone()
             except Exception as e:  # recorded, not hidden: the JSON says what failed
                 results[name] = {"error": f"{type(e).__name__}: {e}"[:2000]}
@@ -113,7 +142,9 @@ def main():
                    model=dict(hidden=a.hidden, layers=a.layers, hc_mult=4, dtype="bfloat16",
                               experts_implementation="batched_mm", batch=a.batch, new_tokens=1),
                    method="forward of B one-token sequences, no KV cache, captured with "
-                          "torch.cuda.graph after 3 eager warm-ups, median of 200 replays",
+                          "torch.cuda.graph after 3 eager warm-ups, median of 200 replays; "
+                          "eager_*: not captured, wall time per step over 20 steps and a "
+                          "synchronisation, median of 5 rounds",
                    results=results, logits_relative_error=acc), open(a.out, "w"), indent=2)
 
 
