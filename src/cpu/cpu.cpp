@@ -152,7 +152,9 @@ void set_threads(int threads) { g_threads.store(std::max(threads, 0)); }
 int threads() {
   const int asked = g_threads.load();
   if (asked > 0) return asked;
-  const unsigned hardware = std::thread::hardware_concurrency();
+  // Read once: std::thread::hardware_concurrency() reads /sys on every call (3 us here), which
+  // every backend call would pay, one token or many.
+  static const unsigned hardware = std::thread::hardware_concurrency();
   return std::clamp(int(hardware), 1, 8);
 }
 
