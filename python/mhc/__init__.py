@@ -39,6 +39,7 @@ elif _torch is not None:
         pre_overlap,
         supports_overlap,
     )
+    from mhc._head import head  # noqa: F401
 
     __all__ += [
         "DEFAULT_POOL",
@@ -55,4 +56,5 @@ elif _torch is not None:
         "plan",
         "pre_overlap",
         "supports_overlap",
+        "head",
     ]

@@ -60,6 +60,16 @@ _GEMM = """DeepGEMM's tf32_hc_prenorm_gemm: out[s] = x_s fn_s^T and sqrsum[s] = 
 split s of K. x [M, K] bf16, fn [N, K] f32 (N 8, 16, 24 or 32; K a multiple of 64),
 out [S, M, N] f32, sqrsum [S, M] f32 (one split: also [M, N] and [M]), num_splits S >= 1."""
 
+_HEAD = """The head collapse after the last site (DeepSeek-V4.x's hc_head, no Sinkhorn;
+docs/head.md): w = sigmoid((fn . v) * rsqrt(mean(v^2) + rms_eps) * hc_scale[0] + hc_base) +
+hc_eps with v a token's n streams flattened, out = bf16(sum_j w[:, j] residual[:, j]); with
+norm_weight the model's final RMSNorm fused, out = bf16(rmsnorm(that, norm_eps) * norm_weight):
+the LM head's input in one launch.
+Inputs: residual [T, n, C] bf16, fn [n, n*C] f32, hc_scale [1] f32, hc_base [n] f32; rms_eps,
+hc_eps (finite, >= 0); norm_weight [C] f32 or bf16 or None (the collapse alone); norm_eps
+(finite, >= 0; None: rms_eps, the models' one RMSNorm epsilon).
+Output: out [T, C] bf16, not overlapping an input."""
+
 SUMMARY = {
     "pre": _PRE,
     "pre_overlap": _OVERLAP,
@@ -69,6 +79,7 @@ SUMMARY = {
     "post_pre": _POST_PRE,
     "boundary": _BOUNDARY,
     "hc_prenorm_gemm": _GEMM,
+    "head": _HEAD,
 }
 
 

@@ -17,6 +17,7 @@ import os
 import torch
 
 from mhc import _fakes as fake
+from mhc import _head
 from mhc._autograd import inference_only
 from mhc._docs import op_doc
 
@@ -40,7 +41,7 @@ _NATIVE = _load()
 
 NAMES = ("hc_prenorm_gemm", "pre", "pre_out", "coefficients", "coefficients_out", "pre_overlap",
          "pre_overlap_out", "join", "post", "post_out", "post_pre", "post_pre_out", "boundary",
-         "boundary_out")
+         "boundary_out", "head", "head_out")
 
 # The schemas as registered (the C++ library defines them), without the "mhc::name" prefix.
 SCHEMAS = {name: str(getattr(torch.ops.mhc, name).default._schema)[len(f"mhc::{name}"):]
@@ -61,6 +62,7 @@ FAKES = {
     "post_pre_out": fake.fake_post_pre_out,
     "boundary": fake.fake_boundary,
     "boundary_out": fake.fake_boundary_out,
+    **_head.FAKES,
 }
 
 

@@ -23,6 +23,7 @@
 #include <utility>
 
 #include "../launch.hpp"
+#include "head.hpp"
 #include "ops.hpp"
 #include "pool.hpp"
 
@@ -91,10 +92,10 @@ std::string routed_error(const char* op) {
 #define MHC_COEF_OUT "Tensor(a!) post, Tensor(b!) comb, Tensor(c!) next_pre_mix"
 #define MHC_POST "Tensor sublayer_out, Tensor residual, Tensor post, Tensor comb"
 #define MHC_POST_PRE MHC_POST ", Tensor next_pre_mix, Tensor? next_norm_weight, float norm_eps"
-#define MHC_BOUNDARY                                                               \
-  MHC_POST                                                                         \
-      ", Tensor pre_mix, Tensor? norm_weight, Tensor fn, Tensor hc_scale, Tensor " \
-      "hc_base, " MHC_EPS ", float norm_eps"
+#define MHC_BOUNDARY                                                           \
+  MHC_POST                                                                     \
+  ", Tensor pre_mix, Tensor? norm_weight, Tensor fn, Tensor hc_scale, Tensor " \
+  "hc_base, " MHC_EPS ", float norm_eps"
 #define MHC_BOUNDARY_OUT                                                                \
   "Tensor(a!) residual_next, Tensor(b!) layer_input, Tensor(c!) next_post, Tensor(d!) " \
   "next_comb, Tensor(e!) next_pre_mix"
@@ -108,8 +109,10 @@ struct Op {
 #define MHC_OP(name, schema) \
   Op { #name, schema, &noting < TORCH_BOX(&name)> }
 
-const std::array<Op, 14>& ops() {
-  static const std::array<Op, 14> table = {
+constexpr size_t kOps = 16;
+
+const std::array<Op, kOps>& ops() {
+  static const std::array<Op, kOps> table = {
       MHC_OP(hc_prenorm_gemm,
              "(Tensor x, Tensor fn, Tensor(a!) out, Tensor(b!) sqrsum, int num_splits) -> ()"),
       MHC_OP(pre, "(" MHC_PRE ", *, " MHC_OPT ") -> (Tensor, Tensor, Tensor, Tensor)"),
@@ -133,6 +136,8 @@ const std::array<Op, 14>& ops() {
       MHC_OP(boundary,
              "(" MHC_BOUNDARY ", *, " MHC_OPT ") -> (Tensor, Tensor, Tensor, Tensor, Tensor)"),
       MHC_OP(boundary_out, "(" MHC_BOUNDARY ", *, " MHC_BOUNDARY_OUT ", " MHC_OPT ") -> ()"),
+      MHC_OP(head, kHeadSchema),
+      MHC_OP(head_out, kHeadOutSchema),
   };
   return table;
 }
@@ -141,9 +146,9 @@ const std::array<Op, 14>& ops() {
 struct Twin {
   std::string nograd, grad;
 };
-const std::array<Twin, 14>& twins() {
-  static const std::array<Twin, 14> names = [] {
-    std::array<Twin, 14> t;
+const std::array<Twin, kOps>& twins() {
+  static const std::array<Twin, kOps> names = [] {
+    std::array<Twin, kOps> t;
     for (size_t i = 0; i < t.size(); ++i) {
       t[i].nograd = std::string("mhc::_nograd_") + ops()[i].name;
       t[i].grad = std::string("mhc::_grad_") + ops()[i].name;
@@ -237,7 +242,7 @@ STABLE_TORCH_LIBRARY_IMPL(mhc, CUDA, m) { register_kernels(m); }
 
 STABLE_TORCH_LIBRARY_IMPL(mhc, Autograd, m) {
   using namespace mhc::torch_ops;
-  static constexpr auto table = routers(std::make_index_sequence<14>());
+  static constexpr auto table = routers(std::make_index_sequence<kOps>());
   for (size_t i = 0; i < table.size(); ++i) m.impl(ops()[i].name, table[i]);
 }
 
