@@ -5,12 +5,14 @@
 //  - the input through json_input::check directly.
 //
 // Contract checked: bad input is rejected only with mhc::Error, nothing recurses past the depth
-// limit, and an accepted site file's parameters are in range (sinkhorn_iters in [1, 1000], eps
-// finite and >= 0): a value that would hang or poison the run is never accepted.
+// limit, and an accepted site file's parameters are in range (sinkhorn_iters in [1, 1000], eps_h,
+// eps_n and post_mult in mhc::param_ranges, the ranges their fp32 arithmetic holds): a value that
+// would hang or poison the run is never accepted, and validate() agrees.
 #include <cmath>
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -62,13 +64,20 @@ void fuzz_site_metadata(const std::string& metadata) {
   for (int i = 0; i < 8; ++i) file[size_t(i)] = std::byte((header.size() >> (8 * i)) & 0xff);
   std::memcpy(file.data() + 8, header.data(), header.size());
   std::memcpy(file.data() + 8 + header.size(), t.data.data(), t.data.size());
+  std::optional<st::SiteFileInputs> s;
   try {
-    const st::SiteFileInputs s = st::read_site_inputs(st::File::from_bytes(std::move(file)));
-    const MhcParams& p = s.params;
-    require(p.sinkhorn_iters >= 1 && p.sinkhorn_iters <= io::kMaxSinkhornIters);
-    require(std::isfinite(p.eps_h) && p.eps_h >= 0 && std::isfinite(p.eps_n) && p.eps_n >= 0);
-    require(std::isfinite(p.post_mult));
+    s = st::read_site_inputs(st::File::from_bytes(std::move(file)));
   } catch (const Error&) {
+    return;  // refused: fine
+  }
+  const MhcParams& p = s->params;
+  require(p.sinkhorn_iters >= 1 && p.sinkhorn_iters <= io::kMaxSinkhornIters);
+  require(param_problem("eps_h", p.eps_h).empty() && param_problem("eps_n", p.eps_n).empty());
+  require(param_problem("post_mult", p.post_mult).empty());
+  try {
+    validate(p);  // what the reader accepts, every backend accepts
+  } catch (const Error&) {
+    std::abort();
   }
 }
 

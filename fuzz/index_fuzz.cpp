@@ -13,6 +13,7 @@
 
 #include "checkpoint_internal.hpp"
 #include "mhc/core/error.hpp"
+#include "mhc/core/params.hpp"
 #include "mhc/io/checkpoint.hpp"
 
 namespace {
@@ -63,7 +64,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   try {
     const ConfigValues c = parse_config(text, "fuzz.config.json");
     require(!c.hc_sinkhorn_iters || (*c.hc_sinkhorn_iters >= 1 && *c.hc_sinkhorn_iters <= 1000));
-    require(!c.hc_eps || *c.hc_eps >= 0);
+    // Accepted epsilons lie in the range their fp32 arithmetic holds (mhc::param_ranges).
+    require(!c.hc_eps || mhc::param_problem("eps_h", *c.hc_eps).empty());
+    require(!c.rms_norm_eps || mhc::param_problem("eps_n", *c.rms_norm_eps).empty());
   } catch (const mhc::Error&) {
   }
   return 0;

@@ -134,6 +134,10 @@ def index_corpus():
     w("bad-config-type.json", '{"hc_eps": "1e-6", "hc_sinkhorn_iters": 2.5}')
     w("bad-config-range.json", '{"hc_sinkhorn_iters": 100000, "hidden_size": -1}')
     w("bad-config-nested.json", '{"hc_eps": ' + "[" * 300 + "]" * 300 + "}")
+    # Finite doubles outside the range the fp32 arithmetic holds (docs/limits.md).
+    w("bad-config-eps-fp32.json", '{"rms_norm_eps": 1e308, "hc_eps": 1e39}')
+    w("bad-config-eps-zero.json", '{"hc_eps": 0, "rms_norm_eps": 1e-45}')
+    w("valid-config-eps-edges.json", '{"hc_eps": 1.1754943508222875e-38, "rms_norm_eps": 1e30}')
     w("bad-utf8.index.json", b'{"weight_map": {"\xc3\x28": "x"}}')
 
 
@@ -177,6 +181,10 @@ def config_corpus():
     w("bad-site-iters-zero.json", '{"sinkhorn_iters": "0"}')
     w("bad-site-eps.json", '{"eps_h": "-1", "eps_n": "nan"}')
     w("bad-site-key.json", '{"eps-h": "1e-6"}')
+    w("bad-site-eps-fp32.json", '{"eps_n": "1e39", "post_mult": "1e31"}')
+    w("bad-site-eps-zero.json", '{"eps_h": "0", "eps_n": "1e-50"}')
+    w("valid-site-edges.json", '{"eps_h": "1.1754943508222875e-38", "eps_n": "1e30", '
+                               '"post_mult": "-1e30", "sinkhorn_iters": "1000"}')
     w("bad-kernel-config-type.json", '{"projection": 3, "enable_mhc_overlap": "yes"}')
     w("bad-kernel-config-range.json", '{"overlap_max_tokens": 1e400}')
     w("bad-kernel-config-dup.json", '{"projection": "tf32", "projection": "fp32"}')

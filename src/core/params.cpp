@@ -25,20 +25,60 @@ const NamedPreset kPresets[] = {
     {"dsv4-pro", MhcParams{7168, 4, 61, 20, 1e-6, 1e-20, 2.0, {}, {}, {}, {}}},
 };
 
-// The separate epsilons that are set, with their names.
-std::vector<std::pair<const char*, const std::optional<double>*>> separate_epsilons(
-    const MhcParams& p) {
-  std::vector<std::pair<const char*, const std::optional<double>*>> set;
-  for (const auto& entry :
-       {std::pair{"rms_eps", &p.rms_eps_override}, std::pair{"pre_eps", &p.pre_eps_override},
-        std::pair{"sinkhorn_eps", &p.sinkhorn_eps_override},
-        std::pair{"norm_eps", &p.norm_eps_override}}) {
-    if (entry.second->has_value()) set.push_back(entry);
+// Why each range (docs/limits.md, "Parameter ranges").
+#define MHC_WHY_DIVISOR                                                                   \
+  "added under an fp32 rsqrt or division: at least the smallest normal fp32, so that an " \
+  "all-zero row gives 0, not 0 * inf = NaN; at most 1e30, so that the sum stays finite"
+constexpr const char* kWhyDivisor = MHC_WHY_DIVISOR;
+constexpr const char* kWhyPre =
+    "added to a sigmoid in [0, 1]: 0 is allowed (no division); at most 1e30 keeps pre finite";
+constexpr const char* kWhyPostMult =
+    "scales a sigmoid in [0, 1]: at most 1e30 in magnitude keeps post finite";
+
+const std::vector<ParamRange> kRanges = {
+    {"rms_eps", kMinDivisorEps, kMaxParamMagnitude, kWhyDivisor},
+    {"pre_eps", 0.0, kMaxParamMagnitude, kWhyPre},
+    {"sinkhorn_eps", kMinDivisorEps, kMaxParamMagnitude, kWhyDivisor},
+    {"norm_eps", kMinDivisorEps, kMaxParamMagnitude, kWhyDivisor},
+    {"post_mult", -kMaxParamMagnitude, kMaxParamMagnitude, kWhyPostMult},
+    // The shared values stand for two epsilons each: the stricter range of the two.
+    {"eps_h", kMinDivisorEps, kMaxParamMagnitude,
+     "pre_eps and sinkhorn_eps unless they are set apart; as sinkhorn_eps, " MHC_WHY_DIVISOR},
+    {"eps_n", kMinDivisorEps, kMaxParamMagnitude,
+     "rms_eps and norm_eps unless they are set apart, " MHC_WHY_DIVISOR},
+};
+#undef MHC_WHY_DIVISOR
+
+// "" when `value` lies in the range of parameter `range`, else a message naming `name` (the
+// parameter as the caller knows it: eps_h where it stands for sinkhorn_eps).
+std::string problem(std::string_view name, std::string_view range, double value);
+
+}  // namespace
+
+const std::vector<ParamRange>& param_ranges() { return kRanges; }
+
+const ParamRange& param_range(std::string_view name) {
+  for (const ParamRange& r : kRanges) {
+    if (name == r.name) return r;
   }
-  return set;
+  throw Error(fmt::format("no range for an unknown parameter '{}'", name));
+}
+
+namespace {
+
+std::string problem(std::string_view name, std::string_view range, double value) {
+  const ParamRange& r = param_range(range);
+  if (value >= r.lo && value <= r.hi) return {};  // false for NaN
+  const std::string as =
+      name == range ? "" : fmt::format(" (the range of {}, which it is here)", range);
+  return fmt::format("{}={} is outside [{:g}, {:g}]{}: {}", name, value, r.lo, r.hi, as, r.why);
 }
 
 }  // namespace
+
+std::string param_problem(std::string_view name, double value) {
+  return problem(name, name, value);
+}
 
 void validate(const MhcParams& p) {
   auto fail = [](const std::string& what) { throw Error("impossible shape: " + what); };
@@ -51,17 +91,25 @@ void validate(const MhcParams& p) {
     fail(fmt::format("streams n={} must be in 1..{}", p.n, kMaxStreams));
   if (p.layers < 1) fail(fmt::format("layers={} must be at least 1", p.layers));
   // Bounded so that sites() = 2 * layers and every per-site count stay far inside an int.
-  if (p.layers > (1 << 20)) fail(fmt::format("layers={} is larger than 1048576", p.layers));
+  if (p.layers > kMaxLayers) fail(fmt::format("layers={} is larger than {}", p.layers, kMaxLayers));
   if (p.sinkhorn_iters < 1)
     fail(fmt::format("sinkhorn_iters={} must be at least 1", p.sinkhorn_iters));
-  if (!(p.eps_h >= 0) || !std::isfinite(p.eps_h))
-    fail(fmt::format("eps_h={} must be finite and >= 0", p.eps_h));
-  if (!(p.eps_n >= 0) || !std::isfinite(p.eps_n))
-    fail(fmt::format("eps_n={} must be finite and >= 0", p.eps_n));
-  if (!std::isfinite(p.post_mult)) fail(fmt::format("post_mult={} must be finite", p.post_mult));
-  for (const auto& [name, value] : separate_epsilons(p)) {
-    if (!(**value >= 0) || !std::isfinite(**value))
-      fail(fmt::format("{}={} must be finite and >= 0", name, **value));
+  if (p.sinkhorn_iters > kMaxSinkhornIters) {
+    fail(
+        fmt::format("sinkhorn_iters={} must be at most {} (V4.1 uses 20; 2^31 would run for hours)",
+                    p.sinkhorn_iters, kMaxSinkhornIters));
+  }
+  // Each epsilon as it is used, named as the caller set it: the separate value when set, else
+  // the shared one (checked against the range of the epsilon it stands for).
+  const std::string problems[] = {
+      problem(p.rms_eps_override ? "rms_eps" : "eps_n", "rms_eps", p.rms_eps()),
+      problem(p.pre_eps_override ? "pre_eps" : "eps_h", "pre_eps", p.pre_eps()),
+      problem(p.sinkhorn_eps_override ? "sinkhorn_eps" : "eps_h", "sinkhorn_eps", p.sinkhorn_eps()),
+      problem(p.norm_eps_override ? "norm_eps" : "eps_n", "norm_eps", p.norm_eps()),
+      problem("post_mult", "post_mult", p.post_mult),
+  };
+  for (const std::string& text : problems) {
+    if (!text.empty()) throw Error(text);
   }
 }
 
@@ -69,8 +117,12 @@ std::string describe(const MhcParams& p) {
   std::string text = fmt::format(
       "C={} n={} K={} NMIX={} layers={} T={} eps_h={:g} eps_n={:g} post_mult={:g}", p.hidden, p.n,
       p.k(), p.nmix(), p.layers, p.sinkhorn_iters, p.eps_h, p.eps_n, p.post_mult);
-  for (const auto& [name, value] : separate_epsilons(p))
-    text += fmt::format(" {}={:g}", name, **value);
+  for (const auto& [name, value] :
+       {std::pair{"rms_eps", p.rms_eps_override}, std::pair{"pre_eps", p.pre_eps_override},
+        std::pair{"sinkhorn_eps", p.sinkhorn_eps_override},
+        std::pair{"norm_eps", p.norm_eps_override}}) {
+    if (value) text += fmt::format(" {}={:g}", name, *value);
+  }
   return text;
 }
 

@@ -113,11 +113,17 @@ std::optional<int> config_int(const json& j, const char* key, std::string_view s
   return int(v);
 }
 
-std::optional<double> config_eps(const json& j, const char* key, std::string_view source) {
+// A present number key in the range of parameter `param` (mhc::param_range: hc_eps is eps_h,
+// rms_norm_eps eps_n), named with its range and why when outside it.
+std::optional<double> config_eps(const json& j, const char* key, std::string_view source,
+                                 std::string_view param) {
   auto it = j.find(key);
   if (it == j.end()) return std::nullopt;
-  if (!it->is_number() || !std::isfinite(it->get<double>()) || it->get<double>() < 0) {
-    fail(source, fmt::format("'{}' is {}, expected a finite number >= 0", key, brief(*it)));
+  const ParamRange& r = param_range(param);
+  const bool number = it->is_number();
+  if (!number || !param_problem(param, it->get<double>()).empty()) {
+    fail(source, fmt::format("'{}' is {}, expected a number in [{:g}, {:g}] (mhc's {}: {})", key,
+                             brief(*it), r.lo, r.hi, param, r.why));
   }
   return it->get<double>();
 }
@@ -180,8 +186,8 @@ Index parse_index(std::string_view json_text, std::string_view source) {
 ConfigValues parse_config(std::string_view json_text, std::string_view source) {
   const json j = parse_strict(json_text, source, io::kConfigJson);
   ConfigValues c;
-  c.hc_eps = config_eps(j, "hc_eps", source);
-  c.rms_norm_eps = config_eps(j, "rms_norm_eps", source);
+  c.hc_eps = config_eps(j, "hc_eps", source, "eps_h");
+  c.rms_norm_eps = config_eps(j, "rms_norm_eps", source, "eps_n");
   c.hc_sinkhorn_iters = config_int(j, "hc_sinkhorn_iters", source, 1, io::kMaxSinkhornIters);
   c.hidden_size = config_int(j, "hidden_size", source, 1, INT_MAX);
   c.hc_mult = config_int(j, "hc_mult", source, 1, INT_MAX);

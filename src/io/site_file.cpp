@@ -41,15 +41,19 @@ void check_tensor_names(const File& f) {
                           json_input::printable(key), json_input::printable(value), expected));
 }
 
-// A finite number >= `lo` (the eps values are >= 0; post_mult may be any finite number).
-double parse_double(const File& f, std::string_view key, const std::string& s, double lo) {
+// A decimal number in the range of parameter `key` (mhc::param_range), blamed on the metadata
+// key with the range and why.
+double parse_param(const File& f, std::string_view key, const std::string& s,
+                   std::string_view example) {
+  const ParamRange& r = param_range(key);
+  const std::string expected =
+      fmt::format("a decimal number in [{:g}, {:g}] such as {}", r.lo, r.hi, example);
   double v = 0;
   auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
-  if (s.empty() || ec != std::errc() || end != s.data() + s.size() || !std::isfinite(v) || v < lo) {
-    bad_metadata(f, key, s,
-                 lo == 0 ? "a finite decimal number >= 0 such as 1e-06"
-                         : "a finite decimal number such as 2");
+  if (s.empty() || ec != std::errc() || end != s.data() + s.size()) {
+    bad_metadata(f, key, s, expected);
   }
+  if (!param_problem(key, v).empty()) bad_metadata(f, key, s, expected + " (" + r.why + ")");
   return v;
 }
 
@@ -67,11 +71,11 @@ MhcParams params_from_metadata(const File& f) {
   MhcParams p = preset(kDefaultPreset);
   for (const auto& [key, value] : f.metadata()) {
     if (key == "eps_h") {
-      p.eps_h = parse_double(f, key, value, 0);
+      p.eps_h = parse_param(f, key, value, "1e-06");
     } else if (key == "eps_n") {
-      p.eps_n = parse_double(f, key, value, 0);
+      p.eps_n = parse_param(f, key, value, "1e-20");
     } else if (key == "post_mult") {
-      p.post_mult = parse_double(f, key, value, -HUGE_VAL);
+      p.post_mult = parse_param(f, key, value, "2");
     } else if (key == "sinkhorn_iters") {
       p.sinkhorn_iters = parse_int(f, key, value, 1, io::kMaxSinkhornIters);
     } else if (key != "format") {  // "format" is what torch's writer adds
@@ -235,10 +239,13 @@ void check_site_outputs_finite(const MhcParams& p, const SiteOutputs& out) {
   };
   for (const auto& [name, what] : found) {
     if (!what.empty()) {
-      throw Error(
-          fmt::format("output '{}' {}, computed from finite inputs (an overflow in the "
-                      "site; check the weights' scale)",
-                      name, what));
+      // The parameters are within their ranges (validate), so the cause is a scale: of the
+      // weights or inputs, or of post_mult, which the message shows with the rest.
+      throw Error(fmt::format(
+          "output '{}' {}, computed from finite inputs and parameters within their ranges (an "
+          "overflow in the site: check the scale of the weights, the inputs and post_mult; "
+          "T={} eps_h={:g} eps_n={:g} post_mult={:g})",
+          name, what, p.sinkhorn_iters, p.eps_h, p.eps_n, p.post_mult));
     }
   }
 }

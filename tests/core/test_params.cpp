@@ -1,6 +1,7 @@
 // MhcParams: the named presets, derived sizes, describe() and validate()'s impossible shapes.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <limits>
 #include <string>
 #include <vector>
@@ -111,6 +112,17 @@ TEST(Params, ValidateRejectsImpossibleShapes) {
       {[](MhcParams& p) { p.eps_n = -1.0; }, "eps_n"},
       {[](MhcParams& p) { p.post_mult = std::numeric_limits<double>::infinity(); }, "post_mult"},
       {[](MhcParams& p) { p.post_mult = std::numeric_limits<double>::quiet_NaN(); }, "post_mult"},
+      {[](MhcParams& p) { p.sinkhorn_iters = 1001; }, "sinkhorn_iters=1001 must be at most 1000"},
+      // Finite doubles the fp32 arithmetic cannot hold, and zeros that make a zero row NaN.
+      {[](MhcParams& p) { p.eps_n = 1e39; }, "eps_n=1e+39 is outside [1.17549e-38, 1e+30]"},
+      {[](MhcParams& p) { p.eps_h = 0; }, "eps_h=0 is outside"},
+      {[](MhcParams& p) { p.eps_h = 1e31; }, "eps_h=1e+31"},
+      {[](MhcParams& p) { p.rms_eps_override = 0.0; }, "rms_eps=0 is outside"},
+      {[](MhcParams& p) { p.norm_eps_override = 1e-40; }, "norm_eps=1e-40 is outside"},
+      {[](MhcParams& p) { p.sinkhorn_eps_override = 0.0; }, "sinkhorn_eps=0"},
+      {[](MhcParams& p) { p.pre_eps_override = 1e39; }, "pre_eps=1e+39 is outside [0, 1e+30]"},
+      {[](MhcParams& p) { p.post_mult = 1e31; }, "post_mult=1e+31 is outside [-1e+30, 1e+30]"},
+      {[](MhcParams& p) { p.post_mult = -1e31; }, "post_mult=-1e+31"},
   };
   for (const auto& c : cases) {
     MhcParams p;
@@ -130,13 +142,60 @@ TEST(Params, ValidateAcceptsSmallAndEdgeShapes) {
   p.n = 1;
   p.layers = 1;
   p.sinkhorn_iters = 1;
-  p.eps_h = 0;
-  p.eps_n = 0;
+  p.eps_h = kMinDivisorEps;
+  p.eps_n = kMinDivisorEps;
+  p.pre_eps_override = 0.0;  // no division: 0 is allowed
+  p.post_mult = -kMaxParamMagnitude;
   EXPECT_NO_THROW(validate(p));
   p.hidden = 1 << 20;
   p.n = 8;
   p.layers = 1 << 20;
+  p.sinkhorn_iters = kMaxSinkhornIters;
+  p.eps_h = p.eps_n = kMaxParamMagnitude;
+  p.rms_eps_override = p.pre_eps_override = p.sinkhorn_eps_override = p.norm_eps_override =
+      kMaxParamMagnitude;
+  p.post_mult = kMaxParamMagnitude;
   EXPECT_NO_THROW(validate(p));
+}
+
+// A separate epsilon replaces the shared one: a shared value outside the range does not matter
+// where every epsilon it stands for is set apart, and the message names what the caller set.
+TEST(Params, TheEpsilonAsUsedIsChecked) {
+  MhcParams p;
+  p.eps_h = 0;
+  p.pre_eps_override = 1e-6;
+  p.sinkhorn_eps_override = 1e-6;
+  EXPECT_NO_THROW(validate(p));
+  p.sinkhorn_eps_override.reset();
+  try {
+    validate(p);
+    ADD_FAILURE() << "eps_h = 0 accepted as the Sinkhorn epsilon";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("eps_h=0 is outside [1.17549e-38, 1e+30] (the range of "
+                                         "sinkhorn_eps, which it is here)"),
+              std::string::npos)
+        << e.what();
+  }
+}
+
+// The reasons the ranges give, as fp32 arithmetic: the smallest divisor epsilon survives the
+// conversion to fp32 as a normal number with a finite rsqrt, and the largest magnitude added to
+// the largest finite fp32 rounds back to it (no overflow).
+TEST(Params, TheRangesHoldInFp32) {
+  EXPECT_EQ(float(kMinDivisorEps), std::numeric_limits<float>::min());
+  EXPECT_TRUE(std::isfinite(1.0f / std::sqrt(float(kMinDivisorEps))));
+  volatile float top = std::numeric_limits<float>::max();
+  EXPECT_EQ(top + float(kMaxParamMagnitude), top);
+  EXPECT_TRUE(std::isinf(top + 0x1p104f));  // 2^104 would overflow: the bound is that close
+  for (const ParamRange& r : param_ranges()) {
+    EXPECT_LE(r.lo, r.hi) << r.name;
+    EXPECT_TRUE(param_problem(r.name, r.lo).empty()) << r.name;
+    EXPECT_TRUE(param_problem(r.name, r.hi).empty()) << r.name;
+    EXPECT_FALSE(param_problem(r.name, std::nextafter(r.hi, 1e300)).empty()) << r.name;
+    EXPECT_FALSE(param_problem(r.name, std::numeric_limits<double>::quiet_NaN()).empty());
+    EXPECT_NE(param_problem(r.name, -1e300).find(r.name), std::string::npos);
+  }
+  EXPECT_THROW(param_range("no_such_parameter"), Error);
 }
 
 }  // namespace

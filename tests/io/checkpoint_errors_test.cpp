@@ -212,7 +212,15 @@ TEST(CheckpointErrors, BadConfigJson) {
   };
   EXPECT_TRUE(mentions(error_with("{"), {"config.json", "not valid JSON"}));
   EXPECT_TRUE(mentions(error_with(R"({"hc_eps": "1e-6"})"), {"config.json", "'hc_eps'"}));
-  EXPECT_TRUE(mentions(error_with(R"({"hc_eps": -1})"), {"config.json", "'hc_eps'", ">= 0"}));
+  EXPECT_TRUE(mentions(error_with(R"({"hc_eps": -1})"),
+                       {"config.json", "'hc_eps'", "[1.17549e-38, 1e+30]"}));
+  // Finite doubles the fp32 arithmetic cannot hold (was: the stack check failed with no word of
+  // the epsilon), and a zero Sinkhorn epsilon.
+  EXPECT_TRUE(
+      mentions(error_with(R"({"rms_norm_eps": 1e308})"),
+               {"config.json", "'rms_norm_eps'", "1e+308", "[1.17549e-38, 1e+30]", "eps_n"}));
+  EXPECT_TRUE(mentions(error_with(R"({"hc_eps": 0})"), {"'hc_eps'", "smallest normal fp32"}));
+  EXPECT_TRUE(mentions(error_with(R"({"rms_norm_eps": 1e-45})"), {"'rms_norm_eps'"}));
   EXPECT_TRUE(mentions(error_with(R"({"hc_sinkhorn_iters": 2.5})"),
                        {"config.json", "'hc_sinkhorn_iters'", "integer"}));
   EXPECT_TRUE(mentions(error_with(R"({"hc_sinkhorn_iters": 0})"), {"'hc_sinkhorn_iters'"}));

@@ -89,17 +89,18 @@ TEST(CheckpointConfig, OptionalStrictKeys) {
   const ConfigValues none = parse_config("{}", "c");
   EXPECT_FALSE(none.hc_eps || none.rms_norm_eps || none.hc_sinkhorn_iters || none.hidden_size);
   const ConfigValues c = parse_config(
-      R"({"hc_eps": 0, "rms_norm_eps": 1e-20, "hc_sinkhorn_iters": 1000, "hidden_size": 4096,
+      R"({"hc_eps": 1e30, "rms_norm_eps": 1e-20, "hc_sinkhorn_iters": 1000, "hidden_size": 4096,
           "hc_mult": 4, "num_hidden_layers": 43, "quantization_config": {"fmt": "e4m3"}})",
       "c");
-  EXPECT_EQ(c.hc_eps, 0.0);
+  EXPECT_EQ(c.hc_eps, 1e30);  // the largest in range (docs/limits.md)
   EXPECT_EQ(c.rms_norm_eps, 1e-20);
   EXPECT_EQ(c.hc_sinkhorn_iters, 1000);
   EXPECT_EQ(c.hidden_size, 4096);
   EXPECT_EQ(c.num_hidden_layers, 43);
   for (const char* bad : {R"({"hc_sinkhorn_iters": 1001})", R"({"hidden_size": 2147483648})",
                           R"({"hc_mult": -4})", R"({"hc_mult": true})", R"({"hc_eps": [1]})",
-                          R"({"num_hidden_layers": 18446744073709551615})"}) {
+                          R"({"num_hidden_layers": 18446744073709551615})", R"({"hc_eps": 0})",
+                          R"({"hc_eps": 1.1e30})", R"({"rms_norm_eps": 1e-39})"}) {
     EXPECT_THROW(parse_config(bad, "c"), Error) << bad;
   }
 }

@@ -12,6 +12,32 @@ namespace mhc {
 inline constexpr int kMaxStreams = 8;       // n in 1..kMaxStreams
 inline constexpr int kHiddenMultiple = 8;   // C a positive multiple of this
 inline constexpr int kMaxHidden = 1 << 20;  // C at most this
+inline constexpr int kMaxLayers = 1 << 20;  // layers at most this: sites() and counts stay ints
+// Sinkhorn iterations T (V4.1 uses 20): more is a corrupt value, and 2^31 would run for hours.
+inline constexpr int kMaxSinkhornIters = 1000;
+
+// The real-valued parameters feed fp32 arithmetic (docs/limits.md, "Parameter ranges"). At most
+// this in magnitude: below 2^103, half an ulp of the largest fp32, so adding it to any finite fp32
+// value never overflows, and its product with a coefficient in [0, 1] is finite.
+inline constexpr double kMaxParamMagnitude = 1e30;
+// At least this where the epsilon is the only thing keeping a denominator (or an rsqrt's argument)
+// away from 0: the smallest normal fp32, 2^-126. Smaller values round to 0 in fp32 or flush to 0
+// on the GPU, and an all-zero row then gives 0 * inf = NaN.
+inline constexpr double kMinDivisorEps = 0x1p-126;
+
+// The closed range of one real-valued parameter and why.
+struct ParamRange {
+  const char* name;
+  double lo, hi;
+  const char* why;
+};
+// rms_eps, pre_eps, sinkhorn_eps, norm_eps, post_mult, and the shared eps_h and eps_n (the range
+// of the strictest parameter each stands for).
+const std::vector<ParamRange>& param_ranges();
+// The range of `name` (one of param_ranges()); throws mhc::Error for an unknown name.
+const ParamRange& param_range(std::string_view name);
+// "" when `value` lies in the range of `name`, else "NAME=VALUE is outside [LO, HI]: WHY".
+std::string param_problem(std::string_view name, double value);
 
 struct MhcParams {
   int hidden = 5120;        // C
@@ -38,7 +64,9 @@ struct MhcParams {
   int sites() const { return 2 * layers; }
 };
 
-// Throws mhc::Error naming the first impossible field (C <= 0, n < 1, T < 1, eps < 0, ...).
+// Throws mhc::Error naming the first impossible field (C <= 0, n < 1, T < 1, ...) or the first
+// parameter outside its range (param_ranges: an epsilon, post_mult), with the range. Allocates
+// nothing when the parameters are valid.
 void validate(const MhcParams& p);
 
 // A one-line description, e.g.

@@ -5,6 +5,7 @@
 #include <cstdint>
 
 #include "mhc/core/json_input.hpp"
+#include "mhc/core/params.hpp"
 
 namespace mhc::io {
 
@@ -24,8 +25,8 @@ inline constexpr json_input::Limits kIndexJson{8, 4'000'000, 4096};
 // transformers' configs nest a few levels (rope_scaling, quantization_config).
 inline constexpr json_input::Limits kConfigJson{64, 100'000, 4096};
 
-// Sinkhorn iterations T from config.json or site metadata (V4.1 uses 20): more is a corrupt file,
-// and T = 2^31 would run for hours.
-inline constexpr int kMaxSinkhornIters = 1000;
+// Sinkhorn iterations T from config.json or site metadata: mhc::validate's limit (V4.1 uses 20;
+// more is a corrupt file, and T = 2^31 would run for hours).
+inline constexpr int kMaxSinkhornIters = ::mhc::kMaxSinkhornIters;
 
 }  // namespace mhc::io
