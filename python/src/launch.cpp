@@ -278,20 +278,29 @@ bool built_with_cuda() {
 #endif
 }
 
-std::string plan_json(int device, bool batch_invariant) {
 #if MHC_WITH_CUDA
+namespace {
+// Runs `f` with `device` current (the plan describes the current device), then the caller's.
+template <typename F>
+auto on_device(int device, F&& f) {
   int previous = 0;
   MHC_CUDA_CHECK(cudaGetDevice(&previous));
   if (previous != device) MHC_CUDA_CHECK(cudaSetDevice(device));
-  std::string json;
-  try {
-    json = state().resolve(device, batch_invariant)->plan.to_json();
-  } catch (...) {
-    if (previous != device) cudaSetDevice(previous);
-    throw;
-  }
-  if (previous != device) MHC_CUDA_CHECK(cudaSetDevice(previous));
-  return json;
+  struct Restore {
+    int previous, device;
+    ~Restore() {
+      if (previous != device) cudaSetDevice(previous);
+    }
+  } restore{previous, device};
+  return f();
+}
+}  // namespace
+#endif
+
+std::string plan_json(int device, bool batch_invariant) {
+#if MHC_WITH_CUDA
+  return on_device(device,
+                   [&] { return state().resolve(device, batch_invariant)->plan.to_json(); });
 #else
   (void)device;
   (void)batch_invariant;
@@ -301,8 +310,10 @@ std::string plan_json(int device, bool batch_invariant) {
 
 void prepare(int device) {
 #if MHC_WITH_CUDA
-  state().resolve(device, false);
-  state().resolve(device, true);
+  on_device(device, [&] {
+    state().resolve(device, false);
+    state().resolve(device, true);
+  });
 #else
   (void)device;
 #endif

@@ -84,7 +84,8 @@ std::string config_json();
 // The launch description of CUDA device `device` under the configuration (the kernel plan's
 // JSON, as `mhc plan --json`); makes the plan if not made yet.
 std::string plan_json(int device, bool batch_invariant);
-// Makes the plans of `device` now (outside any capture; a forward's first call does it too).
+// Makes the plans of `device` now, outside any capture (DEFAULT_POOL.reserve does; else a
+// forward's first call on the device).
 void prepare(int device);
 
 // Whether the library holds the CUDA kernels.

@@ -8,6 +8,7 @@
 #include <mutex>
 #include <tuple>
 
+#include "../launch.hpp"
 #include "device.hpp"
 #include "mhc/core/error.hpp"
 #include "mhc/core/params.hpp"
@@ -76,8 +77,12 @@ Tensor pool_workspace(Where device, int64_t hidden, int64_t n, int64_t tokens, i
   Tensor buffer =
       new_zeros({workspace_bytes(hidden, n, capacity)}, aoti_torch_dtype_uint8(), device);
   // The zero-fill ran on the current stream; the workspace may be used first on another (a
-  // side stream, a capture stream): wait for it once, here.
-  if (device.cuda()) synchronize(device.index);
+  // side stream, a capture stream): wait for it once, here. The device's launch descriptions are
+  // made now too, in this warm-up outside capture, if the first calls have not made them yet.
+  if (device.cuda()) {
+    synchronize(device.index);
+    launch::prepare(device.index);
+  }
   p.entries[key] = Entry{capacity, buffer};
   return buffer;
 }
