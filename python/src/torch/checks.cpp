@@ -289,11 +289,22 @@ void runnable(const char* op, const Tensor& residual) {
   }
 }
 
+// The range of an epsilon or post_mult (mhc::param_ranges, docs/limits.md), as _checks.param_range.
+void param_range(const char* op, const char* name, double value) {
+  const ParamRange& r = mhc::param_range(name);
+  if (!(r.lo <= value && value <= r.hi)) {
+    fail(
+        fmt::format("mhc.{}: {} must be in [{:g}, {:g}], got {} (docs/limits.md, parameter ranges)",
+                    op, name, r.lo, r.hi, float_text(value)));
+  }
+}
+
 void finite_nonnegative(const char* op, const char* name, double value) {
   if (!(0.0 <= value && value < std::numeric_limits<double>::infinity())) {
     fail(fmt::format("mhc.{}: {} must be a finite number >= 0, got {}", op, name,
                      float_text(value)));
   }
+  param_range(op, name, value);
 }
 
 void scalars(const char* op, double rms_eps, double pre_eps, double sinkhorn_eps, double post_mult,
@@ -305,6 +316,7 @@ void scalars(const char* op, double rms_eps, double pre_eps, double sinkhorn_eps
     fail(fmt::format("mhc.{}: post_mult must be a finite number, got {}", op,
                      float_text(post_mult)));
   }
+  param_range(op, "post_mult", post_mult);
   if (!(1 <= sinkhorn_iters && sinkhorn_iters <= kMaxSinkhornIters)) {
     fail(fmt::format("mhc.{}: sinkhorn_iters must be >= 1 and <= {}, got {}", op, kMaxSinkhornIters,
                      sinkhorn_iters));
