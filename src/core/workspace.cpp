@@ -3,6 +3,7 @@
 #include <fmt/core.h>
 
 #include <algorithm>
+#include <limits>
 
 #include "mhc/core/error.hpp"
 
@@ -13,7 +14,6 @@ namespace {
 constexpr int64_t kAlign = 256;
 
 int64_t align_up(int64_t bytes) { return (bytes + kAlign - 1) / kAlign * kAlign; }
-int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
 }  // namespace
 
@@ -44,13 +44,20 @@ int max_coefficient_splits(const MhcParams& p) {
   return int(std::clamp<int64_t>(by_k, 1, kPrenormDecodeMaxSplits));
 }
 
-// Counters and partials of one 128-token block, in bytes.
+// Counters and partials of one 128-token block, in bytes (at most ~1.7 MB: nmix <= 80, splits
+// <= 40).
 int64_t block_bytes(const MhcParams& p) {
   return (kPrenormMaxTileRows / 16) * 4 +
          int64_t(kPrenormMaxTileRows) * (p.nmix() + 1) * max_coefficient_splits(p) * 4;
 }
 
 int64_t weight_bytes(const MhcParams& p) { return align_up(int64_t(p.hidden) * 4); }
+
+// The most 128-token blocks whose layout's sizes fit an int64 (every size below is at most
+// weight_bytes + blocks * block_bytes, with room to spare for the alignment).
+int64_t max_blocks(const MhcParams& p) {
+  return (std::numeric_limits<int64_t>::max() - weight_bytes(p) - kAlign) / block_bytes(p);
+}
 
 WorkspaceLayout layout_of_blocks(const MhcParams& p, int64_t blocks) {
   WorkspaceLayout w;
@@ -73,13 +80,23 @@ WorkspaceLayout workspace_layout(const MhcParams& p, int64_t max_tokens) {
   if (max_tokens < 0) {
     throw Error(fmt::format("workspace: max_tokens={} must be >= 0", max_tokens));
   }
-  return layout_of_blocks(p, std::max<int64_t>(ceil_div(max_tokens, kPrenormMaxTileRows), 1));
+  // Blocks counted without forming max_tokens + 127, which overflows near 2^63.
+  const int64_t blocks = max_tokens / kPrenormMaxTileRows + (max_tokens % kPrenormMaxTileRows != 0);
+  if (blocks > max_blocks(p)) {
+    throw Error(fmt::format(
+        "workspace: max_tokens={} needs more than 2^63-1 bytes (C={} n={}: {} bytes per {} "
+        "tokens); at most {} tokens",
+        max_tokens, p.hidden, p.n, block_bytes(p), kPrenormMaxTileRows,
+        max_blocks(p) * kPrenormMaxTileRows));
+  }
+  return layout_of_blocks(p, std::max<int64_t>(blocks, 1));
 }
 
 WorkspaceLayout workspace_layout_for_bytes(const MhcParams& p, int64_t bytes) {
   validate(p);
-  const int64_t room = bytes - weight_bytes(p);
-  return layout_of_blocks(p, room > 0 ? room / block_bytes(p) : 0);
+  // Compared, not subtracted: bytes - weight_bytes overflows for bytes near -2^63.
+  const int64_t room = bytes > weight_bytes(p) ? bytes - weight_bytes(p) : 0;
+  return layout_of_blocks(p, std::min(room / block_bytes(p), max_blocks(p)));
 }
 
 }  // namespace mhc
