@@ -5,6 +5,7 @@
 #include <filesystem>
 #include <nlohmann/json.hpp>
 
+#include "checkpoint_replace.hpp"
 #include "mhc/core/error.hpp"
 #include "mhc/core/json_input.hpp"
 #include "mhc/io/checkpoint.hpp"
@@ -157,29 +158,6 @@ ExportReport write_files(const fs::path& root, const ExportOptions& o) {
   return rep;
 }
 
-// A new directory of ours next to `target` (same file system, so it can be renamed into place).
-fs::path make_temp_dir(const fs::path& parent, const std::string& stem) {
-  for (int attempt = 0; attempt < 64; ++attempt) {
-    const fs::path p =
-        parent / fmt::format(".{}.mhc-export-{}", stem.substr(0, 64), io::random_suffix());
-    std::error_code ec;
-    if (fs::create_directory(p, ec)) return p;
-    if (ec)
-      throw Error(
-          fmt::format("{}: cannot create a temporary directory: {}", p.string(), ec.message()));
-  }
-  throw Error(fmt::format("{}: cannot create a temporary directory", parent.string()));
-}
-
-// Removes a temporary directory of ours on every path out.
-struct TempDir {
-  fs::path path;
-  ~TempDir() {
-    std::error_code ec;
-    if (!path.empty()) fs::remove_all(path, ec);
-  }
-};
-
 // Whether `file` (a regular file, not a link) carries export's mark; anything unreadable does not.
 bool written_by_export(const fs::path& file) {
   try {
@@ -201,13 +179,12 @@ bool written_by_export(const fs::path& file) {
   }
 }
 
-// --force into an existing directory. First every entry of export's names is examined, and
-// anything but a regular file export wrote (its mark) is refused before a file is touched: --force
-// replaces only what export wrote. Then those old files go (the index first) and the new ones
-// move in, in rep.files order, the index (or the single file) last. Files of other names stay. At
-// every step in between the directory is refused by the loader (no index and no shard set it can
-// read), never a mix of old and new shards.
-void place_files(const fs::path& dir, const fs::path& tmp, const ExportReport& rep) {
+detail::ExportNames export_names() { return {export_file_names(), written_by_export}; }
+
+// --force replaces only what export wrote: every entry of export's names in `dir` must be a
+// regular file with its mark, else nothing is changed. Returns those files, in the order they are
+// removed by place_files (the index first, config.json last).
+std::vector<fs::path> replaceable_files(const fs::path& dir) {
   std::vector<fs::path> old;
   for (const char* name : kExportNames) {
     const fs::path p = dir / name;
@@ -221,7 +198,16 @@ void place_files(const fs::path& dir, const fs::path& tmp, const ExportReport& r
     }
     old.push_back(p);
   }
-  for (const auto& p : old) fs::remove(p);
+  return old;
+}
+
+// The fallback where the directory cannot be exchanged whole (detail::exchange_checkpoint): the
+// old files go (the index first) and the new ones move in, in rep.files order, the index (or the
+// single file) last. Files of other names stay. At every step in between the directory is refused
+// by the loader (no index and no shard set it can read), never a mix of old and new shards; a
+// kill in between can leave no checkpoint at all, which the next export writes again.
+void place_files(const fs::path& dir, const fs::path& tmp, const ExportReport& rep) {
+  for (const auto& p : replaceable_files(dir)) fs::remove(p);
   for (const auto& f : rep.files) fs::rename(tmp / f, dir / f);
 }
 
@@ -233,27 +219,39 @@ size_t entries_of(const fs::path& dir, std::string& example) {
   return n;
 }
 
+// `dir` as the directory to write: absolute, without a trailing slash ("DIR/" names DIR), a
+// symlink to a directory resolved (the directory is replaced, the link stays).
+fs::path target_of(const std::string& dir) {
+  fs::path target = fs::absolute(fs::path(dir)).lexically_normal();
+  if (target.filename().empty() && target.has_relative_path()) target = target.parent_path();
+  std::error_code ec;
+  if (fs::is_symlink(fs::symlink_status(target, ec)) && fs::is_directory(target, ec)) {
+    target = fs::canonical(target);
+  }
+  return target;
+}
+
 ExportReport write_example(const std::string& dir, const ExportOptions& o) {
   if (dir.empty()) throw Error("export-example: the directory name is empty");
-  fs::path target = fs::path(dir).lexically_normal();
-  // "DIR/" names DIR: its parent is where the temporary goes.
-  if (target.filename().empty() && target.has_relative_path()) target = target.parent_path();
+  const fs::path target = target_of(dir);
   std::error_code ec;
   const fs::file_status st = fs::status(target, ec);
   if (ec && ec != std::errc::no_such_file_or_directory) {
     throw Error(fmt::format("{}: cannot examine: {}", dir, ec.message()));
   }
+  const std::string stem = io::temporary_stem(target.string());
   if (!fs::exists(st)) {
     // A new directory: built beside it and renamed into place whole.
-    fs::path parent = fs::absolute(target).parent_path();
-    fs::create_directories(parent);
-    TempDir tmp{make_temp_dir(parent, fs::absolute(target).filename().string())};
-    ExportReport rep = write_files(tmp.path, o);
-    fs::rename(tmp.path, target);
-    tmp.path.clear();
+    fs::create_directories(target.parent_path());
+    detail::remove_stale_exports(target, export_names());
+    detail::ExportTemp tmp(target.parent_path(), stem);
+    ExportReport rep = write_files(tmp.path(), o);
+    fs::rename(tmp.path(), target);
+    tmp.release();
     return rep;
   }
   if (!fs::is_directory(st)) throw Error(fmt::format("{}: exists and is not a directory", dir));
+  detail::remove_stale_exports(target, export_names());
   std::string example;
   if (const size_t n = entries_of(target, example); n > 0 && !o.force) {
     throw Error(fmt::format(
@@ -262,9 +260,11 @@ ExportReport write_example(const std::string& dir, const ExportOptions& o) {
         "export-example wrote there (model*.safetensors, {}, config.json)",
         dir, n, example, kIndexName));
   }
-  TempDir tmp{make_temp_dir(target, "checkpoint")};
-  ExportReport rep = write_files(tmp.path, o);
-  place_files(target, tmp.path, rep);
+  replaceable_files(target);  // refused before the work, not after it
+  detail::ExportTemp tmp(target.parent_path(), stem);
+  ExportReport rep = write_files(tmp.path(), o);
+  if (!detail::exchange_checkpoint(target, tmp, export_names()))
+    place_files(target, tmp.path(), rep);
   return rep;
 }
 

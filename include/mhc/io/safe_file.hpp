@@ -11,6 +11,7 @@
 #pragma once
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -58,5 +59,32 @@ int open_regular_file(const std::string& path, uint64_t& size);
 
 // A random file-name component (16 hex digits) for temporaries.
 std::string random_suffix();
+
+// ---- Temporaries left behind by a process killed mid-write (SIGKILL, a power loss) ----
+// Every temporary mhc creates (an OutputFile's file, export-example's directories) is named
+// ".{stem}.mhc-{kind}{16 hex}{suffix}" after its target and held under an exclusive flock(2) from
+// creation until it is renamed into place or removed; the kernel drops the lock when the process
+// dies. So a temporary of that name that can be locked is stale, and the next write to the same
+// place removes it. Nothing else is ever removed: not a name of another form, not a symlink, not
+// another user's file, not a temporary a live process holds.
+
+// Whether `name` is ".{stem}.mhc-{kind}" + 16 lowercase hex digits + `suffix`.
+bool is_temporary_name(std::string_view name, std::string_view stem, std::string_view kind,
+                       std::string_view suffix);
+// The stem of a target's temporaries: its file name cut to 64 bytes (the temporary's name stays
+// under NAME_MAX; whole, it helps a person who finds one).
+std::string temporary_stem(const std::string& target);
+// Takes the lock of a temporary just created (`fd` open on it, `path` its name) and checks that
+// the name still refers to it (a cleaner may have taken it in the instant before the lock).
+// Returns false when it does not: the caller closes fd and creates another.
+bool lock_new_temporary(int fd, const std::string& path);
+// Calls `remove(dirfd, name)` for every entry of directory `dir` whose name `ours` accepts that is
+// stale: a regular file (or, with `directories`, a directory) owned by this user, not a symlink,
+// whose lock can be taken. The lock is held during the call. Errors are ignored (a temporary that
+// cannot be examined is left where it is). At most 100,000 entries are examined.
+void remove_stale(const std::string& dir, const std::function<bool(std::string_view)>& ours,
+                  bool directories, const std::function<void(int, const std::string&)>& remove);
+// remove_stale for OutputFile's temporaries of `target` (".NAME.mhc-{16 hex}.tmp" beside it).
+void remove_stale_temporaries(const std::string& target);
 
 }  // namespace mhc::io
