@@ -20,16 +20,15 @@ void add_bench_overlap(CLI::App& bench) {
       "Native vs overlap schedule on the stand-in decoder stack (FULL CUDA graphs)",
       {"mhc bench overlap --preset dsv41-flash --layers 40 --reps 30 --json overlap.json"});
   add_preset_option(cmd, o->preset_name);
-  cmd->add_option("--layers", o->layers, "Decoder layers (default: the preset's)")
-      ->check(integer_in(1));
+  add_layers_option(cmd, o->layers, "Decoder layers (default: the preset's)");
   add_token_counts_option(cmd, o->tokens);
   cmd->add_option("--reps", o->reps, "Timed replays per arm and size")
-      ->check(integer_in(1))
+      ->check(integer_in(1, kMaxTimingReps))
       ->capture_default_str();
   cmd->add_option("--attn-width", o->attention_width, "Stand-in attention width (default C)")
-      ->check(integer_in(1));
+      ->check(integer_in(1, kMaxStandinWidth));
   cmd->add_option("--ffn-width", o->ffn_width, "Stand-in MoE width (default 5C/4)")
-      ->check(integer_in(1));
+      ->check(integer_in(1, kMaxStandinWidth));
   o->json.add_to(cmd);
   add_kernel_config_option(cmd, o->kernel_config);
   cmd->add_option("--tp", o->tp,
@@ -37,7 +36,8 @@ void add_bench_overlap(CLI::App& bench) {
                   "sublayer); reports rank 0's timings")
       ->check(integer_in(1));
   cmd->add_option("--weights", o->weights_dir,
-                  "Checkpoint directory: its mHC parameters instead of synthetic ones");
+                  "Checkpoint directory: its mHC parameters instead of synthetic ones")
+      ->check(non_empty());
   cmd->callback([o] {
     o->json.check(o->weights_dir.empty() ? std::vector<std::string>{} : files_at(o->weights_dir));
     o->json.emit_from([&] { return bench::bench_overlap(*o); });

@@ -70,11 +70,10 @@ void register_bench(CLI::App& app) {
       {"mhc bench kernels --preset dsv41-flash --tokens 1,16,128 --reps 200 --json kernels.json"});
   add_preset_option(kernels, options->preset_name);
   add_token_counts_option(kernels, options->tokens, "--tokens", "Token counts (comma separated)");
-  kernels->add_option("--hidden", options->hidden, "Override the hidden size C")
-      ->check(integer_in(1));
-  kernels->add_option("--hc", options->hc, "Override the stream count n")->check(integer_in(1));
+  add_hidden_option(kernels, options->hidden, "Override the hidden size C");
+  add_streams_option(kernels, options->hc, "Override the stream count n");
   kernels->add_option("--reps", options->reps, "Timed graph replays per item")
-      ->check(integer_in(5))
+      ->check(integer_in(5, kMaxTimingReps))
       ->capture_default_str();
   kernels->add_option("--projection", options->projection, "Projection precision")
       ->check(one_of({"tf32", "fp32"}))

@@ -12,6 +12,7 @@
 #include "mhc/core/dispatch.hpp"
 #include "mhc/core/error.hpp"
 #include "mhc/core/kernel_plan.hpp"
+#include "mhc/core/params.hpp"
 #include "options.hpp"
 
 namespace mhc::cli {
@@ -106,6 +107,12 @@ void run_dispatch(DispatchArgs& a) {
   in.capability = parse_capability(a.arch);
   in.config = KernelConfig::parse(a.kernel_config);
   a.json.check(files_read(in.config));
+  // The shape limits `run` and `site` apply (mhc::validate: C a multiple of 8 up to 2^20, n up
+  // to 8), so that the policy is never asked about a shape nothing can run.
+  MhcParams shape;
+  shape.hidden = a.hidden;
+  shape.n = a.n;
+  validate(shape);
   in.hidden = a.hidden;
   in.n = a.n;
   in.tokens = a.tokens;
@@ -132,12 +139,8 @@ void register_dispatch(CLI::App& app) {
   cmd->add_option("--arch", args->arch, "Compute capability, e.g. 9.0 (H200) or 10.0 (B200)")
       ->required();
   add_kernel_config_option(cmd, args->kernel_config);
-  cmd->add_option("--hidden", args->hidden, "Hidden size C")
-      ->check(integer_in(1))
-      ->capture_default_str();
-  cmd->add_option("--hc", args->n, "Residual streams n (hc_mult)")
-      ->check(integer_in(1))
-      ->capture_default_str();
+  add_hidden_option(cmd, args->hidden, "Hidden size C")->capture_default_str();
+  add_streams_option(cmd, args->n, "Residual streams n (hc_mult)")->capture_default_str();
   add_tokens_option(cmd, args->tokens);
   add_mode_option(cmd, args->mode);
   cmd->add_flag("--ubatching", args->ubatching, "Micro-batching is on");

@@ -75,15 +75,9 @@ void register_export_example(CLI::App& app) {
                   "model.safetensors.index.json) for `mhc run --weights`",
                   {"mhc export-example /tmp/ckpt --layers 4 && mhc run --weights /tmp/ckpt"});
   cmd->add_option("dir", a->dir, "Directory to write: new or empty (see --force)")->required();
-  cmd->add_option("--layers", a->opt.layers, "Decoder layers")
-      ->check(integer_in(1))
-      ->capture_default_str();
-  cmd->add_option("--hidden", a->opt.hidden, "Hidden size C")
-      ->check(integer_in(1))
-      ->capture_default_str();
-  cmd->add_option("--hc", a->opt.hc, "Residual streams n")
-      ->check(integer_in(1))
-      ->capture_default_str();
+  add_layers_option(cmd, a->opt.layers, "Decoder layers")->capture_default_str();
+  add_hidden_option(cmd, a->opt.hidden, "Hidden size C")->capture_default_str();
+  add_streams_option(cmd, a->opt.hc, "Residual streams n")->capture_default_str();
   cmd->add_option("--naming", a->naming,
                   "Tensor names: official (layers.{i}.hc_attn_fn) or hf "
                   "(model.layers.{i}.attn_hc.fn)")

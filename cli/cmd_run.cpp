@@ -16,6 +16,7 @@
 #include "mhc/cpu/model.hpp"
 #include "mhc/cpu/reference.hpp"
 #include "mhc/io/checkpoint.hpp"
+#include "mhc/io/safe_file.hpp"
 #include "options.hpp"
 #include "run_report.hpp"
 #if MHC_WITH_CUDA
@@ -29,6 +30,13 @@
 
 namespace mhc::cli {
 namespace {
+
+// `run` checks every layer of its stack against the float64 reference with bounds that grow like
+// bf16 rounding noise, capped at 4e-2 (docs/numerics.md). That noise keeps growing with depth: at
+// DeepSeek-V4.1-Flash shapes 4 of 12 seeds failed within 128 layers (first at 67, 71, 86 and 123),
+// none up to 64 (worst 3.4e-2). Deeper, the check fails whatever the backend does, so the depth is
+// refused up front (docs/limits.md).
+constexpr int kMaxRunLayers = 64;
 
 struct RunOptions {
   std::string preset_name{kDefaultPreset};
@@ -57,8 +65,13 @@ MhcParams resolve_params(const RunOptions& o) {
   return p;
 }
 
+// The timed repetitions `run` asks for: --timing-reps, else the backend's default.
+int timing_reps(const RunOptions& o, const Backend& backend) {
+  return o.timing_reps > 0 ? o.timing_reps : (backend.name() == "cpu" ? 5 : 200);
+}
+
 // Everything `mhc run` holds on the host, before any of it is allocated.
-void check_host_memory(const MhcParams& p, int64_t tokens) {
+void check_host_memory(const MhcParams& p, int64_t tokens, int reps) {
   const uint64_t m = uint64_t(tokens), k = uint64_t(p.k()), layers = uint64_t(p.layers);
   // x after every layer: the backend's bf16 trace and the float64 reference's, 2 + 8 bytes.
   const auto traces = checked_product({layers, m, k, 2 + 8});
@@ -68,7 +81,9 @@ void check_host_memory(const MhcParams& p, int64_t tokens) {
       fmt::format("mhc run with {} tokens (C={} n={} layers={})", tokens, p.hidden, p.n, p.layers),
       {{"weights", model_weight_bytes(p)},
        {"per-layer traces", traces},
-       {"inputs and site check", inputs}});
+       {"inputs and site check", inputs},
+       // A double per repetition, and a CUDA event on the GPU.
+       {"timing samples", checked_product({uint64_t(reps), 8 + 8})}});
 }
 
 // --tp is checked before any work: its own validation replaces the single-GPU stack check.
@@ -144,15 +159,23 @@ void run(RunOptions& o, bool preset_given) {
   const KernelConfig cfg = KernelConfig::parse(o.kernel_config);
   const auto checkpoint_files =
       o.weights_dir.empty() ? std::vector<std::string>{} : files_at(o.weights_dir);
-  o.json.check(joined(checkpoint_files, files_read(cfg)),
+  const std::vector<std::string> inputs = joined(checkpoint_files, files_read(cfg));
+  o.json.check(inputs,
                o.trace_path.empty() ? std::vector<std::string>{} : std::vector{o.trace_path});
+  if (!o.trace_path.empty()) io::check_output(o.trace_path, inputs);  // before the work
   std::optional<ckpt::Loaded> ck;
   if (!o.weights_dir.empty()) ck = load_weights(o, preset_given);
   const MhcParams p = ck ? ck->weights.params : resolve_params(o);
-  check_host_memory(p, o.tokens);
+  if (p.layers > kMaxRunLayers) {
+    throw Error(fmt::format(
+        "the checkpoint has {} layers; mhc run validates at most {} (its stack check's bounds "
+        "hold to that depth, docs/limits.md)",
+        p.layers, kMaxRunLayers));
+  }
   const ExecMode mode = parse_exec_mode(o.mode);
   check_tp_options(o);
   auto backend = make_backend(o.backend, cfg);
+  check_host_memory(p, o.tokens, timing_reps(o, *backend));
   const bool on_gpu = backend->capability().has_value();
   if (!on_gpu && !o.trace_path.empty()) throw Error("--trace needs the cuda backend");
   RunReport report(o.json);
@@ -183,8 +206,7 @@ void run(RunOptions& o, bool preset_given) {
   report.stack_check(trace, ref, p, o.tokens);
   report.head_check(check_head(*backend, weights, trace, o.tokens), tol);
 
-  const int reps = o.timing_reps > 0 ? o.timing_reps : (backend->name() == "cpu" ? 5 : 200);
-  report.timing(backend->time_site(weights, o.tokens, reps), p, o.tokens);
+  report.timing(backend->time_site(weights, o.tokens, timing_reps(o, *backend)), p, o.tokens);
   if (on_gpu && o.tokens > 0) {
     bench::OverlapOptions sweep;
     sweep.tokens = {o.tokens};
@@ -206,18 +228,15 @@ void register_run(CLI::App& app) {
                            "mhc run --weights ckpt/ --json | jq .pass"});
   auto* preset_opt = add_preset_option(cmd, opts->preset_name);
   add_tokens_option(cmd, opts->tokens);
-  cmd->add_option("--layers", opts->layers, "Decoder layers (default: the preset's)")
-      ->check(integer_in(1));
-  cmd->add_option("--hidden", opts->hidden, "Hidden size C (default: the preset's)")
-      ->check(integer_in(1));
-  cmd->add_option("--hc", opts->hc, "Residual streams n (default: the preset's)")
-      ->check(integer_in(1));
+  add_layers_option(cmd, opts->layers, "Decoder layers (default: the preset's)", kMaxRunLayers);
+  add_hidden_option(cmd, opts->hidden, "Hidden size C (default: the preset's)");
+  add_streams_option(cmd, opts->hc, "Residual streams n (default: the preset's)");
   add_seed_option(cmd, opts->seed);
   add_kernel_config_option(cmd, opts->kernel_config);
   add_backend_option(cmd, opts->backend);
   cmd->add_option("--timing-reps", opts->timing_reps,
                   "Timed repetitions (default: cpu 5, cuda 200)")
-      ->check(integer_in(1));
+      ->check(integer_in(1, kMaxTimingReps));
   add_mode_option(cmd, opts->mode);
   cmd->add_option("--sync-check", opts->sync_check,
                   "error: capture the forward in global mode first, so any host sync inside it "
@@ -225,7 +244,8 @@ void register_run(CLI::App& app) {
       ->check(one_of({"off", "error"}))
       ->capture_default_str();
   cmd->add_option("--trace", opts->trace_path,
-                  "Write a Chrome trace (GPU-timed, per stream) of one forward to this file");
+                  "Write a Chrome trace (GPU-timed, per stream) of one forward to this file")
+      ->check(non_empty());
   cmd->add_option("--tp", opts->tp,
                   "Tensor parallelism over N GPUs (one thread each, NCCL all-reduce): the cuBLAS "
                   "stand-in decoder sharded over them, validated against TP=1")
@@ -233,7 +253,8 @@ void register_run(CLI::App& app) {
   opts->json.add_to(cmd);
   cmd->add_option("--weights", opts->weights_dir,
                   "Checkpoint directory (model.safetensors.index.json + shards, or one "
-                  ".safetensors file): real mHC parameters instead of synthetic ones");
+                  ".safetensors file): real mHC parameters instead of synthetic ones")
+      ->check(non_empty());
   cmd->callback([opts, preset_opt] { run(*opts, preset_opt->count() > 0); });
 }
 

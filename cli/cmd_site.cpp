@@ -4,9 +4,11 @@
 
 #include <chrono>
 #include <map>
+#include <optional>
 #include <string>
 
 #include "commands.hpp"
+#include "memory.hpp"
 #include "mhc/core/backend.hpp"
 #include "mhc/core/config.hpp"
 #include "mhc/core/error.hpp"
@@ -88,6 +90,32 @@ nlohmann::json summary_json(const SiteArgs& a, const st::SiteFileInputs& in, con
           {"run_ms", ms}};
 }
 
+// What `site` holds on the host, from the header alone, before a tensor is read: each input
+// copied out of the mapping (a bf16 norm weight widened to f32), the outputs, and the outputs once
+// more as the writer's copy. Sizes from x's shape [M, n, C]; a malformed x is left to the reader.
+void check_site_memory(const st::File& f) {
+  uint64_t inputs = 0;
+  for (const st::TensorInfo& t : f.tensors()) {
+    const uint64_t widen = t.name == "norm_weight" && t.dtype == st::Dtype::BF16 ? 2 : 1;
+    const auto bytes = checked_product({t.nbytes(), widen});
+    if (!bytes || __builtin_add_overflow(inputs, *bytes, &inputs)) inputs = UINT64_MAX;
+  }
+  const st::TensorInfo* x = f.find("x");
+  if (x == nullptr || x->shape.size() != 3) return;
+  const uint64_t m = uint64_t(x->shape[0]), n = uint64_t(x->shape[1]), c = uint64_t(x->shape[2]);
+  // bf16 layer_input [M, C] and x_next [M, n, C]; f32 pre, post [M, n] and comb [M, n, n].
+  const auto per_token = checked_product({n + 1, c, 2});
+  const auto coefficients = checked_product({n + 2, n, 4});
+  std::optional<uint64_t> outputs;
+  if (per_token && coefficients && *per_token <= UINT64_MAX - *coefficients) {
+    outputs = checked_product({m, *per_token + *coefficients});
+  }
+  require_host_memory(fmt::format("mhc site on {} (M={} n={} C={})", f.path(), m, n, c),
+                      {{"inputs", inputs == UINT64_MAX ? std::nullopt : std::optional(inputs)},
+                       {"outputs", outputs},
+                       {"the output file's image", outputs}});
+}
+
 void run_site_command(SiteArgs& a) {
   // Cheap checks first: a bad config or a missing GPU is reported before a large file is read.
   const KernelConfig config = KernelConfig::parse(a.kernel_config);
@@ -95,7 +123,9 @@ void run_site_command(SiteArgs& a) {
   const std::vector<std::string> inputs{a.inputs};
   io::check_output(a.out, inputs);  // a bad --out before the work, not after
   a.json.check(joined(inputs, files_read(config)), {a.out});
-  const st::SiteFileInputs in = st::read_site_inputs(a.inputs);
+  const st::File file = st::File::open(a.inputs);
+  check_site_memory(file);
+  const st::SiteFileInputs in = st::read_site_inputs(file);
   SiteOutputs out(in.params, in.tokens);
   const auto start = std::chrono::steady_clock::now();
   backend->run_site(in.params, in.weights.view(), in.inputs(), out.view());

@@ -277,26 +277,25 @@ void register_tune(CLI::App& app) {
       {"mhc tune --preset dsv41-flash --out tactics.json",
        R"(mhc run --kernel-config '{"enable_mhc_overlap": true, "tactics": "tactics.json"}')"});
   add_preset_option(cmd, o->preset_name);
-  cmd->add_option("--layers", o->layers, "Decoder layers (default: the preset's)")
-      ->check(integer_in(1));
+  add_layers_option(cmd, o->layers, "Decoder layers (default: the preset's)");
   add_token_counts_option(cmd, o->tokens);
   cmd->add_option("--rounds", o->rounds, "Repeats of the whole sweep")
       ->check(integer_in(1, 100))
       ->capture_default_str();
   cmd->add_option("--reps", o->reps, "Timed replays per schedule, size and round")
-      ->check(integer_in(2))
+      ->check(integer_in(2, kMaxTimingReps))
       ->capture_default_str();
   add_token_counts_option(cmd, o->prenorm_tokens, "--prenorm-tokens",
                           "Sizes at which to time every prenorm kernel and split count (0: skip)",
                           true);
   cmd->add_option("--prenorm-reps", o->prenorm_reps, "Timed replays per prenorm variant")
-      ->check(integer_in(5))
+      ->check(integer_in(5, kMaxTimingReps))
       ->capture_default_str();
   add_token_counts_option(
       cmd, o->boundary_tokens, "--boundary-tokens",
       "Sizes at which to time the fused boundary against its two launches (0: skip)", true);
   cmd->add_option("--boundary-reps", o->boundary_reps, "Timed replays per boundary variant")
-      ->check(integer_in(5))
+      ->check(integer_in(5, kMaxTimingReps))
       ->capture_default_str();
   cmd->add_option("--out", o->out_path, "The tactics file to write (safely: temp file + rename)")
       ->required();

@@ -33,11 +33,11 @@ int main(int argc, char** argv) {
     return report_parse_error(app, e);
   } catch (const mhc::Error& e) {
     std::fflush(stdout);
-    fmt::print(stderr, "mhc: error: {}\n", e.what());
+    fmt::print(stderr, "mhc: error: {}\n", readable(e.what()));
     return kExitError;
   } catch (const std::exception& e) {
     std::fflush(stdout);
-    fmt::print(stderr, "mhc: internal error: {}\n", e.what());
+    fmt::print(stderr, "mhc: internal error: {}\n", readable(e.what()));
     return kExitInternal;
   }
   return kExitOk;

@@ -7,6 +7,7 @@
 #include <filesystem>
 
 #include "mhc/core/error.hpp"
+#include "mhc/core/json_input.hpp"
 #include "mhc/core/params.hpp"
 #include "mhc/io/safe_file.hpp"
 #include "usage.hpp"
@@ -22,6 +23,8 @@ CLI::App* add_command(CLI::App& parent, const std::string& name, const std::stri
   return cmd;
 }
 
+std::string echoed(std::string_view text) { return json_input::printable(text, 64); }
+
 CLI::Validator one_of(std::vector<std::string> choices) {
   std::string list;
   for (const auto& c : choices) list += (list.empty() ? "" : "|") + c;
@@ -29,9 +32,16 @@ CLI::Validator one_of(std::vector<std::string> choices) {
     for (const auto& c : choices) {
       if (text == c) return {};
     }
-    return fmt::format("'{}' is not one of {}{}", text, list, did_you_mean(text, choices));
+    return fmt::format("'{}' is not one of {}{}", echoed(text), list, did_you_mean(text, choices));
   };
   return CLI::Validator(check, list, "one_of");
+}
+
+CLI::Validator non_empty() {
+  auto check = [](std::string& text) -> std::string {
+    return text.empty() ? "the value is empty (leave the option out instead)" : "";
+  };
+  return CLI::Validator(check, "", "non_empty");
 }
 
 CLI::Option* add_backend_option(CLI::App* cmd, std::string& backend) {
@@ -58,19 +68,76 @@ CLI::Option* add_tokens_option(CLI::App* cmd, int64_t& tokens) {
       ->capture_default_str();
 }
 
+namespace {
+
+// The items of a comma-separated list, empty ones included ("1,,2" has three).
+std::vector<std::string_view> list_items(std::string_view list) {
+  std::vector<std::string_view> items;
+  for (size_t start = 0;;) {
+    const size_t comma = list.find(',', start);
+    items.push_back(list.substr(start, comma - start));
+    if (comma == std::string_view::npos) return items;
+    start = comma + 1;
+  }
+}
+
+std::string joined_counts(const std::vector<int64_t>& counts) {
+  std::string text;
+  for (int64_t c : counts) text += fmt::format("{}{}", text.empty() ? "" : ",", c);
+  return text;
+}
+
+}  // namespace
+
 CLI::Option* add_token_counts_option(CLI::App* cmd, std::vector<int64_t>& tokens,
                                      const std::string& name, const std::string& help,
                                      bool allow_zero) {
-  return cmd->add_option(name, tokens, help)
-      ->delimiter(',')
-      ->check(integer_in<int64_t>(allow_zero ? 0 : 1, kMaxTokenOption))
-      ->capture_default_str();
+  // The lists are split here, not by CLI11's delimiter, which drops empty items silently.
+  const int64_t lo = allow_zero ? 0 : 1;
+  const CLI::Validator each = integer_in<int64_t>(lo, kMaxTokenOption);
+  auto check = [each](std::string& list) -> std::string {
+    for (std::string_view item : list_items(list)) {
+      std::string text(item);
+      if (text.empty()) {
+        return fmt::format("'{}' has an empty item; expected integers separated by commas",
+                           echoed(list));
+      }
+      if (std::string problem = each(text); !problem.empty()) return problem;
+    }
+    return {};
+  };
+  auto store = [&tokens](const std::vector<std::string>& lists) {
+    tokens.clear();
+    for (const auto& list : lists) {
+      for (std::string_view item : list_items(list)) {
+        int64_t value = 0;
+        std::from_chars(item.data(), item.data() + item.size(), value);  // checked above
+        tokens.push_back(value);
+      }
+    }
+  };
+  return cmd->add_option_function<std::vector<std::string>>(name, store, help)
+      ->check(CLI::Validator(check, fmt::format("LIST of {}..{}", lo, kMaxTokenOption), "counts"))
+      ->default_str(joined_counts(tokens));
 }
 
 CLI::Option* add_seed_option(CLI::App* cmd, uint64_t& seed) {
   return cmd->add_option("--seed", seed, "Seed of the synthetic weights and inputs")
       ->check(integer_in<uint64_t>(0))
       ->capture_default_str();
+}
+
+CLI::Option* add_hidden_option(CLI::App* cmd, int& hidden, const std::string& what) {
+  return cmd->add_option("--hidden", hidden, what)->check(integer_in(1, kMaxHidden));
+}
+
+CLI::Option* add_streams_option(CLI::App* cmd, int& n, const std::string& what) {
+  return cmd->add_option("--hc", n, what)->check(integer_in(1, kMaxStreams));
+}
+
+CLI::Option* add_layers_option(CLI::App* cmd, int& layers, const std::string& what,
+                               int max_layers) {
+  return cmd->add_option("--layers", layers, what)->check(integer_in(1, max_layers));
 }
 
 CLI::Option* add_kernel_config_option(CLI::App* cmd, std::string& json) {
@@ -88,9 +155,8 @@ void JsonOutput::add_to(CLI::App* cmd) {
 
 void JsonOutput::check(std::vector<std::string> inputs, std::vector<std::string> outputs) {
   if (!wanted() || path_.empty()) return;
-  io::check_output(path_, inputs);
   // The outputs may not exist yet, so they are compared by path (the same inode is caught at
-  // emit(), once they do).
+  // emit(), once they do); first, as one of them may be in a directory the command creates.
   namespace fs = std::filesystem;
   std::error_code ec;
   const fs::path report = fs::weakly_canonical(fs::absolute(path_), ec);
@@ -104,6 +170,7 @@ void JsonOutput::check(std::vector<std::string> inputs, std::vector<std::string>
                       path_, out));
     }
   }
+  io::check_output(path_, inputs);
   others_ = std::move(inputs);
   others_.insert(others_.end(), outputs.begin(), outputs.end());
 }

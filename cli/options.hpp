@@ -16,12 +16,16 @@
 #include <vector>
 
 #include "mhc/core/config.hpp"
+#include "mhc/core/params.hpp"
 
 namespace mhc::cli {
 
 // A subcommand of `parent` whose help ends with the given example command lines.
 CLI::App* add_command(CLI::App& parent, const std::string& name, const std::string& description,
                       const std::vector<std::string>& examples);
+
+// `text` as an error message may quote it: control bytes escaped, cut to a readable length.
+std::string echoed(std::string_view text);
 
 // An integer in [lo, hi], written as a plain decimal ("1e9", "0x10", "5.0" and "" are refused).
 template <typename T>
@@ -33,13 +37,16 @@ CLI::Validator integer_in(T lo, T hi = std::numeric_limits<T>::max()) {
     const char* end = text.data() + text.size();
     const auto [ptr, ec] = std::from_chars(text.data(), end, value);
     if (ec == std::errc() && ptr == end && value >= lo && value <= hi) return {};
-    return fmt::format("expected an integer {}, got '{}'", range, text);
+    return fmt::format("expected an integer {}, got '{}'", range, echoed(text));
   };
   return CLI::Validator(check, range, "integer_in");
 }
 
 // One of `choices`; the error lists them (and suggests the closest).
 CLI::Validator one_of(std::vector<std::string> choices);
+
+// A value that is not empty (a path: `--weights ""` is an error, not the option left out).
+CLI::Validator non_empty();
 
 // The options several subcommands share, with their choices.
 CLI::Option* add_backend_option(CLI::App* cmd, std::string& backend);  // auto|cpu|cuda
@@ -49,12 +56,28 @@ CLI::Option* add_preset_option(CLI::App* cmd, std::string& preset);    // the kn
 // size computed from it overflows before an allocation can fail cleanly.
 inline constexpr int64_t kMaxTokenOption = std::numeric_limits<int32_t>::max();
 CLI::Option* add_tokens_option(CLI::App* cmd, int64_t& tokens);  // 0..kMaxTokenOption
-// 1,2,4: each 1..kMaxTokenOption (0..kMaxTokenOption with allow_zero, where 0 means skip)
+// 1,2,4 (or 1 2 4): each 1..kMaxTokenOption (0..kMaxTokenOption with allow_zero, where 0 means
+// skip); an empty item ("1,,2", "1,") is refused, not dropped.
 CLI::Option* add_token_counts_option(CLI::App* cmd, std::vector<int64_t>& tokens,
                                      const std::string& name = "--tokens",
                                      const std::string& help = "Token counts",
                                      bool allow_zero = false);
 CLI::Option* add_seed_option(CLI::App* cmd, uint64_t& seed);  // any 64-bit value
+
+// Shape options, bounded at the parser by mhc::validate's limits (which then checks the rest: C a
+// multiple of 8), so that no size is computed from an absurd value. `what` is the help text.
+CLI::Option* add_hidden_option(CLI::App* cmd, int& hidden, const std::string& what);  // 1..2^20
+CLI::Option* add_streams_option(CLI::App* cmd, int& n, const std::string& what);      // 1..8
+CLI::Option* add_layers_option(CLI::App* cmd, int& layers, const std::string& what,
+                               int max_layers = kMaxLayers);
+
+// Timed repetitions: each keeps a sample (a double, and a CUDA event on the GPU) until the
+// median is taken, and 2^31 of them exhaust memory before they finish; 100,000 replays of the
+// largest site take minutes.
+inline constexpr int kMaxTimingReps = 100'000;
+// The stand-in decoder's widths (bench overlap): at most the largest C times 2, so that its
+// weights (C x width per sublayer) stay a size the GPU's memory check can state.
+inline constexpr int kMaxStandinWidth = 2 * kMaxHidden;
 CLI::Option* add_kernel_config_option(CLI::App* cmd, std::string& json);
 
 // `--json [FILE]`, the same in every subcommand: bare, the JSON report goes to stdout (and the

@@ -5,6 +5,8 @@
 #include <algorithm>
 #include <cstdio>
 
+#include "options.hpp"
+
 namespace mhc::cli {
 namespace {
 
@@ -88,21 +90,22 @@ std::string explain_leftover(const CLI::App& cmd, const CLI::ParseError& e) {
   const std::string& arg = left.front();
   if (looks_like_option(arg)) {
     const std::string name = arg.substr(0, arg.find('='));
-    return fmt::format("unknown option '{}' for '{}'{}", name, where,
+    return fmt::format("unknown option '{}' for '{}'{}", echoed(name), where,
                        did_you_mean(name, option_names(cmd)));
   }
   if (!commands.empty()) {
-    return fmt::format("unknown command '{}' for '{}' (commands: {}){}", arg, where, join(commands),
-                       did_you_mean(arg, commands));
+    return fmt::format("unknown command '{}' for '{}' (commands: {}){}", echoed(arg), where,
+                       join(commands), did_you_mean(arg, commands));
   }
-  return fmt::format("unexpected argument '{}' for '{}'", arg, where);
+  return fmt::format("unexpected argument '{}' for '{}'", echoed(arg), where);
 }
 
 }  // namespace
 
 std::string did_you_mean(std::string_view typed, const std::vector<std::string>& known) {
   const std::string_view bare = without_dashes(typed);
-  if (bare.empty()) return "";
+  // A long value is no typo of a short name (and its edit distance would cost length^2).
+  if (bare.empty() || bare.size() > 64) return "";
   const std::string* best = nullptr;
   size_t best_distance = 0;
   for (const auto& name : known) {
@@ -123,6 +126,14 @@ std::string did_you_mean(std::string_view typed, const std::vector<std::string>&
   return fmt::format(" (did you mean '{}'?)", *best);
 }
 
+std::string readable(std::string message) {
+  constexpr size_t kMaxMessage = 2000;
+  if (message.size() <= kMaxMessage) return message;
+  const size_t more = message.size() - kMaxMessage;
+  message.resize(kMaxMessage);
+  return fmt::format("{}... ({} more bytes)", message, more);
+}
+
 int report_parse_error(const CLI::App& app, const CLI::ParseError& e) {
   if (e.get_exit_code() == static_cast<int>(CLI::ExitCodes::Success)) {
     return app.exit(e);  // --help, --help-all, --version: printed on stdout
@@ -131,7 +142,8 @@ int report_parse_error(const CLI::App& app, const CLI::ParseError& e) {
   std::string message = explain_leftover(cmd, e);
   if (message.empty()) message = e.what();
   std::fflush(stdout);
-  fmt::print(stderr, "mhc: error: {}\nRun '{} --help' for usage.\n", message, command_path(cmd));
+  fmt::print(stderr, "mhc: error: {}\nRun '{} --help' for usage.\n", readable(message),
+             command_path(cmd));
   return kExitError;
 }
 

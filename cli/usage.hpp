@@ -17,6 +17,10 @@ inline constexpr int kExitInternal = 3;  // a bug in mhc: please report it
 // " (did you mean 'X'?)" for the known name closest to `typed`, or "" when none is close.
 std::string did_you_mean(std::string_view typed, const std::vector<std::string>& known);
 
+// `message` cut to a readable length (2000 bytes and a count of the rest): a path or value that a
+// check quoted whole (a 100 KB path in "cannot open") does not flood the terminal.
+std::string readable(std::string message);
+
 // Prints `e` on stderr as a usage error of the (sub)command it belongs to, with a hint to its
 // --help, and returns kExitError; --help and --version (CLI11's "errors" with status 0) are
 // printed on stdout and return kExitOk.
