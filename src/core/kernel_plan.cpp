@@ -347,6 +347,7 @@ KernelPlan make_plan(ComputeCapability cc, int sm_count, std::optional<KernelIma
   plan.built = built;
   plan.image = image;
   plan.image_queried = image_queried;
+  plan.projection = config.projection;
   plan.rules = rules_for(cc, image);
   plan.tma128_available = image && image->has_wgmma();  // its body is in sm_90a only
   plan.pdl = plan.rules.pdl && image && image->has_sm90_instructions();

@@ -150,8 +150,9 @@ std::string KernelPlan::describe() const {
   auto line = [&out](std::string_view label, const std::string& value) {
     out += fmt::format("{:<17}{}\n", label, value);
   };
-  line("gpu", fmt::format("compute capability {}.{}, {} SMs", capability.major, capability.minor,
-                          sm_count));
+  line("gpu", fmt::format("{}compute capability {}.{}, {} SMs",
+                          device ? fmt::format("device {}, ", *device) : "simulated, ",
+                          capability.major, capability.minor, sm_count));
   line("images built", built_text(built));
   line("image loaded", image_text(*this));
   if (row_kernels_max_hidden > 0) {
@@ -166,6 +167,9 @@ std::string KernelPlan::describe() const {
   }
   line("prenorm from", prenorm_source);
   line("prenorm splits", splits_text(*this));
+  line("projection", projection == Projection::tf32
+                         ? "tf32 (the GEMM on TF32 tensor cores)"
+                         : "fp32 (the compensated projection: fp32 accuracy, no fused boundary)");
   line("batch invariant",
        batch_invariant
            ? "yes: one order per size whatever the batch (with tma128: its order, for TF32 "
@@ -259,6 +263,7 @@ std::string KernelPlan::to_json() const {
     return v == kNoTokenLimit ? nlohmann::json("all") : nlohmann::json(v);
   };
   const nlohmann::json j = {
+      {"device", device ? nlohmann::json(*device) : nlohmann::json(nullptr)},
       {"capability", fmt::format("{}.{}", capability.major, capability.minor)},
       {"sm_count", sm_count},
       {"images_built", built_names},
@@ -270,6 +275,7 @@ std::string KernelPlan::to_json() const {
       {"prenorm", ranges},
       {"prenorm_source", prenorm_source},
       {"batch_invariant", batch_invariant},
+      {"projection", std::string(mhc::to_string(projection))},
       {"forced_splits", forced_splits ? nlohmann::json(*forced_splits) : nlohmann::json(nullptr)},
       {"decode_max_splits", rules.decode_max_splits},
       {"decode_stage_k", rules.decode_stage_k},

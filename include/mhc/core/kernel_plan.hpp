@@ -1,12 +1,17 @@
-// The kernel plan: for one device (or a simulated one), which kernel images of this binary it
-// loads and, from that and one heuristics table per architecture (src/core/plan_sm*.cpp), every
+// The kernel plan: the one launch description of a device (or a simulated one) under a kernel
+// config. From the kernel images of this binary the device loads, one heuristics table per
+// architecture (src/core/plan_sm*.cpp), the config's switches and its tactics, it holds every
 // tuning decision: the prenorm kernel per token range, the split counts, PDL, the fused input
-// path, the folded post, and whether and up to which batch the overlap may run. The dispatch
-// policy, the executor, the benchmarks and `mhc plan` all read it; nothing else decides.
+// path, the folded post, the projection, batch-invariant mode, and whether and up to which batch
+// the overlap may run. KernelPlan::tuning resolves it for one shape and token count into a
+// LaunchTuning, which is all a launcher (mhc/cuda/kernels.hpp) reads. The dispatch policy, the
+// executor, the C++ API (mhc/api.hpp), the Python ops, the benchmarks and `mhc plan` all go
+// through it; nothing else decides, and nothing reads a process-wide plan.
 //
 // Policy code, no CUDA: the plan of a real device is built by mhc::cuda::device_plan from the
 // image the runtime reports loading (src/cuda/device_plan.cpp); a simulated one (`mhc plan --arch
-// 10.0`, the tests) from the image the driver would pick from the build's list.
+// 10.0`, the tests) from the image the driver would pick from the build's list. Made once per
+// device and config and then only read (hold it const).
 #pragma once
 #include <algorithm>
 #include <array>
@@ -19,6 +24,8 @@
 
 #include "mhc/core/config.hpp"
 #include "mhc/core/dispatch.hpp"
+#include "mhc/core/params.hpp"
+#include "mhc/core/sm90_boundary_plan.hpp"
 
 namespace mhc {
 
@@ -122,8 +129,80 @@ struct PrenormChoice {
   PrenormKernel kernel = PrenormKernel::mma16;
   int splits = 1;
 };
+// Batch-invariant mode's splits for `kernel` at `tokens`: one K leaf per split on the 16/64-row
+// kernels; on the TMA kernel (whose order differs) as many leaves per split as keep the
+// multiprocessors filled once, a power of two dividing the leaves (batch_invariant_leaves).
+PrenormChoice batch_invariant_choice(const MhcParams& p, int64_t tokens, int sm_count,
+                                     PrenormKernel kernel);
+
+// The 16-row kernel's split reduction by flagged partials (decode_flagged.cuh; the same bits as
+// the arrival counter and the tile's last CTA), where they fit.
+enum class FlaggedPartials { never, outside_split_loop, always };
+std::string_view to_string(FlaggedPartials f);
+
+// A launch's decisions, every one resolved for one shape and token count (KernelPlan::tuning):
+// all that the launchers of mhc/cuda/kernels.hpp read, and what `mhc plan --tokens` prints.
+// Made by KernelPlan::tuning, which checks each field against the plan's image; not edited after.
+struct LaunchTuning {
+  int hidden = 0, streams = 0;  // the shape it was resolved for (the launchers check it)
+  int64_t tokens = 0;           // ... and the token count
+  Projection projection = Projection::tf32;
+  // Every reduction in one fixed order (docs/batch_invariance.md): splits then a power of two
+  // dividing batch_invariant_leaves, equal to it on the register-fed kernels.
+  bool batch_invariant = false;
+  PrenormKernel kernel = PrenormKernel::mma16;  // the coefficient launch's tiles
+  int splits = 1;                               // its K splits, 1..max_prenorm_splits
+  bool pdl = false;                             // programmatic dependent launch
+  // The input path rides in the coefficient launch (its CTAs beside the GEMM's, the bits of the
+  // separate launch) where one asks for both; else it is a launch of its own just before.
+  bool fused_input = false;
+  // The stack folds a site's post into the next coefficient launch at this size (its layout;
+  // the 16-row launch with the fused input path folds it in, any other runs post + input first).
+  bool folded_post = false;
+  bool cluster_post = false;  // the post + next input by one cluster per token (the same bits)
+  // A coefficient launch with the previous post runs the fused boundary kernel (one launch,
+  // sm90_boundary.cuh) wherever it does not fold; its tile by `boundary`'s forced fields, the
+  // rules of mhc/core/sm90_boundary_plan.hpp for the rest (they need the workspace and the
+  // device's cluster capacities, so they are applied at the launch).
+  bool fused_boundary = false;
+  BoundaryForced boundary;
+  // The TMA kernel's (and the fused boundary's) splits of a tile as one cluster that reduces
+  // through distributed shared memory, where the clusters fit at once (the same bits).
+  bool cluster_epilogue = false;
+  // The 16-row kernel's CTAs per tile, each running every split_ctas-th split in turn (the same
+  // bits on fewer SMs: the overlap's side stream); 0: one CTA per split.
+  int split_ctas = 0;
+  FlaggedPartials flagged_partials = FlaggedPartials::never;
+
+  int rows_per_tile() const { return mhc::rows_per_tile(kernel); }
+  // One line: "mma16 splits=40 tf32 pdl fused_input cluster_post flagged_partials".
+  std::string describe() const;
+  std::string to_json() const;
+};
+
+// What one launch asks of the plan besides its shape (KernelPlan::tuning). The fields below
+// side_stream are for sweeps (benchmarks, tests): each set one replaces the plan's decision.
+// kernel and splits are taken as given (refused where the image or the shape cannot run them);
+// the switches only where the kernel can (cluster_post=true runs the cluster post where the image
+// has clusters and C fits one, fused_boundary=true the fused boundary at every token count and
+// shape where its kernel runs).
+struct LaunchOverrides {
+  bool side_stream = false;  // the overlap's side-stream coefficient launch (side_split_ctas)
+  std::optional<Projection> projection;
+  std::optional<PrenormKernel> kernel;
+  std::optional<int> splits;
+  std::optional<bool> fused_input;
+  std::optional<bool> cluster_post;
+  std::optional<bool> fused_boundary;
+  std::optional<bool> cluster_epilogue;
+  std::optional<int> split_ctas;
+  std::optional<FlaggedPartials> flagged_partials;
+  std::optional<bool> pdl;
+  BoundaryForced boundary;  // the fused boundary's tile fields (0: the rules')
+};
 
 struct KernelPlan {
+  std::optional<int> device;  // the CUDA device ordinal (none: a simulated GPU)
   ComputeCapability capability;
   int sm_count = 0;
   std::vector<KernelImage> built;
@@ -136,9 +215,10 @@ struct KernelPlan {
   std::vector<PrenormRange> prenorm;  // covers 1..kNoTokenLimit in order
   std::string prenorm_source;         // "built-in rules of sm90 (...)" or the tactics
   // Every reduction in one fixed order (docs/batch_invariance.md): `prenorm` then follows
-  // batch_invariant_kernel, the splits follow the K leaves (mhc::cuda::batch_invariant_tuning),
+  // batch_invariant_kernel, the splits follow the K leaves (batch_invariant_choice),
   // and nothing fuses or folds (those launches cut a row's sums differently).
   bool batch_invariant = false;
+  Projection projection = Projection::tf32;  // the kernel config's
   std::optional<int> forced_splits;
   bool tma128_available = false;  // the TMA kernel's body is in the loaded image
   bool pdl = false;
@@ -175,6 +255,13 @@ struct KernelPlan {
   // the reduction reads every split's partials (decode_max_splits, or decode_stage_k's count).
   PrenormChoice prenorm_choice(int64_t tokens, int64_t k) const;
   bool fuses_input(int64_t tokens, PrenormKernel kernel) const;
+  // Every decision of one launch for this shape and token count, resolved (LaunchTuning), with
+  // `overrides` applied. Throws mhc::Error where the plan has no kernels, where the shape is not
+  // one the CUDA kernels take (n = 2 or 4, C a positive multiple of 64, at most the row kernels'
+  // limit), and on an override the image or the shape cannot run. Allocates nothing unless it
+  // throws: made per launch where the token count changes.
+  LaunchTuning tuning(const MhcParams& p, int64_t tokens,
+                      const LaunchOverrides& overrides = {}) const;
   std::string describe() const;  // the multi-line text of `mhc plan`
   // One line: "sm_90a SASS (runtime), prenorm mma16 M<=256 mma64 M<=1535 tma128, pdl".
   std::string summary() const;
