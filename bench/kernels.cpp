@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <ctime>
 #include <nlohmann/json.hpp>
+#include <optional>
 
 #include "mhc/core/error.hpp"
 #include "mhc/cuda/check.hpp"
@@ -55,10 +56,19 @@ struct Item {
   std::string name;
   double bytes;  // the floor's bytes for this item
   EnqueueFn enqueue;
-  PrenormTuning tuning;
+  std::optional<LaunchTuning> tuning;  // the coefficient launch's, where the item has one
   int per_graph = 1;            // the graph holds this many instances; times are per instance
   BoundaryTile boundary{0, 0};  // the fused boundary's launch shape, where the item runs it
 };
+
+// The fused boundary at every size and shape its kernel takes, whatever the plan's rule, and not
+// the 16-row decode fold: what a row named "fused boundary" times.
+LaunchOverrides forcing_fused_boundary() {
+  LaunchOverrides o;
+  o.fused_boundary = true;
+  o.fused_input = false;
+  return o;
+}
 
 // One model site's weights (random; the kernels' speed does not depend on their values).
 DeviceSiteWeights random_site_weights(const MhcParams& p) {
@@ -87,10 +97,16 @@ struct Setup {
   SiteWorkspace& ws;
   StackSchedule& schedule;        // kSitesPerGraph sites; made outside any capture: it creates a
   StackSchedule& model_schedule;  // stream and events; the model's sites (p.sites())
+  const KernelPlan& plan;
   Projection proj;
   int64_t m;
-  PrenormTuning chosen;
+  LaunchTuning chosen;  // the plan's, at the benchmark's projection
   double coef_bytes, site_bytes;
+  // The plan's tuning for this size with `o` on top (the benchmark's projection kept).
+  LaunchTuning tuning(LaunchOverrides o) const {
+    o.projection = proj;
+    return plan.tuning(p, m, o);
+  }
 };
 
 // A stack's steady state as the executor launches it: `sites` middle sites of a longer stack
@@ -103,7 +119,7 @@ struct Setup {
 constexpr int kSitesPerGraph = 8;
 constexpr int64_t kModelStackMaxTokens = 64;
 
-EnqueueFn stack_steady_state(const Setup& c, StackLayout layout, const PrenormTuning& tuning,
+EnqueueFn stack_steady_state(const Setup& c, StackLayout layout, const LaunchTuning& tuning,
                              int sites = kSitesPerGraph) {
   return [&c, layout, tuning, sites](DeviceSiteBuffers& b, cudaStream_t s) {
     StackBuffers sb;
@@ -121,7 +137,7 @@ EnqueueFn stack_steady_state(const Setup& c, StackLayout layout, const PrenormTu
     sb.sublayer_out = b.sublayer_out.get();
     sb.output = b.layer_input.get();  // only the last site writes it, and it is not launched
     const std::vector<const DeviceSiteWeights*> weights(size_t(sites) + 2, &c.w);
-    const StackLaunches stack(c.p, weights, sb, c.ws, c.proj, nullptr);
+    const StackLaunches stack(c.p, weights, sb, c.ws, nullptr);
     std::vector<SiteLaunches> launches;
     for (int i = 1; i <= sites; ++i) launches.push_back(stack.site(layout, i, c.m, tuning));
     (sites == kSitesPerGraph ? c.schedule : c.model_schedule).enqueue(s, false, launches);
@@ -130,7 +146,7 @@ EnqueueFn stack_steady_state(const Setup& c, StackLayout layout, const PrenormTu
 
 // The boundary in one call with a previous post: prenorm_coefficients with `previous`, whose
 // launch `tuning` decides (the fused boundary kernel where it forces it).
-void add_boundary_item(const Setup& c, const char* name, const PrenormTuning& tuning,
+void add_boundary_item(const Setup& c, const char* name, const LaunchTuning& tuning,
                        std::vector<Item>& items) {
   const double md = double(c.m), K = double(c.p.k()), C = double(c.p.hidden);
   items.push_back(
@@ -143,7 +159,7 @@ void add_boundary_item(const Setup& c, const char* name, const PrenormTuning& tu
          const InputPathBuffers input{b.pre_mix.get(), c.w.norm_weight.get(), b.layer_input.get()};
          const PreviousPost previous{b.x.get(), b.post.get(), b.comb.get(), b.sublayer_out.get(),
                                      b.x_next.get()};
-         prenorm_coefficients(c.p, c.m, out, c.proj, tuning, c.ws, s, &input, &previous);
+         prenorm_coefficients(c.p, c.m, out, tuning, c.ws, s, &input, &previous);
        },
        tuning, 1, boundary_launch_tile(c.p, c.m, tuning, c.ws)});
 }
@@ -151,7 +167,7 @@ void add_boundary_item(const Setup& c, const char* name, const PrenormTuning& tu
 void add_site_items(const Setup& c, bool sweep, std::vector<Item>& items) {
   const MhcParams& p = c.p;
   const double md = double(c.m), K = double(p.k()), C = double(p.hidden);
-  const PrenormTuning chosen = c.chosen;
+  const LaunchTuning& chosen = c.chosen;
   items.push_back({"empty kernel (graph floor)",
                    0.0,
                    [](DeviceSiteBuffers&, cudaStream_t s) { enqueue_empty_kernel(s); },
@@ -160,30 +176,34 @@ void add_site_items(const Setup& c, bool sweep, std::vector<Item>& items) {
                    md * (2 * K + 2 * C),
                    [&c](DeviceSiteBuffers& b, cudaStream_t s) {
                      input_path(c.p, c.m, b.x.get(), b.pre_mix.get(), c.w.norm_weight.get(),
-                                b.layer_input.get(), s);
+                                b.layer_input.get(), {s, c.chosen.pdl});
                    },
                    {}});
   items.push_back({"coefficients (GEMM+stats)", c.coef_bytes,
                    [&c](DeviceSiteBuffers& b, cudaStream_t s) {
-                     prenorm_coefficients(c.p, c.m, b.coefficients(c.w), c.proj, c.chosen, c.ws, s);
+                     prenorm_coefficients(c.p, c.m, b.coefficients(c.w), c.chosen, c.ws, s);
                    },
                    chosen});
   items.push_back(
       {"coef + input path (one launch)", c.coef_bytes + md * (2 * C),
        [&c](DeviceSiteBuffers& b, cudaStream_t s) {
          const InputPathBuffers input{b.pre_mix.get(), c.w.norm_weight.get(), b.layer_input.get()};
-         prenorm_coefficients(c.p, c.m, b.coefficients(c.w), c.proj, c.chosen, c.ws, s, &input);
+         prenorm_coefficients(c.p, c.m, b.coefficients(c.w), c.chosen, c.ws, s, &input);
        },
        chosen});
   if (sweep) {
-    for (int rows : {16, 64, 128}) {
-      if (rows == 128 && !tma_prenorm_available()) continue;
+    for (PrenormKernel kernel :
+         {PrenormKernel::mma16, PrenormKernel::mma64, PrenormKernel::tma128}) {
+      if (kernel == PrenormKernel::tma128 && !c.plan.tma128_available) continue;
       for (int splits : {1, 2, 4, 8, 16, 32, 66, 132, max_prenorm_splits(p)}) {
         if (splits > max_prenorm_splits(p)) continue;
-        const PrenormTuning t{splits, rows};
+        LaunchOverrides o;
+        o.kernel = kernel;
+        o.splits = splits;
+        const LaunchTuning t = c.tuning(o);
         items.push_back({"  coefficients sweep", c.coef_bytes,
                          [&c, t](DeviceSiteBuffers& b, cudaStream_t s) {
-                           prenorm_coefficients(c.p, c.m, b.coefficients(c.w), c.proj, t, c.ws, s);
+                           prenorm_coefficients(c.p, c.m, b.coefficients(c.w), t, c.ws, s);
                          },
                          t});
       }
@@ -193,57 +213,58 @@ void add_site_items(const Setup& c, bool sweep, std::vector<Item>& items) {
                    md * (4 * K + 2 * C),
                    [&c](DeviceSiteBuffers& b, cudaStream_t s) {
                      post(c.p, c.m, b.x.get(), b.post.get(), b.comb.get(), b.sublayer_out.get(),
-                          b.x_next.get(), nullptr, s);
+                          b.x_next.get(), nullptr, c.chosen, s);
                    },
                    {}});
   items.push_back({"post + next input path",
                    md * (4 * K + 4 * C),
                    [&c](DeviceSiteBuffers& b, cudaStream_t s) {
-                     NextInput next{b.pre.get(), c.w.norm_weight.get(), b.layer_input.get()};
-                     next.cluster_max_tokens = c.chosen.cluster_post_max_tokens;
+                     const NextInput next{b.pre.get(), c.w.norm_weight.get(), b.layer_input.get()};
                      post(c.p, c.m, b.x.get(), b.post.get(), b.comb.get(), b.sublayer_out.get(),
-                          b.x_next.get(), &next, s);
+                          b.x_next.get(), &next, c.chosen, s);
                    },
                    {}});
   items.push_back({"site (input, coef, post)", c.site_bytes,
                    [&c](DeviceSiteBuffers& b, cudaStream_t s) {
-                     enqueue_site(c.p, c.m, c.w, b, c.proj, c.chosen, c.ws, s);
+                     enqueue_site(c.p, c.m, c.w, b, c.chosen, c.ws, s);
                    },
                    chosen});
   // In a stack at larger sizes the input path of site s comes out of the post of site s-1:
   // per site, the coefficient path plus the fused post.
   items.push_back({"coef + post with next input", c.site_bytes,
                    [&c](DeviceSiteBuffers& b, cudaStream_t s) {
-                     prenorm_coefficients(c.p, c.m, b.coefficients(c.w), c.proj, c.chosen, c.ws, s);
-                     NextInput next{b.pre.get(), c.w.norm_weight.get(), b.layer_input.get()};
-                     next.cluster_max_tokens = c.chosen.cluster_post_max_tokens;
+                     prenorm_coefficients(c.p, c.m, b.coefficients(c.w), c.chosen, c.ws, s);
+                     const NextInput next{b.pre.get(), c.w.norm_weight.get(), b.layer_input.get()};
                      post(c.p, c.m, b.x.get(), b.post.get(), b.comb.get(), b.sublayer_out.get(),
-                          b.x_next.get(), &next, s);
+                          b.x_next.get(), &next, c.chosen, s);
                    },
                    chosen});
   // The same boundary in one launch (sm90_boundary.cuh) at every size, whatever the plan's rule:
   // the previous post (x -> x_next), the next input path and the coefficients of x_next. Only
   // where the forced tuning does take the kernel: a row named "fused boundary" must never time
   // the two launches it replaces.
-  PrenormTuning fused = forcing_fused_boundary(chosen);
-  fused.fused_input_max_tokens = 0;  // not the 16-row decode fold
-  if (boundary_fuses(c.p, c.m, fused, c.proj)) {
-    add_boundary_item(c, "fused boundary (one launch)", fused, items);
+  const LaunchOverrides fused = forcing_fused_boundary();
+  if (c.tuning(fused).fused_boundary) {
+    add_boundary_item(c, "fused boundary (one launch)", c.tuning(fused), items);
     if (sweep) {
       // 32-column stages (4 in the ring at n = 4 instead of 2): in the sweep only until they
       // have run on a GPU.
-      PrenormTuning narrow = fused;
-      narrow.boundary_stage_columns = 32;
-      add_boundary_item(c, "fused boundary, 32-column stages", narrow, items);
-      PrenormTuning half = fused;  // 64-token tiles
-      half.boundary_rows = 64;
-      PrenormTuning wide = fused;  // 32-token tiles of 128-column stages
-      wide.boundary_stage_columns = c.p.hidden % 128 == 0 ? 128 : 0;
-      for (PrenormTuning* t : {&fused, &narrow, &half, &wide}) {
-        if (t == &wide && wide.boundary_stage_columns == 0) continue;
+      LaunchOverrides narrow = fused;
+      narrow.boundary.stage_columns = 32;
+      add_boundary_item(c, "fused boundary, 32-column stages", c.tuning(narrow), items);
+      LaunchOverrides half = fused;  // 64-token tiles
+      half.boundary.rows = 64;
+      std::vector<LaunchOverrides> shapes = {fused, narrow, half};
+      if (c.p.hidden % 128 == 0) {
+        LaunchOverrides wide = fused;  // 32-token tiles of 128-column stages
+        wide.boundary.stage_columns = 128;
+        shapes.push_back(wide);
+      }
+      for (const LaunchOverrides& shape : shapes) {
         for (int splits : {1, 2, 3, 4, 5, 6, 7, 8}) {
-          t->boundary_splits = splits;
-          add_boundary_item(c, "  fused boundary sweep", *t, items);
+          LaunchOverrides t = shape;
+          t.boundary.splits = splits;
+          add_boundary_item(c, "  fused boundary sweep", c.tuning(t), items);
         }
       }
     }
@@ -256,7 +277,7 @@ void add_site_items(const Setup& c, bool sweep, std::vector<Item>& items) {
 // real model captures all its sites in one graph, so the per-graph launch floor is paid once per
 // forward, not per site: kSitesPerGraph sites per graph, times per site.
 void add_stack_items(const Setup& c, bool sweep, std::vector<Item>& items) {
-  const bool decode = input_path_fuses(c.p, c.m, c.chosen);
+  const bool decode = c.chosen.fused_input;
   items.push_back(
       {"site in stack, 8 per graph (each)", c.site_bytes,
        stack_steady_state(c, decode ? StackLayout::decode : StackLayout::fused_post, c.chosen),
@@ -275,9 +296,9 @@ void add_stack_items(const Setup& c, bool sweep, std::vector<Item>& items) {
   }
   // The fused boundary layout (one launch per site besides the sublayer) at every size the image
   // has it, whatever the plan's rule; bytes as the fused launch's floor.
-  PrenormTuning fused = forcing_fused_boundary(c.chosen);
-  fused.fused_input_max_tokens = 0;
-  if (boundary_fuses(c.p, c.m, fused, c.proj)) {
+  const LaunchOverrides forced = forcing_fused_boundary();
+  const LaunchTuning fused = c.tuning(forced);
+  if (fused.fused_boundary) {
     const double md = double(c.m), K = double(c.p.k()), C = double(c.p.hidden);
     const double bytes = c.coef_bytes + md * (2 * K + 4 * C);
     items.push_back({"site in stack, fused boundary (each)", bytes,
@@ -285,14 +306,15 @@ void add_stack_items(const Setup& c, bool sweep, std::vector<Item>& items) {
                      kSitesPerGraph, boundary_launch_tile(c.p, c.m, fused, c.ws)});
     // Each tile shape forced (its split rule), against the rule's choice above: where the plan
     // fuses the boundary, and in the sweep.
-    const bool plan_fuses = boundary_fuses(c.p, c.m, c.chosen, c.proj);
+    const bool plan_fuses = c.chosen.fused_boundary;
     for (int rows : {128, 64, 32}) {
       if (!sweep && !plan_fuses) break;
-      PrenormTuning t = fused;
-      t.boundary_rows = rows;
+      LaunchOverrides o = forced;
+      o.boundary.rows = rows;
       // 32-row tiles: the wide stages (128 columns, each row's 256 bytes in one piece).
       if (rows == 32 && c.p.hidden % 128 != 0) continue;
-      if (rows == 32) t.boundary_stage_columns = 128;
+      if (rows == 32) o.boundary.stage_columns = 128;
+      const LaunchTuning t = c.tuning(o);
       items.push_back({rows == 128  ? "site in stack, fused boundary, 128-row tiles"
                        : rows == 64 ? "site in stack, fused boundary, 64-row tiles"
                                     : "site in stack, fused boundary, wide stages",
@@ -326,10 +348,13 @@ nlohmann::json time_item(const Item& item, const MhcParams& p, int64_t m, const 
   r.min_us /= item.per_graph;
   const double gbps = item.bytes / (r.median_us * 1e-6) / 1e9;  // 0 for the empty kernel
   const double floor_us = item.bytes / kAnchorCopyBandwidth * 1e6;
-  std::string tuning = item.tuning.splits ? item.tuning.describe() : "";
+  std::string tuning = item.tuning ? item.tuning->describe() : "";
   if (item.boundary.splits > 0) {
     tuning = fmt::format("boundary {}x{} ", item.boundary.rows, item.boundary.splits) + tuning;
   }
+  // Items without a coefficient launch report 0 splits (the JSON's readers expect the keys).
+  LaunchTuning t = item.tuning.value_or(LaunchTuning{});
+  if (!item.tuning) t.splits = 0;
   fmt::print("{:<34} {:>6} {:>10.2f} {:>9.0f} {:>10.2f} {:>7.0f}%  {}\n", item.name, m, r.median_us,
              gbps, floor_us, 100.0 * gbps * 1e9 / copy_bw, tuning);
   return {{"kernel", item.name},
@@ -341,13 +366,13 @@ nlohmann::json time_item(const Item& item, const MhcParams& p, int64_t m, const 
           {"floor_us_at_4.27TBps", floor_us},
           {"fraction_of_4.27TBps", floor_us / r.median_us},
           {"fraction_of_measured_copy", gbps * 1e9 / copy_bw},
-          {"splits", item.tuning.splits},
-          {"boundary_splits", item.tuning.boundary_splits},
-          {"boundary_stage_columns", item.tuning.boundary_stage_columns},
-          {"boundary_rows", item.tuning.boundary_rows},
+          {"splits", t.splits},
+          {"boundary_splits", t.boundary.splits},
+          {"boundary_stage_columns", t.boundary.stage_columns},
+          {"boundary_rows", t.boundary.rows},
           {"boundary_tile_rows", item.boundary.rows},
           {"boundary_tile_splits", item.boundary.splits},
-          {"rows_per_tile", item.tuning.rows_per_tile},
+          {"rows_per_tile", item.tuning ? t.rows_per_tile() : 0},
           {"input_sets", r.sets},
           {"instances_per_graph", item.per_graph},
           {"reps", r.reps}};
@@ -421,6 +446,8 @@ nlohmann::json bench_kernels(const KernelBenchOptions& o) {
   StackSchedule schedule(kSitesPerGraph);
   StackSchedule model_schedule(std::max(kSitesPerGraph, p.sites()));
   const double K = double(p.k()), C = double(p.hidden), weight_bytes = p.nmix() * K * 4;
+  LaunchOverrides benchmark_projection;
+  benchmark_projection.projection = o.projection;
 
   nlohmann::json results = nlohmann::json::array();
   fmt::print("{:<34} {:>6} {:>10} {:>9} {:>10} {:>8}  tuning\n", "kernel", "M", "us", "GB/s",
@@ -432,9 +459,10 @@ nlohmann::json bench_kernels(const KernelBenchOptions& o) {
                   ws,
                   schedule,
                   model_schedule,
+                  plan,
                   o.projection,
                   m,
-                  choose_prenorm_tuning(plan, p, m),
+                  plan.tuning(p, m, benchmark_projection),
                   md * 2 * K + weight_bytes + md * (2 * p.n + p.n * p.n) * 4,
                   md * (6 * K + 4 * C) + weight_bytes};
     std::vector<Item> items;

@@ -94,8 +94,7 @@ class CudaBackend final : public Backend {
     b.pre_mix.upload(in.pre_mix, size_t(m * p.n));
     b.sublayer_out.upload(in.sublayer_out, size_t(m * p.hidden));
     SiteWorkspace& ws = workspace(p, m);
-    enqueue_site(p, m, dw, b, config_.projection, prenorm_tuning_for(plan_, config_, p, m), ws,
-                 stream_);
+    enqueue_site(p, m, dw, b, plan_.tuning(p, m), ws, stream_);
     MHC_CUDA_CHECK(cudaStreamSynchronize(stream_));
     b.layer_input.download(out.layer_input, size_t(m * p.hidden));
     b.pre.download(out.pre, size_t(m * p.n));
@@ -132,10 +131,10 @@ class CudaBackend final : public Backend {
     }
     const DeviceModel& model = upload(w);
     SiteWorkspace& ws = workspace(p, tokens);
-    const PrenormTuning tuning = prenorm_tuning_for(plan_, config_, p, tokens);
+    const LaunchTuning tuning = plan_.tuning(p, tokens);
     const TimedResult r = time_rotated_graphs(
         p, tokens, prop_.l2CacheSize, reps, stream_, [&](DeviceSiteBuffers& b, cudaStream_t s) {
-          enqueue_site(p, tokens, model.site, b, config_.projection, tuning, ws, s);
+          enqueue_site(p, tokens, model.site, b, tuning, ws, s);
         });
     timing.median_us = r.median_us;
     timing.reps = r.reps;
@@ -167,7 +166,7 @@ class CudaBackend final : public Backend {
 
   KernelConfig config_;
   cudaDeviceProp prop_{};
-  KernelPlan plan_;
+  KernelPlan plan_;  // made once: every launch of this backend resolves it
   cudaStream_t stream_ = nullptr;
   std::unique_ptr<SiteWorkspace> workspace_;
   std::unique_ptr<DeviceModel> model_;

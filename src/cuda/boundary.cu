@@ -1,10 +1,9 @@
-// The fused boundary's host side (sm90_boundary.cuh): where the plan or a tuning sends a boundary,
-// the device's cluster capacities for the launch-shape rules (mhc/core/sm90_boundary_plan.hpp),
-// and the checked launch.
+// The fused boundary's host side (sm90_boundary.cuh): the device's cluster capacities for the
+// launch-shape rules (mhc/core/sm90_boundary_plan.hpp), and the checked launch where the launch
+// tuning sends a boundary (LaunchTuning::fused_boundary).
 #include <string_view>
 
 #include "launch_checks.cuh"
-#include "mhc/cuda/device_plan.hpp"
 #include "mhc/cuda/sm90_boundary.cuh"
 #include "prenorm_dispatch.hpp"
 
@@ -14,26 +13,6 @@ using detail::bits;
 using detail::check_launch;
 using detail::check_ptr;
 using detail::require_that;
-
-bool boundary_fuses(const MhcParams& p, int64_t tokens, const PrenormTuning& tuning,
-                    Projection projection) {
-  const bool rule_holds =
-      tuning.fused_boundary_min_tokens >= 0
-          ? boundary_rule_holds(tuning.fused_boundary_min_tokens, tuning.fused_boundary_min_hidden,
-                                tuning.fused_boundary_streams, tuning.fused_boundary_wide, p.hidden,
-                                p.n, tokens)
-          : default_device_plan().fuses_boundary(p.hidden, p.n, tokens);
-  return rule_holds && tma_prenorm_available() && !tuning.batch_invariant &&
-         projection == Projection::tf32 && boundary_takes_hidden(p.hidden);
-}
-
-PrenormTuning forcing_fused_boundary(PrenormTuning t) {
-  t.fused_boundary_min_tokens = 1;
-  t.fused_boundary_min_hidden = 0;
-  t.fused_boundary_streams = 0;
-  t.fused_boundary_wide = {};
-  return t;
-}
 
 namespace {
 
@@ -81,25 +60,23 @@ ClusterCapacity device_cluster_capacity(int streams, int stage_columns, int tile
   return capacity;
 }
 
-BoundaryLaunchShape launch_shape(const MhcParams& p, int64_t tokens, const PrenormTuning& tuning,
+BoundaryLaunchShape launch_shape(const MhcParams& p, int64_t tokens, const LaunchTuning& tuning,
                                  const SiteWorkspace& ws, std::string_view what) {
-  const BoundaryForced forced{tuning.boundary_splits, tuning.boundary_rows,
-                              tuning.boundary_stage_columns};
-  return boundary_launch_shape(p, tokens, forced,
+  return boundary_launch_shape(p, tokens, tuning.boundary,
                                boundary_workspace_room(p, tokens, ws.partial_capacity()),
                                device_cluster_capacity, what);
 }
 
 }  // namespace
 
-BoundaryTile boundary_launch_tile(const MhcParams& p, int64_t tokens, const PrenormTuning& tuning,
+BoundaryTile boundary_launch_tile(const MhcParams& p, int64_t tokens, const LaunchTuning& tuning,
                                   const SiteWorkspace& ws) {
   return launch_shape(p, tokens, tuning, ws, "boundary_launch_tile").tile;
 }
 
 // Declared in prenorm_dispatch.hpp.
 void launch_boundary(const MhcParams& p, int64_t tokens, const InputPathBuffers& input,
-                     const PreviousPost& previous, const PrenormTuning& tuning, SiteWorkspace& ws,
+                     const PreviousPost& previous, const LaunchTuning& tuning, SiteWorkspace& ws,
                      PrenormArgs args, LaunchTarget stream) {
   constexpr const char* what = "prenorm_coefficients (fused boundary)";
   require_that(input.pre_mix != nullptr, "{}: input pre_mix is null", what);

@@ -2,10 +2,6 @@
 
 #include <fmt/core.h>
 
-#include <array>
-#include <memory>
-#include <mutex>
-
 #include "mhc/core/error.hpp"
 #include "mhc/cuda/check.hpp"
 #include "prenorm_dispatch.hpp"
@@ -14,22 +10,20 @@ namespace mhc::cuda {
 namespace {
 
 struct DeviceFacts {
+  int device = 0;
   ComputeCapability capability;
   int sm_count = 0;
-  KernelImage image;
-  int row_kernels_max_hidden = 0;
 };
 
+// Attribute calls, not cudaGetDeviceProperties (which reads every property, some slowly).
 DeviceFacts query_device() {
-  int device = 0;
-  cudaDeviceProp prop{};
-  MHC_CUDA_CHECK(cudaGetDevice(&device));
-  MHC_CUDA_CHECK(cudaGetDeviceProperties(&prop, device));
   DeviceFacts f;
-  f.capability = {prop.major, prop.minor};
-  f.sm_count = prop.multiProcessorCount;
-  f.image = loaded_image(query_prenorm_variants().front());
-  f.row_kernels_max_hidden = query_row_kernels_max_hidden();
+  MHC_CUDA_CHECK(cudaGetDevice(&f.device));
+  MHC_CUDA_CHECK(
+      cudaDeviceGetAttribute(&f.capability.major, cudaDevAttrComputeCapabilityMajor, f.device));
+  MHC_CUDA_CHECK(
+      cudaDeviceGetAttribute(&f.capability.minor, cudaDevAttrComputeCapabilityMinor, f.device));
+  MHC_CUDA_CHECK(cudaDeviceGetAttribute(&f.sm_count, cudaDevAttrMultiProcessorCount, f.device));
   return f;
 }
 
@@ -67,35 +61,12 @@ KernelImage loaded_image(const KernelVariantInfo& v) {
 }
 
 KernelPlan device_plan(const KernelConfig& config) {
-  const KernelPlan& base = default_device_plan();
-  KernelPlan plan = make_plan(base.capability, base.sm_count, base.image, true, base.built, config);
-  plan.row_kernels_max_hidden = base.row_kernels_max_hidden;
+  const DeviceFacts f = query_device();
+  const KernelImage image = loaded_image(query_prenorm_variants().front());
+  KernelPlan plan = make_plan(f.capability, f.sm_count, image, true, built_images(), config);
+  plan.device = f.device;
+  plan.row_kernels_max_hidden = query_row_kernels_max_hidden();
   return plan;
-}
-
-// Read on every launch (PDL): a per-thread memo of the last device's plan skips the lock.
-const KernelPlan& default_device_plan() {
-  constexpr int kMaxDevices = 64;
-  static std::mutex mutex;
-  static std::array<std::unique_ptr<KernelPlan>, kMaxDevices> plans;
-  thread_local int memo_device = -1;
-  thread_local const KernelPlan* memo = nullptr;
-  int device = 0;
-  MHC_CUDA_CHECK(cudaGetDevice(&device));
-  if (device == memo_device) return *memo;
-  if (device < 0 || device >= kMaxDevices)
-    throw Error(fmt::format("device {} out of range", device));
-  const std::lock_guard<std::mutex> lock(mutex);
-  std::unique_ptr<KernelPlan>& plan = plans[size_t(device)];
-  if (!plan) {
-    const DeviceFacts f = query_device();
-    plan = std::make_unique<KernelPlan>(
-        make_plan(f.capability, f.sm_count, f.image, true, built_images(), KernelConfig{}));
-    plan->row_kernels_max_hidden = f.row_kernels_max_hidden;
-  }
-  memo_device = device;
-  memo = plan.get();
-  return *plan;
 }
 
 }  // namespace mhc::cuda

@@ -55,22 +55,26 @@ namespace {
 constexpr int kChunkK = 32;    // K per warp step of the prenorm GEMM
 constexpr int kGemmWarps = 8;  // warps per prenorm CTA
 constexpr int kMaxRowsPerTile = kTmaRowsPerTile;
-// mhc::workspace_layout (core, no CUDA) sizes caller-owned workspaces with these.
+// mhc::workspace_layout (core, no CUDA) sizes caller-owned workspaces with these, and the launch
+// resolution (KernelPlan::tuning) applies the kernels' limits of mhc/core/kernel_limits.hpp.
 static_assert(kChunkK == kPrenormChunkK && kGemmWarps == kPrenormGemmWarps &&
               kMaxRowsPerTile == kPrenormMaxTileRows);
-
-// PrenormTuning::flagged_partials from the plan: up to its token limit, in the split loop only
-// where the kernel config asked for flagged partials.
-int flagged_partials_tuning(const KernelPlan& plan, int64_t tokens) {
-  if (tokens > plan.flagged_partials_max_tokens) return 0;
-  return plan.flagged_partials_split_loop ? 1 : 2;
-}
+static_assert(kTmaChunksPerStage == kPrenormTmaChunksPerStage &&
+              (1 << kMaxTreeLevels) == kBatchInvariantMaxLeaves);
+static_assert(kFusedInputMaxHidden == kFusedInputHiddenLimit &&
+              kPostClusterMaxCtas * kWarp * kRowVecs * kBf16PerVec == kClusterPostHiddenLimit &&
+              1024 * kRowVecs * kBf16PerVec == kRowKernelsHiddenLimit);
 
 }  // namespace
 
 SiteWorkspace::SiteWorkspace(const MhcParams& p, int64_t max_tokens, int max_splits)
     : hidden_(p.hidden), streams_(p.n), max_tokens_(max_tokens) {
   check_shape(p, max_tokens, "SiteWorkspace");
+  const int device_limit = query_row_kernels_max_hidden();
+  require_that(p.hidden <= device_limit,
+               "SiteWorkspace: hidden size C={} is above the kernels' limit {} on this device (the "
+               "row kernels run one CTA of C / 32 threads per token)",
+               p.hidden, device_limit);
   require_that(max_splits >= 1, "SiteWorkspace: max_splits={} must be >= 1", max_splits);
   const int64_t padded =
       std::max<int64_t>(ceil_div(max_tokens, kMaxRowsPerTile), 1) * kMaxRowsPerTile;
@@ -107,129 +111,21 @@ SiteWorkspace::~SiteWorkspace() {
   cudaFree(tile_counters_);
 }
 
-std::string PrenormTuning::describe() const {
-  return msg("splits={} rows_per_tile={}{}{}{}{}{}{}{}{}", splits, rows_per_tile,
-             batch_invariant ? " batch_invariant" : "", pdl ? "" : " no_pdl",
-             flagged_partials == 0   ? " no_flagged_partials"
-             : flagged_partials == 1 ? " flagged_partials"
-             : flagged_partials == 2 ? " flagged_partials_no_split_loop"
-                                     : "",
-             tma_cluster_epilogue == 0  ? " no_cluster_epilogue"
-             : tma_cluster_epilogue > 0 ? " cluster_epilogue"
-                                        : "",
-             boundary_splits > 0 ? msg(" boundary_splits={}", boundary_splits) : std::string(),
-             boundary_stage_columns > 0 ? msg(" boundary_stage_columns={}", boundary_stage_columns)
-                                        : std::string(),
-             boundary_rows > 0 ? msg(" boundary_rows={}", boundary_rows) : std::string(),
-             split_ctas > 0   ? msg(" split_ctas={}", split_ctas)
-             : split_ctas < 0 ? std::string(" split_ctas=side")
-                              : std::string());
-}
-
-int max_prenorm_splits(const MhcParams& p) {
-  return std::max<int>(1, static_cast<int>(p.k() / kChunkK / kGemmWarps));
-}
-
-bool tma_prenorm_available() { return bulk_copies_enabled(); }
-
 bool tma_cluster_epilogue_fits(const MhcParams& p, int64_t tokens, int splits) {
-  if (!tma_prenorm_available() || splits < 2 || splits > kTmaMaxClusterSplits) return false;
+  if (splits < 2 || splits > kTmaMaxClusterSplits) return false;
   int clusters = 0;
-  MHC_CUDA_CHECK(p.n == 2 ? MHC_N2_LAUNCH(tma_cluster_capacity<2>(splits, &clusters))
+  MHC_CUDA_CHECK(p.n == 2 ? tma_cluster_capacity<2>(splits, &clusters)
                           : tma_cluster_capacity<4>(splits, &clusters));
   return clusters >= ceil_div(tokens, kTmaRowsPerTile);
 }
 
-PrenormTuning choose_prenorm_tuning(const KernelPlan& plan, const MhcParams& p, int64_t tokens) {
-  if (plan.batch_invariant) {
-    PrenormTuning t = batch_invariant_tuning(p, tokens, plan.sm_count, plan.prenorm_kernel(tokens));
-    t.fused_input_max_tokens = plan.fused_input_max_tokens;
-    t.pdl = plan.pdl;
-    t.cluster_post_max_tokens = plan.cluster_post_max_tokens;
-    t.flagged_partials = flagged_partials_tuning(plan, tokens);
-    t.fused_boundary_min_tokens = plan.fused_boundary_min_tokens;  // 0 in this mode
-    return t;
-  }
-  const PrenormChoice c = plan.prenorm_choice(tokens, p.k());
-  PrenormTuning t;
-  t.rows_per_tile = rows_per_tile(c.kernel);
-  t.splits = c.splits;
-  t.fused_input_max_tokens = plan.fused_input_max_tokens;
-  t.pdl = plan.pdl;
-  t.cluster_post_max_tokens = plan.cluster_post_max_tokens;
-  t.flagged_partials = flagged_partials_tuning(plan, tokens);
-  t.fused_boundary_min_tokens = plan.fused_boundary_min_tokens;
-  t.fused_boundary_min_hidden = plan.fused_boundary_min_hidden;
-  t.fused_boundary_streams = plan.fused_boundary_streams;
-  t.fused_boundary_wide = plan.fused_boundary_wide;
-  t.tma_cluster_epilogue = plan.tma_cluster_epilogue ? 1 : 0;
-  return t;
-}
-
 namespace {
-
-int floor_pow2(int64_t v) {
-  int p = 1;
-  while (p * int64_t{2} <= v) p *= 2;
-  return p;
-}
 
 // K chunks of one batch-invariant leaf: whole TMA stages, so that both kernels cut K alike.
 int batch_invariant_leaf_chunks(const MhcParams& p) {
   const int64_t stages = p.k() / (kChunkK * kTmaChunksPerStage);
   return static_cast<int>(ceil_div(stages, batch_invariant_leaves(p)) * kTmaChunksPerStage);
 }
-
-}  // namespace
-
-int batch_invariant_leaves(const MhcParams& p) {
-  // Enough leaves for a decode-size grid (the default's own split count there is of that order),
-  // whole TMA stages per leaf, at most max_prenorm_splits (docs/decisions.md, "Batch-invariant
-  // mode").
-  const int64_t stages = p.k() / (kChunkK * kTmaChunksPerStage);
-  return floor_pow2(std::min<int64_t>(
-      {int64_t{1} << kMaxTreeLevels, std::max<int64_t>(stages, 1), max_prenorm_splits(p)}));
-}
-
-PrenormTuning batch_invariant_tuning(const MhcParams& p, int64_t tokens, int sm_count,
-                                     PrenormKernel kernel) {
-  PrenormTuning t;
-  t.batch_invariant = true;
-  t.fused_input_max_tokens = -1;  // the device plan's: the fused input path is per token too
-  const int leaves = batch_invariant_leaves(p);
-  t.rows_per_tile = rows_per_tile(kernel);
-  if (kernel != PrenormKernel::tma128) {
-    t.splits = leaves;
-    return t;
-  }
-  const int64_t tiles = std::max<int64_t>(1, ceil_div(tokens, kTmaRowsPerTile));
-  t.splits = std::min(leaves, floor_pow2(std::max<int64_t>(1, sm_count / tiles)));
-  return t;
-}
-
-PrenormTuning batch_invariant_tuning(const MhcParams& p, int64_t tokens, int sm_count, bool bulk) {
-  return batch_invariant_tuning(p, tokens, sm_count, batch_invariant_kernel(tokens, bulk));
-}
-
-PrenormTuning prenorm_tuning_for(const KernelPlan& plan, const KernelConfig& config,
-                                 const MhcParams& p, int64_t tokens) {
-  require_that(plan.batch_invariant == config.batch_invariant,
-               "prenorm_tuning_for: the kernel plan was made for batch_invariant={}, the config "
-               "says {} (make the plan from this config: device_plan(config))",
-               plan.batch_invariant, config.batch_invariant);
-  return choose_prenorm_tuning(plan, p, tokens);
-}
-
-bool input_path_fuses(const MhcParams& p, int64_t tokens, const PrenormTuning& tuning) {
-  const int64_t limit = tuning.fused_input_max_tokens >= 0
-                            ? tuning.fused_input_max_tokens
-                            : default_device_plan().fused_input_max_tokens;
-  const bool tile_has_input_ctas =
-      tuning.rows_per_tile == 16 || tuning.rows_per_tile == kTmaRowsPerTile;
-  return tile_has_input_ctas && tokens <= limit && p.hidden <= kFusedInputMaxHidden;
-}
-
-namespace {
 
 // Checks `previous` (see prenorm_coefficients); a fused launch reads these while writing b.
 void check_previous_post(const CoefficientBuffers& b, const InputPathBuffers* input,
@@ -248,11 +144,11 @@ void check_previous_post(const CoefficientBuffers& b, const InputPathBuffers* in
 
 // The batch-invariant split of K (PrenormArgs::leaf_chunks): leaves fixed by K, `splits` of them
 // per CTA column. Trailing leaves may be empty; they still count in the tree (as zeros).
-void set_batch_invariant_splits(const MhcParams& p, const PrenormTuning& tuning, bool compensated,
+void set_batch_invariant_splits(const MhcParams& p, const LaunchTuning& tuning, bool compensated,
                                 PrenormArgs& args) {
   constexpr const char* what = "prenorm_coefficients";
   const int leaves = batch_invariant_leaves(p);
-  const bool tma = tuning.rows_per_tile == kTmaRowsPerTile;
+  const bool tma = tuning.kernel == PrenormKernel::tma128;
   require_that(leaves % tuning.splits == 0 && (tuning.splits & (tuning.splits - 1)) == 0,
                "{}: batch-invariant splits={} must be a power of two dividing the {} leaves", what,
                tuning.splits, leaves);
@@ -268,15 +164,57 @@ void set_batch_invariant_splits(const MhcParams& p, const PrenormTuning& tuning,
   args.leaves_per_partial = std::min(args.leaves_per_split, tma ? 1 << cta_levels : 1);
 }
 
+// The launch's shape against the tuning's, and the tuning's fields the kernels take.
+void check_tuning(const MhcParams& p, const LaunchTuning& t, const char* what) {
+  require_that(t.hidden == p.hidden && t.streams == p.n,
+               "{}: the launch tuning was resolved for C={} n={}, the launch is C={} n={} "
+               "(KernelPlan::tuning for this shape)",
+               what, t.hidden, t.streams, p.hidden, p.n);
+  require_that(t.splits >= 1 && t.splits <= max_prenorm_splits(p),
+               "{}: splits={} must be in 1..{} for K={}", what, t.splits, max_prenorm_splits(p),
+               p.k());
+}
+
+// The split loop (the 16-row kernel's kSplitLoop instantiation) where the tuning asks for it and
+// it runs fewer CTAs than splits; and the 16-row kernel's flagged partials where they fit.
+void set_split_reduction(const MhcParams& p, const LaunchTuning& t, const SiteWorkspace& ws,
+                         PrenormArgs& args) {
+  const bool tile16 = t.kernel == PrenormKernel::mma16;
+  if (t.split_ctas > 0 && t.split_ctas < args.splits && tile16 && !t.batch_invariant &&
+      args.previous.x == nullptr) {
+    args.split_ctas = t.split_ctas;
+  }
+  static_assert(kFlaggedMaxSplits == kPrenormDecodeSplitLimit);
+  const bool flagged =
+      t.flagged_partials == FlaggedPartials::always ||
+      (t.flagged_partials == FlaggedPartials::outside_split_loop && args.split_ctas == 0);
+  args.flagged_partials =
+      flagged && tile16 && decode_flagged_fits(args, p.nmix(), ws.partial_capacity());
+}
+
+// The input path's CTAs inside the coefficient launch.
+void set_fused_input(const MhcParams& p, const InputPathBuffers& input, PrenormArgs& args) {
+  constexpr const char* what = "prenorm_coefficients";
+  require_that(input.pre_mix != nullptr, "{}: input pre_mix is null", what);
+  check_ptr(input.layer_input, "layer_input", what);
+  if (input.norm_weight != nullptr) check_ptr(input.norm_weight, "norm_weight", what);
+  args.input.pre_mix = input.pre_mix;
+  args.input.norm_weight = input.norm_weight;
+  args.input.layer_input = bits(input.layer_input);
+  args.input.hidden = p.hidden;
+  args.input.row_threads = row_kernel_threads(p.hidden);
+  args.input.eps_n = static_cast<float>(p.norm_eps());
+}
+
 }  // namespace
 
 void prenorm_coefficients(const MhcParams& p, int64_t tokens, const CoefficientBuffers& b,
-                          Projection projection, PrenormTuning tuning, SiteWorkspace& ws,
-                          cudaStream_t cuda_stream, const InputPathBuffers* input,
-                          const PreviousPost* previous) {
+                          const LaunchTuning& tuning, SiteWorkspace& ws, cudaStream_t cuda_stream,
+                          const InputPathBuffers* input, const PreviousPost* previous) {
   constexpr const char* what = "prenorm_coefficients";
   const LaunchTarget stream{cuda_stream, tuning.pdl};
   check_shape(p, tokens, what);
+  check_tuning(p, tuning, what);
   require_that(ws.hidden() == p.hidden && ws.streams() == p.n,
                "{}: the workspace was made for C={} n={} and cannot run C={} n={}", what,
                ws.hidden(), ws.streams(), p.hidden, p.n);
@@ -287,51 +225,36 @@ void prenorm_coefficients(const MhcParams& p, int64_t tokens, const CoefficientB
   check_ptr(b.hc_fn, "hc_fn", what);
   require_that(b.hc_base && b.hc_scale && b.pre && b.post && b.comb,
                "{}: hc_base, hc_scale, pre, post and comb must not be null", what);
-  const bool tma = tma_prenorm_available();
-  const PrenormTuning chosen = tuning.batch_invariant
-                                   ? batch_invariant_tuning(p, tokens, current_sm_count(), tma)
-                                   : choose_prenorm_tuning(default_device_plan(), p, tokens);
-  if (tuning.rows_per_tile == 0) tuning.rows_per_tile = chosen.rows_per_tile;
-  if (tuning.splits == 0) tuning.splits = chosen.splits;
-  require_that(
-      tuning.rows_per_tile == 16 || tuning.rows_per_tile == 64 ||
-          (tuning.rows_per_tile == kTmaRowsPerTile && tma),
-      "{}: rows_per_tile={} must be 16 or 64{}", what, tuning.rows_per_tile,
-      tma ? " or 128" : " (128, the TMA kernel, needs an image with the sm_90 instructions)");
-  require_that(tuning.splits >= 1 && tuning.splits <= max_prenorm_splits(p),
-               "{}: splits={} must be in 1..{} for K={}", what, tuning.splits,
-               max_prenorm_splits(p), p.k());
+  const int rows = tuning.rows_per_tile();
   PrenormArgs args;
   args.x = bits(b.x);
   args.hc_fn = b.hc_fn;
   args.tokens = tokens;
   args.k = static_cast<int>(p.k());
   args.splits = tuning.splits;
-  const bool compensated = projection == Projection::fp32;
+  const bool compensated = tuning.projection == Projection::fp32;
   if (tuning.batch_invariant) {
     set_batch_invariant_splits(p, tuning, compensated, args);
   } else {
     const int64_t chunks = p.k() / kChunkK;
     // The tma kernel's splits are whole stages of kTmaChunksPerStage chunks (K is a multiple of
     // 128 for every supported shape: C % 64 == 0 and n >= 2).
-    const int64_t granule = tuning.rows_per_tile == kTmaRowsPerTile ? kTmaChunksPerStage : 1;
+    const int64_t granule = rows == kTmaRowsPerTile ? kTmaChunksPerStage : 1;
     args.chunks_per_split =
         static_cast<int>(ceil_div(ceil_div(chunks, tuning.splits), granule) * granule);
     // Re-balance so that no split is empty (an empty split would still be counted, but wastes a
     // CTA).
     args.splits = static_cast<int>(ceil_div(chunks, args.chunks_per_split));
   }
-  const int64_t tiles = ceil_div(tokens, tuning.rows_per_tile);
+  const int64_t tiles = ceil_div(tokens, rows);
   const int blocks = partial_blocks(args);
-  const int64_t need = tiles * tuning.rows_per_tile * (p.nmix() + 1) * blocks;
+  const int64_t need = tiles * rows * (p.nmix() + 1) * blocks;
   require_that(blocks == 1 || need <= ws.partial_capacity(),
                "{}: splits={} rows_per_tile={} needs {} partial floats, the workspace holds {}",
-               what, tuning.splits, tuning.rows_per_tile, need, ws.partial_capacity());
+               what, tuning.splits, rows, need, ws.partial_capacity());
   args.partials = ws.partials();
   args.tile_counters = ws.tile_counters();
-  args.cluster_epilogue = tuning.tma_cluster_epilogue >= 0
-                              ? tuning.tma_cluster_epilogue > 0
-                              : default_device_plan().tma_cluster_epilogue;
+  args.cluster_epilogue = tuning.cluster_epilogue;
   args.coef.hc_base = b.hc_base;
   args.coef.hc_scale = b.hc_scale;
   args.coef.pre_eps = static_cast<float>(p.pre_eps());
@@ -342,19 +265,18 @@ void prenorm_coefficients(const MhcParams& p, int64_t tokens, const CoefficientB
   args.coef.inv_k = static_cast<float>(1.0 / double(p.k()));
   args.out = {b.pre, b.post, b.comb, b.mixes};
   if (previous != nullptr) check_previous_post(b, input, *previous, what);
-  const bool fuses = input != nullptr && input_path_fuses(p, tokens, tuning);
+  const bool fuses = input != nullptr && tuning.fused_input;
   // Only the 16-row kernel forms x from the previous post; any other tile (the TMA kernel of
   // batch-invariant mode) gets the post + next input launch first.
-  const bool folds = fuses && tuning.rows_per_tile == 16;
-  if (previous != nullptr && !folds && boundary_fuses(p, tokens, tuning, projection)) {
+  const bool folds = fuses && rows == 16;
+  if (previous != nullptr && !folds && tuning.fused_boundary) {
     launch_boundary(p, tokens, *input, *previous, tuning, ws, args, stream);
     return;
   }
   if (previous != nullptr && !folds) {  // the post + next input launch, then the plain one
-    NextInput next{input->pre_mix, input->norm_weight, input->layer_input};
-    next.cluster_max_tokens = tuning.cluster_post_max_tokens;
+    const NextInput next{input->pre_mix, input->norm_weight, input->layer_input};
     post(p, tokens, previous->x, previous->post, previous->comb, previous->sublayer_out,
-         previous->x_next, &next, stream);
+         previous->x_next, &next, tuning, cuda_stream);
     input = nullptr;
   } else if (previous != nullptr) {
     args.previous.x = bits(previous->x);
@@ -363,40 +285,16 @@ void prenorm_coefficients(const MhcParams& p, int64_t tokens, const CoefficientB
     args.previous.sublayer_out = bits(previous->sublayer_out);
     args.previous.x_out = bits(previous->x_next);
   }
-  // The split loop (the 16-row kernel's kSplitLoop instantiation) where it is asked for and
-  // runs fewer CTAs than splits; < 0 asks for the device plan's side-stream rule.
-  const int split_ctas = tuning.split_ctas < 0
-                             ? default_device_plan().side_split_ctas(tokens, args.splits)
-                             : tuning.split_ctas;
-  if (split_ctas > 0 && split_ctas < args.splits && tuning.rows_per_tile == 16 &&
-      !tuning.batch_invariant && args.previous.x == nullptr) {
-    args.split_ctas = split_ctas;
-  }
-  static_assert(kFlaggedMaxSplits == kPrenormDecodeSplitLimit);
-  const int flagged = tuning.flagged_partials >= 0
-                          ? tuning.flagged_partials
-                          : flagged_partials_tuning(default_device_plan(), tokens);
-  args.flagged_partials = (flagged == 1 || (flagged == 2 && args.split_ctas == 0)) &&
-                          tuning.rows_per_tile == 16 &&
-                          decode_flagged_fits(args, p.nmix(), ws.partial_capacity());
+  set_split_reduction(p, tuning, ws, args);
   if (input != nullptr) {
     if (fuses) {
-      require_that(input->pre_mix != nullptr, "{}: input pre_mix is null", what);
-      check_ptr(input->layer_input, "layer_input", what);
-      if (input->norm_weight != nullptr) check_ptr(input->norm_weight, "norm_weight", what);
-      args.input.pre_mix = input->pre_mix;
-      args.input.norm_weight = input->norm_weight;
-      args.input.layer_input = bits(input->layer_input);
-      args.input.hidden = p.hidden;
-      args.input.row_threads = row_kernel_threads(p.hidden);
-      args.input.eps_n = static_cast<float>(p.norm_eps());
+      set_fused_input(p, *input, args);
     } else {
       input_path(p, tokens, b.x, input->pre_mix, input->norm_weight, input->layer_input, stream);
     }
   }
-  const cudaError_t err =
-      p.n == 2 ? MHC_N2_LAUNCH(dispatch_prenorm<2>(args, compensated, tuning.rows_per_tile, stream))
-               : dispatch_prenorm<4>(args, compensated, tuning.rows_per_tile, stream);
+  const cudaError_t err = p.n == 2 ? dispatch_prenorm<2>(args, compensated, rows, stream)
+                                   : dispatch_prenorm<4>(args, compensated, rows, stream);
   check_launch(err, what);
 }
 
@@ -418,19 +316,16 @@ void input_path(const MhcParams& p, int64_t tokens, const Bf16* x, const float* 
   check_launch(err, what);
 }
 
-bool post_in_clusters(const MhcParams& p, int64_t tokens, const NextInput& next) {
-  const KernelPlan& plan = default_device_plan();
-  const bool clusters = plan.image && plan.image->has_sm90_instructions();
-  const int64_t limit =
-      next.cluster_max_tokens >= 0 ? next.cluster_max_tokens : plan.cluster_post_max_tokens;
-  return clusters && tokens <= limit && post_cluster_fits(p.hidden);
-}
-
 void post(const MhcParams& p, int64_t tokens, const Bf16* x, const float* post_coef,
           const float* comb, const Bf16* sublayer_out, Bf16* x_next, const NextInput* next,
-          LaunchTarget stream) {
+          const LaunchTuning& tuning, cudaStream_t cuda_stream) {
   constexpr const char* what = "post";
+  const LaunchTarget stream{cuda_stream, tuning.pdl};
   check_shape(p, tokens, what);
+  require_that(tuning.hidden == p.hidden && tuning.streams == p.n,
+               "{}: the launch tuning was resolved for C={} n={}, the launch is C={} n={} "
+               "(KernelPlan::tuning for this shape)",
+               what, tuning.hidden, tuning.streams, p.hidden, p.n);
   if (tokens == 0) return;
   check_ptr(x, "x", what);
   check_ptr(sublayer_out, "sublayer_out", what);
@@ -455,7 +350,9 @@ void post(const MhcParams& p, int64_t tokens, const Bf16* x, const float* post_c
     a.next_layer_input = bits(next->layer_input);
   }
   cudaError_t err;
-  if (next != nullptr && post_in_clusters(p, tokens, *next)) {
+  // The cluster post where the tuning chose it (the plan checked the image has clusters) and
+  // the row fits a cluster.
+  if (next != nullptr && tuning.cluster_post && post_cluster_fits(p.hidden)) {
     err = p.n == 2 ? MHC_N2_LAUNCH(launch_post_cluster<2>(a, tokens, stream))
                    : launch_post_cluster<4>(a, tokens, stream);
   } else if (p.n == 2) {
@@ -468,7 +365,7 @@ void post(const MhcParams& p, int64_t tokens, const Bf16* x, const float* post_c
 }
 
 void prenorm_gemm(int64_t tokens, int64_t nmix, int64_t k, int splits, const Bf16* x,
-                  const float* fn, float* out, float* sqrsum, cudaStream_t stream) {
+                  const float* fn, float* out, float* sqrsum, LaunchTarget stream) {
   constexpr const char* what = "prenorm_gemm";
   check_prenorm_gemm_shape(tokens, nmix, k, splits);
   require_that(splits <= 65535, "{}: num_splits={} must be at most 65535", what, splits);
@@ -488,7 +385,7 @@ void prenorm_gemm(int64_t tokens, int64_t nmix, int64_t k, int splits, const Bf1
   check_launch(launch_prenorm_splits(a, static_cast<int>(nmix), stream), what);
 }
 
-void widen_bf16(const Bf16* in, int64_t count, float* out, cudaStream_t stream) {
+void widen_bf16(const Bf16* in, int64_t count, float* out, LaunchTarget stream) {
   constexpr const char* what = "widen_bf16";
   require_that(count >= 0, "{}: count {} is negative", what, count);
   if (count == 0) return;

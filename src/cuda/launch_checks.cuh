@@ -13,7 +13,6 @@
 #include "mhc/core/error.hpp"
 #include "mhc/core/params.hpp"
 #include "mhc/cuda/check.hpp"
-#include "mhc/cuda/device_plan.hpp"
 #include "mhc/cuda/input_path.cuh"  // row_kernel_max_hidden, require_aligned16
 #include "mhc/cuda/kernels.hpp"
 
@@ -58,14 +57,13 @@ inline void check_shape(const MhcParams& p, int64_t tokens, const char* what) {
                "{}: the n = 2 kernels were not built; configure with -DMHC_KERNELS_N2=ON", what);
   require_that(p.hidden > 0 && p.hidden % 64 == 0,
                "{}: hidden size C={} must be a positive multiple of 64", what, p.hidden);
-  // The row kernels' limit on this device (their registers cap a CTA's threads), else the
-  // static one of one CTA of 1024 threads per token.
-  const int device_limit = default_device_plan().row_kernels_max_hidden;
-  const int max_hidden = device_limit > 0 ? device_limit : row_kernel_max_hidden();
-  require_that(p.hidden <= max_hidden,
-               "{}: hidden size C={} is above the kernels' limit {} on this device (the row "
-               "kernels run one CTA of C / 32 threads per token)",
-               what, p.hidden, max_hidden);
+  // One CTA of 1024 threads per token; a device's own limit (the row kernels' registers cap a
+  // CTA's threads: KernelPlan::row_kernels_max_hidden) is checked where the launch is resolved
+  // (KernelPlan::tuning) and where a workspace is made.
+  require_that(p.hidden <= row_kernel_max_hidden(),
+               "{}: hidden size C={} is above the kernels' limit {} (the row kernels run one CTA "
+               "of C / 32 threads per token)",
+               what, p.hidden, row_kernel_max_hidden());
   require_that(tokens >= 0 && tokens <= INT32_MAX, "{}: token count {} out of range", what, tokens);
 }
 

@@ -44,10 +44,10 @@ template <int kStreams, int kColumns, int kTileRows>
 cudaError_t dispatch_boundary(const PrenormArgs& args, const BoundaryColumns& cols,
                               LaunchTarget stream);
 // The fused boundary's checked launch (boundary.cu): prenorm_coefficients with `previous` where
-// boundary_fuses; `args` holds the coefficient path's outputs and parameters, the split count
-// is the boundary's own.
+// the tuning fuses the boundary; `args` holds the coefficient path's outputs and parameters, the
+// split count is the boundary's own.
 void launch_boundary(const MhcParams& p, int64_t tokens, const InputPathBuffers& input,
-                     const PreviousPost& previous, const PrenormTuning& tuning, SiteWorkspace& ws,
+                     const PreviousPost& previous, const LaunchTuning& tuning, SiteWorkspace& ws,
                      PrenormArgs args, LaunchTarget stream);
 // How many clusters of `ctas` CTAs of that kernel the current device holds at once.
 template <int kStreams, int kColumns, int kTileRows>

@@ -41,13 +41,13 @@ CoefficientBuffers DeviceSiteBuffers::coefficients(const DeviceSiteWeights& w) c
 }
 
 void enqueue_site(const MhcParams& p, int64_t tokens, const DeviceSiteWeights& w,
-                  DeviceSiteBuffers& b, Projection projection, const PrenormTuning& tuning,
-                  SiteWorkspace& ws, cudaStream_t stream) {
+                  DeviceSiteBuffers& b, const LaunchTuning& tuning, SiteWorkspace& ws,
+                  cudaStream_t stream) {
   // The input path rides along with the coefficient launch (fused at decode sizes).
   const InputPathBuffers input{b.pre_mix.get(), w.norm_weight.get(), b.layer_input.get()};
-  prenorm_coefficients(p, tokens, b.coefficients(w), projection, tuning, ws, stream, &input);
+  prenorm_coefficients(p, tokens, b.coefficients(w), tuning, ws, stream, &input);
   post(p, tokens, b.x.get(), b.post.get(), b.comb.get(), b.sublayer_out.get(), b.x_next.get(),
-       nullptr, stream);
+       nullptr, tuning, stream);
 }
 
 }  // namespace mhc::cuda

@@ -18,7 +18,7 @@ struct StackExecutor::Impl {
   KernelConfig config;
   StackOptions options;
   SublayerFn sublayer;
-  KernelPlan plan;
+  KernelPlan plan;  // made once; every launch below resolves it (KernelPlan::tuning)
 
   std::vector<DeviceSiteWeights> sites;
   std::vector<DeviceBuffer<float>> gains;
@@ -115,7 +115,7 @@ StackExecutor::Impl::Impl(const ModelWeights& w, const KernelConfig& cfg, const 
     };
   }
   stack = std::make_unique<StackLaunches>(p, std::move(site_weights), stack_buffers(), *workspace,
-                                          config.projection, sublayer, std::move(trace_fn));
+                                          sublayer, std::move(trace_fn));
 }
 
 StackBuffers StackExecutor::Impl::stack_buffers() const {
@@ -137,29 +137,27 @@ StackBuffers StackExecutor::Impl::stack_buffers() const {
 
 StackLayout StackExecutor::Impl::layout(int64_t tokens, bool overlap) const {
   if (overlap) return StackLayout::fused_post;
-  const PrenormTuning tuning = prenorm_tuning_for(plan, config, p, tokens);
-  const bool input_fuses = input_path_fuses(p, tokens, tuning);
+  const LaunchTuning tuning = plan.tuning(p, tokens);
+  const bool input_fuses = tuning.fused_input;
   // Native, above the decode sizes (where the input path rides in the coefficient launch) and
   // where the plan fuses the boundary (sm90: n = 4, C >= 4096, from 768 tokens): the previous
   // post, the input path and the coefficients in one launch. Never at sizes where the overlap
   // may run (its launches are the unfused ones, whose coefficients differ in the last bits), so
   // that the two schedules agree bitwise wherever the policy could pick either.
-  if (!input_fuses && tokens > plan.overlap_max_tokens &&
-      boundary_fuses(p, tokens, tuning, config.projection)) {
+  if (!input_fuses && tokens > plan.overlap_max_tokens && tuning.fused_boundary) {
     return StackLayout::fused_boundary;
   }
   if (!options.native_decode_schedule || !input_fuses) return StackLayout::fused_post;
-  const bool fold = options.fold_previous_post && tokens <= plan.folded_post_max_tokens;
+  const bool fold = options.fold_previous_post && tuning.folded_post;
   return fold ? StackLayout::folded_decode : StackLayout::decode;
 }
 
 StackExecutor::Impl::LaunchList StackExecutor::Impl::launches(int64_t tokens, bool overlap) {
-  PrenormTuning tuning = prenorm_tuning_for(plan, config, p, tokens);
   // The side stream's coefficient launch on fewer SMs: its time hides behind the sublayer, whose
   // kernels want the SMs (the same bits, so the schedules still agree bitwise).
-  if (overlap && tuning.rows_per_tile == 16) {
-    tuning.split_ctas = plan.side_split_ctas(tokens, tuning.splits);
-  }
+  LaunchOverrides side;
+  side.side_stream = overlap;
+  const LaunchTuning tuning = plan.tuning(p, tokens, side);
   LaunchList list;
   list.layout = layout(tokens, overlap);
   list.sites.reserve(size_t(p.sites()));

@@ -24,19 +24,18 @@ const char* to_string(StackLayout layout) {
 
 StackLaunches::StackLaunches(const MhcParams& p, std::vector<const DeviceSiteWeights*> sites,
                              const StackBuffers& buffers, SiteWorkspace& workspace,
-                             Projection projection, SublayerFn sublayer, SiteDoneFn site_done)
+                             SublayerFn sublayer, SiteDoneFn site_done)
     : p_(p),
       sites_(std::move(sites)),
       b_(buffers),
       ws_(workspace),
-      projection_(projection),
       sublayer_(std::move(sublayer)),
       site_done_(std::move(site_done)) {
   if (sites_.empty()) throw Error("StackLaunches: a stack needs at least one site");
 }
 
 SiteLaunches StackLaunches::site(StackLayout layout, int s, int64_t tokens,
-                                 const PrenormTuning& tuning) const {
+                                 const LaunchTuning& tuning) const {
   if (s < 0 || s >= sites()) {
     throw Error(fmt::format("StackLaunches: site {} outside 0..{}", s, sites() - 1));
   }
@@ -52,7 +51,7 @@ SiteLaunches StackLaunches::site(StackLayout layout, int s, int64_t tokens,
   return fused_post(s, tokens, tuning);
 }
 
-SiteLaunches StackLaunches::fused_post(int s, int64_t tokens, const PrenormTuning& tuning) const {
+SiteLaunches StackLaunches::fused_post(int s, int64_t tokens, const LaunchTuning& tuning) const {
   SiteLaunches l;
   if (s == 0) {
     l.input_path = [this, tokens, pdl = tuning.pdl](cudaStream_t st) {
@@ -61,23 +60,21 @@ SiteLaunches StackLaunches::fused_post(int s, int64_t tokens, const PrenormTunin
     };
   }
   l.coefficients = [this, s, tokens, tuning](cudaStream_t st) {
-    prenorm_coefficients(p_, tokens, coefficient_buffers(s), projection_, tuning, ws_, st);
+    prenorm_coefficients(p_, tokens, coefficient_buffers(s), tuning, ws_, st);
   };
   if (sublayer_) {
     l.sublayer = [this, s, tokens](cudaStream_t st) {
       sublayer_(s, tokens, b_.layer_input, b_.sublayer_out, st);
     };
   }
-  l.post = [this, s, tokens, pdl = tuning.pdl,
-            cluster = tuning.cluster_post_max_tokens](cudaStream_t st) {
+  l.post = [this, s, tokens, tuning](cudaStream_t st) {
     const bool last = s + 1 == sites();
     NextInput next;
-    next.cluster_max_tokens = cluster;
     next.pre_mix = b_.pre[s % 2];
     next.norm_weight = last ? b_.final_norm : sites_[size_t(s) + 1]->norm_weight.get();
     next.layer_input = last ? b_.output : b_.layer_input;
     mhc::cuda::post(p_, tokens, src(s), b_.post[s % 2], b_.comb[s % 2], b_.sublayer_out, dst(s),
-                    &next, {st, pdl});
+                    &next, tuning, st);
     done(s, tokens, st);
   };
   return l;
@@ -118,17 +115,17 @@ PreviousPost StackLaunches::previous_post(int s) const {
 // Site s's input path rides in its coefficient launch (reading the previous site's pre, while
 // the launch writes this site's into the other buffer), the post is plain, and only the last
 // post also forms the final output.
-SiteLaunches StackLaunches::decode(int s, int64_t tokens, const PrenormTuning& tuning) const {
+SiteLaunches StackLaunches::decode(int s, int64_t tokens, const LaunchTuning& tuning) const {
   SiteLaunches l = fused_post(s, tokens, tuning);
   l.input_path = nullptr;
   l.coefficients = [this, s, tokens, tuning](cudaStream_t st) {
     const InputPathBuffers input = input_buffers(s);
-    prenorm_coefficients(p_, tokens, coefficient_buffers(s), projection_, tuning, ws_, st, &input);
+    prenorm_coefficients(p_, tokens, coefficient_buffers(s), tuning, ws_, st, &input);
   };
   if (s + 1 < sites()) {
-    l.post = [this, s, tokens, pdl = tuning.pdl](cudaStream_t st) {
+    l.post = [this, s, tokens, tuning](cudaStream_t st) {
       mhc::cuda::post(p_, tokens, src(s), b_.post[s % 2], b_.comb[s % 2], b_.sublayer_out, dst(s),
-                      nullptr, {st, pdl});
+                      nullptr, tuning, st);
       done(s, tokens, st);
     };
   }
@@ -138,16 +135,14 @@ SiteLaunches StackLaunches::decode(int s, int64_t tokens, const PrenormTuning& t
 // As decode, but site s > 0's coefficient launch also runs site s-1's post (it forms x = src(s)
 // and layer_input from it), so no post runs but the last (with the final collapse and norm).
 // The launch reads site s-1's post/comb while it writes site s's: they alternate by parity.
-SiteLaunches StackLaunches::folded_decode(int s, int64_t tokens,
-                                          const PrenormTuning& tuning) const {
+SiteLaunches StackLaunches::folded_decode(int s, int64_t tokens, const LaunchTuning& tuning) const {
   SiteLaunches l = decode(s, tokens, tuning);
   if (s + 1 < sites()) l.post = nullptr;
   if (s == 0) return l;
   l.coefficients = [this, s, tokens, tuning](cudaStream_t st) {
     const InputPathBuffers input = input_buffers(s);
     const PreviousPost previous = previous_post(s);
-    prenorm_coefficients(p_, tokens, coefficient_buffers(s), projection_, tuning, ws_, st, &input,
-                         &previous);
+    prenorm_coefficients(p_, tokens, coefficient_buffers(s), tuning, ws_, st, &input, &previous);
     done(s - 1, tokens, st);
   };
   return l;

@@ -67,6 +67,18 @@ std::vector<Bf16> fast_random_x(const MhcParams& p, uint64_t seed) {
   return x;
 }
 
+// How a test launches: the batch-invariant plan or the default one, with a test's overrides;
+// resolved for each launch's token count (KernelPlan::tuning).
+struct Mode {
+  bool invariant = true;
+  LaunchOverrides o;
+};
+LaunchTuning tuning_of(const MhcParams& p, int64_t tokens, Projection projection, Mode mode) {
+  mode.o.projection = projection;
+  return mode.invariant ? test::invariant_tuning(p, tokens, mode.o)
+                        : test::tuning(p, tokens, mode.o);
+}
+
 // One site's inputs for kMaxTokens tokens on the device, and the coefficient launch on a prefix.
 class Fixture {
  public:
@@ -76,21 +88,21 @@ class Fixture {
         x_host_(fast_random_x(p, seed)),
         w_(weights_),
         x_(to_device(x_host_)),
-        ws_(p, kMaxTokens, cuda::max_prenorm_splits(p)) {}
+        ws_(p, kMaxTokens, max_prenorm_splits(p)) {}
 
   // The first `tokens` tokens in one launch (or, with `graph`, captured once and replayed).
-  Outputs batch(int64_t tokens, Projection projection, cuda::PrenormTuning tuning,
-                bool graph = false) {
+  Outputs batch(int64_t tokens, Projection projection, const Mode& mode, bool graph = false) {
     const DeviceCoefficients out(p_, tokens);
+    const LaunchTuning tuning = tuning_of(p_, tokens, projection, mode);
     if (!graph) {
-      cuda::prenorm_coefficients(p_, tokens, out.buffers(x_, w_), projection, tuning, ws_, nullptr);
+      cuda::prenorm_coefficients(p_, tokens, out.buffers(x_, w_), tuning, ws_, nullptr);
     } else {
       cudaStream_t stream;
       cudaGraph_t g;
       cudaGraphExec_t exec;
       MHC_CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
       MHC_CUDA_CHECK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeGlobal));
-      cuda::prenorm_coefficients(p_, tokens, out.buffers(x_, w_), projection, tuning, ws_, stream);
+      cuda::prenorm_coefficients(p_, tokens, out.buffers(x_, w_), tuning, ws_, stream);
       MHC_CUDA_CHECK(cudaStreamEndCapture(stream, &g));
       MHC_CUDA_CHECK(cudaGraphInstantiate(&exec, g, 0));
       for (int replay = 0; replay < 3; ++replay) MHC_CUDA_CHECK(cudaGraphLaunch(exec, stream));
@@ -104,8 +116,9 @@ class Fixture {
   }
 
   // Every token of the first `tokens` run alone: one launch per token on its slice of x.
-  Outputs alone(int64_t tokens, Projection projection, cuda::PrenormTuning tuning) {
+  Outputs alone(int64_t tokens, Projection projection, const Mode& mode) {
     const DeviceCoefficients out(p_, tokens);
+    const LaunchTuning tuning = tuning_of(p_, 1, projection, mode);
     for (int64_t t = 0; t < tokens; ++t) {
       cuda::CoefficientBuffers b = out.buffers(x_, w_);
       b.x += t * p_.k();
@@ -113,7 +126,7 @@ class Fixture {
       b.post += t * p_.n;
       b.comb += t * p_.n * p_.n;
       b.mixes += t * p_.nmix();
-      cuda::prenorm_coefficients(p_, 1, b, projection, tuning, ws_, nullptr);
+      cuda::prenorm_coefficients(p_, 1, b, tuning, ws_, nullptr);
     }
     MHC_CUDA_CHECK(cudaDeviceSynchronize());
     return test::download_coefficients(out);
@@ -150,11 +163,7 @@ class Fixture {
   cuda::SiteWorkspace ws_;
 };
 
-cuda::PrenormTuning invariant() {
-  cuda::PrenormTuning t;
-  t.batch_invariant = true;
-  return t;
-}
+Mode invariant() { return Mode{}; }
 
 struct Variant {
   int n, hidden;
@@ -204,16 +213,13 @@ TEST(BatchInvarianceRegisterKernel, TilesOf16And64EqualAlone) {
   Fixture f(test::small_params(4, 5120), 1700);
   const MhcParams& p = f.params();
   for (Projection projection : {Projection::tf32, Projection::fp32}) {
-    cuda::PrenormTuning tile16 = invariant();
-    tile16.splits = cuda::batch_invariant_leaves(p);
-    tile16.rows_per_tile = 16;
-    cuda::PrenormTuning tile64 = tile16;
-    tile64.rows_per_tile = 64;
+    const Mode tile16{true, test::forced(batch_invariant_leaves(p), 16)};
+    const Mode tile64{true, test::forced(batch_invariant_leaves(p), 64)};
     const Outputs alone = f.alone(1100, projection, tile16);
     for (int64_t m : {int64_t{1}, int64_t{17}, int64_t{65}, int64_t{257}, int64_t{1100}}) {
-      for (const cuda::PrenormTuning& t : {tile16, tile64}) {
+      for (const Mode& t : {tile16, tile64}) {
         EXPECT_EQ(first_difference(p, m, f.batch(m, projection, t), alone), -1)
-            << "M=" << m << " " << t.describe() << " " << to_string(projection);
+            << "M=" << m << " " << tuning_of(p, m, projection, t).describe();
       }
     }
   }
@@ -225,10 +231,11 @@ TEST(BatchInvarianceRegisterKernel, TilesOf16And64EqualAlone) {
 TEST(BatchInvarianceDefaultMode, SomeSizeDiffersFromAlone) {
   MHC_SKIP_WITHOUT_GPU();
   Fixture f(test::small_params(4, 5120), 1800);
-  const Outputs alone = f.alone(kMaxTokens, Projection::tf32, {});
+  const Mode plain{false, {}};
+  const Outputs alone = f.alone(kMaxTokens, Projection::tf32, plain);
   int differing = 0;
   for (int64_t m : kSizes) {
-    if (first_difference(f.params(), m, f.batch(m, Projection::tf32, {}), alone) >= 0) {
+    if (first_difference(f.params(), m, f.batch(m, Projection::tf32, plain), alone) >= 0) {
       ++differing;
     }
   }
@@ -241,11 +248,11 @@ TEST(BatchInvarianceDefaultMode, SomeSizeDiffersFromAlone) {
 TEST(BatchInvarianceArguments, RefusesSplitsOutsideTheTree) {
   MHC_SKIP_WITHOUT_GPU();
   Fixture f(test::small_params(4, 4096), 1900);
-  cuda::PrenormTuning t = invariant();
-  t.splits = 3;  // not a power of two
+  Mode t = invariant();
+  t.o.splits = 3;  // not a power of two
   EXPECT_THROW(f.batch(4, Projection::tf32, t), Error);
-  t.splits = cuda::batch_invariant_leaves(f.params()) / 2;
-  t.rows_per_tile = 16;  // the register-fed kernel runs one leaf per split
+  t.o = test::forced(batch_invariant_leaves(f.params()) / 2, 16);
+  // the register-fed kernel runs one leaf per split
   EXPECT_THROW(f.batch(4, Projection::tf32, t), Error);
 }
 

@@ -38,8 +38,7 @@ const nlohmann::json& coefficient_row(const nlohmann::json& report) {
 TEST(BenchKernels, TimesTheSplitCountTheKernelConfigForces) {
   MHC_SKIP_WITHOUT_GPU();
   const MhcParams p = preset("dsv41-flash");
-  const int plan_splits =
-      cuda::choose_prenorm_tuning(cuda::default_device_plan(), p, kTokens).splits;
+  const int plan_splits = test::tuning(p, kTokens).splits;
   const int forced = plan_splits == 3 ? 5 : 3;  // differs from the plan's, so the check can fail
   const nlohmann::json plain = bench::bench_kernels(options("{}"));
   EXPECT_EQ(coefficient_row(plain).at("splits").get<int>(), plan_splits);
@@ -55,8 +54,7 @@ TEST(BenchKernels, BatchInvariantModeComesFromTheKernelConfig) {
   EXPECT_TRUE(report.at("batch_invariant").get<bool>());
   const MhcParams p = preset("dsv41-flash");
   const KernelPlan plan = cuda::device_plan(KernelConfig::parse(R"({"batch_invariant": true})"));
-  EXPECT_EQ(coefficient_row(report).at("splits").get<int>(),
-            cuda::choose_prenorm_tuning(plan, p, kTokens).splits);
+  EXPECT_EQ(coefficient_row(report).at("splits").get<int>(), plan.tuning(p, kTokens).splits);
 }
 
 }  // namespace

@@ -45,15 +45,15 @@ void check_case(const MhcParams& p, int64_t m, uint64_t seed, double amplitude, 
   if (entry == Entry::one_hot) make_one_hot(k);
   const std::string label = test::case_name(p, m, amplitude) +
                             (entry == Entry::one_hot ? " one-hot entry" : " carried entry");
-  cuda::SiteWorkspace ws(p, m, cuda::max_prenorm_splits(p));
+  cuda::SiteWorkspace ws(p, m, max_prenorm_splits(p));
   FoldOutputs unfused(p, m), plan(p, m);
   test::run_boundary_with(k, unfused, test::boundary_tuning(false), ws);
-  test::run_boundary_with(k, plan, cuda::PrenormTuning{}, ws);
+  test::run_boundary_with(k, plan, LaunchOverrides{}, ws);
   test::expect_boundary_agrees(plan, unfused, label + " plan's dispatch");
   const test::BoundaryReference reference(k, to_host(plan.x), true);
   test::expect_boundary_matches(reference, k, plan, label + " plan's dispatch");
   test::expect_boundary_matches(reference, k, unfused, label + " unfused");
-  if (cuda::tma_prenorm_available()) {
+  if (test::device_plan().tma128_available) {
     FoldOutputs fused(p, m);
     test::run_boundary_with(k, fused, test::boundary_tuning(true), ws);
     test::expect_boundary_agrees(fused, unfused, label + " fused boundary");
@@ -95,14 +95,14 @@ TEST(CudaBoundaryMatrix, ZeroTokensWriteNothing) {
     for (int hidden : kHiddens) {
       const MhcParams p = test::small_params(n, hidden);
       FoldCase k(p, 1, 17900 + uint64_t(n * hidden));
-      cuda::SiteWorkspace ws(p, 1, cuda::max_prenorm_splits(p));
-      std::vector<cuda::PrenormTuning> tunings = {cuda::PrenormTuning{},
-                                                  test::boundary_tuning(false)};
-      if (cuda::tma_prenorm_available()) tunings.push_back(test::boundary_tuning(true));
-      for (const cuda::PrenormTuning& t : tunings) {
+      cuda::SiteWorkspace ws(p, 1, max_prenorm_splits(p));
+      std::vector<LaunchOverrides> tunings = {LaunchOverrides{}, test::boundary_tuning(false)};
+      if (test::device_plan().tma128_available) tunings.push_back(test::boundary_tuning(true));
+      for (const LaunchOverrides& t : tunings) {
         FoldOutputs out(p, 1);
         test::run_boundary_with(k, out, t, ws, true, 0);
-        const std::string label = test::case_name(p, 0, 1.0) + " " + t.describe();
+        const std::string label =
+            test::case_name(p, 0, 1.0) + " " + test::tuning(p, 0, t).describe();
         for (Bf16 v : to_host(out.x)) ASSERT_EQ(v.bits, 0xFFFF) << label << " wrote x";
         for (Bf16 v : to_host(out.layer_input)) ASSERT_EQ(v.bits, 0xFFFF) << label;
         for (float v : to_host(out.coef.comb)) ASSERT_TRUE(std::isnan(v)) << label << " comb";

@@ -19,26 +19,28 @@ namespace mhc::test {
 // that it does not take small sizes); else the unfused launches (post + next input, then the
 // coefficient launch). splits, stage_columns, rows (tokens per tile): forced (0: the rules, 64
 // columns).
-inline cuda::PrenormTuning boundary_tuning(bool fused, int splits = 0, int stage_columns = 0,
-                                           int rows = 0) {
-  cuda::PrenormTuning t = cuda::forcing_fused_boundary({});
-  if (!fused) t.fused_boundary_min_tokens = 0;
-  t.fused_input_max_tokens = 0;
-  t.boundary_splits = splits;
-  t.boundary_stage_columns = stage_columns;
-  t.boundary_rows = rows;
-  return t;
+inline LaunchOverrides boundary_tuning(bool fused, int splits = 0, int stage_columns = 0,
+                                       int rows = 0) {
+  LaunchOverrides o;
+  o.fused_boundary = fused;
+  o.fused_input = false;
+  o.boundary.splits = splits;
+  o.boundary.stage_columns = stage_columns;
+  o.boundary.rows = rows;
+  return o;
 }
 
-// The boundary of `k` into `out` with tuning `t` (PrenormTuning{}: the device plan's dispatch).
-inline void run_boundary_with(FoldCase& k, FoldOutputs& out, const cuda::PrenormTuning& t,
+// The boundary of `k` into `out`, launched as the device plan resolves it with `o` (none: the
+// plan's dispatch) at the launch's token count (k.m unless `tokens` is given).
+inline void run_boundary_with(FoldCase& k, FoldOutputs& out, const LaunchOverrides& o,
                               cuda::SiteWorkspace& ws, bool with_norm = true, int64_t tokens = -1) {
   const cuda::InputPathBuffers input{k.pre_mix.get(), with_norm ? k.w.norm_weight.get() : nullptr,
                                      out.layer_input.get()};
   const cuda::PreviousPost previous{k.x_prev.get(), k.prev_post.get(), k.prev_comb.get(), k.f.get(),
                                     out.x.get()};
-  cuda::prenorm_coefficients(k.p, tokens < 0 ? k.m : tokens, out.coef.buffers(out.x, k.w),
-                             Projection::tf32, t, ws, nullptr, &input, &previous);
+  const int64_t m = tokens < 0 ? k.m : tokens;
+  cuda::prenorm_coefficients(k.p, m, out.coef.buffers(out.x, k.w), tuning(k.p, m, o), ws, nullptr,
+                             &input, &previous);
   MHC_CUDA_CHECK(cudaDeviceSynchronize());
 }
 

@@ -17,7 +17,6 @@
 #include "gpu_test_util.hpp"
 #include "mhc/core/workspace.hpp"
 #include "mhc/cuda/check.hpp"
-#include "mhc/cuda/device_plan.hpp"
 
 namespace mhc {
 namespace {
@@ -28,29 +27,32 @@ using test::to_device;
 
 using Outputs = test::HostCoefficients;
 
-// flagged: 1 where they fit, 0 never, -1 the device plan's rule. splits 0: the plan's.
-cuda::PrenormTuning tuning(int flagged, int split_ctas = 0, int splits = 0) {
-  cuda::PrenormTuning t;
-  t.splits = splits;
-  t.rows_per_tile = 16;
-  t.split_ctas = split_ctas;
-  t.flagged_partials = flagged;
-  return t;
+// The 16-row kernel with flagged partials 1 (where they fit), 0 (never), 2 (outside the split
+// loop) or -1 (the device plan's rule), on split_ctas CTAs per tile (0: one per split), with
+// `splits` splits (0: the plan's).
+LaunchOverrides tuning(int flagged, int split_ctas = 0, int splits = 0) {
+  LaunchOverrides o = test::forced(splits, 16);
+  o.split_ctas = split_ctas;
+  if (flagged == 0) o.flagged_partials = FlaggedPartials::never;
+  if (flagged == 1) o.flagged_partials = FlaggedPartials::always;
+  if (flagged == 2) o.flagged_partials = FlaggedPartials::outside_split_loop;
+  return o;
 }
 
 Outputs run_on(cuda::SiteWorkspace& ws, const MhcParams& p, int64_t m, const test::SiteCase& c,
-               const cuda::PrenormTuning& t, Projection projection = Projection::tf32) {
+               LaunchOverrides o, Projection projection = Projection::tf32) {
   const DeviceWeights w(c.weights);
   const auto x = to_device(c.x);
   const DeviceCoefficients out(p, m);  // poisoned
-  cuda::prenorm_coefficients(p, m, out.buffers(x, w), projection, t, ws, nullptr);
+  o.projection = projection;
+  cuda::prenorm_coefficients(p, m, out.buffers(x, w), test::tuning(p, m, o), ws, nullptr);
   MHC_CUDA_CHECK(cudaDeviceSynchronize());
   return test::download_coefficients(out);
 }
 
-Outputs run_fresh(const MhcParams& p, int64_t m, const test::SiteCase& c,
-                  const cuda::PrenormTuning& t, Projection projection = Projection::tf32) {
-  cuda::SiteWorkspace ws(p, m, cuda::max_prenorm_splits(p));
+Outputs run_fresh(const MhcParams& p, int64_t m, const test::SiteCase& c, const LaunchOverrides& t,
+                  Projection projection = Projection::tf32) {
+  cuda::SiteWorkspace ws(p, m, max_prenorm_splits(p));
   return run_on(ws, p, m, c, t, projection);
 }
 
@@ -75,7 +77,7 @@ bool partials_all_zero(const cuda::SiteWorkspace& ws) {
 bool runs_flagged(const MhcParams& p, int64_t m, int split_ctas, uint64_t seed, int flagged = 1,
                   int splits = 0) {
   const test::SiteCase c = test::random_site_case(p, m, seed, 1.0);
-  cuda::SiteWorkspace ws(p, m, cuda::max_prenorm_splits(p));
+  cuda::SiteWorkspace ws(p, m, max_prenorm_splits(p));
   const Outputs got = run_on(ws, p, m, c, tuning(flagged, split_ctas, splits));
   expect_same(run_fresh(p, m, c, tuning(false, split_ctas, splits)), got,
               test::case_name(p, m, 1.0) + " split_ctas=" + std::to_string(split_ctas) +
@@ -124,7 +126,7 @@ TEST(CudaFlaggedPartials, RunsWhereItFits) {
   EXPECT_FALSE(runs_flagged(p, 9, 8, 12104));
   EXPECT_FALSE(runs_flagged(p, 65, 0, 12105));
   // The default tuning follows the device's plan (kernel config flagged_partials).
-  const int64_t plan_limit = cuda::default_device_plan().flagged_partials_max_tokens;
+  const int64_t plan_limit = test::device_plan().flagged_partials_max_tokens;
   EXPECT_EQ(runs_flagged(p, 16, 0, 12107, -1), 16 <= plan_limit);
   EXPECT_EQ(runs_flagged(p, 8, 0, 12108, -1), 8 <= plan_limit);
   // 2: one CTA per split only; the plan's default keeps the split loop (the overlap's side
@@ -132,9 +134,9 @@ TEST(CudaFlaggedPartials, RunsWhereItFits) {
   EXPECT_TRUE(runs_flagged(p, 8, 0, 12109, 2));
   EXPECT_FALSE(runs_flagged(p, 8, 8, 12110, 2));
   EXPECT_EQ(runs_flagged(p, 1, 8, 12111, -1),
-            cuda::default_device_plan().flagged_partials_split_loop && 1 <= plan_limit);
+            test::device_plan().flagged_partials_split_loop && 1 <= plan_limit);
   const test::SiteCase c = test::random_site_case(p, 4, 12106, 1.0);
-  cuda::SiteWorkspace ws(p, 4, cuda::max_prenorm_splits(p));
+  cuda::SiteWorkspace ws(p, 4, max_prenorm_splits(p));
   run_on(ws, p, 4, c, tuning(false));
   EXPECT_FALSE(partials_all_zero(ws));
 }
@@ -172,16 +174,14 @@ TEST(CudaFlaggedPartials, SplitCountsAboveForty) {
 TEST(CudaFlaggedPartials, ReusedWorkspace) {
   MHC_SKIP_WITHOUT_GPU();
   const MhcParams p = test::small_params(4, 5120);
-  cuda::SiteWorkspace ws(p, 256, cuda::max_prenorm_splits(p));
+  cuda::SiteWorkspace ws(p, 256, max_prenorm_splits(p));
   uint64_t seed = 12200;
   const int64_t counts[] = {16, 1, 7, 16, 3, 64, 2, 33, 1};
   for (size_t i = 0; i < std::size(counts); ++i) {
     const int64_t m = counts[i];
     if (i % 3 == 1) {
       const test::SiteCase other = test::random_site_case(p, 137, ++seed, 1.0);
-      cuda::PrenormTuning wide;
-      wide.rows_per_tile = 64;
-      run_on(ws, p, 137, other, wide);
+      run_on(ws, p, 137, other, test::forced(0, 64));
     } else if (i % 3 == 2) {
       MHC_CUDA_CHECK(
           cudaMemset(ws.partials(), 0x7f, size_t(ws.partial_capacity()) * sizeof(float)));
@@ -204,12 +204,12 @@ TEST(CudaFlaggedPartials, GraphReplays) {
   const DeviceWeights w(c.weights);
   auto x = to_device(c.x);
   const DeviceCoefficients out(p, m);
-  cuda::SiteWorkspace ws(p, m, cuda::max_prenorm_splits(p));
+  cuda::SiteWorkspace ws(p, m, max_prenorm_splits(p));
   cudaStream_t stream = nullptr;
   MHC_CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
   cudaGraph_t graph = nullptr;
   MHC_CUDA_CHECK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal));
-  cuda::prenorm_coefficients(p, m, out.buffers(x, w), Projection::tf32, tuning(true), ws, stream);
+  cuda::prenorm_coefficients(p, m, out.buffers(x, w), test::tuning(p, m, tuning(true)), ws, stream);
   MHC_CUDA_CHECK(cudaStreamEndCapture(stream, &graph));
   cudaGraphExec_t exec = nullptr;
   MHC_CUDA_CHECK(cudaGraphInstantiate(&exec, graph, 0));

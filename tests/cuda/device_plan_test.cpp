@@ -16,7 +16,7 @@ namespace {
 
 TEST(DevicePlan, RuntimeReportsThePredictedImageForEveryVariant) {
   MHC_SKIP_WITHOUT_GPU();
-  const KernelPlan& plan = cuda::default_device_plan();
+  const KernelPlan& plan = test::device_plan();
   const auto predicted = image_for(plan.capability, built_images());
   ASSERT_TRUE(predicted.has_value());
   const auto variants = cuda::query_prenorm_variants();
@@ -30,13 +30,18 @@ TEST(DevicePlan, RuntimeReportsThePredictedImageForEveryVariant) {
   EXPECT_TRUE(plan.image_queried);
   EXPECT_EQ(*plan.image, *predicted);
   EXPECT_EQ(plan.compiled_ahead_of_time(), !predicted->ptx);
+  // The device it describes, and the facts only the runtime knows.
+  int device = -1;
+  MHC_CUDA_CHECK(cudaGetDevice(&device));
+  EXPECT_EQ(plan.device, device);
+  EXPECT_GT(plan.row_kernels_max_hidden, 0);
+  EXPECT_EQ(plan.to_json(), cuda::device_plan(KernelConfig{}).to_json()) << "made twice, the same";
 }
 
 TEST(DevicePlan, OffersOnlyWhatTheLoadedImageHolds) {
   MHC_SKIP_WITHOUT_GPU();
-  const KernelPlan& plan = cuda::default_device_plan();
+  const KernelPlan& plan = test::device_plan();
   EXPECT_EQ(plan.tma128_available, plan.image->has_sm90_instructions());
-  EXPECT_EQ(cuda::tma_prenorm_available(), plan.tma128_available);
   if (plan.capability.is_sm90() && plan.image->has_wgmma()) {
     EXPECT_TRUE(plan.pdl);
     EXPECT_EQ(plan.prenorm_kernel(1 << 20), PrenormKernel::tma128);
@@ -52,6 +57,8 @@ TEST(DevicePlan, OffersOnlyWhatTheLoadedImageHolds) {
 // Programmatic edges in a graph captured from two dependent post launches on one stream: PDL
 // shows up as a programmatic dependency between the kernel nodes.
 int programmatic_edges(const MhcParams& p, bool pdl) {
+  LaunchOverrides o;
+  o.pdl = pdl;  // false: without; true: the plan's
   const int64_t tokens = 3;
   const test::SiteCase c = test::random_site_case(p, tokens, 900, 1.0);
   auto x = test::to_device(c.x);
@@ -64,10 +71,11 @@ int programmatic_edges(const MhcParams& p, bool pdl) {
   MHC_CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
   cudaGraph_t graph = nullptr;
   MHC_CUDA_CHECK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal));
-  cuda::post(p, tokens, x.get(), post_d.get(), comb_d.get(), f.get(), mid.get(), nullptr,
-             {stream, pdl});
-  cuda::post(p, tokens, mid.get(), post_d.get(), comb_d.get(), f.get(), out.get(), nullptr,
-             {stream, pdl});
+  const LaunchTuning t = test::tuning(p, tokens, o);
+  cuda::post(p, tokens, x.get(), post_d.get(), comb_d.get(), f.get(), mid.get(), nullptr, t,
+             stream);
+  cuda::post(p, tokens, mid.get(), post_d.get(), comb_d.get(), f.get(), out.get(), nullptr, t,
+             stream);
   MHC_CUDA_CHECK(cudaStreamEndCapture(stream, &graph));
   size_t count = 0;
   MHC_CUDA_CHECK(cudaGraphGetEdges(graph, nullptr, nullptr, nullptr, &count));
@@ -93,10 +101,10 @@ TEST(DevicePlan, PdlSwitchReachesTheLaunches) {
   const MhcParams p = test::small_params(4, 5120);
   const KernelPlan off = cuda::device_plan(KernelConfig::parse(R"({"pdl": false})"));
   EXPECT_FALSE(off.pdl);
-  EXPECT_FALSE(cuda::choose_prenorm_tuning(off, p, 4).pdl);
+  EXPECT_FALSE(off.tuning(p, 4).pdl);
   EXPECT_EQ(programmatic_edges(p, false), 0);
-  if (!cuda::default_device_plan().pdl) GTEST_SKIP() << "this image has no PDL";
-  EXPECT_TRUE(cuda::choose_prenorm_tuning(cuda::default_device_plan(), p, 4).pdl);
+  if (!test::device_plan().pdl) GTEST_SKIP() << "this image has no PDL";
+  EXPECT_TRUE(test::tuning(p, 4).pdl);
   EXPECT_EQ(programmatic_edges(p, true), 1) << "the default launches with PDL";
 }
 

@@ -30,7 +30,7 @@ void check_prenorm_gemm(int64_t tokens, int64_t nmix, int64_t k, int splits, uin
   auto out = poisoned<float>(size_t(splits * tokens * nmix));
   auto sqrsum = poisoned<float>(size_t(splits * tokens));
   cuda::prenorm_gemm(tokens, nmix, k, splits, dx.get(), dfn.get(), out.get(), sqrsum.get(),
-                     nullptr);
+                     {nullptr, false});
   const ref::SplitPartials r = ref::prenorm_gemm(tokens, nmix, k, splits, x.data(), fn.data());
   const std::vector<float> got = to_host(out), got_sq = to_host(sqrsum);
   const std::string label = "M=" + std::to_string(tokens) + " N=" + std::to_string(nmix) +
@@ -72,7 +72,7 @@ TEST(CudaSeparateEpsilons, CoefficientsOnCallerWorkspaceMatchTheReference) {
     const test::DeviceWeights w(c.weights);
     const auto x = to_device(c.x);
     test::DeviceCoefficients out(p, tokens);
-    cuda::prenorm_coefficients(p, tokens, out.buffers(x, w), Projection::tf32, {}, ws, nullptr);
+    cuda::prenorm_coefficients(p, tokens, out.buffers(x, w), test::tuning(p, tokens), ws, nullptr);
     ref::SiteResult r;
     ref::coefficients(p, tokens, c.x.data(), c.weights.view(), r);
     const std::string label = test::case_name(p, tokens, 0.5);
@@ -97,7 +97,8 @@ TEST(CudaSeparateEpsilons, NormEpsReachesInputPathAndFusedPost) {
   const auto pre_mix = to_device(c.pre_mix);
   const auto norm = to_device(c.weights.norm_weight);
   auto out = poisoned<Bf16>(size_t(tokens * p.hidden));
-  cuda::input_path(p, tokens, x.get(), pre_mix.get(), norm.get(), out.get(), nullptr);
+  const LaunchTuning t = test::tuning(p, tokens);
+  cuda::input_path(p, tokens, x.get(), pre_mix.get(), norm.get(), out.get(), {nullptr, t.pdl});
   const std::vector<double> want =
       ref::input_path(p, tokens, c.x.data(), c.pre_mix.data(), c.weights.norm_weight.data());
   MHC_EXPECT_CLOSE(compare(to_host(out).data(), want.data(), tokens * p.hidden),
@@ -111,7 +112,7 @@ TEST(CudaSeparateEpsilons, NormEpsReachesInputPathAndFusedPost) {
   auto x_next = poisoned<Bf16>(size_t(tokens * p.k()));
   auto next_input = poisoned<Bf16>(size_t(tokens * p.hidden));
   const cuda::NextInput next{pre_mix.get(), norm.get(), next_input.get()};
-  cuda::post(p, tokens, x.get(), post.get(), comb.get(), f.get(), x_next.get(), &next, nullptr);
+  cuda::post(p, tokens, x.get(), post.get(), comb.get(), f.get(), x_next.get(), &next, t, nullptr);
   const std::vector<Bf16> x_next_host = to_host(x_next);
   const std::vector<double> want_next = ref::input_path(
       p, tokens, x_next_host.data(), c.pre_mix.data(), c.weights.norm_weight.data());
@@ -125,18 +126,18 @@ TEST(CudaWiden, Bf16ToFp32IsExact) {
   const std::vector<Bf16> in = test::random_bf16(5120, rng, 3.0);
   const auto din = to_device(in);
   auto out = poisoned<float>(in.size());
-  cuda::widen_bf16(din.get(), int64_t(in.size()), out.get(), nullptr);
+  cuda::widen_bf16(din.get(), int64_t(in.size()), out.get(), {nullptr, false});
   const std::vector<float> got = to_host(out);
   for (size_t i = 0; i < in.size(); ++i) ASSERT_EQ(got[i], bf16_to_float(in[i])) << i;
 }
 
 TEST(CudaPrenormGemm, RefusesBadShapes) {
   MHC_SKIP_WITHOUT_GPU();
-  EXPECT_THROW(cuda::prenorm_gemm(4, 24, 96, 1, nullptr, nullptr, nullptr, nullptr, nullptr),
+  const cuda::LaunchTarget plain{nullptr, false};
+  EXPECT_THROW(cuda::prenorm_gemm(4, 24, 96, 1, nullptr, nullptr, nullptr, nullptr, plain), Error);
+  EXPECT_THROW(cuda::prenorm_gemm(4, 24, 128, 70000, nullptr, nullptr, nullptr, nullptr, plain),
                Error);
-  EXPECT_THROW(cuda::prenorm_gemm(4, 24, 128, 70000, nullptr, nullptr, nullptr, nullptr, nullptr),
-               Error);
-  EXPECT_NO_THROW(cuda::prenorm_gemm(0, 24, 128, 2, nullptr, nullptr, nullptr, nullptr, nullptr));
+  EXPECT_NO_THROW(cuda::prenorm_gemm(0, 24, 128, 2, nullptr, nullptr, nullptr, nullptr, plain));
   MHC_CUDA_CHECK(cudaDeviceSynchronize());
 }
 

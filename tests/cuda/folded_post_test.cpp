@@ -21,29 +21,33 @@ using test::to_host;
 
 // folded: one call with `previous`; else post(next = input) then the coefficient path.
 void run_path(FoldCase& k, FoldOutputs& out, bool folded, cuda::SiteWorkspace& ws,
-              Projection projection, const cuda::PrenormTuning& tuning) {
+              const LaunchTuning& tuning) {
   const cuda::InputPathBuffers input{k.pre_mix.get(), k.w.norm_weight.get(), out.layer_input.get()};
   const cuda::CoefficientBuffers b = out.coef.buffers(out.x, k.w);
   if (folded) {
     const cuda::PreviousPost previous{k.x_prev.get(), k.prev_post.get(), k.prev_comb.get(),
                                       k.f.get(), out.x.get()};
-    cuda::prenorm_coefficients(k.p, k.m, b, projection, tuning, ws, nullptr, &input, &previous);
+    cuda::prenorm_coefficients(k.p, k.m, b, tuning, ws, nullptr, &input, &previous);
   } else {
     const cuda::NextInput next{input.pre_mix, input.norm_weight, input.layer_input};
     cuda::post(k.p, k.m, k.x_prev.get(), k.prev_post.get(), k.prev_comb.get(), k.f.get(),
-               out.x.get(), &next, nullptr);
-    cuda::prenorm_coefficients(k.p, k.m, b, projection, tuning, ws, nullptr);
+               out.x.get(), &next, tuning, nullptr);
+    cuda::prenorm_coefficients(k.p, k.m, b, tuning, ws, nullptr);
   }
   MHC_CUDA_CHECK(cudaDeviceSynchronize());
 }
 
+// invariant: the batch-invariant plan's launch, else the default plan's.
 void check_fold(const MhcParams& p, int64_t m, uint64_t seed, Projection projection,
-                const cuda::PrenormTuning& tuning = {}) {
+                bool invariant = false) {
   FoldCase k(p, m, seed);
-  cuda::SiteWorkspace ws(p, m, cuda::max_prenorm_splits(p));
+  cuda::SiteWorkspace ws(p, m, max_prenorm_splits(p));
+  LaunchOverrides o;
+  o.projection = projection;
+  const LaunchTuning tuning = invariant ? test::invariant_tuning(p, m, o) : test::tuning(p, m, o);
   FoldOutputs want(p, m), got(p, m);
-  run_path(k, want, false, ws, projection, tuning);
-  run_path(k, got, true, ws, projection, tuning);
+  run_path(k, want, false, ws, tuning);
+  run_path(k, got, true, ws, tuning);
   const std::string label = test::case_name(p, m, 1.0);
   EXPECT_TRUE(test::same_finite_bits(to_host(got.x), to_host(want.x))) << label << " x";
   EXPECT_TRUE(test::same_finite_bits(to_host(got.coef.pre), to_host(want.coef.pre)))
@@ -82,11 +86,7 @@ TEST(CudaFoldedPost, Fp32ProjectionAndTheUnfusedFallback) {
 TEST(CudaFoldedPost, BatchInvariantTuningKeepsItsKernel) {
   MHC_SKIP_WITHOUT_GPU();
   const MhcParams p = test::small_params(4, 5120);
-  for (int64_t m : {1, 16, 64}) {
-    const cuda::PrenormTuning t =
-        cuda::batch_invariant_tuning(p, m, cuda::current_sm_count(), cuda::tma_prenorm_available());
-    check_fold(p, m, 5300 + uint64_t(m), Projection::tf32, t);
-  }
+  for (int64_t m : {1, 16, 64}) check_fold(p, m, 5300 + uint64_t(m), Projection::tf32, true);
 }
 
 TEST(CudaFoldedPost, RefusesAliasingAndAMissingInputPath) {
@@ -94,14 +94,14 @@ TEST(CudaFoldedPost, RefusesAliasingAndAMissingInputPath) {
   const MhcParams p = test::small_params(4, 5120);
   FoldCase k(p, 4, 5200);
   FoldOutputs out(p, 4);
-  cuda::SiteWorkspace ws(p, 4, cuda::max_prenorm_splits(p));
+  cuda::SiteWorkspace ws(p, 4, max_prenorm_splits(p));
   const cuda::CoefficientBuffers b = out.coef.buffers(out.x, k.w);
   const cuda::InputPathBuffers input{k.pre_mix.get(), k.w.norm_weight.get(), out.layer_input.get()};
   cuda::PreviousPost previous{k.x_prev.get(), k.prev_post.get(), k.prev_comb.get(), k.f.get(),
                               out.x.get()};
   auto message = [&](const cuda::InputPathBuffers* in, const cuda::PreviousPost& prev) {
     try {
-      cuda::prenorm_coefficients(p, 4, b, Projection::tf32, {}, ws, nullptr, in, &prev);
+      cuda::prenorm_coefficients(p, 4, b, test::tuning(p, 4), ws, nullptr, in, &prev);
     } catch (const Error& e) {
       return std::string(e.what());
     }

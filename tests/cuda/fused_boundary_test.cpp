@@ -28,9 +28,9 @@ using test::to_host;
 void run_boundary(FoldCase& k, FoldOutputs& out, bool fused, cuda::SiteWorkspace& ws,
                   bool with_norm = true, int splits = 0, int stage_columns = 0,
                   int cluster_epilogue = -1, int rows = 0) {
-  cuda::PrenormTuning t = test::boundary_tuning(fused, splits, stage_columns, rows);
-  t.tma_cluster_epilogue = cluster_epilogue;
-  ASSERT_EQ(cuda::boundary_fuses(k.p, k.m, t, Projection::tf32), fused);
+  LaunchOverrides t = test::boundary_tuning(fused, splits, stage_columns, rows);
+  if (cluster_epilogue >= 0) t.cluster_epilogue = cluster_epilogue == 1;  // -1: the plan's
+  ASSERT_EQ(test::tuning(k.p, k.m, t).fused_boundary, fused);
   test::run_boundary_with(k, out, t, ws, with_norm);
 }
 
@@ -38,7 +38,7 @@ void check_boundary(const MhcParams& p, int64_t m, uint64_t seed, double amplitu
                     bool with_norm = true, int splits = 0, int stage_columns = 0, int rows = 0) {
   if (!test::kernels_built_for(p.n)) return;  // n = 2 without -DMHC_KERNELS_N2
   FoldCase k(p, m, seed, amplitude);
-  cuda::SiteWorkspace ws(p, m, cuda::max_prenorm_splits(p));
+  cuda::SiteWorkspace ws(p, m, max_prenorm_splits(p));
   FoldOutputs want(p, m), got(p, m);
   run_boundary(k, want, false, ws, with_norm);
   run_boundary(k, got, true, ws, with_norm, splits, stage_columns, -1, rows);
@@ -127,21 +127,22 @@ TEST(CudaFusedBoundary, ForcedSplitCounts) {
 // device runs; C = 16384 + 64 would overflow it and is not eligible.
 TEST(CudaFusedBoundary, LargestHiddenSizeTheDeviceRuns) {
   MHC_SKIP_WITHOUT_SM90A_KERNELS("the fused boundary");
-  const int hidden = cuda::default_device_plan().row_kernels_max_hidden;
+  const int hidden = test::device_plan().row_kernels_max_hidden;
   ASSERT_GE(hidden, 7168);
   EXPECT_TRUE(boundary_fits_table(1, hidden / 64)) << hidden;  // 64-column stages
   uint64_t seed = 7270;
   for (int splits : {1, 3})
     check_boundary(test::small_params(4, hidden), 130, ++seed, 1.0, true, splits);
-  cuda::PrenormTuning t = test::boundary_tuning(true);
-  EXPECT_FALSE(cuda::boundary_fuses(test::small_params(4, 16384 + 64), 130, t, Projection::tf32));
+  // Above the device's limit, C = 16384 + 64 is refused by the resolution itself; the kernel's
+  // own table would not hold it either.
+  EXPECT_FALSE(boundary_takes_hidden(16384 + 64));
 }
 
 // The same inputs twice through the fused launch: the same bits (fixed orders, no atomics in the
 // sums).
 void expect_bitwise_run_to_run(const MhcParams& p, int64_t m, uint64_t seed, int stage_columns) {
   FoldCase k(p, m, seed);
-  cuda::SiteWorkspace ws(p, m, cuda::max_prenorm_splits(p));
+  cuda::SiteWorkspace ws(p, m, max_prenorm_splits(p));
   FoldOutputs a(p, m), b(p, m);
   run_boundary(k, a, true, ws, true, 0, stage_columns);
   run_boundary(k, b, true, ws, true, 0, stage_columns);
@@ -162,7 +163,7 @@ TEST(CudaFusedBoundary, ClusterEpilogueGivesTheWorkspacePathsBits) {
   auto check = [&](const MhcParams& p, int64_t m, int splits, int stage_columns) {
     FoldCase k(p, m, ++seed);
     FoldOutputs a(p, m), b(p, m);
-    cuda::SiteWorkspace ws(p, m, cuda::max_prenorm_splits(p));
+    cuda::SiteWorkspace ws(p, m, max_prenorm_splits(p));
     const size_t watched = size_t(std::min<int64_t>(ws.partial_capacity(), 4096));
     std::vector<float> partials(watched);
     auto workspace_written = [&] {
@@ -204,7 +205,7 @@ void sanitize_tiles(int rows, uint64_t seed) {
     for (int n : test::built_streams()) {
       const MhcParams p = test::small_params(n, 4096);
       FoldCase k(p, 130, seed + uint64_t(n + splits));
-      cuda::SiteWorkspace ws(p, 130, cuda::max_prenorm_splits(p));
+      cuda::SiteWorkspace ws(p, 130, max_prenorm_splits(p));
       FoldOutputs out(p, 130);
       run_boundary(k, out, true, ws, true, splits, 0, -1, rows);
     }
@@ -215,7 +216,7 @@ void sanitize_case(int splits, int stage_columns, uint64_t seed) {
   for (int n : test::built_streams()) {
     const MhcParams p = test::small_params(n, 4096);
     FoldCase k(p, 130, seed + uint64_t(n));
-    cuda::SiteWorkspace ws(p, 130, cuda::max_prenorm_splits(p));
+    cuda::SiteWorkspace ws(p, 130, max_prenorm_splits(p));
     FoldOutputs out(p, 130);
     run_boundary(k, out, true, ws, true, splits, stage_columns);
   }
@@ -242,18 +243,16 @@ TEST(CudaFusedBoundary, WideStages) {
   check_stage_shape(seed, 128, 32, {1, 33, 300}, {2, 31, 32, 63, 65, 1000, 4097}, {1, 3, 7, 8});
   const MhcParams p = test::small_params(4, 5120);
   expect_bitwise_run_to_run(p, 1000, ++seed, 128);
-  cuda::SiteWorkspace ws(p, 64, cuda::max_prenorm_splits(p));
-  const BoundaryTile forced =
-      cuda::boundary_launch_tile(p, 64, test::boundary_tuning(true, 3, 128), ws);
+  cuda::SiteWorkspace ws(p, 64, max_prenorm_splits(p));
+  const auto tile = [&](const MhcParams& shape, const LaunchOverrides& o) {
+    return cuda::boundary_launch_tile(shape, 64, test::tuning(shape, 64, o), ws);
+  };
+  const BoundaryTile forced = tile(p, test::boundary_tuning(true, 3, 128));
   EXPECT_EQ(forced.rows, 32);  // 128-column stages take 32-row tiles
   EXPECT_EQ(forced.splits, 3);
-  EXPECT_THROW(cuda::boundary_launch_tile(p, 64, test::boundary_tuning(true, 0, 128, 64), ws),
-               Error);
-  EXPECT_THROW(cuda::boundary_launch_tile(p, 64, test::boundary_tuning(true, 0, 64, 32), ws),
-               Error);
-  EXPECT_THROW(cuda::boundary_launch_tile(test::small_params(4, 4160), 64,
-                                          test::boundary_tuning(true, 0, 128), ws),
-               Error)
+  EXPECT_THROW(tile(p, test::boundary_tuning(true, 0, 128, 64)), Error);
+  EXPECT_THROW(tile(p, test::boundary_tuning(true, 0, 64, 32)), Error);
+  EXPECT_THROW(tile(test::small_params(4, 4160), test::boundary_tuning(true, 0, 128)), Error)
       << "C = 4160 is no whole number of 128-column stages";
 }
 
@@ -270,7 +269,7 @@ TEST(CudaFusedBoundary, HalfTiles) {
   for (int splits : {1, 2, 5}) {
     for (int64_t m : {97, 1000}) {
       FoldCase k(p, m, ++seed);
-      cuda::SiteWorkspace ws(p, m, cuda::max_prenorm_splits(p));
+      cuda::SiteWorkspace ws(p, m, max_prenorm_splits(p));
       FoldOutputs whole(p, m), half(p, m);
       run_boundary(k, whole, true, ws, true, splits, 0, -1, 128);
       run_boundary(k, half, true, ws, true, splits, 0, -1, 64);
@@ -283,18 +282,19 @@ TEST(CudaFusedBoundary, HalfTiles) {
       EXPECT_TRUE(test::same_bits(to_host(whole.coef.mixes), to_host(half.coef.mixes))) << label;
     }
   }
-  cuda::SiteWorkspace ws(p, 64, cuda::max_prenorm_splits(p));
+  cuda::SiteWorkspace ws(p, 64, max_prenorm_splits(p));
   // What the launches above took: the forced fields, the rules for the rest.
-  const BoundaryTile forced =
-      cuda::boundary_launch_tile(p, 64, test::boundary_tuning(true, 3, 0, 64), ws);
+  const auto tile = [&](const LaunchOverrides& o) {
+    return cuda::boundary_launch_tile(p, 64, test::tuning(p, 64, o), ws);
+  };
+  const BoundaryTile forced = tile(test::boundary_tuning(true, 3, 0, 64));
   EXPECT_EQ(forced.rows, 64);
   EXPECT_EQ(forced.splits, 3);
-  EXPECT_EQ(cuda::boundary_launch_tile(p, 64, test::boundary_tuning(true, 5), ws).rows, 128);
-  const BoundaryTile ruled = cuda::boundary_launch_tile(p, 64, test::boundary_tuning(true), ws);
+  EXPECT_EQ(tile(test::boundary_tuning(true, 5)).rows, 128);
+  const BoundaryTile ruled = tile(test::boundary_tuning(true));
   EXPECT_TRUE(ruled.rows == 64 || ruled.rows == 128) << ruled.rows;
   EXPECT_TRUE(ruled.splits >= 1 && ruled.splits <= 8) << ruled.splits;
-  EXPECT_THROW(cuda::boundary_launch_tile(p, 64, test::boundary_tuning(true, 0, 32, 64), ws),
-               Error);
+  EXPECT_THROW(tile(test::boundary_tuning(true, 0, 32, 64)), Error);
   FoldCase k(p, 64, ++seed);
   FoldOutputs out(p, 64);
   EXPECT_THROW(run_boundary(k, out, true, ws, true, 0, 32, -1, 64), Error) << "64 rows x 32 cols";
@@ -307,7 +307,7 @@ TEST(CudaFusedBoundary, BitwiseRunToRunAndZeroTokens) {
   MHC_SKIP_WITHOUT_SM90A_KERNELS("the fused boundary");
   const MhcParams p = test::small_params(4, 5120);
   expect_bitwise_run_to_run(p, 1000, 7300, 0);
-  cuda::SiteWorkspace ws(p, 1000, cuda::max_prenorm_splits(p));
+  cuda::SiteWorkspace ws(p, 1000, max_prenorm_splits(p));
 
   FoldOutputs none(p, 1);
   FoldCase one(p, 1, 7301);
@@ -315,53 +315,49 @@ TEST(CudaFusedBoundary, BitwiseRunToRunAndZeroTokens) {
                                      none.layer_input.get()};
   const cuda::PreviousPost previous{one.x_prev.get(), one.prev_post.get(), one.prev_comb.get(),
                                     one.f.get(), none.x.get()};
-  cuda::prenorm_coefficients(p, 0, none.coef.buffers(none.x, one.w), Projection::tf32,
-                             test::boundary_tuning(true), ws, nullptr, &input, &previous);
+  cuda::prenorm_coefficients(p, 0, none.coef.buffers(none.x, one.w),
+                             test::tuning(p, 0, test::boundary_tuning(true)), ws, nullptr, &input,
+                             &previous);
   MHC_CUDA_CHECK(cudaDeviceSynchronize());
   for (Bf16 v : to_host(none.x)) ASSERT_EQ(v.bits, 0xFFFF) << "zero tokens wrote x";
 }
 
-// Where the plan sends a boundary: never the fp32 projection, batch-invariant mode, or a tuning
-// that says 0; from the tuning's count on. (The device plan says whether the image has it.)
+// Where a launch is resolved to the fused boundary: never the fp32 projection, batch-invariant
+// mode, or a launch that asks for the unfused ones; forced, wherever the image has the kernel.
+// (The plan's rule itself, by token count, C and n: tests/core.)
 TEST(CudaFusedBoundary, Eligibility) {
   MHC_SKIP_WITHOUT_GPU();
   const MhcParams p = test::small_params(4, 5120);
-  cuda::PrenormTuning t = test::boundary_tuning(true);
-  t.fused_boundary_min_tokens = 100;
-  const bool image = cuda::tma_prenorm_available();
-  EXPECT_EQ(cuda::boundary_fuses(p, 100, t, Projection::tf32), image);
-  EXPECT_FALSE(cuda::boundary_fuses(p, 99, t, Projection::tf32));
-  EXPECT_FALSE(cuda::boundary_fuses(p, 100, t, Projection::fp32));
-  cuda::PrenormTuning invariant = t;
-  invariant.batch_invariant = true;
-  EXPECT_FALSE(cuda::boundary_fuses(p, 100, invariant, Projection::tf32));
-  EXPECT_FALSE(cuda::boundary_fuses(p, 100, test::boundary_tuning(false), Projection::tf32));
+  const LaunchOverrides t = test::boundary_tuning(true);
+  const bool image = test::device_plan().tma128_available;
+  EXPECT_EQ(test::tuning(p, 100, t).fused_boundary, image);
+  LaunchOverrides fp32 = t;
+  fp32.projection = Projection::fp32;
+  EXPECT_FALSE(test::tuning(p, 100, fp32).fused_boundary);
+  EXPECT_FALSE(test::invariant_tuning(p, 100, t).fused_boundary);
+  EXPECT_FALSE(test::tuning(p, 100, test::boundary_tuning(false)).fused_boundary);
 }
 
-// The forced form (the benchmarks' "fused boundary" rows) sets the plan's whole rule aside: with
-// only the token count forced, a tuning that carried the sm90 rule (then n = 4, C >= 7168) timed
-// the unfused launches at C = 5120 under the fused boundary's name.
+// The forced form (the benchmarks' "fused boundary" rows) sets the plan's whole rule aside at
+// every shape and size; without it the plan's rule decides (C, n and the token count).
 TEST(CudaFusedBoundary, ForcingSetsThePlansRuleAside) {
   MHC_SKIP_WITHOUT_GPU();
-  cuda::PrenormTuning with_rule;
-  with_rule.fused_boundary_min_tokens = 129;
-  with_rule.fused_boundary_min_hidden = 5120;
-  with_rule.fused_boundary_streams = 4;
-  const bool image = cuda::tma_prenorm_available();
-  const cuda::PrenormTuning forced = cuda::forcing_fused_boundary(with_rule);
+  const KernelPlan& plan = test::device_plan();
+  const bool image = plan.tma128_available;
+  const LaunchOverrides forced = test::boundary_tuning(true);
   for (int n : test::built_streams()) {
     for (int hidden : {4096, 5120, 7168}) {
       const MhcParams p = test::small_params(n, hidden);
       for (int64_t m : {1, 129, 4096, 4097}) {
-        EXPECT_EQ(cuda::boundary_fuses(p, m, forced, Projection::tf32), image)
-            << n << " " << hidden;
-        EXPECT_EQ(cuda::boundary_fuses(p, m, with_rule, Projection::tf32),
-                  image && n == 4 && m >= 129 && hidden >= 5120)
+        EXPECT_EQ(test::tuning(p, m, forced).fused_boundary, image) << n << " " << hidden;
+        EXPECT_EQ(test::tuning(p, m).fused_boundary, image && plan.fuses_boundary(hidden, n, m))
             << n << " " << hidden << " " << m;
       }
     }
   }
-  EXPECT_FALSE(cuda::boundary_fuses(test::small_params(4, 5120), 1, forced, Projection::fp32));
+  LaunchOverrides fp32 = forced;
+  fp32.projection = Projection::fp32;
+  EXPECT_FALSE(test::tuning(test::small_params(4, 5120), 1, fp32).fused_boundary);
 }
 
 // The split rule: one wave of tiles x splits where it can, at most a cluster of 8, whole stages,

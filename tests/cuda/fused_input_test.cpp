@@ -30,26 +30,26 @@ struct Outputs {
 // fused: one prenorm_coefficients call with `input`; else input_path, then the plain call.
 void run(const MhcParams& p, int64_t m, const cuda::DeviceBuffer<Bf16>& x,
          const cuda::DeviceBuffer<float>& pre_mix, const DeviceWeights& w,
-         const cuda::PrenormTuning& tuning, bool fused, cuda::SiteWorkspace& ws, Outputs& out) {
+         const LaunchTuning& tuning, bool fused, cuda::SiteWorkspace& ws, Outputs& out) {
   const cuda::CoefficientBuffers b = out.coef.buffers(x, w);
   const cuda::InputPathBuffers input{pre_mix.get(), w.norm_weight.get(), out.layer_input.get()};
   if (fused) {
-    cuda::prenorm_coefficients(p, m, b, Projection::tf32, tuning, ws, nullptr, &input);
+    cuda::prenorm_coefficients(p, m, b, tuning, ws, nullptr, &input);
   } else {
     cuda::input_path(p, m, x.get(), pre_mix.get(), w.norm_weight.get(), out.layer_input.get(),
-                     nullptr);
-    cuda::prenorm_coefficients(p, m, b, Projection::tf32, tuning, ws, nullptr);
+                     {nullptr, tuning.pdl});
+    cuda::prenorm_coefficients(p, m, b, tuning, ws, nullptr);
   }
   MHC_CUDA_CHECK(cudaDeviceSynchronize());
 }
 
-void check(const MhcParams& p, int64_t m, const cuda::PrenormTuning& tuning, uint64_t seed) {
-  ASSERT_TRUE(cuda::input_path_fuses(p, m, tuning)) << "the case must exercise the fusion";
+void check(const MhcParams& p, int64_t m, const LaunchTuning& tuning, uint64_t seed) {
+  ASSERT_TRUE(tuning.fused_input) << "the case must exercise the fusion";
   const test::SiteCase c = test::random_site_case(p, m, seed, 1.0);
   const DeviceWeights w(c.weights);
   const auto x = to_device(c.x);
   const auto pre_mix = to_device(c.pre_mix);
-  cuda::SiteWorkspace ws(p, m, cuda::max_prenorm_splits(p));
+  cuda::SiteWorkspace ws(p, m, max_prenorm_splits(p));
   Outputs fused(p, m), separate(p, m);
   run(p, m, x, pre_mix, w, tuning, true, ws, fused);
   run(p, m, x, pre_mix, w, tuning, false, ws, separate);
@@ -68,24 +68,22 @@ void check(const MhcParams& p, int64_t m, const cuda::PrenormTuning& tuning, uin
 TEST(CudaFusedInput, EqualsTheSeparateLaunchBitwise) {
   MHC_SKIP_WITHOUT_GPU();
   uint64_t seed = 1200;
-  const bool tma = cuda::tma_prenorm_available();
+  const bool tma = test::device_plan().tma128_available;
   for (int n : test::built_streams()) {
     for (int hidden : {4096, 5120, 7168}) {
       const MhcParams p = test::small_params(n, hidden);
       for (int64_t m : {1, 7, 16, 17, 64}) {
-        cuda::PrenormTuning mma16;
-        mma16.rows_per_tile = 16;
-        mma16.fused_input_max_tokens = 64;
-        check(p, m, mma16, ++seed);
+        LaunchOverrides mma16 = test::forced(0, 16);
+        mma16.fused_input = true;
+        check(p, m, test::tuning(p, m, mma16), ++seed);
         if (tma) {
-          cuda::PrenormTuning bulk = mma16;
-          bulk.rows_per_tile = 128;
-          check(p, m, bulk, ++seed);
+          LaunchOverrides bulk = test::forced(0, 128);
+          bulk.fused_input = true;
+          check(p, m, test::tuning(p, m, bulk), ++seed);
         }
-        cuda::PrenormTuning invariant =
-            cuda::batch_invariant_tuning(p, m, cuda::current_sm_count(), tma);
-        invariant.fused_input_max_tokens = 64;
-        check(p, m, invariant, ++seed);
+        LaunchOverrides invariant;
+        invariant.fused_input = true;
+        check(p, m, test::invariant_tuning(p, m, invariant), ++seed);
       }
     }
   }
@@ -100,10 +98,9 @@ TEST(SanitizeFusedInput, BatchInvariantDecodeSmall) {
   for (int n : test::built_streams()) {
     const MhcParams p = test::small_params(n, 5120);
     for (int64_t m : {1, 9, 16}) {
-      cuda::PrenormTuning t = cuda::batch_invariant_tuning(p, m, cuda::current_sm_count(),
-                                                           cuda::tma_prenorm_available());
-      t.fused_input_max_tokens = 64;
-      check(p, m, t, ++seed);
+      LaunchOverrides fused;
+      fused.fused_input = true;
+      check(p, m, test::invariant_tuning(p, m, fused), ++seed);
     }
   }
 }

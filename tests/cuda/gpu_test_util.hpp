@@ -16,6 +16,7 @@
 #include "mhc/cuda/check.hpp"
 #include "mhc/cuda/cuda_backend.hpp"
 #include "mhc/cuda/device_buffer.hpp"
+#include "mhc/cuda/device_plan.hpp"
 #include "mhc/cuda/kernels.hpp"
 
 namespace mhc::test {
@@ -23,6 +24,40 @@ namespace mhc::test {
 inline bool gpu_present() {
   static const bool present = cuda::device_present();
   return present;
+}
+
+// The launch description of the current device (the default kernel config, or batch-invariant
+// mode), made once per test binary: what every test launch resolves. Needs a GPU.
+inline const KernelPlan& device_plan(bool batch_invariant = false) {
+  if (batch_invariant) {
+    static const KernelPlan invariant =
+        cuda::device_plan(KernelConfig::parse(R"({"batch_invariant": true})"));
+    return invariant;
+  }
+  static const KernelPlan plain = cuda::device_plan(KernelConfig{});
+  return plain;
+}
+
+// The device plan's launch for this shape and token count, with a test's overrides.
+inline LaunchTuning tuning(const MhcParams& p, int64_t tokens, const LaunchOverrides& o = {}) {
+  return device_plan().tuning(p, tokens, o);
+}
+// A sweep's forced tile and split count as the tests write them: `rows` tokens per tile (16, 64
+// or 128) and `splits` splits, either 0 for the plan's.
+inline LaunchOverrides forced(int splits, int rows) {
+  LaunchOverrides o;
+  if (rows > 0) {
+    o.kernel = rows == 16   ? PrenormKernel::mma16
+               : rows == 64 ? PrenormKernel::mma64
+                            : PrenormKernel::tma128;
+  }
+  if (splits > 0) o.splits = splits;
+  return o;
+}
+// The batch-invariant plan's launch (its kernel and the K leaves' splits unless forced).
+inline LaunchTuning invariant_tuning(const MhcParams& p, int64_t tokens,
+                                     const LaunchOverrides& o = {}) {
+  return device_plan(true).tuning(p, tokens, o);
 }
 
 // MHC_REQUIRE_GPU=1 (dev/scripts/device-validate.sh sets it on the GPU machine): a test that would
@@ -53,10 +88,10 @@ inline std::string gpu_absence() {
   MHC_SKIP_UNLESS(::mhc::test::gpu_present(), ::mhc::test::gpu_absence())
 
 // Skips a test of a kernel that only the sm_90a image holds (TMA, clusters); `what` names it.
-#define MHC_SKIP_WITHOUT_SM90A_KERNELS(what)                                                 \
-  MHC_SKIP_WITHOUT_GPU();                                                                    \
-  MHC_SKIP_UNLESS(::mhc::cuda::tma_prenorm_available(), what << " needs the sm_90a image's " \
-                                                                "kernels")
+#define MHC_SKIP_WITHOUT_SM90A_KERNELS(what)                   \
+  MHC_SKIP_WITHOUT_GPU();                                      \
+  MHC_SKIP_UNLESS(::mhc::test::device_plan().tma128_available, \
+                  what << " needs the sm_90a image's kernels")
 
 // The stream counts the CUDA kernels were built for: n = 2 only with -DMHC_KERNELS_N2=ON (no
 // DeepSeek preset has n = 2). The GPU cases of n = 2 run where they exist; elsewhere the launch

@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <cstring>
+#include <optional>
 #include <vector>
 
 #include "gpu_test_util.hpp"
@@ -12,7 +13,6 @@
 #include "mhc/core/kernel_plan.hpp"
 #include "mhc/cpu/reference.hpp"
 #include "mhc/cuda/check.hpp"
-#include "mhc/cuda/device_plan.hpp"
 
 namespace mhc {
 namespace {
@@ -32,14 +32,16 @@ using test::same_coefficients;
 
 // Runs the coefficient path once on fresh random inputs and checks it against ref::coefficients.
 void check_coefficients(const MhcParams& p, int64_t tokens, uint64_t seed, double amplitude,
-                        Projection projection, cuda::PrenormTuning tuning = {}) {
+                        Projection projection, LaunchOverrides o = {}) {
   if (!test::kernels_built_for(p.n)) return;  // n = 2 without -DMHC_KERNELS_N2
   const test::SiteCase c = test::random_site_case(p, tokens, seed, amplitude);
   const DeviceWeights w(c.weights);
   const auto x = to_device(c.x);
   const DeviceCoefficients out(p, tokens);
-  cuda::SiteWorkspace ws(p, tokens, cuda::max_prenorm_splits(p));
-  cuda::prenorm_coefficients(p, tokens, out.buffers(x, w), projection, tuning, ws, nullptr);
+  cuda::SiteWorkspace ws(p, tokens, max_prenorm_splits(p));
+  o.projection = projection;
+  const LaunchTuning tuning = test::tuning(p, tokens, o);
+  cuda::prenorm_coefficients(p, tokens, out.buffers(x, w), tuning, ws, nullptr);
   MHC_CUDA_CHECK(cudaDeviceSynchronize());
   const HostCoefficients got = download_coefficients(out);
 
@@ -47,8 +49,7 @@ void check_coefficients(const MhcParams& p, int64_t tokens, uint64_t seed, doubl
   ref::coefficients(p, tokens, c.x.data(), c.weights.view(), want);
   const double tol =
       (projection == Projection::fp32 ? kFp32Tolerances : kTf32Tolerances).coefficients;
-  const std::string label = case_name(p, tokens, amplitude) + " " +
-                            std::string(to_string(projection)) + " " + tuning.describe();
+  const std::string label = case_name(p, tokens, amplitude) + " " + tuning.describe();
   const int64_t m = tokens;
   const ErrorStats mixes = compare(got.mixes.data(), want.mixes.data(), m * p.nmix());
   const ErrorStats comb = compare(got.comb.data(), want.comb.data(), m * p.n * p.n);
@@ -108,13 +109,14 @@ TEST(CudaCoefficients, LargeTokenCounts) {
 TEST(CudaCoefficients, EveryTilingAndSplitCount) {
   MHC_SKIP_WITHOUT_GPU();
   const MhcParams p = test::small_params(4, 5120);
-  const int max_splits = cuda::max_prenorm_splits(p);
+  const int max_splits = max_prenorm_splits(p);
   uint64_t seed = 400;
   for (int rows : {16, 64}) {
     for (int splits : {1, 2, 7, 33, max_splits}) {
       for (int64_t m : {1, 17, 137}) {
         ++seed;
-        check_coefficients(p, m, seed, kAmplitudes[seed % 4], Projection::tf32, {splits, rows});
+        check_coefficients(p, m, seed, kAmplitudes[seed % 4], Projection::tf32,
+                           test::forced(splits, rows));
       }
     }
   }
@@ -129,29 +131,34 @@ TEST(CudaCoefficients, BulkCopyKernelEveryShape) {
     const MhcParams p = test::small_params(s.n, s.hidden);
     for (int64_t m : {1, 129}) {
       ++seed;
-      check_coefficients(p, m, seed, kAmplitudes[seed % 4], Projection::tf32, {0, 128});
+      check_coefficients(p, m, seed, kAmplitudes[seed % 4], Projection::tf32, test::forced(0, 128));
     }
   }
   const MhcParams p = test::small_params(4, 5120);
   for (int64_t m : {17, 1023, 2049}) {
-    for (int splits : {1, 3, cuda::max_prenorm_splits(p)}) {
+    for (int splits : {1, 3, max_prenorm_splits(p)}) {
       ++seed;
-      check_coefficients(p, m, seed, kAmplitudes[seed % 4], Projection::tf32, {splits, 128});
+      check_coefficients(p, m, seed, kAmplitudes[seed % 4], Projection::tf32,
+                         test::forced(splits, 128));
     }
   }
-  check_coefficients(p, 1025, ++seed, 1.0, Projection::fp32, {0, 128});
-  check_coefficients(test::small_params(2, 7168), 2047, ++seed, 1e2, Projection::fp32, {0, 128});
+  check_coefficients(p, 1025, ++seed, 1.0, Projection::fp32, test::forced(0, 128));
+  check_coefficients(test::small_params(2, 7168), 2047, ++seed, 1e2, Projection::fp32,
+                     test::forced(0, 128));
   // The register-fed kernel stays correct at large M (it serves GPUs without bulk copies).
-  check_coefficients(p, 2049, ++seed, 1e-1, Projection::tf32, {0, 64});
+  check_coefficients(p, 2049, ++seed, 1e-1, Projection::tf32, test::forced(0, 64));
 }
 
 // Small enough for compute-sanitizer (the 'Sanitize*' filter): the bulk-copy pipeline wrapping
 // around its stages many times (one split over 32 stages), partial tiles, several splits.
 TEST(SanitizeBulk, PipelineWrapsAndPartialTiles) {
   MHC_SKIP_WITHOUT_SM90A_KERNELS("the TMA kernel");
-  check_coefficients(test::small_params(4, 1024), 200, 470, 1.0, Projection::tf32, {1, 128});
-  check_coefficients(test::small_params(4, 1024), 130, 471, 1.0, Projection::fp32, {3, 128});
-  check_coefficients(test::small_params(2, 1024), 7, 472, 1.0, Projection::tf32, {2, 128});
+  check_coefficients(test::small_params(4, 1024), 200, 470, 1.0, Projection::tf32,
+                     test::forced(1, 128));
+  check_coefficients(test::small_params(4, 1024), 130, 471, 1.0, Projection::fp32,
+                     test::forced(3, 128));
+  check_coefficients(test::small_params(2, 1024), 7, 472, 1.0, Projection::tf32,
+                     test::forced(2, 128));
 }
 
 // Same inputs, 20 runs: bitwise identical outputs (fixed-order split-K and warp reductions),
@@ -160,16 +167,16 @@ TEST(CudaCoefficients, BitwiseRepeatable) {
   MHC_SKIP_WITHOUT_GPU();
   const MhcParams p = test::small_params(4, 5120);
   for (int64_t m : {13, 137, 4096}) {
-    for (int splits : {1, cuda::max_prenorm_splits(p)}) {
+    for (int splits : {1, max_prenorm_splits(p)}) {
       const test::SiteCase c = test::random_site_case(p, m, 500 + uint64_t(m), 1.0);
       const DeviceWeights w(c.weights);
       const auto x = to_device(c.x);
-      cuda::SiteWorkspace ws(p, m, cuda::max_prenorm_splits(p));
+      cuda::SiteWorkspace ws(p, m, max_prenorm_splits(p));
+      const LaunchTuning tuning = test::tuning(p, m, test::forced(splits, 0));
       HostCoefficients first;
       for (int run = 0; run < 20; ++run) {
         const DeviceCoefficients out(p, m);
-        cuda::prenorm_coefficients(p, m, out.buffers(x, w), Projection::tf32, {splits, 0}, ws,
-                                   nullptr);
+        cuda::prenorm_coefficients(p, m, out.buffers(x, w), tuning, ws, nullptr);
         MHC_CUDA_CHECK(cudaDeviceSynchronize());
         const HostCoefficients got = download_coefficients(out);
         if (run == 0) {
@@ -191,16 +198,17 @@ TEST(CudaCoefficients, GraphReplayMatchesEager) {
   const test::SiteCase c = test::random_site_case(p, m, 600, 1.0);
   const DeviceWeights w(c.weights);
   const auto x = to_device(c.x);
-  cuda::SiteWorkspace ws(p, m, cuda::max_prenorm_splits(p));
+  cuda::SiteWorkspace ws(p, m, max_prenorm_splits(p));
   const DeviceCoefficients eager(p, m), graphed(p, m);
-  cuda::prenorm_coefficients(p, m, eager.buffers(x, w), Projection::tf32, {}, ws, nullptr);
+  const LaunchTuning tuning = test::tuning(p, m);
+  cuda::prenorm_coefficients(p, m, eager.buffers(x, w), tuning, ws, nullptr);
   MHC_CUDA_CHECK(cudaDeviceSynchronize());
   cudaStream_t stream;
   MHC_CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
   cudaGraph_t graph;
   cudaGraphExec_t exec;
   MHC_CUDA_CHECK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal));
-  cuda::prenorm_coefficients(p, m, graphed.buffers(x, w), Projection::tf32, {}, ws, stream);
+  cuda::prenorm_coefficients(p, m, graphed.buffers(x, w), tuning, ws, stream);
   MHC_CUDA_CHECK(cudaStreamEndCapture(stream, &graph));
   MHC_CUDA_CHECK(cudaGraphInstantiate(&exec, graph, 0));
   for (int replay = 0; replay < 5; ++replay) {
@@ -221,35 +229,42 @@ TEST(CudaCoefficients, RefusesAnotherHiddenSizeAndBadTuning) {
   const DeviceWeights w(c.weights);
   const auto x = to_device(c.x);
   const DeviceCoefficients out(p, 4);
-  cuda::SiteWorkspace ws(p, 4, cuda::max_prenorm_splits(p));
+  cuda::SiteWorkspace ws(p, 4, max_prenorm_splits(p));
   const MhcParams other = test::small_params(4, 4096);
+  const LaunchTuning tuning = test::tuning(p, 4);
+  // A workspace of another C, and a tuning resolved for another C.
   EXPECT_THROW(
-      cuda::prenorm_coefficients(other, 4, out.buffers(x, w), Projection::tf32, {}, ws, nullptr),
+      cuda::prenorm_coefficients(other, 4, out.buffers(x, w), test::tuning(other, 4), ws, nullptr),
       Error);
-  EXPECT_THROW(cuda::prenorm_coefficients(p, 4, out.buffers(x, w), Projection::tf32,
-                                          {cuda::max_prenorm_splits(p) + 1, 0}, ws, nullptr),
-               Error);
-  EXPECT_THROW(
-      cuda::prenorm_coefficients(p, 4, out.buffers(x, w), Projection::tf32, {1, 32}, ws, nullptr),
-      Error);
-  EXPECT_THROW(
-      cuda::prenorm_coefficients(p, 5, out.buffers(x, w), Projection::tf32, {}, ws, nullptr),
-      Error);  // more tokens than the workspace
+  EXPECT_THROW(cuda::prenorm_coefficients(other, 4, out.buffers(x, w), tuning, ws, nullptr), Error);
+  // Split counts outside 1..K/256: refused by the resolution, and by the launcher where a tuning
+  // was edited after it.
+  EXPECT_THROW(test::tuning(p, 4, test::forced(max_prenorm_splits(p) + 1, 0)), Error);
+  LaunchOverrides none;
+  none.splits = 0;
+  EXPECT_THROW(test::tuning(p, 4, none), Error);
+  LaunchTuning edited = tuning;
+  edited.splits = max_prenorm_splits(p) + 1;
+  EXPECT_THROW(cuda::prenorm_coefficients(p, 4, out.buffers(x, w), edited, ws, nullptr), Error);
+  EXPECT_THROW(cuda::prenorm_coefficients(p, 5, out.buffers(x, w), test::tuning(p, 5), ws, nullptr),
+               Error);  // more tokens than the workspace
   EXPECT_THROW(cuda::SiteWorkspace(test::small_params(3, 5120), 4, 1), Error);
   EXPECT_THROW(cuda::SiteWorkspace(test::small_params(4, 5000), 4, 1), Error);
-  EXPECT_THROW(
-      cuda::input_path(test::small_params(4, 5000), 1, x.get(), nullptr, nullptr, nullptr, nullptr),
-      Error);
+  EXPECT_THROW(cuda::input_path(test::small_params(4, 5000), 1, x.get(), nullptr, nullptr, nullptr,
+                                {nullptr, false}),
+               Error);
 }
 
 TEST(CudaKernels, ZeroTokensIsANoOp) {
   MHC_SKIP_WITHOUT_GPU();
   const MhcParams p = test::small_params(4, 5120);
   cuda::SiteWorkspace ws(p, 16, 4);
-  EXPECT_NO_THROW(cuda::prenorm_coefficients(p, 0, {}, Projection::tf32, {}, ws, nullptr));
-  EXPECT_NO_THROW(cuda::input_path(p, 0, nullptr, nullptr, nullptr, nullptr, nullptr));
-  EXPECT_NO_THROW(cuda::post(p, 0, nullptr, nullptr, nullptr, nullptr, nullptr, nullptr, nullptr));
-  EXPECT_NO_THROW(cuda::standin_sublayer(p, 0, nullptr, nullptr, nullptr, nullptr));
+  const LaunchTuning none = test::tuning(p, 0);
+  EXPECT_NO_THROW(cuda::prenorm_coefficients(p, 0, {}, none, ws, nullptr));
+  EXPECT_NO_THROW(cuda::input_path(p, 0, nullptr, nullptr, nullptr, nullptr, {nullptr, none.pdl}));
+  EXPECT_NO_THROW(
+      cuda::post(p, 0, nullptr, nullptr, nullptr, nullptr, nullptr, nullptr, none, nullptr));
+  EXPECT_NO_THROW(cuda::standin_sublayer(p, 0, nullptr, nullptr, nullptr, {nullptr, none.pdl}));
   MHC_CUDA_CHECK(cudaDeviceSynchronize());
 }
 
@@ -262,7 +277,7 @@ void check_input_path(const MhcParams& p, int64_t m, uint64_t seed, double ampli
   const auto norm = to_device(c.weights.norm_weight);
   auto out = poisoned<Bf16>(size_t(m * p.hidden));
   cuda::input_path(p, m, x.get(), pre_mix.get(), with_norm ? norm.get() : nullptr, out.get(),
-                   nullptr);
+                   {nullptr, test::device_plan().pdl});
   const std::vector<Bf16> got = to_host(out);
   const std::vector<double> want =
       with_norm ? ref::input_path(p, m, c.x.data(), c.pre_mix.data(), c.weights.norm_weight.data())
@@ -316,19 +331,20 @@ struct PostCase {
 
 // Post alone and post fused with the next input path, against ref::post (and ref::input_path on
 // the bf16-stored reference x_next).
-// cluster_max_tokens: NextInput's (< 0: the device plan's).
+// cluster: the post + next input by clusters forced on or off (none: the device plan's).
 void check_post(const MhcParams& p, int64_t m, uint64_t seed, double amplitude, bool fused,
-                int64_t cluster_max_tokens = -1) {
+                std::optional<bool> cluster = std::nullopt) {
   const PostCase in(p, m, seed, amplitude);
   const test::SiteCase& c = in.c;
   const auto next_pre = to_device(c.pre_mix);
   const auto next_norm = to_device(c.weights.norm_weight);
   auto x_next = poisoned<Bf16>(size_t(m * p.k()));
   auto next_input = poisoned<Bf16>(size_t(m * p.hidden));
-  cuda::NextInput next{next_pre.get(), next_norm.get(), next_input.get()};
-  next.cluster_max_tokens = cluster_max_tokens;
+  const cuda::NextInput next{next_pre.get(), next_norm.get(), next_input.get()};
+  LaunchOverrides o;
+  o.cluster_post = cluster;
   cuda::post(p, m, in.x.get(), in.post_d.get(), in.comb_d.get(), in.f.get(), x_next.get(),
-             fused ? &next : nullptr, nullptr);
+             fused ? &next : nullptr, test::tuning(p, m, o), nullptr);
   const std::vector<Bf16> got = to_host(x_next);
 
   const std::vector<double> post_ref(in.post_coef.begin(), in.post_coef.end());
@@ -365,7 +381,7 @@ TEST(CudaPost, MatchesReference) {
 // call (row kernel) and the same 64 tokens alone (column kernel) must agree bitwise.
 TEST(CudaPost, ColumnAndRowKernelsGiveTheSameBits) {
   MHC_SKIP_WITHOUT_GPU();
-  static_assert(cuda::kPostColumnsMaxTokens == 64, "the sizes below straddle the limit");
+  static_assert(kPostColumnsMaxTokens == 64, "the sizes below straddle the limit");
   uint64_t seed = 950;
   for (const Shape s : kModelShapes) {
     const MhcParams p = test::small_params(s.n, s.hidden);
@@ -374,9 +390,9 @@ TEST(CudaPost, ColumnAndRowKernelsGiveTheSameBits) {
     auto by_rows = poisoned<Bf16>(size_t(m * p.k()));
     auto by_columns = poisoned<Bf16>(size_t((m - 1) * p.k()));
     cuda::post(p, m, in.x.get(), in.post_d.get(), in.comb_d.get(), in.f.get(), by_rows.get(),
-               nullptr, nullptr);
+               nullptr, test::tuning(p, m), nullptr);
     cuda::post(p, m - 1, in.x.get(), in.post_d.get(), in.comb_d.get(), in.f.get(), by_columns.get(),
-               nullptr, nullptr);
+               nullptr, test::tuning(p, m - 1), nullptr);
     std::vector<Bf16> rows = to_host(by_rows);
     rows.resize(size_t((m - 1) * p.k()));
     EXPECT_TRUE(test::same_finite_bits(rows, to_host(by_columns))) << case_name(p, m - 1, 1.0);
@@ -384,7 +400,7 @@ TEST(CudaPost, ColumnAndRowKernelsGiveTheSameBits) {
     const auto kernel_of = [&](int64_t tokens, Bf16* out) {
       const auto launched = test::captured_kernels([&](cudaStream_t st) {
         cuda::post(p, tokens, in.x.get(), in.post_d.get(), in.comb_d.get(), in.f.get(), out,
-                   nullptr, st);
+                   nullptr, test::tuning(p, tokens), st);
       });
       EXPECT_EQ(launched.size(), 1u) << tokens << " tokens";
       return launched.empty() ? nullptr : launched.front().func;
@@ -402,9 +418,9 @@ TEST(CudaPost, FusedWithNextInputPathMatchesReference) {
   for (const Shape s : kModelShapes) {
     for (int64_t m : {1, 13, 137}) {
       ++seed;
-      for (int64_t cluster_limit : {int64_t{0}, kNoTokenLimit}) {
+      for (bool cluster : {false, true}) {
         check_post(test::small_params(s.n, s.hidden), m, seed, kAmplitudes[seed % 4], true,
-                   cluster_limit);
+                   cluster);
       }
     }
   }
@@ -417,15 +433,15 @@ TEST(CudaPost, FusedWithNextInputPathMatchesReference) {
 // is refused, the limit named, before a workspace is allocated.
 TEST(CudaKernels, HiddenSizeLimitOfTheRowKernels) {
   MHC_SKIP_WITHOUT_GPU();
-  const int limit = cuda::default_device_plan().row_kernels_max_hidden;
+  const int limit = test::device_plan().row_kernels_max_hidden;
   ASSERT_GE(limit, 7168) << "below the DeepSeek-V4 shapes";
   ASSERT_LE(limit, 32768) << "one CTA of 1024 threads per token";
   EXPECT_EQ(limit % 64, 0);
   uint64_t seed = 1300;
   for (int n : test::built_streams()) {
     const MhcParams p = test::small_params(n, limit);
-    check_post(p, 137, ++seed, 1.0, true, 0);   // the row kernel with the next input path
-    check_post(p, 137, ++seed, 1.0, false, 0);  // the plain post's row kernel (above 64 tokens)
+    check_post(p, 137, ++seed, 1.0, true, false);   // the row kernel with the next input path
+    check_post(p, 137, ++seed, 1.0, false, false);  // the plain post's row kernel (above 64)
     check_input_path(p, 137, ++seed, 1.0, true);
   }
   if (limit < 32768) {
@@ -442,7 +458,7 @@ TEST(CudaKernels, HiddenSizeLimitOfTheRowKernels) {
 // The post + next input path by clusters (one per token, a row warp's vectors per CTA) and by
 // row CTAs cut the row alike and add its RMS sum in the same order: x_next and layer_input agree
 // bitwise, with a norm weight and without (a plain collapse); the cluster kernel is shown to have
-// run (post_in_clusters), and the outputs were poisoned first.
+// run (LaunchTuning::cluster_post), and the outputs were poisoned first.
 void expect_cluster_post_gives_row_bits(const MhcParams& p, int64_t m, uint64_t seed) {
   const PostCase in(p, m, seed, kAmplitudes[seed % 4]);
   const auto pre = to_device(in.c.pre_mix);
@@ -452,10 +468,12 @@ void expect_cluster_post_gives_row_bits(const MhcParams& p, int64_t m, uint64_t 
     for (int by_cluster : {0, 1}) {
       auto xn = poisoned<Bf16>(size_t(m * p.k()));
       auto li = poisoned<Bf16>(size_t(m * p.hidden));
-      cuda::NextInput next{pre.get(), with_norm ? norm.get() : nullptr, li.get()};
-      next.cluster_max_tokens = by_cluster ? kNoTokenLimit : 0;
-      ASSERT_EQ(cuda::post_in_clusters(p, m, next), by_cluster == 1);
-      cuda::post(p, m, in.x.get(), in.post_d.get(), in.comb_d.get(), in.f.get(), xn.get(), &next,
+      const cuda::NextInput next{pre.get(), with_norm ? norm.get() : nullptr, li.get()};
+      LaunchOverrides o;
+      o.cluster_post = by_cluster == 1;
+      const LaunchTuning t = test::tuning(p, m, o);
+      ASSERT_EQ(t.cluster_post, by_cluster == 1);
+      cuda::post(p, m, in.x.get(), in.post_d.get(), in.comb_d.get(), in.f.get(), xn.get(), &next, t,
                  nullptr);
       x_next[by_cluster] = to_host(xn);
       layer_input[by_cluster] = to_host(li);
@@ -467,7 +485,7 @@ void expect_cluster_post_gives_row_bits(const MhcParams& p, int64_t m, uint64_t 
 }
 
 bool image_has_clusters() {
-  const KernelPlan& plan = cuda::default_device_plan();
+  const KernelPlan& plan = test::device_plan();
   return plan.image && plan.image->has_sm90_instructions();
 }
 
@@ -486,17 +504,16 @@ TEST(CudaPost, ClusterAndRowKernelsGiveTheSameBits) {
 // fits a cluster (C <= 8192), the row kernel above the limit and for wider rows.
 TEST(CudaPost, ClusterPostFollowsThePlanLimit) {
   MHC_SKIP_WITHOUT_GPU();
-  const int64_t limit = cuda::default_device_plan().cluster_post_max_tokens;
+  const int64_t limit = test::device_plan().cluster_post_max_tokens;
   MHC_SKIP_UNLESS(image_has_clusters() && limit > 0, "no cluster post on this device");
-  const cuda::NextInput plan_default;  // cluster_max_tokens < 0: the device plan's
   for (const Shape s : kModelShapes) {
     const MhcParams p = test::small_params(s.n, s.hidden);
-    EXPECT_TRUE(cuda::post_in_clusters(p, 1, plan_default)) << s.hidden;
-    EXPECT_TRUE(cuda::post_in_clusters(p, limit, plan_default)) << s.hidden;
-    EXPECT_FALSE(cuda::post_in_clusters(p, limit + 1, plan_default)) << s.hidden;
+    EXPECT_TRUE(test::tuning(p, 1).cluster_post) << s.hidden;
+    EXPECT_TRUE(test::tuning(p, limit).cluster_post) << s.hidden;
+    EXPECT_FALSE(test::tuning(p, limit + 1).cluster_post) << s.hidden;
   }
-  EXPECT_TRUE(cuda::post_in_clusters(test::small_params(4, 8192), 1, plan_default));
-  EXPECT_FALSE(cuda::post_in_clusters(test::small_params(4, 8256), 1, plan_default))
+  EXPECT_TRUE(test::tuning(test::small_params(4, 8192), 1).cluster_post);
+  EXPECT_FALSE(test::tuning(test::small_params(4, 8256), 1).cluster_post)
       << "a row of 9 warps does not fit a portable cluster";
 }
 
@@ -521,7 +538,8 @@ TEST(CudaStandin, MatchesDefinition) {
     const auto input_d = to_device(input);
     const auto gain_d = to_device(gain);
     auto out = poisoned<Bf16>(input.size());
-    cuda::standin_sublayer(p, m, input_d.get(), gain_d.get(), out.get(), nullptr);
+    cuda::standin_sublayer(p, m, input_d.get(), gain_d.get(), out.get(),
+                           {nullptr, test::device_plan().pdl});
     const std::vector<Bf16> got = to_host(out);
     std::vector<Bf16> want(input.size());
     standin_sublayer(p, m, input.data(), gain.data(), want.data());

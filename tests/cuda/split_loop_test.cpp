@@ -1,4 +1,4 @@
-// The 16-row coefficient kernel's split loop (PrenormTuning::split_ctas; prenorm_mma.cuh,
+// The 16-row coefficient kernel's split loop (LaunchTuning::split_ctas; prenorm_mma.cuh,
 // kSplitLoop): a tile's splits on fewer CTAs, each running several in turn. It is what the
 // overlap's side stream launches, and the schedules must agree bitwise, so it must give the bits
 // of one CTA per split at every shape, split count, CTA count and partial tile; and it must
@@ -14,7 +14,6 @@
 
 #include "gpu_test_util.hpp"
 #include "mhc/cuda/check.hpp"
-#include "mhc/cuda/device_plan.hpp"
 
 namespace mhc {
 namespace {
@@ -23,12 +22,13 @@ using test::DeviceCoefficients;
 using test::DeviceWeights;
 using test::to_device;
 
-cuda::PrenormTuning tuning(int splits, int split_ctas) {
-  cuda::PrenormTuning t;
-  t.splits = splits;
-  t.rows_per_tile = 16;
-  t.split_ctas = split_ctas;
-  return t;
+// The 16-row kernel with `splits` splits on split_ctas CTAs per tile (0: one per split).
+LaunchTuning tuning(const MhcParams& p, int64_t m, int splits, int split_ctas,
+                    Projection projection = Projection::tf32) {
+  LaunchOverrides o = test::forced(splits, 16);
+  o.split_ctas = split_ctas;
+  o.projection = projection;
+  return test::tuning(p, m, o);
 }
 
 test::HostCoefficients run(const MhcParams& p, int64_t m, const test::SiteCase& c,
@@ -36,9 +36,9 @@ test::HostCoefficients run(const MhcParams& p, int64_t m, const test::SiteCase& 
   const DeviceWeights w(c.weights);
   const auto x = to_device(c.x);
   const DeviceCoefficients out(p, m);  // poisoned
-  cuda::SiteWorkspace ws(p, m, cuda::max_prenorm_splits(p));
-  cuda::prenorm_coefficients(p, m, out.buffers(x, w), projection, tuning(splits, split_ctas), ws,
-                             nullptr);
+  cuda::SiteWorkspace ws(p, m, max_prenorm_splits(p));
+  cuda::prenorm_coefficients(p, m, out.buffers(x, w), tuning(p, m, splits, split_ctas, projection),
+                             ws, nullptr);
   MHC_CUDA_CHECK(cudaDeviceSynchronize());
   return test::download_coefficients(out);
 }
@@ -61,10 +61,9 @@ dim3 captured_grid(const MhcParams& p, int64_t m, int splits, int split_ctas) {
   const DeviceWeights w(c.weights);
   const auto x = to_device(c.x);
   const DeviceCoefficients out(p, m);
-  cuda::SiteWorkspace ws(p, m, cuda::max_prenorm_splits(p));
+  cuda::SiteWorkspace ws(p, m, max_prenorm_splits(p));
   const std::vector<cudaKernelNodeParams> kernels = test::captured_kernels([&](cudaStream_t st) {
-    cuda::prenorm_coefficients(p, m, out.buffers(x, w), Projection::tf32,
-                               tuning(splits, split_ctas), ws, st);
+    cuda::prenorm_coefficients(p, m, out.buffers(x, w), tuning(p, m, splits, split_ctas), ws, st);
   });
   EXPECT_EQ(kernels.size(), 1u);
   return kernels.empty() ? dim3(0, 0, 0) : kernels.back().gridDim;
@@ -80,7 +79,7 @@ TEST(CudaSplitLoop, SameBitsAsOneCtaPerSplit) {
   for (int n : test::built_streams()) {
     for (int hidden : {4096, 5120, 7168}) {
       const MhcParams p = test::small_params(n, hidden);
-      const int splits = cuda::choose_prenorm_tuning(cuda::default_device_plan(), p, 1).splits;
+      const int splits = test::tuning(p, 1).splits;
       for (int64_t m : {1, 16, 17}) expect_same_bits(p, m, splits, 8, ++seed);
       expect_same_bits(p, 7, 13, 3, ++seed);
     }

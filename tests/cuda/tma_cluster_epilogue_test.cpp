@@ -31,20 +31,19 @@ struct Outputs {
 
 // One launch of the TMA kernel (128-token tiles, `splits` forced) on the case, the workspace's
 // partials poisoned first.
-// clusters: PrenormTuning::tma_cluster_epilogue (0 off, 1 where they fit, -1 the plan's).
+// clusters: LaunchOverrides::cluster_epilogue (0 off, 1 where they fit, -1 the plan's).
 Outputs run(const MhcParams& p, int64_t m, const test::SiteCase& c, Projection projection,
             int splits, int clusters) {
   const DeviceWeights w(c.weights);
   const auto x = to_device(c.x);
   const DeviceCoefficients out(p, m);
-  cuda::SiteWorkspace ws(p, m, cuda::max_prenorm_splits(p));
+  cuda::SiteWorkspace ws(p, m, max_prenorm_splits(p));
   const size_t watched = size_t(std::min<int64_t>(ws.partial_capacity(), 4096));
   MHC_CUDA_CHECK(cudaMemset(ws.partials(), 0xFF, watched * sizeof(float)));
-  cuda::PrenormTuning t;
-  t.splits = splits;
-  t.rows_per_tile = 128;  // the TMA kernel
-  t.tma_cluster_epilogue = clusters;
-  cuda::prenorm_coefficients(p, m, out.buffers(x, w), projection, t, ws, nullptr);
+  LaunchOverrides t = test::forced(splits, 128);  // the TMA kernel
+  if (clusters >= 0) t.cluster_epilogue = clusters == 1;
+  t.projection = projection;
+  cuda::prenorm_coefficients(p, m, out.buffers(x, w), test::tuning(p, m, t), ws, nullptr);
   MHC_CUDA_CHECK(cudaDeviceSynchronize());
   Outputs o{to_host(out.pre), to_host(out.post), to_host(out.comb), to_host(out.mixes), {}};
   o.partials.resize(watched);

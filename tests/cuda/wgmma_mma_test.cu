@@ -13,7 +13,6 @@
 
 #include "gpu_test_util.hpp"
 #include "mhc/cuda/check.hpp"
-#include "mhc/cuda/device_plan.hpp"
 #include "mhc/cuda/sm90_wgmma.cuh"
 
 namespace mhc {
@@ -83,7 +82,7 @@ __global__ void chain_mma(const uint16_t* x, const float* w, float* out) {
 
 TEST(Sm90Numerics, MmaSyncWithTruncatedBEqualsWgmma) {
   MHC_SKIP_WITHOUT_GPU();
-  const KernelPlan& plan = cuda::default_device_plan();
+  const KernelPlan& plan = test::device_plan();
   if (!plan.image || !plan.image->has_wgmma()) GTEST_SKIP() << "wgmma needs the sm_90a image";
   const int smem = kChunks * kBoxBytes;
   MHC_CUDA_CHECK(

@@ -232,7 +232,7 @@ TEST_F(CaptureEdgesTest, BehindThePostKernels) {
     MHC_CUDA_CHECK(cudaEventRecord(joined_, side_));
     MHC_CUDA_CHECK(cudaStreamWaitEvent(main_, joined_, 0));
     cuda::post(p, tokens, x.get(), post_coef.get(), comb.get(), f.get(), x_next.get(), &next,
-               main_);
+               ::mhc::test::tuning(p, tokens), main_);
     bool forked = false;
     const InEdges e = in_edges(fork_and_launch(&forked));
     EXPECT_TRUE(forked) << tokens << " tokens";

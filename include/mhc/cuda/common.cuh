@@ -9,7 +9,6 @@
 #include <utility>
 
 #include "mhc/core/error.hpp"
-#include "mhc/cuda/device_plan.hpp"
 #include "mhc/cuda/launch_target.hpp"
 
 namespace mhc::cuda {
@@ -125,7 +124,7 @@ __device__ __forceinline__ void cp_async_wait() {
 // ---- bulk copies (TMA) and mbarriers (sm_90) --------------------------------------------------
 // The copy engine moves whole boxes of a tensor global -> shared without registers or per-thread
 // instructions and signals an mbarrier when the bytes have landed. Compiled to nothing below
-// sm_90; callers run only where bulk_copies_enabled().
+// sm_90; callers run only where the plan says the image has them (KernelPlan::tma128_available).
 
 __device__ __forceinline__ uint32_t shared_address(const void* ptr) {
   return static_cast<uint32_t>(__cvta_generic_to_shared(ptr));
@@ -364,13 +363,6 @@ __device__ __forceinline__ void allow_dependents() {
 #endif
 }
 
-// PDL where the kernel plan says so: the loaded image has the waits (sm_90 instructions: a
-// compute_80 PTX image has no griddepcontrol) and the architecture's heuristics want it.
-inline bool pdl_enabled() { return default_device_plan().pdl; }
-
-// Bulk copies and mbarriers exist in images with the sm_90 instructions only.
-inline bool bulk_copies_enabled() { return default_device_plan().tma128_available; }
-
 // A launch in clusters of `cluster_ctas` CTAs along x (1: no clusters); grid.x must be a multiple
 // of it. Clusters need an image with the sm_90 instructions.
 template <typename... KernelArgs, typename... Args>
@@ -379,7 +371,9 @@ cudaError_t launch_kernel_in_clusters(void (*kernel)(KernelArgs...), dim3 grid, 
                                       Args&&... args) {
   cudaLaunchAttribute attributes[2] = {};
   attributes[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-  attributes[0].val.programmaticStreamSerializationAllowed = on.pdl && pdl_enabled() ? 1 : 0;
+  // on.pdl is the launch tuning's: the plan allows PDL only where the loaded image has the waits
+  // (sm_90 instructions: a compute_80 PTX image has no griddepcontrol).
+  attributes[0].val.programmaticStreamSerializationAllowed = on.pdl ? 1 : 0;
   attributes[1].id = cudaLaunchAttributeClusterDimension;
   attributes[1].val.clusterDim.x = cluster_ctas;
   attributes[1].val.clusterDim.y = 1;

@@ -24,10 +24,10 @@ std::vector<KernelVariantInfo> query_prenorm_variants();
 // the runtime reports (SASS), else the PTX it was JIT-compiled from.
 KernelImage loaded_image(const KernelVariantInfo& mma16);
 
-// The plan for the current device and `config` (its switches and tactics applied); throws
-// mhc::Error as make_plan does.
+// The launch description of the current device under `config` (its switches and tactics
+// applied), made from what the runtime reports of the device and the images it loaded; throws
+// mhc::Error as make_plan does. Queries the device each time (a few attribute calls): make it
+// once per device and config and keep it (the executor, the C++ API and the Python ops do).
 KernelPlan device_plan(const KernelConfig& config);
-// The plan with no switches, cached per device: what the launchers use when not told otherwise.
-const KernelPlan& default_device_plan();
 
 }  // namespace mhc::cuda

@@ -32,9 +32,9 @@ struct DeviceSiteBuffers {
 };
 
 // Input path and coefficient path (one launch at decode sizes), then the post, of one site, in
-// stream order on one stream (no allocation, capturable).
+// stream order on one stream, as `tuning` (KernelPlan::tuning) says (no allocation, capturable).
 void enqueue_site(const MhcParams& p, int64_t tokens, const DeviceSiteWeights& w,
-                  DeviceSiteBuffers& b, Projection projection, const PrenormTuning& tuning,
-                  SiteWorkspace& ws, cudaStream_t stream);
+                  DeviceSiteBuffers& b, const LaunchTuning& tuning, SiteWorkspace& ws,
+                  cudaStream_t stream);
 
 }  // namespace mhc::cuda

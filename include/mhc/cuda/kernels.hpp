@@ -5,6 +5,9 @@
 // Every launcher checks its arguments and throws mhc::Error on a bad shape, pointer or tuning;
 // a CUDA launch error is thrown as mhc::Error too. Zero tokens is a valid no-op. Nothing here
 // allocates: the coefficient path takes its split-K scratch from a SiteWorkspace made once.
+// Nothing here decides either: the site launchers take a LaunchTuning, the others a LaunchTarget
+// whose PDL their caller resolved, both from the kernel plan (mhc/core/kernel_plan.hpp); no
+// launcher reads a process-wide plan. An engine calls them through mhc/api.hpp.
 #pragma once
 #include <cuda_runtime_api.h>
 
@@ -14,6 +17,7 @@
 
 #include "mhc/core/bf16.hpp"
 #include "mhc/core/config.hpp"
+#include "mhc/core/kernel_limits.hpp"
 #include "mhc/core/kernel_plan.hpp"
 #include "mhc/core/params.hpp"
 #include "mhc/core/sm90_boundary_plan.hpp"
@@ -52,93 +56,11 @@ class SiteWorkspace {
   unsigned* tile_counters_ = nullptr;
 };
 
-// Tuning of the prenorm GEMM: K splits and tokens per CTA: 16 or 64 (register-fed kernel, any
-// GPU) or 128 (TMA kernel, images with the sm_90 instructions). 0 means "choose" (the device's
-// kernel plan); fused_input_max_tokens < 0 means the device plan's. The fused input path gives
-// the bits of the separate launch (the row is cut alike in every CTA), so it fuses in
-// batch-invariant mode too; the 64-row tile has no input-path CTAs.
-struct PrenormTuning {
-  int splits = 0;
-  int rows_per_tile = 0;
-  int64_t fused_input_max_tokens = -1;
-  // The fixed reduction order of KernelConfig::batch_invariant (docs/batch_invariance.md): splits
-  // must then be a power of two dividing batch_invariant_leaves(p), and equal to it for the
-  // register-fed kernel.
-  bool batch_invariant = false;
-  // Launch with programmatic dependent launch (kernel config "pdl"; the image must have the
-  // waits, else it is ignored).
-  bool pdl = true;
-  // The plan's cluster_post_max_tokens for the posts of the same site (NextInput); < 0: the
-  // device plan's.
-  int64_t cluster_post_max_tokens = -1;
-  // The fused boundary (prenorm_coefficients with `previous`: one launch, sm90_boundary.cuh) from
-  // this many tokens where it is eligible (boundary_fuses), at C >= fused_boundary_min_hidden and
-  // n == fused_boundary_streams (0: any), from fewer tokens at wider C (fused_boundary_wide);
-  // 0 tokens: never; < 0: the device plan's rule.
-  int64_t fused_boundary_min_tokens = -1;
-  int fused_boundary_min_hidden = 0;
-  int fused_boundary_streams = 0;
-  BoundaryWideSteps fused_boundary_wide{};
-  // The fused boundary's CTAs per tile (1..8); 0: boundary_tile's rule. For sweeps.
-  int boundary_splits = 0;
-  // The fused boundary's tokens per tile: 128 or 64 (64-column stages only), or 32 (128-column
-  // stages only); 0: boundary_tile's rule (128 where boundary_splits is forced, 32 with 128-column
-  // stages). For sweeps.
-  int boundary_rows = 0;
-  // The fused boundary's columns per pipeline stage: 64 (2 stages of 104 KB in the ring at
-  // n = 4), 32 (4 of 52 KB) or 128 (the wide stages of 32-row tiles: 2 of 88 KB, each row's
-  // 256 bytes in one piece); 0: 64. For sweeps.
-  int boundary_stage_columns = 0;
-  // The TMA kernel's tiles of 2-8 splits as thread block clusters that reduce through distributed
-  // shared memory and share the stats (the same bits; PrenormArgs::cluster_epilogue), where the
-  // device holds every tile's cluster at once; and the fused boundary's (always a cluster) the
-  // same way. 0: the workspace and the tile's last CTA; 1: the clusters (where they fit); < 0:
-  // the device plan's (KernelPlan::tma_cluster_epilogue).
-  int tma_cluster_epilogue = -1;
-  // The 16-row kernel's CTAs per tile, each running every split_ctas-th split in turn (the same
-  // bits as one CTA per split, on fewer SMs: the overlap's side stream,
-  // KernelPlan::side_split_ctas); 0, or not fewer than the splits: one CTA per split; < 0: the
-  // device plan's side_split_ctas for this launch (what the Python ops' side-stream launches
-  // ask for). Other tiles, batch-invariant mode and the folded post run one CTA per split.
-  int split_ctas = 0;
-  // The 16-row kernel's partials as flagged pairs that a CTA per row polls, instead of the
-  // arrival counter and the tile's last CTA (decode_flagged.cuh; the same bits): 1 where
-  // decode_flagged_fits, 2 there but not in the split loop, 0 never; < 0: the device plan's
-  // (flagged_partials_max_tokens, flagged_partials_split_loop).
-  int flagged_partials = -1;
-  std::string describe() const;
-};
-// `t` with the fused boundary at every token count, hidden size and stream count the kernel takes
-// (boundary_fuses still asks for the image, the TF32 projection and C a multiple of 64): what the
-// benchmarks and tests force, whatever the plan's rule (which leaves out some hidden sizes and
-// stream counts, so that forcing only the token count would measure the unfused launches there).
-PrenormTuning forcing_fused_boundary(PrenormTuning t);
-// Whether the current device runs the bulk-copy (TMA) prenorm kernel (its kernel plan's answer).
-bool tma_prenorm_available();
 // Whether a TMA-kernel launch of `tokens` with `splits` splits (after prenorm_coefficients'
-// rebalancing) that asks for the cluster epilogue (PrenormTuning::tma_cluster_epilogue, not
+// rebalancing) that asks for the cluster epilogue (LaunchTuning::cluster_epilogue, not
 // batch-invariant) gets it: 2-8 splits, and every tile's cluster resident on the current device
-// at once.
+// at once. Only for an image with the TMA kernel (KernelPlan::tma128_available).
 bool tma_cluster_epilogue_fits(const MhcParams& p, int64_t tokens, int splits);
-// The kernel plan's tuning for this shape and token count (mhc/core/kernel_plan.hpp); a
-// batch-invariant plan's is batch_invariant_tuning with the plan's kernel and multiprocessors.
-PrenormTuning choose_prenorm_tuning(const KernelPlan& plan, const MhcParams& p, int64_t tokens);
-// Largest split count the kernel accepts for this shape (one chunk per warp).
-int max_prenorm_splits(const MhcParams& p);
-// Batch-invariant mode: the number of K leaves (a power of two, from K alone) whose pairwise tree
-// fixes the reduction order, and the tuning for `tokens`: the TMA kernel at every size where
-// `bulk` (its order differs from the register-fed kernel's), with as many splits as fill the
-// multiprocessors once; else the register-fed kernel with one leaf per split.
-int batch_invariant_leaves(const MhcParams& p);
-PrenormTuning batch_invariant_tuning(const MhcParams& p, int64_t tokens, int sm_count, bool bulk);
-// The same for the kernel a batch-invariant plan picked (mhc::batch_invariant_kernel).
-PrenormTuning batch_invariant_tuning(const MhcParams& p, int64_t tokens, int sm_count,
-                                     PrenormKernel kernel);
-// The tuning a config asks for under the plan made from it (device_plan(config)): the plan
-// decides, batch-invariant mode included; throws mhc::Error when the plan was made for another
-// batch_invariant setting.
-PrenormTuning prenorm_tuning_for(const KernelPlan& plan, const KernelConfig& config,
-                                 const MhcParams& p, int64_t tokens);
 
 struct CoefficientBuffers {         // device pointers
   const Bf16* x = nullptr;          // [M, n, C]
@@ -157,20 +79,10 @@ struct InputPathBuffers {
   const float* norm_weight = nullptr;  // null: plain collapse
   Bf16* layer_input = nullptr;
 };
-// Whether prenorm_coefficients with this (resolved) tuning runs the input path inside the
-// coefficient launch (extra CTAs) rather than as a launch of its own.
-bool input_path_fuses(const MhcParams& p, int64_t tokens, const PrenormTuning& tuning);
-
-// Whether prenorm_coefficients with `previous` (and `input`) runs the fused boundary kernel: the
-// tuning's (or the device plan's) fused_boundary_* rule holds, the image has the sm_90a
-// kernels, the TF32 projection, not batch-invariant, and the 16-row fold does not apply.
-bool boundary_fuses(const MhcParams& p, int64_t tokens, const PrenormTuning& tuning,
-                    Projection projection);
 // The tile the fused boundary launches on this device for `tokens` with `tuning` and `ws` (the
 // tuning's forced fields, the rules of mhc/core/sm90_boundary_plan.hpp for the rest, on this
-// device's cluster capacities; what benchmarks report). Throws on a bad
-// forced field.
-BoundaryTile boundary_launch_tile(const MhcParams& p, int64_t tokens, const PrenormTuning& tuning,
+// device's cluster capacities; what benchmarks report). Throws on a bad forced field.
+BoundaryTile boundary_launch_tile(const MhcParams& p, int64_t tokens, const LaunchTuning& tuning,
                                   const SiteWorkspace& ws);
 
 // The previous site's post, folded into this site's coefficient launch (decode sizes): this
@@ -183,25 +95,27 @@ struct PreviousPost {
   Bf16* x_next = nullptr;              // this site's streams [M, n, C]: must be b.x
 };
 
-// Step 2 in one launch: prenorm GEMM + sum of squares, split-K, fused stats. Refuses a workspace
-// made for another C or n. `tuning` fields left 0 are chosen by choose_prenorm_tuning. With
-// `input`, also step 1 on the same x: inside the same launch (extra CTAs beside the GEMM's) with
-// 16-token tiles up to the plan's fused_input_max_tokens, where a launch costs more than the work,
-// else as a separate input_path launch just before.
+// Step 2 in one launch: prenorm GEMM + sum of squares, split-K, fused stats, as `tuning` says
+// (KernelPlan::tuning for this shape and token count; its kernel, splits and projection). Refuses
+// a workspace made for another C or n. With `input`, also step 1 on the same x: inside the same
+// launch (extra CTAs beside the GEMM's) where tuning.fused_input, else as a separate input_path
+// launch just before.
 //
 // With `previous` (needs `input`), the previous site's post runs first, inside the same launch
-// where the input path fuses (the GEMM CTAs form their slices of x on the fly, the input-path
-// CTAs write x and layer_input), else as a post + next input launch before. The results are
-// bitwise those of post(previous, next = input) followed by this call without `previous`. Where
-// boundary_fuses, one launch does all of it instead (the fused boundary): x bitwise the same,
-// the coefficients and layer_input within the TF32 tier (another K and norm order). Since
-// the launch reads previous->post/comb while writing b.post/b.comb, those must not alias.
+// where the input path fuses into a 16-row launch (the GEMM CTAs form their slices of x on the
+// fly, the input-path CTAs write x and layer_input), else as a post + next input launch before.
+// The results are bitwise those of post(previous, next = input) followed by this call without
+// `previous`. Where tuning.fused_boundary (and it does not fold), one launch does all of it
+// instead (the fused boundary): x bitwise the same, the coefficients and layer_input within the
+// TF32 tier (another K and norm order). Since the launch reads previous->post/comb while writing
+// b.post/b.comb, those must not alias.
 void prenorm_coefficients(const MhcParams& p, int64_t tokens, const CoefficientBuffers& b,
-                          Projection projection, PrenormTuning tuning, SiteWorkspace& ws,
-                          cudaStream_t stream, const InputPathBuffers* input = nullptr,
+                          const LaunchTuning& tuning, SiteWorkspace& ws, cudaStream_t stream,
+                          const InputPathBuffers* input = nullptr,
                           const PreviousPost* previous = nullptr);
 
-// Step 1: layer_input = bf16(rmsnorm(bf16(sum_j pre_mix[j] x[j])) * norm_weight).
+// Step 1: layer_input = bf16(rmsnorm(bf16(sum_j pre_mix[j] x[j])) * norm_weight), with PDL where
+// `stream` asks for it (LaunchTuning::pdl).
 void input_path(const MhcParams& p, int64_t tokens, const Bf16* x, const float* pre_mix,
                 const float* norm_weight, Bf16* layer_input, LaunchTarget stream);
 
@@ -210,31 +124,22 @@ struct NextInput {
   const float* pre_mix = nullptr;  // this site's pre
   const float* norm_weight = nullptr;
   Bf16* layer_input = nullptr;
-  // Up to this many tokens (and C <= 8192), one thread block cluster per token instead of one
-  // CTA (sm90_post_cluster.cuh; the same bits); < 0: the device plan's cluster_post_max_tokens.
-  int64_t cluster_max_tokens = -1;
 };
 
-// Up to this many tokens the plain post (next == nullptr) runs one thread per 8-column vector of
-// a token (post_columns_kernel, post.cuh); above, one CTA per token. Both give the same bits.
-inline constexpr int64_t kPostColumnsMaxTokens = 64;
-
-// Whether post(..., next) runs by clusters (NextInput::cluster_max_tokens) on this device.
-bool post_in_clusters(const MhcParams& p, int64_t tokens, const NextInput& next);
-
-// Step 4: x_next = bf16(post * F + comb^T x); with `next`, also the next site's layer_input.
-// x_next must not alias x.
+// Step 4: x_next = bf16(post * F + comb^T x); with `next`, also the next site's layer_input (by
+// one cluster per token where tuning.cluster_post, the same bits). x_next must not alias x.
 void post(const MhcParams& p, int64_t tokens, const Bf16* x, const float* post, const float* comb,
-          const Bf16* sublayer_out, Bf16* x_next, const NextInput* next, LaunchTarget stream);
+          const Bf16* sublayer_out, Bf16* x_next, const NextInput* next, const LaunchTuning& tuning,
+          cudaStream_t stream);
 
 // The raw split partials of the prenorm GEMM (mhc/cuda/prenorm_splits.cuh; DeepGEMM's
 // tf32_hc_prenorm_gemm): x [M, K] bf16, fn [N, K], out [S, M, N], sqrsum [S, M]. Shapes as
 // mhc::check_prenorm_gemm_shape; at most 65535 splits.
 void prenorm_gemm(int64_t tokens, int64_t nmix, int64_t k, int splits, const Bf16* x,
-                  const float* fn, float* out, float* sqrsum, cudaStream_t stream);
+                  const float* fn, float* out, float* sqrsum, LaunchTarget stream);
 
 // out[i] = float(in[i]) for `count` values (exact): a bf16 weight for the fp32-weight kernels.
-void widen_bf16(const Bf16* in, int64_t count, float* out, cudaStream_t stream);
+void widen_bf16(const Bf16* in, int64_t count, float* out, LaunchTarget stream);
 
 // The stack's stand-in sublayer: F = bf16(gain * layer_input).
 void standin_sublayer(const MhcParams& p, int64_t tokens, const Bf16* layer_input,

@@ -1,6 +1,6 @@
-// Where a launcher puts its kernels: a stream, and whether the plan wants programmatic dependent
-// launch there. Converts from a bare stream (PDL as the device plan says), so callers that do
-// not carry a plan stay as they are; the executor passes its plan's answer (kernel config "pdl").
+// Where a launcher puts its kernels: a stream, and whether to launch them with programmatic
+// dependent launch there. Both are the caller's: pdl is the resolved LaunchTuning::pdl (the plan
+// allows it only where the loaded image has the waits), never a default.
 #pragma once
 #include <cuda_runtime_api.h>
 
@@ -8,9 +8,8 @@ namespace mhc::cuda {
 
 struct LaunchTarget {
   cudaStream_t stream = nullptr;
-  // Ask for PDL; honoured only where the loaded image has the waits (the device plan's pdl).
-  bool pdl = true;
-  LaunchTarget(cudaStream_t s, bool want_pdl = true) : stream(s), pdl(want_pdl) {}  // NOLINT
+  bool pdl = false;
+  LaunchTarget(cudaStream_t s, bool with_pdl) : stream(s), pdl(with_pdl) {}
 };
 
 }  // namespace mhc::cuda

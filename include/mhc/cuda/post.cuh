@@ -8,9 +8,9 @@
 
 #include <cstdint>
 
+#include "mhc/core/kernel_limits.hpp"
 #include "mhc/cuda/common.cuh"
 #include "mhc/cuda/input_path.cuh"
-#include "mhc/cuda/kernels.hpp"
 
 namespace mhc::cuda {
 
@@ -198,10 +198,10 @@ __global__ void post_kernel(const PostArgs a) {
 }
 
 // The plain post (no next input path) with one thread per 8-column vector of a token, all n
-// streams, up to kPostColumnsMaxTokens tokens (kernels.hpp). The post is elementwise, so this cut
-// of the row gives post_token's bits (the same post_stream8); at decode sizes it spreads a token's
-// bytes (50 KB at C=5120, n=4) over many SMs instead of one CTA's (docs/decisions.md, "The post
-// and the next input path by thread block clusters"). hidden is a multiple of 8 (check_shape).
+// streams, up to kPostColumnsMaxTokens tokens (kernel_limits.hpp). The post is elementwise, so this
+// cut of the row gives post_token's bits (the same post_stream8); at decode sizes it spreads a
+// token's bytes (50 KB at C=5120, n=4) over many SMs instead of one CTA's (docs/decisions.md, "The
+// post and the next input path by thread block clusters"). hidden is a multiple of 8 (check_shape).
 inline constexpr int kPostColumnThreads = 128;
 
 template <int kStreams>

@@ -413,8 +413,8 @@ inline bool boundary_args_valid(const PrenormArgs& a, const BoundaryColumns& col
 
 // Raw launcher: refuses arguments outside boundary_args_valid (cudaErrorInvalidValue);
 // mhc::cuda::prenorm_coefficients (launch_boundary) checks them with messages and runs this only
-// where bulk_copies_enabled(). The tensor maps hold the previous x's and F's addresses and the
-// token count: made per launch (a host call, no allocation).
+// where the plan has the TMA kernel (KernelPlan::tma128_available). The tensor maps hold the
+// previous x's and F's addresses and the token count: made per launch (a host call, no allocation).
 template <int kStreams, int kColumns, int kTileRows>
 cudaError_t launch_sm90_boundary(const PrenormArgs& args, const BoundaryColumns& cols,
                                  LaunchTarget on) {

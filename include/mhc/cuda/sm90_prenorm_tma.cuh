@@ -491,9 +491,9 @@ inline bool tma_args_valid(const PrenormArgs& a) {
 
 // Raw launcher: refuses arguments outside tma_args_valid (cudaErrorInvalidValue);
 // mhc::cuda::prenorm_coefficients checks them with messages and runs this only where
-// bulk_copies_enabled(). The tensor maps hold x's address and token count, so they are made per
-// launch (a host call, no allocation); a CUDA graph keeps them with the captured kernel
-// parameters.
+// the plan has the TMA kernel (KernelPlan::tma128_available). The tensor maps hold x's address and
+// token count, so they are made per launch (a host call, no allocation); a CUDA graph keeps them
+// with the captured kernel parameters.
 template <int kStreams, bool kCompensated>
 cudaError_t launch_sm90_prenorm_tma(const PrenormArgs& args, LaunchTarget on) {
   using S = TmaShape<kStreams>;

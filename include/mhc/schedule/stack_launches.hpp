@@ -32,7 +32,7 @@ enum class StackLayout {
   fused_post,     // every post also forms the next layer_input (the overlap schedule's layout)
   decode,         // input path inside the coefficient launch, plain posts (native, decode sizes)
   folded_decode,  // decode, and each post but the last inside the next coefficient launch
-  // folded_decode's launches where prenorm_coefficients fuses the boundary (boundary_fuses):
+  // folded_decode's launches where the tuning fuses the boundary (LaunchTuning::fused_boundary):
   // site s > 0 is one launch (sm90_boundary.cuh) besides its sublayer. Native only; its
   // coefficients and layer_input are another kernel's than the overlap schedule's, so the two
   // schedules then agree within the TF32 tier, not bitwise.
@@ -67,21 +67,21 @@ class StackLaunches {
   // `sites[s]` are site s's weights (not owned; the number of sites is sites.size()); `sublayer`
   // null: no sublayer stage (the kernel benchmark); `site_done` null: none.
   StackLaunches(const MhcParams& p, std::vector<const DeviceSiteWeights*> sites,
-                const StackBuffers& buffers, SiteWorkspace& workspace, Projection projection,
-                SublayerFn sublayer, SiteDoneFn site_done = nullptr);
+                const StackBuffers& buffers, SiteWorkspace& workspace, SublayerFn sublayer,
+                SiteDoneFn site_done = nullptr);
 
-  // Site s's launches for `tokens` tokens in `layout`. The callables refer to this object, which
-  // must outlive them.
-  SiteLaunches site(StackLayout layout, int s, int64_t tokens, const PrenormTuning& tuning) const;
+  // Site s's launches for `tokens` tokens in `layout`, as `tuning` (KernelPlan::tuning for this
+  // shape and token count) says. The callables refer to this object, which must outlive them.
+  SiteLaunches site(StackLayout layout, int s, int64_t tokens, const LaunchTuning& tuning) const;
 
   int sites() const { return int(sites_.size()); }
   const Bf16* src(int s) const { return s == 0 ? b_.x_in : b_.x[s % 2]; }
   Bf16* dst(int s) const { return b_.x[(s + 1) % 2]; }
 
  private:
-  SiteLaunches fused_post(int s, int64_t tokens, const PrenormTuning& tuning) const;
-  SiteLaunches decode(int s, int64_t tokens, const PrenormTuning& tuning) const;
-  SiteLaunches folded_decode(int s, int64_t tokens, const PrenormTuning& tuning) const;
+  SiteLaunches fused_post(int s, int64_t tokens, const LaunchTuning& tuning) const;
+  SiteLaunches decode(int s, int64_t tokens, const LaunchTuning& tuning) const;
+  SiteLaunches folded_decode(int s, int64_t tokens, const LaunchTuning& tuning) const;
   CoefficientBuffers coefficient_buffers(int s) const;
   InputPathBuffers input_buffers(int s) const;
   PreviousPost previous_post(int s) const;
@@ -93,7 +93,6 @@ class StackLaunches {
   std::vector<const DeviceSiteWeights*> sites_;
   StackBuffers b_;
   SiteWorkspace& ws_;
-  Projection projection_;
   SublayerFn sublayer_;
   SiteDoneFn site_done_;
 };
