@@ -215,7 +215,7 @@ void run_tune(TuneOptions o) {
   if (!cuda::device_present()) throw Error("mhc tune needs a CUDA GPU; none is visible");
   const MhcParams p = shape(o);
   const ModelWeights w = synthetic_model(p, 1);
-  const KernelPlan& plan = cuda::default_device_plan();
+  const KernelPlan plan = cuda::device_plan(KernelConfig{});
   fmt::print("mhc tune: C={} n={} layers={}, {} rounds of {} sizes, {} replays each\n", p.hidden,
              p.n, p.layers, o.rounds, o.tokens.size(), o.reps);
   bench::OverlapOptions sweep;
@@ -242,7 +242,7 @@ void run_tune(TuneOptions o) {
     doc["prenorm_method"] = kPrenormMethod;
     doc["prenorm"] = tune_prenorm(o, p, doc);
   }
-  if (!o.boundary_tokens.empty() && cuda::tma_prenorm_available()) {
+  if (!o.boundary_tokens.empty() && plan.tma128_available) {
     if (const std::optional<int64_t> from = tune_boundary(o, p, doc)) {
       doc["boundary_method"] = kBoundaryMethod;
       doc["fused_boundary_min_tokens"] = *from;
