@@ -62,6 +62,22 @@ TEST(PlanCli, BatchInvariantAndPdlAreThePlans) {
   EXPECT_NE(clash.err.find("batch_invariant"), std::string::npos) << clash.err;
 }
 
+// --tokens prints each launch of a site of that shape resolved: exactly what the launchers get.
+TEST(PlanCli, ResolvedLaunchesOfAShape) {
+  const auto doc = json_of("plan --arch 9.0 --images sm_90a --hidden 5120 --hc 4 --tokens 1,8192");
+  ASSERT_EQ(doc.at("launches").size(), 2u);
+  EXPECT_EQ(doc.at("launches")[0].at("kernel"), "mma16");
+  EXPECT_EQ(doc.at("launches")[0].at("fused_input"), true);
+  EXPECT_EQ(doc.at("launches")[1].at("kernel"), "tma128");
+  EXPECT_EQ(doc.at("launches")[1].at("fused_boundary"), true);
+  EXPECT_EQ(doc.at("projection"), "tf32");
+  const RunResult text = run_mhc("plan --arch 9.0 --images sm_90a --tokens 1");
+  EXPECT_NE(text.out.find("launch M=1       mma16 splits="), std::string::npos) << text.out;
+  const RunResult bad = run_mhc("plan --arch 9.0 --images sm_90a --hc 3 --tokens 1");
+  EXPECT_EQ(bad.status, 2);
+  EXPECT_NE(bad.err.find("n=3"), std::string::npos) << bad.err;
+}
+
 TEST(PlanCli, ErrorsAreClear) {
   const RunResult bad_force =
       run_mhc("plan --arch 8.0 --images sm_80 --kernel-config '{\"prenorm_kernel\": \"tma128\"}'");
