@@ -1,5 +1,7 @@
-# ctest -R install_find_package: installs the build (component "dev") to a fresh prefix, builds
-# tests/install against it with find_package(mhc), runs the consumer and checks what it prints.
+# ctest -R install_find_package: installs the build (component "dev") to a fresh prefix, moves
+# the prefix elsewhere (the package must be relocatable), builds tests/install against it with
+# find_package(mhc), runs the consumer and checks what it prints, then runs the C++ API example
+# (engine: a site on the GPU against the CPU backend, or a line saying it was skipped).
 # Inputs (-D): MHC_BUILD_DIR, MHC_CONSUMER_DIR, MHC_WORK_DIR, MHC_GENERATOR, MHC_CXX,
 # MHC_EXPECTED (the line the consumer must print), MHC_CUDA_ROOT (may be empty).
 file(REMOVE_RECURSE "${MHC_WORK_DIR}")
@@ -13,8 +15,9 @@ function(run_step what)
   set(step_output "${out}" PARENT_SCOPE)
 endfunction()
 
-run_step("install" "${CMAKE_COMMAND}" --install "${MHC_BUILD_DIR}" --prefix "${prefix}"
+run_step("install" "${CMAKE_COMMAND}" --install "${MHC_BUILD_DIR}" --prefix "${prefix}.installed"
          --component dev)
+file(RENAME "${prefix}.installed" "${prefix}")
 # The product libraries do not link cuBLAS (only the benchmark's stand-in decoder uses it).
 file(GLOB_RECURSE exported "${prefix}/*/cmake/mhc/*.cmake")
 foreach(file IN LISTS exported)
@@ -36,3 +39,8 @@ if(NOT step_output MATCHES "^${MHC_EXPECTED} ")
   message(FATAL_ERROR "the consumer printed '${step_output}', expected '${MHC_EXPECTED} ...'")
 endif()
 message(STATUS "consumer: ${step_output}")
+run_step("run the C++ API example" "${MHC_WORK_DIR}/build/engine")
+if(NOT step_output MATCHES "^engine: ")
+  message(FATAL_ERROR "the C++ API example printed '${step_output}'")
+endif()
+message(STATUS "${step_output}")
