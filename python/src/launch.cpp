@@ -1,5 +1,5 @@
-// The launcher calls of the Python bindings (launch.hpp): the CPU backend for CPU arrays, the CUDA
-// launchers with the configured kernel plan for CUDA arrays.
+// The launcher calls of the Python bindings (launch.hpp): the CPU backend for CPU arrays, the C++
+// API's ops (mhc/api.hpp) on the configured kernel plan for CUDA arrays.
 #include "launch.hpp"
 
 #include <fmt/core.h>
@@ -19,10 +19,9 @@
 #if MHC_WITH_CUDA
 #include <cuda_runtime_api.h>
 
+#include "mhc/api.hpp"
 #include "mhc/cuda/check.hpp"
 #include "mhc/cuda/device_plan.hpp"
-#include "mhc/cuda/kernels.hpp"
-#include "mhc/schedule/capture_edges.hpp"
 #endif
 
 namespace mhc::launch {
@@ -143,13 +142,6 @@ void check_room(const MhcParams& p, Scratch ws, int64_t tokens, bool batch_invar
   }
 }
 
-// The coefficient path's workspace over the caller's bytes.
-cuda::SiteWorkspace coefficient_workspace(const MhcParams& p, Scratch ws, int64_t tokens,
-                                          bool batch_invariant) {
-  check_room(p, ws, tokens, batch_invariant);
-  return cuda::SiteWorkspace(p, ws.data, ws.bytes);
-}
-
 // Refuses a bf16 weight without room to widen it.
 void check_widening(const NormWeight& w, const MhcParams& p, Scratch ws) {
   if (!w.data || !w.bf16) return;
@@ -165,82 +157,57 @@ void check_widening(const NormWeight& w, const MhcParams& p, Scratch ws) {
   }
 }
 
-// The fp32 norm weight the kernels read: a bf16 one is widened into the workspace's scratch.
-const float* cuda_norm_weight(const NormWeight& w, const MhcParams& p, Scratch ws,
-                              cuda::LaunchTarget stream) {
-  if (!w.data) return nullptr;
-  if (!w.bf16) return static_cast<const float*>(w.data);
-  check_widening(w, p, ws);
-  const WorkspaceLayout layout = workspace_layout_for_bytes(p, ws.bytes);
-  auto* scratch = reinterpret_cast<float*>(static_cast<char*>(ws.data) + layout.weight_offset);
-  cuda::widen_bf16(static_cast<const Bf16*>(w.data), p.hidden, scratch, stream);
-  return scratch;
-}
-
-cuda::CoefficientBuffers coefficient_buffers(const Bf16* x, const SiteWeights& w,
-                                             const CoefficientOutputs& out) {
-  cuda::CoefficientBuffers b;
-  b.x = x;
-  b.hc_fn = w.fn;
-  b.hc_base = w.base;
-  b.hc_scale = w.scale;
-  b.pre = out.pre;
-  b.post = out.post;
-  b.comb = out.comb;
-  return b;
-}
-
-// The launch decisions of one call: the plan of the device in the batch-invariant mode that
-// the op or the configuration asks for, resolved for this shape and token count (the plan's
-// projection, fp32 where the op asks for it; the side-stream launch's CTA count for the
-// overlap's side launch).
-struct Launch {
-  std::shared_ptr<const Resolved> resolved;
-  LaunchTuning tuning;
+// Every CUDA launch goes through the C++ API (mhc/api.hpp), as an engine's would: its Ops on the
+// device's plan in the batch-invariant mode the op or the configuration asks for, with the op's
+// projection (fp32 where it asks for it). The checks above run first, so that a bad workspace is
+// an ArgumentError naming the Python argument.
+struct DeviceOps {
+  std::shared_ptr<const Resolved> resolved;  // keeps the plan the Ops refer to alive
+  Ops ops;
 };
 
-Launch resolve_launch(const MhcParams& p, int64_t tokens, const CoefficientOptions& options,
-                      int device, bool side_stream = false) {
-  Launch l;
-  l.resolved = state().resolve(device, options.batch_invariant);
-  LaunchOverrides overrides;
-  overrides.side_stream = side_stream;
-  if (options.projection == Projection::fp32) overrides.projection = Projection::fp32;
-  l.tuning = l.resolved->plan.tuning(p, tokens, overrides);
-  return l;
+LaunchOverrides overrides_of(const CoefficientOptions& options) {
+  LaunchOverrides o;
+  if (options.projection == Projection::fp32) o.projection = Projection::fp32;
+  return o;
 }
 
-// The tuning of a launch outside the coefficient path (input path, post): the plain plan's.
-LaunchTuning plain_tuning(const MhcParams& p, int64_t tokens, int device) {
-  return state().resolve(device, false)->plan.tuning(p, tokens);
+DeviceOps ops_on(const MhcParams& p, int device, bool batch_invariant = false,
+                 const LaunchOverrides& overrides = {}) {
+  std::shared_ptr<const Resolved> resolved = state().resolve(device, batch_invariant);
+  const KernelPlan& plan = resolved->plan;
+  return {std::move(resolved), Ops(plan, p, overrides)};
+}
+
+mhc::Workspace workspace_of(Scratch ws) { return {ws.data, ws.bytes}; }
+mhc::NormWeight weight_of(const NormWeight& w) { return {w.data, w.bf16}; }
+HcWeights weights_of(const SiteWeights& w) { return {w.fn, w.scale, w.base}; }
+Coefficients outputs_of(const CoefficientOutputs& out) { return {out.pre, out.post, out.comb}; }
+PostArgs post_of(const PostInputs& in) {
+  return {in.sublayer_out, in.residual, in.post, in.comb, in.residual_next};
 }
 
 void cuda_coefficients(const MhcParams& p, int64_t tokens, const Bf16* x, const SiteWeights& w,
                        const CoefficientOutputs& out, Scratch ws, const CoefficientOptions& options,
                        const Target& at) {
-  // The overlap's side launch (docs/overlap.md): on the plan's fewer CTAs (the same bits), and
-  // in a captured graph hung off the producers of x alone, so that it starts early behind them
-  // (capture_edges.hpp). fork_from is the stream the side stream has just waited for.
+  const DeviceOps d = ops_on(p, at.device, options.batch_invariant, overrides_of(options));
+  check_room(p, ws, tokens, d.resolved->plan.batch_invariant);
+  // The overlap's side launch (docs/overlap.md): fork_from is the stream the side stream has just
+  // waited for; the same stream, or none, is a plain launch.
   const bool side = options.fork_from != 0 && options.fork_from != at.stream;
-  const Launch l = resolve_launch(p, tokens, options, at.device, side);
-  cuda::SiteWorkspace site_ws = coefficient_workspace(p, ws, tokens, l.tuning.batch_invariant);
-  if (side) cuda::fork_from(to_stream(options.fork_from), to_stream(at.stream));
-  cuda::prenorm_coefficients(p, tokens, coefficient_buffers(x, w, out), l.tuning, site_ws,
-                             to_stream(at.stream));
+  d.ops.coefficients(tokens, x, weights_of(w), outputs_of(out), workspace_of(ws),
+                     to_stream(at.stream), side ? to_stream(options.fork_from) : nullptr);
 }
 
 void cuda_boundary(const MhcParams& p, int64_t tokens, const PostInputs& in, const float* pre_mix,
                    const NormWeight& w, Bf16* layer_input, const SiteWeights& next,
                    const CoefficientOutputs& out, Scratch ws, const CoefficientOptions& options,
                    const Target& at) {
-  const Launch l = resolve_launch(p, tokens, options, at.device);
-  cuda::SiteWorkspace site_ws = coefficient_workspace(p, ws, tokens, l.tuning.batch_invariant);
-  const cuda::LaunchTarget target(to_stream(at.stream), l.tuning.pdl);
-  const cuda::InputPathBuffers input{pre_mix, cuda_norm_weight(w, p, ws, target), layer_input};
-  const cuda::PreviousPost previous{in.residual, in.post, in.comb, in.sublayer_out,
-                                    in.residual_next};
-  cuda::prenorm_coefficients(p, tokens, coefficient_buffers(in.residual_next, next, out), l.tuning,
-                             site_ws, to_stream(at.stream), &input, &previous);
+  const DeviceOps d = ops_on(p, at.device, options.batch_invariant, overrides_of(options));
+  check_room(p, ws, tokens, d.resolved->plan.batch_invariant);
+  check_widening(w, p, ws);
+  d.ops.boundary(tokens, post_of(in), pre_mix, weight_of(w), layer_input, weights_of(next),
+                 outputs_of(out), workspace_of(ws), to_stream(at.stream));
 }
 
 // One event per device and thread for stream_wait: recorded and waited for at once, so reusing
@@ -324,8 +291,8 @@ void prenorm_gemm(int64_t m, int64_t n, int64_t k, int splits, const Bf16* x, co
   if (m == 0) return;
   if (!at.cuda) return cpu::prenorm_gemm(m, n, k, splits, x, fn, out, sqrsum);
 #if MHC_WITH_CUDA
-  const bool pdl = state().resolve(at.device, false)->plan.pdl;
-  cuda::prenorm_gemm(m, n, k, splits, x, fn, out, sqrsum, {to_stream(at.stream), pdl});
+  mhc::prenorm_gemm(state().resolve(at.device, false)->plan, m, n, k, splits, x, fn, out, sqrsum,
+                    to_stream(at.stream));
 #else
   no_cuda();
 #endif
@@ -354,9 +321,10 @@ void input_path(const MhcParams& p, int64_t tokens, const Bf16* x, const float* 
                            layer_input);
   }
 #if MHC_WITH_CUDA
-  const cuda::LaunchTarget target(to_stream(at.stream), plain_tuning(p, tokens, at.device).pdl);
-  const float* weight = cuda_norm_weight(w, p, ws, target);
-  cuda::input_path(p, tokens, x, pre_mix, weight, layer_input, target);
+  check_widening(w, p, ws);
+  ops_on(p, at.device)
+      .ops.input_path(tokens, x, pre_mix, weight_of(w), layer_input, workspace_of(ws),
+                      to_stream(at.stream));
 #else
   (void)ws;
   no_cuda();
@@ -369,8 +337,7 @@ void post(const MhcParams& p, int64_t tokens, const PostInputs& in, const Target
     return cpu::post(p, tokens, in.residual, in.post, in.comb, in.sublayer_out, in.residual_next);
   }
 #if MHC_WITH_CUDA
-  cuda::post(p, tokens, in.residual, in.post, in.comb, in.sublayer_out, in.residual_next, nullptr,
-             plain_tuning(p, tokens, at.device), to_stream(at.stream));
+  ops_on(p, at.device).ops.post(tokens, post_of(in), to_stream(at.stream));
 #else
   no_cuda();
 #endif
@@ -386,12 +353,10 @@ void post_pre(const MhcParams& p, int64_t tokens, const PostInputs& in, const fl
     return cpu::input_path(p, tokens, in.residual_next, next_pre_mix, weight, next_layer_input);
   }
 #if MHC_WITH_CUDA
-  const LaunchTuning tuning = plain_tuning(p, tokens, at.device);
-  const cudaStream_t stream = to_stream(at.stream);
-  const cuda::NextInput next{next_pre_mix, cuda_norm_weight(w, p, ws, {stream, tuning.pdl}),
-                             next_layer_input};
-  cuda::post(p, tokens, in.residual, in.post, in.comb, in.sublayer_out, in.residual_next, &next,
-             tuning, stream);
+  check_widening(w, p, ws);
+  ops_on(p, at.device)
+      .ops.post_pre(tokens, post_of(in), next_pre_mix, weight_of(w), next_layer_input,
+                    workspace_of(ws), to_stream(at.stream));
 #else
   (void)ws;
   no_cuda();
