@@ -1,0 +1,83 @@
+#!/usr/bin/env bash
+# Run THERE (the GPU machine), from the repository root, in one call: builds the GPU test
+# programs, the CLI and both Python extensions (mhc._C and the torch ops library) in one CMake
+# build for sm_90a alone, then runs the GPU suites side by side, the sanitizers on the Sanitize*
+# cases, `mhc plan` / `mhc run`, the Python suite on CUDA and the torch ops' benchmarks. Carry
+# .deps (dev/scripts/device-deps.sh) and .whl (nanobind and scikit-build-core wheels).
+#
+# MHC_CHECK_STEPS picks steps (default: all): build cuda matrix schedule pytest sanitize run bench
+# MHC_CHECK_FILTER: an extra --gtest_filter for test_cuda (default: everything but the matrix).
+# Logs go to $OUT/logs.tar.gz; the summary is printed last.
+set -uo pipefail
+cd "$(dirname "$0")/../.."
+export NCCL_NVLS_ENABLE=0 PYTHONUNBUFFERED=1 MHC_REQUIRE_GPU=1
+OUT=${OUT:-/tmp/mhc-out}
+logs=/tmp/mhc-logs
+mkdir -p "$OUT" "$logs"
+steps=" ${MHC_CHECK_STEPS:-build cuda matrix schedule pytest sanitize run bench} "
+want() { [[ "$steps" == *" $1 "* ]]; }
+commit=${MHC_COMMIT:-unknown}
+gpu=$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1)
+driver=$(nvidia-smi --query-gpu=driver_version --format=csv,noheader | head -1)
+step() {  # step NAME SECONDS COMMAND...
+  local name=$1 limit=$2 t0=$SECONDS
+  shift 2
+  timeout "$limit" "$@" >"$logs/$name.log" 2>&1
+  echo "$name rc=$? $((SECONDS - t0))s" >>"$logs/steps.txt"
+}
+echo "$gpu, driver $driver, torch $(python3 -c 'import torch; print(torch.__version__)')" \
+  >"$logs/info.log"
+b=build-check
+if want build; then
+  python3 -m pip install -q --no-index --find-links .whl nanobind scikit-build-core \
+    >"$logs/setup.log" 2>&1
+  step configure 60 env CXX=/usr/bin/g++ CC=/usr/bin/gcc cmake -S . -B $b -G Ninja \
+    -DCMAKE_BUILD_TYPE=Release -DCMAKE_CXX_COMPILER=/usr/bin/g++ \
+    -DCMAKE_CUDA_HOST_COMPILER=/usr/bin/g++ -DMHC_CUDA=ON -DMHC_CUDA_ARCHS=90a -DMHC_CUDA_PTX= \
+    -DMHC_KERNELS_N2=ON -DMHC_PYTHON=ON -DMHC_TORCH_OPS=ON -DMHC_DEPS_DIR="$PWD/.deps" \
+    -DPython_EXECUTABLE="$(command -v python3)"
+  step build 300 cmake --build $b -j "$(nproc)" --target test_cuda test_schedule \
+    test_schedule_dropped_join mhc _C mhc_torch_ops -- -k 0
+  cp $b/python/_C*.so $b/python/_torch_ops*.so python/mhc/ 2>>"$logs/setup.log"
+fi
+t=$b/tests
+new='*ThirtyTwoColumnStages*:*HalfTiles*:*WholeTiles*:*WideStages*'
+want cuda && { step test_cuda 300 $t/test_cuda --gtest_filter="${MHC_CHECK_FILTER:--CudaBoundaryMatrix.*}"; } &
+want matrix && { step test_matrix 420 $t/test_cuda --gtest_filter='CudaBoundaryMatrix.*'; } &
+want schedule && { step test_schedule 240 $t/test_schedule; step dropped_join 60 $t/test_schedule_dropped_join; } &
+want pytest && { PYTHONPATH=$PWD/python step pytest 300 python3 -m pytest -q -ra -p no:cacheprovider tests/python; } &
+wait
+if want sanitize; then
+  for tool in memcheck racecheck synccheck; do
+    step "sanitize-$tool" 90 compute-sanitizer --tool "$tool" --error-exitcode 9 $t/test_cuda \
+      --gtest_filter="Sanitize*:-$new"
+  done
+fi
+if want run; then
+  step plan 30 $b/mhc plan --tokens 1,16,1024 --hidden 5120 --hc 4
+  step run 90 $b/mhc run
+  step run_n2 60 $b/mhc run --hc 2 --tokens 16
+fi
+if want bench; then
+  step cpp_bench 60 $b/mhc bench kernels --tokens 1,16,128 --json "$OUT/cpp-kernels.json"
+  PYTHONPATH=$PWD/python step py_bench 150 python3 bench/python_ops.py \
+    --cpp-json "$OUT/cpp-kernels.json" --out "$OUT/python-ops.json" --commit "$commit" \
+    --driver "$driver" --tokens 1,16,128 --rounds 3 --modes no_grad,inference_mode
+  PYTHONPATH=$PWD/python step hf_decode 150 python3 bench/hf_decode.py \
+    --out "$OUT/hf-decode.json" --commit "$commit" --driver "$driver"
+fi
+tar czf "$OUT/logs.tar.gz" -C /tmp mhc-logs
+cat "$logs/info.log"
+grep -E "error|Error" "$logs/build.log" 2>/dev/null | head -20
+for f in test_cuda test_matrix test_schedule dropped_join; do
+  [ -f "$logs/$f.log" ] && grep -E "^\[  FAILED  \]|^\[  PASSED  \]|^\[  SKIPPED \] [0-9]" "$logs/$f.log" | head -12
+done
+[ -f "$logs/pytest.log" ] && { grep -E "^FAILED|^ERROR" "$logs/pytest.log" | head -20; tail -2 "$logs/pytest.log"; }
+for tool in memcheck racecheck synccheck; do
+  [ -f "$logs/sanitize-$tool.log" ] && tail -1 "$logs/sanitize-$tool.log"
+done
+[ -f "$logs/run.log" ] && grep -E "result:|head" "$logs/run.log" | head -6
+[ -f "$logs/run_n2.log" ] && grep -E "result:" "$logs/run_n2.log" | head -2
+[ -f "$logs/py_bench.log" ] && tail -30 "$logs/py_bench.log"
+[ -f "$logs/hf_decode.log" ] && tail -8 "$logs/hf_decode.log"
+cat "$logs/steps.txt"
