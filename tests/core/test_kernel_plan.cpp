@@ -192,7 +192,8 @@ TEST(KernelPlanSwitches, ClusterPost) {
 }
 
 // The decode launch's flagged partials: the rules' limit (sm90 only, decode sizes:
-// docs/decisions.md, "Flagged partials"), and the switch forces them on at every size or off.
+// docs/decisions.md, "The decode coefficient launch"), and the switch forces them on at every size
+// or off.
 TEST(KernelPlanSwitches, FlaggedPartials) {
   const KernelPlan plain = plan("9.0", kWithSm100);
   EXPECT_EQ(plain.flagged_partials_max_tokens, sm90_rules().flagged_partials_max_tokens);

@@ -228,7 +228,7 @@ struct KernelPlan {
   int64_t flagged_partials_max_tokens = 0;  // 0: the 16-row kernel's arrival counter only
   // ... and in the split loop (the overlap's side launch) too: only where the kernel config asks
   // for flagged partials (behind the stand-in sublayers the side launch's flagged form made the
-  // main stream pay more at C = 4096 and 7168: docs/decisions.md, "Flagged partials").
+  // main stream pay more at C = 4096 and 7168: docs/decisions.md, "The decode coefficient launch").
   bool flagged_partials_split_loop = false;
   int64_t fused_boundary_min_tokens = 0;    // 0: the boundary's launches are never fused
   int fused_boundary_min_hidden = 0;        // ... and only from this C (0: any)
