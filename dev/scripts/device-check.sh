@@ -6,6 +6,7 @@
 # .deps (dev/scripts/device-deps.sh) and .whl (nanobind and scikit-build-core wheels).
 #
 # MHC_CHECK_STEPS picks steps (default: all): build cuda matrix schedule pytest sanitize run bench
+# hf (the Hugging Face decode step, last, where time is left).
 # MHC_CHECK_FILTER: an extra --gtest_filter for test_cuda (default: everything but the matrix).
 # Logs go to $OUT/logs.tar.gz; the summary is printed last.
 set -uo pipefail
@@ -14,16 +15,25 @@ export NCCL_NVLS_ENABLE=0 PYTHONUNBUFFERED=1 MHC_REQUIRE_GPU=1
 OUT=${OUT:-/tmp/mhc-out}
 logs=/tmp/mhc-logs
 mkdir -p "$OUT" "$logs"
-steps=" ${MHC_CHECK_STEPS:-build cuda matrix schedule pytest sanitize run bench} "
+steps=" ${MHC_CHECK_STEPS:-build cuda matrix schedule pytest sanitize run bench hf} "
 want() { [[ "$steps" == *" $1 "* ]]; }
 commit=${MHC_COMMIT:-unknown}
 gpu=$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1)
 driver=$(nvidia-smi --query-gpu=driver_version --format=csv,noheader | head -1)
-step() {  # step NAME SECONDS COMMAND...
+# Every step ends by the deadline (MHC_CHECK_SECONDS from the start, default 520), keeping
+# MHC_CHECK_RESERVE seconds (default 15) for the summary.
+deadline=$((SECONDS + ${MHC_CHECK_SECONDS:-520} - ${MHC_CHECK_RESERVE:-15}))
+step() {  # step NAME SECONDS COMMAND...: at most SECONDS, and never past the deadline
   local name=$1 limit=$2 t0=$SECONDS
   shift 2
+  local left=$((deadline - SECONDS))
+  [ "$left" -lt "$limit" ] && limit=$left
+  if [ "$limit" -lt 5 ]; then
+    echo "$name skipped (no time left)" >>"$logs/steps.txt"
+    return
+  fi
   timeout "$limit" "$@" >"$logs/$name.log" 2>&1
-  echo "$name rc=$? $((SECONDS - t0))s" >>"$logs/steps.txt"
+  echo "$name rc=$? $((SECONDS - t0))s (limit ${limit}s)" >>"$logs/steps.txt"
 }
 echo "$gpu, driver $driver, torch $(python3 -c 'import torch; print(torch.__version__)')" \
   >"$logs/info.log"
@@ -41,6 +51,18 @@ if want build; then
   cp $b/python/_C*.so $b/python/_torch_ops*.so python/mhc/ 2>>"$logs/setup.log"
 fi
 t=$b/tests
+# The timings first, on an idle GPU; then the suites side by side until the deadline.
+if want run; then
+  step plan 30 $b/mhc plan --tokens 1,16,1024 --hidden 5120 --hc 4
+  step run 90 $b/mhc run
+  step run_n2 60 $b/mhc run --hc 2 --tokens 16
+fi
+if want bench; then
+  step cpp_bench 60 $b/mhc bench kernels --tokens 1,16,128 --json "$OUT/cpp-kernels.json"
+  PYTHONPATH=$PWD/python step py_bench 150 python3 bench/python_ops.py \
+    --cpp-json "$OUT/cpp-kernels.json" --out "$OUT/python-ops.json" --commit "$commit" \
+    --driver "$driver" --tokens 1,16,128 --rounds 3 --modes no_grad,inference_mode
+fi
 new='*ThirtyTwoColumnStages*:*HalfTiles*:*WholeTiles*:*WideStages*'
 want cuda && { step test_cuda 300 $t/test_cuda --gtest_filter="${MHC_CHECK_FILTER:--CudaBoundaryMatrix.*}"; } &
 want matrix && { step test_matrix 420 $t/test_cuda --gtest_filter='CudaBoundaryMatrix.*'; } &
@@ -53,24 +75,17 @@ if want sanitize; then
       --gtest_filter="Sanitize*:-$new"
   done
 fi
-if want run; then
-  step plan 30 $b/mhc plan --tokens 1,16,1024 --hidden 5120 --hc 4
-  step run 90 $b/mhc run
-  step run_n2 60 $b/mhc run --hc 2 --tokens 16
-fi
-if want bench; then
-  step cpp_bench 60 $b/mhc bench kernels --tokens 1,16,128 --json "$OUT/cpp-kernels.json"
-  PYTHONPATH=$PWD/python step py_bench 150 python3 bench/python_ops.py \
-    --cpp-json "$OUT/cpp-kernels.json" --out "$OUT/python-ops.json" --commit "$commit" \
-    --driver "$driver" --tokens 1,16,128 --rounds 3 --modes no_grad,inference_mode
+if want hf; then
   PYTHONPATH=$PWD/python step hf_decode 150 python3 bench/hf_decode.py \
     --out "$OUT/hf-decode.json" --commit "$commit" --driver "$driver"
 fi
 tar czf "$OUT/logs.tar.gz" -C /tmp mhc-logs
 cat "$logs/info.log"
-grep -E "error|Error" "$logs/build.log" 2>/dev/null | head -20
+grep -E "error:|FAILED:" "$logs/build.log" 2>/dev/null | head -20
 for f in test_cuda test_matrix test_schedule dropped_join; do
-  [ -f "$logs/$f.log" ] && grep -E "^\[  FAILED  \]|^\[  PASSED  \]|^\[  SKIPPED \] [0-9]" "$logs/$f.log" | head -12
+  [ -f "$logs/$f.log" ] || continue
+  echo "$f: $(grep -c '^\[       OK \]' "$logs/$f.log") ok, last started: $(grep '^\[ RUN' "$logs/$f.log" | tail -1)"
+  grep -E "^\[  FAILED  \]|^\[  PASSED  \]|^\[  SKIPPED \] [0-9]" "$logs/$f.log" | head -12
 done
 [ -f "$logs/pytest.log" ] && { grep -E "^FAILED|^ERROR" "$logs/pytest.log" | head -20; tail -2 "$logs/pytest.log"; }
 for tool in memcheck racecheck synccheck; do
