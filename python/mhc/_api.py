@@ -67,6 +67,11 @@ def _four_outputs(name, op, op_out, args, out, opts):
     return tuple(out)
 
 
+def _stream_id(stream):
+    """The ops' side_stream argument: 0 for no side stream (None), else the CUDA stream's handle."""
+    return 0 if stream is None else stream.cuda_stream
+
+
 @_doc("coefficients", "mhc.coefficients(residual, fn, hc_scale, hc_base, rms_eps, pre_eps, "
       "sinkhorn_eps, post_mult, sinkhorn_iters, *, out=None, stream=None, workspace=None, "
       "projection='tf32', batch_invariant=False) -> (post, comb, next_pre_mix)\n"
@@ -77,8 +82,7 @@ def coefficients(residual, fn, hc_scale, hc_base, rms_eps, pre_eps, sinkhorn_eps
                  workspace=None, projection="tf32", batch_invariant=False):
     args = (residual, fn, hc_scale, hc_base, rms_eps, pre_eps, sinkhorn_eps, post_mult,
             sinkhorn_iters)
-    side = 0 if stream is None else stream.cuda_stream
-    opts = dict(side_stream=side, workspace=workspace, projection=projection,
+    opts = dict(side_stream=_stream_id(stream), workspace=workspace, projection=projection,
                 batch_invariant=batch_invariant)
     if out is None:
         return _mhc.coefficients(*args, **opts)
@@ -92,22 +96,24 @@ def coefficients(residual, fn, hc_scale, hc_base, rms_eps, pre_eps, sinkhorn_eps
       "workspace=None, main_workspace=None, projection='tf32', batch_invariant=False) -> "
       "(layer_input, post, comb, next_pre_mix)\n"
       "stream: the caller's side stream (torch.cuda.Stream). Call join(stream, post, comb, "
-      "next_pre_mix) before post, and keep every argument alive until then.")
+      "next_pre_mix) before post, and keep every argument alive until then. None: no side "
+      "stream (everything on the current stream; on CPU tensors the stream is ignored).")
 def pre_overlap(residual, fn, hc_scale, hc_base, norm_weight, pre_mix, rms_eps, pre_eps,
-                sinkhorn_eps, post_mult, sinkhorn_iters, norm_eps, *, stream: torch.cuda.Stream,
-                out=None, workspace=None, main_workspace=None, projection="tf32",
-                batch_invariant=False):
+                sinkhorn_eps, post_mult, sinkhorn_iters, norm_eps, *,
+                stream: Optional[torch.cuda.Stream], out=None, workspace=None, main_workspace=None,
+                projection="tf32", batch_invariant=False):
     args = (residual, fn, hc_scale, hc_base, norm_weight, pre_mix, rms_eps, pre_eps, sinkhorn_eps,
-            post_mult, sinkhorn_iters, norm_eps, stream.cuda_stream)
+            post_mult, sinkhorn_iters, norm_eps, _stream_id(stream))
     opts = dict(workspace=workspace, main_workspace=main_workspace, projection=projection,
                 batch_invariant=batch_invariant)
     return _four_outputs("pre_overlap", _mhc.pre_overlap, _mhc.pre_overlap_out, args, out, opts)
 
 
 @_doc("join", "mhc.join(stream, post, comb, next_pre_mix) -> None; stream: the "
-      "torch.cuda.Stream given to pre_overlap or coefficients.")
-def join(stream: torch.cuda.Stream, post_mix, comb, next_pre_mix):
-    _mhc.join(stream.cuda_stream, post_mix, comb, next_pre_mix)
+      "torch.cuda.Stream given to pre_overlap or coefficients (None, or CPU tensors: nothing to "
+      "wait for).")
+def join(stream: Optional[torch.cuda.Stream], post_mix, comb, next_pre_mix):
+    _mhc.join(_stream_id(stream), post_mix, comb, next_pre_mix)
 
 
 @_doc("post", "mhc.post(sublayer_out, residual, post, comb, *, out=None) -> residual_next\n"

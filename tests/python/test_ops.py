@@ -78,6 +78,22 @@ def test_coefficients_equal_pre(mhc, device, n):
 
 
 @pytest.mark.parametrize("device", DEVICES)
+def test_pre_overlap_without_a_side_stream_is_pre(mhc, device):
+    """stream=None (docs/python.md): no side stream, everything on the current stream; on CPU
+    tensors, where a stream means nothing, the call a CPU-only user writes. join(None) is a no-op."""
+    s = Site(tokens=5, n=4, device=device, seed=6)
+    want = mhc.pre(*s.pre_args())
+    got = mhc.pre_overlap(*s.pre_args(), stream=None)
+    mhc.join(None, *got[1:])
+    for name, a, b in zip(("layer_input", "post", "comb", "next_pre_mix"), got, want):
+        assert torch.equal(a, b), name
+    out = poisoned(*got)
+    assert all(a is b for a, b in zip(mhc.pre_overlap(*s.pre_args(), stream=None, out=out), out))
+    for name, a, b in zip(("layer_input", "post", "comb", "next_pre_mix"), out, want):
+        assert torch.equal(a, b), name
+
+
+@pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize("n", [2, 4])
 def test_separate_epsilons_matter(mhc, device, n):
     """Each epsilon reaches the computation it names (exchanging two changes the result)."""
