@@ -38,9 +38,22 @@ if(MHC_HAVE_CUDA)
   if(CMAKE_CUDA_COMPILER_VERSION VERSION_GREATER_EQUAL 12.9)  # family targets (sm_100f) from 12.9
     list(APPEND mhc_default_archs 100f)
   endif()
+  set(mhc_default_ptx 80)
+  # A Python package build (scikit-build-core sets SKBUILD) compiles what TORCH_CUDA_ARCH_LIST
+  # asks for, as PyTorch extensions do, else the Hopper image alone (cmake/TorchArchList.cmake).
+  if(SKBUILD)
+    if(NOT "$ENV{TORCH_CUDA_ARCH_LIST}" STREQUAL "")
+      include(${CMAKE_CURRENT_LIST_DIR}/TorchArchList.cmake)
+      mhc_archs_from_torch_list("$ENV{TORCH_CUDA_ARCH_LIST}" mhc_default_archs mhc_default_ptx)
+    else()
+      set(mhc_default_archs 90a)
+      set(mhc_default_ptx "")
+    endif()
+  endif()
   set(MHC_CUDA_ARCHS "${mhc_default_archs}" CACHE STRING
       "SASS images to compile (e.g. 90a;80;100f or 100a): each becomes -gencode compute_X,sm_X")
-  set(MHC_CUDA_PTX "80" CACHE STRING "Virtual architecture of the PTX kept for JIT (empty: none)")
+  set(MHC_CUDA_PTX "${mhc_default_ptx}" CACHE STRING
+      "Virtual architecture of the PTX kept for JIT (empty: none)")
   set(mhc_gencode "")
   set(mhc_images "")
   foreach(arch IN LISTS MHC_CUDA_ARCHS)
