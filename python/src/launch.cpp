@@ -12,7 +12,6 @@
 #include <unordered_map>
 #include <vector>
 
-#include "mhc/core/kernel_limits.hpp"
 #include "mhc/core/kernel_plan.hpp"
 #include "mhc/core/workspace.hpp"
 #include "mhc/cpu/fp32_site.hpp"
