@@ -19,6 +19,7 @@
 #include <cuda_runtime_api.h>
 
 #include "mhc/api.hpp"
+#include "mhc/core/kernel_limits.hpp"
 #include "mhc/cuda/check.hpp"
 #include "mhc/cuda/device_plan.hpp"
 #endif
