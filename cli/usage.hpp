@@ -7,15 +7,14 @@
 #include <string_view>
 #include <vector>
 
+#include "mhc/core/suggest.hpp"  // did_you_mean
+
 namespace mhc::cli {
 
 // The exit statuses of `mhc` (also listed in `mhc --help` and the README).
 inline constexpr int kExitOk = 0;
 inline constexpr int kExitError = 2;     // a usage error, a bad input, or a failed validation
 inline constexpr int kExitInternal = 3;  // a bug in mhc: please report it
-
-// " (did you mean 'X'?)" for the known name closest to `typed`, or "" when none is close.
-std::string did_you_mean(std::string_view typed, const std::vector<std::string>& known);
 
 // `message` cut to a readable length (2000 bytes and a count of the rest): a path or value that a
 // check quoted whole (a 100 KB path in "cannot open") does not flood the terminal.

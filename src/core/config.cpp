@@ -2,10 +2,15 @@
 
 #include <fmt/core.h>
 
+#include <algorithm>
 #include <nlohmann/json.hpp>
+#include <string>
+#include <string_view>
+#include <vector>
 
 #include "mhc/core/error.hpp"
 #include "mhc/core/json_input.hpp"
+#include "mhc/core/suggest.hpp"
 
 namespace mhc {
 
@@ -13,7 +18,8 @@ namespace {
 
 using json = nlohmann::json;
 
-constexpr const char* kKnownKeys =
+// Every key parse() takes, as its error message lists them.
+constexpr std::string_view kKnownKeys =
     "batch_invariant, enable_mhc_overlap, overlap_max_tokens, projection, prenorm_kernel, "
     "prenorm_splits, fused_input, folded_post, cluster_post, cluster_epilogue, fused_boundary, "
     "flagged_partials, overlap_side_ctas, pdl, tactics";
@@ -26,6 +32,17 @@ std::string shown(const json& value) {
 
 // A key as it may be printed: control bytes escaped (a NUL would cut the message short).
 std::string key_text(std::string_view key) { return json_input::printable(key, 64); }
+
+[[noreturn]] void unknown_key(std::string_view key) {
+  std::vector<std::string> known;
+  for (size_t start = 0; start < kKnownKeys.size();) {
+    const size_t end = std::min(kKnownKeys.find(", ", start), kKnownKeys.size());
+    known.emplace_back(kKnownKeys.substr(start, end - start));
+    start = end + 2;
+  }
+  throw Error(fmt::format("unknown kernel config key '{}'{} (known keys: {})", key_text(key),
+                          did_you_mean(key, known), kKnownKeys));
+}
 
 [[noreturn]] void wrong_type(std::string_view key, std::string_view expected, const json& value) {
   throw Error(fmt::format("kernel config key '{}' must be {}, got {}", key_text(key), expected,
@@ -211,8 +228,7 @@ KernelConfig KernelConfig::parse(std::string_view json_text) {
     } else if (key == "tactics") {
       config.tactics = parse_tactics(value);
     } else {
-      throw Error(fmt::format("unknown kernel config key '{}' (known keys: {})", key_text(key),
-                              kKnownKeys));
+      unknown_key(key);
     }
   }
   return config;

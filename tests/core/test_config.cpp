@@ -1,7 +1,10 @@
 // KernelConfig: parsing (accepted values, every kind of rejection), canonical JSON, hash, describe.
+#include <fmt/core.h>
 #include <gtest/gtest.h>
 
+#include <cctype>
 #include <string>
+#include <utility>
 
 #include "mhc/core/config.hpp"
 #include "mhc/core/error.hpp"
@@ -83,6 +86,25 @@ TEST(KernelConfigParse, UnknownKeyIsNamedWithTheKnownKeys) {
   EXPECT_TRUE(Contains(msg, "batch_invariant, enable_mhc_overlap, overlap_max_tokens, projection"));
 }
 
+TEST(KernelConfigParse, UnknownKeySuggestsTheClosestKey) {
+  for (const auto& [typed, meant] :
+       {std::pair{"enable_overlap", "enable_mhc_overlap"},
+        std::pair{"overlap_tokens", "overlap_max_tokens"},
+        std::pair{"batch-invariant", "batch_invariant"}, std::pair{"pdl_", "pdl"},
+        std::pair{"fused_boundray", "fused_boundary"}, std::pair{"tactic", "tactics"}}) {
+    const std::string msg = parse_error(fmt::format(R"({{"{}": true}})", typed));
+    EXPECT_TRUE(Contains(
+        msg, fmt::format("unknown kernel config key '{}' (did you mean '{}'?)", typed, meant)))
+        << msg;
+  }
+  // Nothing close: no guess, the known keys still listed.
+  for (const char* typed : {"speed", "x", "enable_everything_please"}) {
+    const std::string msg = parse_error(fmt::format(R"({{"{}": true}})", typed));
+    EXPECT_FALSE(Contains(msg, "did you mean")) << msg;
+    EXPECT_TRUE(Contains(msg, "known keys: batch_invariant,")) << msg;
+  }
+}
+
 TEST(KernelConfigParse, DuplicateKeyIsRejected) {
   EXPECT_TRUE(Contains(parse_error(R"({"enable_mhc_overlap": true, "enable_mhc_overlap": false})"),
                        "'enable_mhc_overlap' appears twice"));
@@ -124,6 +146,22 @@ struct BadValue {
 
 void PrintTo(const BadValue& v, std::ostream* os) { *os << v.json; }
 
+// The case's index and its JSON as a test name, '_' for what is not a letter or digit:
+// "3_overlap_max_tokens_16"; the index keeps "16" and [16] apart.
+std::string bad_value_name(const ::testing::TestParamInfo<BadValue>& info) {
+  std::string name = std::to_string(info.index) + "_";
+  for (const char* c = info.param.json; *c != '\0'; ++c) {
+    const bool word = std::isalnum(static_cast<unsigned char>(*c)) != 0;
+    if (word) {
+      name += *c;
+    } else if (name.back() != '_') {
+      name += '_';
+    }
+  }
+  while (name.back() == '_') name.pop_back();
+  return name;
+}
+
 class KernelConfigBadValue : public ::testing::TestWithParam<BadValue> {};
 
 TEST_P(KernelConfigBadValue, IsRejectedNamingKeyAndExpectation) {
@@ -145,7 +183,8 @@ INSTANTIATE_TEST_SUITE_P(
         BadValue{R"({"overlap_max_tokens": true})", "'overlap_max_tokens' must be a non-negative"},
         BadValue{R"({"overlap_max_tokens": [16]})", "got array [16]"},
         BadValue{R"({"projection": null})", "'projection' must be a string"},
-        BadValue{R"({"projection": 32})", "'projection' must be a string"}));
+        BadValue{R"({"projection": 32})", "'projection' must be a string"}),
+    bad_value_name);
 
 INSTANTIATE_TEST_SUITE_P(
     WrongValues, KernelConfigBadValue,
@@ -157,7 +196,8 @@ INSTANTIATE_TEST_SUITE_P(
         BadValue{R"({"overlap_max_tokens": 99999999999999999999999})", "got number"},
         BadValue{R"({"projection": "bf16"})",
                  "'projection' must be \"tf32\" or \"fp32\", got \"bf16\""},
-        BadValue{R"({"projection": "TF32"})", "must be \"tf32\" or \"fp32\""}));
+        BadValue{R"({"projection": "TF32"})", "must be \"tf32\" or \"fp32\""}),
+    bad_value_name);
 
 INSTANTIATE_TEST_SUITE_P(NotAnObject, KernelConfigBadValue,
                          ::testing::Values(BadValue{"[]", "must be a JSON object, got array"},
@@ -165,7 +205,8 @@ INSTANTIATE_TEST_SUITE_P(NotAnObject, KernelConfigBadValue,
                                            BadValue{"null", "must be a JSON object, got null"},
                                            BadValue{R"("enable_mhc_overlap")",
                                                     "must be a JSON object, got string"},
-                                           BadValue{"16", "must be a JSON object, got number"}));
+                                           BadValue{"16", "must be a JSON object, got number"}),
+                         bad_value_name);
 
 INSTANTIATE_TEST_SUITE_P(
     BrokenJson, KernelConfigBadValue,
@@ -173,7 +214,8 @@ INSTANTIATE_TEST_SUITE_P(
                       BadValue{R"({"enable_mhc_overlap": true)", "not valid JSON (at byte 28)"},
                       BadValue{R"({'projection': 'fp32'})", "not valid JSON (at byte 2)"},
                       BadValue{R"({"projection": "fp32",})", "not valid JSON (at byte 23)"},
-                      BadValue{R"({} {})", "not valid JSON (at byte 4)"}));
+                      BadValue{R"({} {})", "not valid JSON (at byte 4)"}),
+    bad_value_name);
 
 TEST(KernelConfigParse, BrokenJsonMessageHasNoLibraryPrefix) {
   const std::string msg = parse_error("{");
