@@ -17,10 +17,11 @@ void add_bench_overlap(CLI::App& bench);      // bench_overlap.cpp: `mhc bench o
 void register_export_example(CLI::App& app);  // cmd_export_example.cpp
 void register_plan(CLI::App& app);            // cmd_plan.cpp
 void register_tune(CLI::App& app);            // cmd_tune.cpp
+void register_help(CLI::App& app);            // cmd_help.cpp: `mhc help COMMAND`
 
 using RegisterFn = void (*)(CLI::App&);
-inline constexpr RegisterFn kCommands[] = {register_run,           register_site, register_dispatch,
-                                           register_plan,          register_tune, register_bench,
-                                           register_export_example};
+inline constexpr RegisterFn kCommands[] = {
+    register_run,  register_site,  register_dispatch,       register_plan,
+    register_tune, register_bench, register_export_example, register_help};
 
 }  // namespace mhc::cli

@@ -15,7 +15,7 @@ namespace {
 constexpr const char* kExitStatusHelp =
     "Exit status: 0 success; 2 usage error, bad input or failed validation (the message on stderr "
     "starts with \"mhc: error:\"); 3 internal error (a bug in mhc: please report it).\n"
-    "Run 'mhc COMMAND --help' for a command's options and an example.";
+    "Run 'mhc help COMMAND' or 'mhc COMMAND --help' for a command's options and an example.";
 
 }  // namespace
 
@@ -23,7 +23,7 @@ int main(int argc, char** argv) {
   using namespace mhc::cli;
   CLI::App app{"mhc: DeepSeek-V4.1 mHC sites on CPU and Hopper GPUs, validated against float64",
                "mhc"};
-  app.set_version_flag("--version", fmt::format("mhc {}", mhc::kVersion), "Print the version");
+  app.set_version_flag("--version,-V", fmt::format("mhc {}", mhc::kVersion), "Print the version");
   app.require_subcommand(1);
   app.footer(kExitStatusHelp);
   for (RegisterFn add : kCommands) add(app);

@@ -1,6 +1,7 @@
 // How `mhc` treats a command line it cannot use, on the built binary: every usage error exits 2
 // with "mhc: error:" (never CLI11's internal codes), "did you mean" for mistyped commands, options
-// and choices, choices listed in the error, --version, and an example in every command's help.
+// and choices, choices listed in the error, --version and -V, `mhc help COMMAND`, and an example
+// in every command's help.
 #include <gtest/gtest.h>
 
 #include <regex>
@@ -13,7 +14,7 @@ namespace {
 
 TEST(UsageCli, EveryParseErrorExits2WithThePrefix) {
   expect_errors({
-      {"", "'mhc' needs a command: run, site, dispatch, plan, tune, bench, export-example"},
+      {"", "'mhc' needs a command: run, site, dispatch, plan, tune, bench, export-example, help"},
       {"bench", "'mhc bench' needs a command: kernels, overlap"},
       {"dispatch", "--arch is required"},
       {"run --tokens", "--tokens"},
@@ -75,6 +76,38 @@ TEST(UsageCli, VersionIsTheProjectVersion) {
   const RunResult r = run_mhc("--version");
   EXPECT_EQ(r.status, 0) << r.err;
   EXPECT_EQ(r.out, "mhc " + std::string(kVersion) + "\n");
+}
+
+TEST(UsageCli, ShortVersionFlagIsTheLongOne) {
+  const RunResult r = run_mhc("-V");
+  EXPECT_EQ(r.status, 0) << r.err;
+  EXPECT_EQ(r.out, "mhc " + std::string(kVersion) + "\n");
+}
+
+// `mhc help COMMAND` prints exactly what `mhc COMMAND --help` prints, for every command.
+TEST(UsageCli, HelpCommandPrintsTheCommandsOwnHelp) {
+  for (const std::string cmd : {"", "run", "site", "dispatch", "plan", "tune", "bench",
+                                "bench kernels", "bench overlap", "export-example", "help"}) {
+    const RunResult via_help = run_mhc("help " + cmd);
+    const RunResult via_flag = run_mhc(cmd + " --help");
+    EXPECT_EQ(via_help.status, 0) << "help " << cmd << ": " << via_help.err;
+    EXPECT_EQ(via_flag.status, 0) << cmd << " --help: " << via_flag.err;
+    EXPECT_TRUE(via_help.err.empty()) << via_help.err;
+    EXPECT_FALSE(via_help.out.empty()) << "help " << cmd;
+    EXPECT_EQ(via_help.out, via_flag.out) << "help " << cmd;
+  }
+  EXPECT_TRUE(contains(run_mhc("--help").out, "Run 'mhc help COMMAND'"));
+}
+
+TEST(UsageCli, HelpOfAnUnknownCommandIsAnErrorWithASuggestion) {
+  expect_errors({
+      {"help frobnicate", "unknown command 'frobnicate' for 'mhc' (commands: run, site,"},
+      {"help rn", "(did you mean 'run'?)"},
+      {"help bench kernal",
+       "unknown command 'kernal' for 'mhc bench' (commands: kernels, "
+       "overlap) (did you mean 'kernels'?)"},
+      {"help run extra", "unknown command 'extra' for 'mhc run'"},
+  });
 }
 
 TEST(UsageCli, HelpListsExitStatusesAndEveryCommandShowsAnExample) {
