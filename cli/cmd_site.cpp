@@ -60,8 +60,8 @@ void print_summary(const SiteArgs& a, const st::SiteFileInputs& in, const Backen
   line("inputs", a.inputs);
   line("shape",
        fmt::format("M={} n={} C={} (K={}, NMIX={})", in.tokens, p.n, p.hidden, p.k(), p.nmix()));
-  line("params", fmt::format("T={} eps_h={:g} eps_n={:g} post_mult={:g}", p.sinkhorn_iters, p.eps_h,
-                             p.eps_n, p.post_mult));
+  line("params", fmt::format("sinkhorn_iters={} eps_h={:g} eps_n={:g} post_mult={:g}",
+                             p.sinkhorn_iters, p.eps_h, p.eps_n, p.post_mult));
   line("backend", fmt::format("{} ({})", backend.name(), backend.description()));
   line("config", fmt::format("{} (hash 0x{:016x})", config.describe(), config.hash()));
   line("run", fmt::format("{:.3f} ms (one run_site call on host buffers, host clock)", ms));

@@ -115,8 +115,8 @@ void validate(const MhcParams& p) {
 
 std::string describe(const MhcParams& p) {
   std::string text = fmt::format(
-      "C={} n={} K={} NMIX={} layers={} T={} eps_h={:g} eps_n={:g} post_mult={:g}", p.hidden, p.n,
-      p.k(), p.nmix(), p.layers, p.sinkhorn_iters, p.eps_h, p.eps_n, p.post_mult);
+      "C={} n={} K={} NMIX={} layers={} sinkhorn_iters={} eps_h={:g} eps_n={:g} post_mult={:g}",
+      p.hidden, p.n, p.k(), p.nmix(), p.layers, p.sinkhorn_iters, p.eps_h, p.eps_n, p.post_mult);
   for (const auto& [name, value] :
        {std::pair{"rms_eps", p.rms_eps_override}, std::pair{"pre_eps", p.pre_eps_override},
         std::pair{"sinkhorn_eps", p.sinkhorn_eps_override},

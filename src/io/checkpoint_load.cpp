@@ -196,6 +196,7 @@ Loaded load_checked(const std::string& path, const LoadOptions& opt) {
     throw Error(fmt::format("{}: {}", path, e.what()));
   }
   check_preset(path, p, opt);
+  if (opt.before_read) opt.before_read(p);  // e.g. the host memory, before the tensors are read
 
   out.weights = read_weights(reader, layers, p, opt.seed);
   r.final_norm_from_checkpoint = reader.listed(final_norm_name(layers.naming));
@@ -227,8 +228,8 @@ std::string describe(const LoadReport& r, const MhcParams& p) {
     cfg += ":";
     for (const auto& k : r.config_keys_used) cfg += " " + k;
   }
-  line("params", fmt::format("T={} eps_h={:g} eps_n={:g} post_mult={:g} ({})", p.sinkhorn_iters,
-                             p.eps_h, p.eps_n, p.post_mult, cfg));
+  line("params", fmt::format("sinkhorn_iters={} eps_h={:g} eps_n={:g} post_mult={:g} ({})",
+                             p.sinkhorn_iters, p.eps_h, p.eps_n, p.post_mult, cfg));
   line("files",
        fmt::format("{} shard file(s) listed, {} opened:", r.shards_listed, r.shards_opened.size()));
   for (const auto& f : r.shards_opened) line("", f);

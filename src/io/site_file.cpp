@@ -244,7 +244,7 @@ void check_site_outputs_finite(const MhcParams& p, const SiteOutputs& out) {
       throw Error(fmt::format(
           "output '{}' {}, computed from finite inputs and parameters within their ranges (an "
           "overflow in the site: check the scale of the weights, the inputs and post_mult; "
-          "T={} eps_h={:g} eps_n={:g} post_mult={:g})",
+          "sinkhorn_iters={} eps_h={:g} eps_n={:g} post_mult={:g})",
           name, what, p.sinkhorn_iters, p.eps_h, p.eps_n, p.post_mult));
     }
   }

@@ -18,6 +18,10 @@ struct PresetCase {
   int layers;
 };
 
+void PrintTo(const PresetCase& c, std::ostream* os) {
+  *os << c.name << " (C=" << c.hidden << ", " << c.layers << " layers)";
+}
+
 class Preset : public ::testing::TestWithParam<PresetCase> {};
 
 TEST_P(Preset, HasTheDesignShapes) {
@@ -79,12 +83,14 @@ TEST(Params, NmixForOtherStreamCounts) {
 }
 
 TEST(Params, Describe) {
-  EXPECT_EQ(describe(preset("dsv41-flash")),
-            "C=5120 n=4 K=20480 NMIX=24 layers=40 T=20 eps_h=1e-06 eps_n=1e-20 post_mult=2");
+  EXPECT_EQ(
+      describe(preset("dsv41-flash")),
+      "C=5120 n=4 K=20480 NMIX=24 layers=40 sinkhorn_iters=20 eps_h=1e-06 eps_n=1e-20 post_mult=2");
   MhcParams p = preset("dsv4-pro");
   p.n = 2;
-  EXPECT_EQ(describe(p),
-            "C=7168 n=2 K=14336 NMIX=8 layers=61 T=20 eps_h=1e-06 eps_n=1e-20 post_mult=2");
+  EXPECT_EQ(
+      describe(p),
+      "C=7168 n=2 K=14336 NMIX=8 layers=61 sinkhorn_iters=20 eps_h=1e-06 eps_n=1e-20 post_mult=2");
 }
 
 using Tweak = void (*)(MhcParams&);

@@ -64,14 +64,14 @@ struct MhcParams {
   int sites() const { return 2 * layers; }
 };
 
-// Throws mhc::Error naming the first impossible field (C <= 0, n < 1, T < 1, ...) or the first
-// parameter outside its range (param_ranges: an epsilon, post_mult), with the range. Allocates
-// nothing when the parameters are valid.
+// Throws mhc::Error naming the first impossible field (C <= 0, n < 1, sinkhorn_iters < 1, ...) or
+// the first parameter outside its range (param_ranges: an epsilon, post_mult), with the range.
+// Allocates nothing when the parameters are valid.
 void validate(const MhcParams& p);
 
 // A one-line description, e.g.
-// "C=5120 n=4 K=20480 NMIX=24 layers=40 T=20 eps_h=1e-06 eps_n=1e-20 post_mult=2", followed by
-// the separate epsilons that are set (" rms_eps=1e-06 ...").
+// "C=5120 n=4 K=20480 NMIX=24 layers=40 sinkhorn_iters=20 eps_h=1e-06 eps_n=1e-20 post_mult=2",
+// followed by the separate epsilons that are set (" rms_eps=1e-06 ...").
 std::string describe(const MhcParams& p);
 
 // Named presets: dsv41-flash (default), dsv4-flash, dsv4-pro. Throws mhc::Error listing the
