@@ -342,7 +342,7 @@ Device query_device() {
 }
 
 nlohmann::json time_item(const Item& item, const MhcParams& p, int64_t m, const Device& d, int reps,
-                         double copy_bw, cudaStream_t stream) {
+                         double copy_bw, cudaStream_t stream, const Progress& progress) {
   TimedResult r = time_rotated_graphs(p, m, d.prop.l2CacheSize, reps, stream, item.enqueue);
   r.median_us /= item.per_graph;
   r.min_us /= item.per_graph;
@@ -355,6 +355,7 @@ nlohmann::json time_item(const Item& item, const MhcParams& p, int64_t m, const 
   // Items without a coefficient launch report 0 splits (the JSON's readers expect the keys).
   LaunchTuning t = item.tuning.value_or(LaunchTuning{});
   if (!item.tuning) t.splits = 0;
+  progress.clear();
   fmt::print("{:<34} {:>6} {:>10.2f} {:>9.0f} {:>10.2f} {:>7.0f}%  {}\n", item.name, m, r.median_us,
              gbps, floor_us, 100.0 * gbps * 1e9 / copy_bw, tuning);
   return {{"kernel", item.name},
@@ -452,7 +453,8 @@ nlohmann::json bench_kernels(const KernelBenchOptions& o) {
   nlohmann::json results = nlohmann::json::array();
   fmt::print("{:<34} {:>6} {:>10} {:>9} {:>10} {:>8}  tuning\n", "kernel", "M", "us", "GB/s",
              "floor us", "of copy");
-  for (int64_t m : o.tokens) {
+  for (size_t mi = 0; mi < o.tokens.size(); ++mi) {
+    const int64_t m = o.tokens[mi];
     const double md = double(m);
     const Setup c{p,
                   w,
@@ -468,11 +470,15 @@ nlohmann::json bench_kernels(const KernelBenchOptions& o) {
     std::vector<Item> items;
     add_site_items(c, o.sweep_tuning, items);
     add_stack_items(c, o.sweep_tuning, items);
-    for (const Item& item : items) {
-      results.push_back(time_item(item, p, m, d, o.reps, copy_bw, stream));
+    for (size_t i = 0; i < items.size(); ++i) {
+      results.push_back(time_item(items[i], p, m, d, o.reps, copy_bw, stream, o.progress));
+      // Each size an equal share of the run, each of its items an equal share of that.
+      const double sizes_done = double(mi) + double(i + 1) / double(items.size());
+      o.progress.report(sizes_done / double(o.tokens.size()), fmt::format("M={}", m));
     }
   }
   cudaStreamDestroy(stream);
+  o.progress.clear();
   fmt::print("copy bandwidth measured here: {:.2f} TB/s (anchor: 4.27 TB/s)\n", copy_bw / 1e12);
   return report(o, d, copy_bw, std::move(results));
 }

@@ -211,11 +211,16 @@ nlohmann::json measure(const OverlapOptions& o, const MhcParams& p, Arms& arms,
   return row;
 }
 
+// Every size of o.tokens, in order; `measured` (if set) after each.
 std::vector<nlohmann::json> measure_all(const OverlapOptions& o, const MhcParams& p, Arms& arms,
                                         SublayersAlone* sublayers, cudaStream_t st,
-                                        const WaitFn& wait) {
+                                        const WaitFn& wait,
+                                        const std::function<void(int64_t)>& measured = {}) {
   std::vector<nlohmann::json> rows;
-  for (int64_t t : o.tokens) rows.push_back(measure(o, p, arms, sublayers, t, st, wait));
+  for (int64_t t : o.tokens) {
+    rows.push_back(measure(o, p, arms, sublayers, t, st, wait));
+    if (measured) measured(t);
+  }
   return rows;
 }
 
@@ -237,6 +242,7 @@ nlohmann::json report(const OverlapOptions& o, const MhcParams& p, const Standin
   doc["method"] =
       "FULL CUDA graph of the whole stack per arm, CUDA events around each replay, "
       "arms interleaved ABBA, median";
+  o.progress.clear();
   fmt::print("mhc bench overlap: {} (C={} n={} layers={}), stand-in widths {}/{}, {} reps{}\n",
              model_name, p.hidden, p.n, p.layers, widths.attention, widths.ffn, o.reps,
              o.tp > 0 ? fmt::format(", TP={} (rank 0's timings)", o.tp) : "");
@@ -283,10 +289,16 @@ std::vector<std::vector<nlohmann::json>> rounds_one_gpu(const OverlapOptions& o,
   const WaitFn wait = [](cudaStream_t s) { MHC_CUDA_CHECK(cudaStreamSynchronize(s)); };
   std::vector<std::vector<nlohmann::json>> out;
   OverlapOptions pass = o;
+  const double total = double(rounds) * double(o.tokens.size());
+  size_t done = 0;
   for (int r = 0; r < rounds; ++r) {
     pass.tokens = o.tokens;
     if (r % 2 == 1) std::reverse(pass.tokens.begin(), pass.tokens.end());
-    std::vector<nlohmann::json> rows = measure_all(pass, p, arms, &alone, st, wait);
+    const auto measured = [&](int64_t t) {
+      const std::string round = rounds > 1 ? fmt::format("round {}/{}, ", r + 1, rounds) : "";
+      o.progress.report(double(++done) / total, fmt::format("{}M={}", round, t));
+    };
+    std::vector<nlohmann::json> rows = measure_all(pass, p, arms, &alone, st, wait, measured);
     if (r % 2 == 1) std::reverse(rows.begin(), rows.end());
     out.push_back(std::move(rows));
   }

@@ -2,6 +2,7 @@
 #include "commands.hpp"
 #include "mhc/bench/overlap.hpp"
 #include "options.hpp"
+#include "progress.hpp"
 
 namespace mhc::cli {
 namespace {
@@ -40,7 +41,10 @@ void add_bench_overlap(CLI::App& bench) {
       ->check(non_empty());
   cmd->callback([o] {
     o->json.check(o->weights_dir.empty() ? std::vector<std::string>{} : files_at(o->weights_dir));
-    o->json.emit_from([&] { return bench::bench_overlap(*o); });
+    Progress progress("mhc bench overlap", progress_on_terminal(o->json.wanted()));
+    bench::OverlapOptions run = *o;
+    run.progress = progress.hooks();
+    o->json.emit_from([&] { return bench::bench_overlap(run); });
   });
 }
 

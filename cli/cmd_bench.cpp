@@ -14,6 +14,7 @@
 #include "mhc/core/error.hpp"
 #include "mhc/core/params.hpp"
 #include "options.hpp"
+#include "progress.hpp"
 
 namespace mhc::cli {
 namespace {
@@ -30,7 +31,7 @@ struct BenchOptions {
   std::string commit;
 };
 
-nlohmann::json run_kernels(const BenchOptions& o) {
+nlohmann::json run_kernels(const BenchOptions& o, const bench::Progress& progress) {
   bench::KernelBenchOptions k;
   k.preset_name = o.preset_name;
   k.params = preset(o.preset_name);
@@ -49,6 +50,7 @@ nlohmann::json run_kernels(const BenchOptions& o) {
       k.projection = k.config.projection;
   }
   k.sweep_tuning = o.sweep;
+  k.progress = progress;
   k.commit = o.commit;
   if (k.commit.empty()) {
     if (const char* env = std::getenv("MHC_COMMIT")) k.commit = env;
@@ -84,7 +86,8 @@ void register_bench(CLI::App& app) {
   kernels->add_option("--commit", options->commit, "Commit to record (default: env MHC_COMMIT)");
   kernels->callback([options] {
     options->json.check();
-    options->json.emit_from([&] { return run_kernels(*options); });
+    Progress progress("mhc bench kernels", progress_on_terminal(options->json.wanted()));
+    options->json.emit_from([&] { return run_kernels(*options, progress.hooks()); });
   });
   add_bench_overlap(*bench);
 }

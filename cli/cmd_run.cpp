@@ -18,6 +18,7 @@
 #include "mhc/io/checkpoint.hpp"
 #include "mhc/io/safe_file.hpp"
 #include "options.hpp"
+#include "progress.hpp"
 #include "run_report.hpp"
 #if MHC_WITH_CUDA
 #include "mhc/cuda/device_plan.hpp"
@@ -70,20 +71,30 @@ int timing_reps(const RunOptions& o, const Backend& backend) {
   return o.timing_reps > 0 ? o.timing_reps : (backend.name() == "cpu" ? 5 : 200);
 }
 
-// Everything `mhc run` holds on the host, before any of it is allocated.
-void check_host_memory(const MhcParams& p, int64_t tokens, int reps) {
+// Everything `mhc run` holds on the host, before any of it is allocated; and the depth its stack
+// check holds to. Loading a checkpoint also builds the synthetic model of its shape for the
+// stand-in gains, which are not in a checkpoint (ckpt::load): as large as the weights, for a while.
+void check_host_memory(const MhcParams& p, int64_t tokens, int reps, bool loading = false) {
+  if (p.layers > kMaxRunLayers) {
+    throw Error(fmt::format(
+        "the checkpoint has {} layers; mhc run validates at most {} (its stack check's bounds "
+        "hold to that depth, docs/limits.md)",
+        p.layers, kMaxRunLayers));
+  }
   const uint64_t m = uint64_t(tokens), k = uint64_t(p.k()), layers = uint64_t(p.layers);
   // x after every layer: the backend's bf16 trace and the float64 reference's, 2 + 8 bytes.
   const auto traces = checked_product({layers, m, k, 2 + 8});
   // x0, the one-site check's x, x_next and its float64 reference: 2 + 2 + 2 + 8 bytes.
   const auto inputs = checked_product({m, k, 2 + 2 + 2 + 8});
+  std::vector<MemoryPart> parts = {{"weights", model_weight_bytes(p)},
+                                   {"per-layer traces", traces},
+                                   {"inputs and site check", inputs},
+                                   // A double per repetition, and a CUDA event on the GPU.
+                                   {"timing samples", checked_product({uint64_t(reps), 8 + 8})}};
+  if (loading) parts.push_back({"the loader's synthetic model", model_weight_bytes(p)});
   require_host_memory(
       fmt::format("mhc run with {} tokens (C={} n={} layers={})", tokens, p.hidden, p.n, p.layers),
-      {{"weights", model_weight_bytes(p)},
-       {"per-layer traces", traces},
-       {"inputs and site check", inputs},
-       // A double per repetition, and a CUDA event on the GPU.
-       {"timing samples", checked_product({uint64_t(reps), 8 + 8})}});
+      parts);
 }
 
 // --tp is checked before any work: its own validation replaces the single-GPU stack check.
@@ -135,6 +146,20 @@ DispatchDecision dispatch_for(const Backend& backend, const MhcParams& p, const 
   return decide(in);
 }
 
+// A SiteDone that moves `progress` on as the sites of `p`'s stack are done.
+SiteDone site_progress(Progress& progress, const MhcParams& p) {
+  return [&progress, sites = p.sites()](int done) {
+    progress.update(double(done) / sites, fmt::format("site {}/{}", done, sites));
+  };
+}
+
+// The float64 reference of the stack: the long part of a deep run, on one core.
+StackReference reference_with_progress(const ModelWeights& w, int64_t tokens, const Bf16* x0,
+                                       const std::string& label, bool show) {
+  Progress progress(label, show);
+  return reference_stack(w, tokens, x0, site_progress(progress, w.params));
+}
+
 // --weights: C, n and layers come from the checkpoint (checked against --preset when given).
 ckpt::Loaded load_weights(const RunOptions& o, bool preset_given) {
   if (o.layers > 0 || o.hidden > 0 || o.hc > 0) {
@@ -144,6 +169,11 @@ ckpt::Loaded load_weights(const RunOptions& o, bool preset_given) {
   }
   ckpt::LoadOptions lo;
   lo.seed = o.seed;
+  // Checked from the shapes, before the tensors are read (was: std::bad_alloc on a checkpoint
+  // larger than the host); the backend is not known yet, so with its largest default reps.
+  lo.before_read = [&o](const MhcParams& p) {
+    check_host_memory(p, o.tokens, o.timing_reps > 0 ? o.timing_reps : 200, true);
+  };
   if (preset_given) {
     lo.expect = preset(o.preset_name);
     lo.expect_name = o.preset_name;
@@ -166,12 +196,6 @@ void run(RunOptions& o, bool preset_given) {
   std::optional<ckpt::Loaded> ck;
   if (!o.weights_dir.empty()) ck = load_weights(o, preset_given);
   const MhcParams p = ck ? ck->weights.params : resolve_params(o);
-  if (p.layers > kMaxRunLayers) {
-    throw Error(fmt::format(
-        "the checkpoint has {} layers; mhc run validates at most {} (its stack check's bounds "
-        "hold to that depth, docs/limits.md)",
-        p.layers, kMaxRunLayers));
-  }
   const ExecMode mode = parse_exec_mode(o.mode);
   check_tp_options(o);
   auto backend = make_backend(o.backend, cfg);
@@ -188,6 +212,8 @@ void run(RunOptions& o, bool preset_given) {
 
   const std::vector<Bf16> x0 = synthetic_embeddings(p, o.tokens, o.seed + 1);
   if (o.tp > 0) return run_tensor_parallel(o, weights, x0, cfg, mode, report.all_passed());
+  // A progress line for the stack and its reference on a terminal (progress.hpp).
+  const bool show = progress_on_terminal(o.json.wanted());
   StackTrace trace;
   if (on_gpu) {
 #if MHC_WITH_CUDA
@@ -200,9 +226,12 @@ void run(RunOptions& o, bool preset_given) {
 #endif
   } else {
     report.dispatch(dispatch_for(*backend, p, cfg, o.tokens, mode), false);
-    trace = backend->run_stack(weights, o.tokens, x0.data());
+    Progress progress("mhc run [1/2] stack on " + backend->name(), show);
+    trace = backend->run_stack(weights, o.tokens, x0.data(), site_progress(progress, p));
   }
-  const StackReference ref = reference_stack(weights, o.tokens, x0.data());
+  const StackReference ref = reference_with_progress(
+      weights, o.tokens, x0.data(),
+      on_gpu ? "mhc run: float64 reference" : "mhc run [2/2] float64 reference", show);
   report.stack_check(trace, ref, p, o.tokens);
   report.head_check(check_head(*backend, weights, trace, o.tokens), tol);
 

@@ -22,6 +22,7 @@
 #include "mhc/cpu/model.hpp"
 #include "mhc/io/safe_file.hpp"
 #include "options.hpp"
+#include "progress.hpp"
 #if MHC_WITH_CUDA
 #include "mhc/cuda/cuda_backend.hpp"
 #include "mhc/cuda/device_plan.hpp"
@@ -48,6 +49,7 @@ struct TuneOptions {
                                        768, 896, 1024, 1536, 2048, 3072, 4096, 8192};
   int boundary_reps = 50;
   std::string out_path;
+  bool progress = false;  // drawn on the terminal (progress.hpp)
 };
 
 constexpr const char* kMethod =
@@ -127,7 +129,9 @@ void print_sizes(const nlohmann::json& sizes) {
 
 // The fastest prenorm kernel and split count per size, from the sweep rows of `mhc bench
 // kernels` (the same launches, each timed as the median of CUDA-graph replays).
-nlohmann::json tune_prenorm(const TuneOptions& o, const MhcParams& p, nlohmann::json& doc) {
+nlohmann::json tune_prenorm(const TuneOptions& o, const MhcParams& p, nlohmann::json& doc,
+                            const std::string& step) {
+  Progress progress(step + " prenorm kernels", o.progress);
   bench::KernelBenchOptions k;
   k.preset_name = o.preset_name;
   k.params = p;
@@ -135,7 +139,9 @@ nlohmann::json tune_prenorm(const TuneOptions& o, const MhcParams& p, nlohmann::
   k.reps = o.prenorm_reps;
   k.sweep_tuning = true;
   k.commit = doc.value("commit", "");
+  k.progress = progress.hooks();
   const nlohmann::json report = bench::bench_kernels(k);
+  progress.clear();
   std::vector<PrenormTiming> timings;
   nlohmann::json rows = nlohmann::json::array();
   for (const auto& r : report.at("results")) {
@@ -169,15 +175,18 @@ nlohmann::json tune_prenorm(const TuneOptions& o, const MhcParams& p, nlohmann::
 // The fused boundary's crossover on this GPU: per size the site in a stack graph with the fused
 // boundary and with the two launches it replaces (the same graphs `mhc bench kernels` times).
 // None where the shape cannot take the kernel (`mhc bench kernels` then times no fused site).
-std::optional<int64_t> tune_boundary(const TuneOptions& o, const MhcParams& p,
-                                     nlohmann::json& doc) {
+std::optional<int64_t> tune_boundary(const TuneOptions& o, const MhcParams& p, nlohmann::json& doc,
+                                     const std::string& step) {
+  Progress progress(step + " fused boundary", o.progress);
   bench::KernelBenchOptions k;
   k.preset_name = o.preset_name;
   k.params = p;
   k.tokens = o.boundary_tokens;
   k.reps = o.boundary_reps;
   k.commit = doc.value("commit", "");
+  k.progress = progress.hooks();
   const nlohmann::json report = bench::bench_kernels(k);
+  progress.clear();
   std::map<int64_t, BoundaryTiming> by_size;
   for (const auto& r : report.at("results")) {
     const int64_t tokens = r.at("tokens").get<int64_t>();
@@ -208,6 +217,18 @@ std::optional<int64_t> tune_boundary(const TuneOptions& o, const MhcParams& p,
   return from;
 }
 
+// The overlap measurement's rounds (bench::overlap_rounds), with a progress line.
+std::vector<std::vector<nlohmann::json>> measure_overlap(const TuneOptions& o,
+                                                         const ModelWeights& w,
+                                                         const std::string& step) {
+  Progress progress(step + " overlap schedules", o.progress);
+  bench::OverlapOptions sweep;
+  sweep.tokens = o.tokens;
+  sweep.reps = o.reps;
+  sweep.progress = progress.hooks();
+  return bench::overlap_rounds(sweep, w, o.rounds);
+}
+
 void run_tune(TuneOptions o) {
   check(o);
   io::check_output(o.out_path);  // a bad --out before the sweep, not after
@@ -218,10 +239,12 @@ void run_tune(TuneOptions o) {
   const KernelPlan plan = cuda::device_plan(KernelConfig{});
   fmt::print("mhc tune: C={} n={} layers={}, {} rounds of {} sizes, {} replays each\n", p.hidden,
              p.n, p.layers, o.rounds, o.tokens.size(), o.reps);
-  bench::OverlapOptions sweep;
-  sweep.tokens = o.tokens;
-  sweep.reps = o.reps;
-  const auto rounds = bench::overlap_rounds(sweep, w, o.rounds);
+  // The steps, for the progress line: "mhc tune [2/3] prenorm kernels".
+  const bool boundary = !o.boundary_tokens.empty() && plan.tma128_available;
+  const int steps = 1 + int(!o.prenorm_tokens.empty()) + int(boundary);
+  int step = 0;
+  const auto next_step = [&] { return fmt::format("mhc tune [{}/{}]", ++step, steps); };
+  const auto rounds = measure_overlap(o, w, next_step());
   nlohmann::json doc = bench::bench_metadata();
   doc["format"] = kTacticsFormat;
   doc["arch"] = fmt::format("{}.{}", plan.capability.major, plan.capability.minor);
@@ -240,10 +263,10 @@ void run_tune(TuneOptions o) {
   print_sizes(doc["sizes"]);
   if (!o.prenorm_tokens.empty()) {
     doc["prenorm_method"] = kPrenormMethod;
-    doc["prenorm"] = tune_prenorm(o, p, doc);
+    doc["prenorm"] = tune_prenorm(o, p, doc, next_step());
   }
-  if (!o.boundary_tokens.empty() && plan.tma128_available) {
-    if (const std::optional<int64_t> from = tune_boundary(o, p, doc)) {
+  if (boundary) {
+    if (const std::optional<int64_t> from = tune_boundary(o, p, doc, next_step())) {
       doc["boundary_method"] = kBoundaryMethod;
       doc["fused_boundary_min_tokens"] = *from;
     }
@@ -263,6 +286,7 @@ void run_tune(TuneOptions o) {
   (void)gains_of;
   (void)tune_prenorm;
   (void)tune_boundary;
+  (void)measure_overlap;
   throw Error("mhc tune needs the CUDA backend; this build has none");
 #endif
 }
@@ -299,7 +323,10 @@ void register_tune(CLI::App& app) {
       ->capture_default_str();
   cmd->add_option("--out", o->out_path, "The tactics file to write (safely: temp file + rename)")
       ->required();
-  cmd->callback([o] { run_tune(*o); });
+  cmd->callback([o] {
+    o->progress = progress_on_terminal(false);  // no JSON report: the tactics file is the output
+    run_tune(*o);
+  });
 }
 
 }  // namespace mhc::cli

@@ -44,8 +44,9 @@ class CpuBackend final : public Backend {
     cpu::head(p, tokens, x, w, out, weights);
   }
 
-  StackTrace run_stack(const ModelWeights& w, int64_t tokens, const Bf16* x0) override {
-    return cpu_stack(w, tokens, x0);
+  StackTrace run_stack(const ModelWeights& w, int64_t tokens, const Bf16* x0,
+                       const SiteDone& after_site = {}) override {
+    return cpu_stack(w, tokens, x0, after_site);
   }
 
   SiteTiming time_site(const ModelWeights& w, int64_t tokens, int reps) override;

@@ -37,7 +37,8 @@ bool ends_layer(int site) { return site % 2 == 1; }  // sites: attention, FFN, a
 
 }  // namespace
 
-StackTrace cpu_stack(const ModelWeights& w, int64_t tokens, const Bf16* x0) {
+StackTrace cpu_stack(const ModelWeights& w, int64_t tokens, const Bf16* x0,
+                     const SiteDone& after_site) {
   check_stack(w, tokens, x0);
   const MhcParams& p = w.params;
   const auto M = static_cast<size_t>(tokens);
@@ -56,6 +57,7 @@ StackTrace cpu_stack(const ModelWeights& w, int64_t tokens, const Bf16* x0) {
     std::swap(x, x_next);
     std::swap(pre_mix, pre);  // this site's pre is the next site's collapse weights
     if (ends_layer(site)) trace.x_after_layer.push_back(x);
+    if (after_site) after_site(site + 1);
   }
   trace.last_pre = pre_mix;
   trace.output.resize(M * size_t(p.hidden));
@@ -64,7 +66,8 @@ StackTrace cpu_stack(const ModelWeights& w, int64_t tokens, const Bf16* x0) {
   return trace;
 }
 
-StackReference reference_stack(const ModelWeights& w, int64_t tokens, const Bf16* x0) {
+StackReference reference_stack(const ModelWeights& w, int64_t tokens, const Bf16* x0,
+                               const SiteDone& after_site) {
   check_stack(w, tokens, x0);
   const MhcParams& p = w.params;
   const auto M = static_cast<size_t>(tokens);
@@ -94,6 +97,7 @@ StackReference reference_stack(const ModelWeights& w, int64_t tokens, const Bf16
       for (size_t i = 0; i < x.size(); ++i) stored[i] = bf16_to_float(x[i]);
       trace.x_after_layer.push_back(std::move(stored));
     }
+    if (after_site) after_site(site + 1);
   }
   trace.last_pre = pre_mix;
   trace.output =

@@ -113,7 +113,8 @@ class CudaBackend final : public Backend {
     head_on_host(p, w, tokens, x, out, weights, stream_);
   }
 
-  StackTrace run_stack(const ModelWeights& w, int64_t tokens, const Bf16* x0) override {
+  StackTrace run_stack(const ModelWeights& w, int64_t tokens, const Bf16* x0,
+                       const SiteDone& /*after_site: one run of the whole stack*/ = {}) override {
     validate(w.params);
     StackRunOptions options;
     options.mode = ExecMode::eager;

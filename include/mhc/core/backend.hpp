@@ -33,7 +33,10 @@ class Backend {
   // w.norm_weight is set; the collapse weights [M, n] into `weights` unless it is null.
   virtual void run_head(const MhcParams& p, const HeadWeightsView& w, int64_t tokens, const Bf16* x,
                         Bf16* out, float* weights) = 0;
-  virtual StackTrace run_stack(const ModelWeights& w, int64_t tokens, const Bf16* x0) = 0;
+  // `after_site` is told after each site where the backend computes site by site (the CPU's);
+  // one that runs the stack as a whole (the GPU's) may not call it.
+  virtual StackTrace run_stack(const ModelWeights& w, int64_t tokens, const Bf16* x0,
+                               const SiteDone& after_site = {}) = 0;
   // Time of one whole site (input path, coefficients, stand-in-free post) at this many tokens.
   virtual SiteTiming time_site(const ModelWeights& w, int64_t tokens, int reps) = 0;
   // The GPU's compute capability; none for the CPU.

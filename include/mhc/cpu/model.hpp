@@ -7,6 +7,7 @@
 // site: out = final_collapse(x, pre_mix, final_norm).
 #pragma once
 #include <cstdint>
+#include <functional>
 #include <vector>
 
 #include "mhc/core/bf16.hpp"
@@ -53,9 +54,15 @@ struct StackReference {
   std::vector<double> last_pre;
   std::vector<double> output;
 };
-StackReference reference_stack(const ModelWeights& w, int64_t tokens, const Bf16* x0);
+// Told after each site of a stack that is computed site by site, with the count done so far (1 ..
+// 2 * layers): how `mhc run` shows its progress. Empty: nothing is told.
+using SiteDone = std::function<void(int sites_done)>;
+
+StackReference reference_stack(const ModelWeights& w, int64_t tokens, const Bf16* x0,
+                               const SiteDone& after_site = {});
 
 // The fp32 CPU backend's stack.
-StackTrace cpu_stack(const ModelWeights& w, int64_t tokens, const Bf16* x0);
+StackTrace cpu_stack(const ModelWeights& w, int64_t tokens, const Bf16* x0,
+                     const SiteDone& after_site = {});
 
 }  // namespace mhc

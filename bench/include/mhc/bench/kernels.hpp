@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "mhc/bench/common.hpp"
 #include "mhc/core/config.hpp"
 #include "mhc/core/params.hpp"
 
@@ -27,6 +28,7 @@ struct KernelBenchOptions {
   KernelConfig config;
   bool sweep_tuning = false;  // also time the coefficient path at every split count / tile size
   std::string commit;
+  Progress progress;  // after each timed item
 };
 
 // Prints a table on stdout and returns the JSON report. Throws mhc::Error on invalid options or

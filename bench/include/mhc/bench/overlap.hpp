@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "mhc/bench/common.hpp"
 #include "mhc/core/params.hpp"
 #include "mhc/cpu/model.hpp"
 
@@ -26,6 +27,8 @@ struct OverlapOptions {
   // A kernel config (JSON object) for both arms, e.g. {"cluster_post": false}; its overlap keys
   // are overridden (each arm sets its own).
   std::string kernel_config;
+  // After each measured size (of each round); on one GPU (with --tp the ranks report nothing).
+  Progress progress;
 };
 
 // Prints the table and the crossover on stdout and returns the JSON report. Throws mhc::Error on
