@@ -79,7 +79,8 @@ TEST_P(SinkhornProperties, NonNegativeColumnsSumToOneRowsNearOne) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Streams, SinkhornProperties, ::testing::Values(2, 4, 8));
+INSTANTIATE_TEST_SUITE_P(Streams, SinkhornProperties, ::testing::Values(2, 4, 8),
+                         [](const auto& info) { return "n" + std::to_string(info.param); });
 
 // A dense matrix (logits of order 1, no diagonal bias) converges: 20 iterations make it doubly
 // stochastic to within 1e-4, and more iterations do not move it further from that.

@@ -101,6 +101,8 @@ TEST_P(CpuSiteVsReference, WithinFp32Tolerances) {
       e.x_next.max_abs_rel);
 }
 
+void PrintTo(const SiteShape& s, std::ostream* os) { *os << shape_name(s); }
+
 INSTANTIATE_TEST_SUITE_P(Shapes, CpuSiteVsReference, ::testing::ValuesIn(site_shapes()),
                          [](const auto& info) { return shape_name(info.param); });
 

@@ -170,6 +170,12 @@ struct Variant {
   Projection projection;
 };
 
+std::string name_of(const Variant& v) {
+  return "n" + std::to_string(v.n) + "_C" + std::to_string(v.hidden) + "_" +
+         std::string(to_string(v.projection));
+}
+void PrintTo(const Variant& v, std::ostream* os) { *os << name_of(v); }
+
 class BatchInvariance : public ::testing::TestWithParam<Variant> {};
 
 // The property itself: at every size, every token bitwise equal to its run alone.
@@ -200,11 +206,7 @@ INSTANTIATE_TEST_SUITE_P(
     ::testing::Values(Variant{4, 5120, Projection::tf32}, Variant{4, 5120, Projection::fp32},
                       Variant{2, 4096, Projection::tf32}, Variant{4, 7168, Projection::fp32},
                       Variant{4, 7168, Projection::tf32}, Variant{2, 5120, Projection::tf32}),
-    [](const auto& info) {
-      const Variant& v = info.param;
-      return "n" + std::to_string(v.n) + "_C" + std::to_string(v.hidden) + "_" +
-             std::string(to_string(v.projection));
-    });
+    [](const auto& info) { return name_of(info.param); });
 
 // The register-fed kernel's batch-invariant path (the one GPUs without the TMA kernel take),
 // forced here: 16- and 64-token tiles give every token the same bits as alone.

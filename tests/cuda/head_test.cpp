@@ -62,8 +62,7 @@ struct HeadShape {
   bool norm;
 };
 
-std::string head_shape_name(const ::testing::TestParamInfo<HeadShape>& info) {
-  const HeadShape& s = info.param;
+std::string name_of(const HeadShape& s) {
   char buf[128];
   std::snprintf(buf, sizeof buf, "n%d_C%d_M%lld_amp%s_%s", s.n, s.hidden, (long long)s.tokens,
                 s.amplitude == 1.0  ? "1"
@@ -72,6 +71,12 @@ std::string head_shape_name(const ::testing::TestParamInfo<HeadShape>& info) {
                 s.norm ? "norm" : "plain");
   return buf;
 }
+
+// The test's name, and how gtest prints the parameter (not as bytes).
+std::string head_shape_name(const ::testing::TestParamInfo<HeadShape>& info) {
+  return name_of(info.param);
+}
+void PrintTo(const HeadShape& s, std::ostream* os) { *os << name_of(s); }
 
 std::vector<HeadShape> head_shapes() {
   std::vector<HeadShape> shapes;

@@ -135,12 +135,14 @@ std::vector<FoldCase> fold_matrix() {
   return cases;
 }
 
+std::string name_of(const FoldCase& c) {
+  return "C" + std::to_string(c.hidden) + "_n" + std::to_string(c.n) + "_M" +
+         std::to_string(c.tokens) + (c.trace ? "_trace" : "");
+}
+void PrintTo(const FoldCase& c, std::ostream* os) { *os << name_of(c); }
+
 INSTANTIATE_TEST_SUITE_P(Matrix, FoldedDecodeTest, ::testing::ValuesIn(fold_matrix()),
-                         [](const auto& info) {
-                           const FoldCase& c = info.param;
-                           return "C" + std::to_string(c.hidden) + "_n" + std::to_string(c.n) +
-                                  "_M" + std::to_string(c.tokens) + (c.trace ? "_trace" : "");
-                         });
+                         [](const auto& info) { return name_of(info.param); });
 
 class FoldedDecodeStack : public FoldedDecodeTest {};
 

@@ -81,13 +81,14 @@ std::vector<Case> matrix() {
   return cases;
 }
 
+std::string name_of(const Case& c) {
+  return "C" + std::to_string(c.hidden) + "_n" + std::to_string(c.n) + "_M" +
+         std::to_string(c.tokens) + (c.carried ? "_carried" : "_onehot");
+}
+void PrintTo(const Case& c, std::ostream* os) { *os << name_of(c); }
+
 INSTANTIATE_TEST_SUITE_P(Matrix, StackExecutorTest, ::testing::ValuesIn(matrix()),
-                         [](const auto& info) {
-                           const Case& c = info.param;
-                           return "C" + std::to_string(c.hidden) + "_n" + std::to_string(c.n) +
-                                  "_M" + std::to_string(c.tokens) +
-                                  (c.carried ? "_carried" : "_onehot");
-                         });
+                         [](const auto& info) { return name_of(info.param); });
 
 class StackStressTest : public StackExecutorTest {};
 
