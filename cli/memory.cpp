@@ -1,9 +1,11 @@
 #include "memory.hpp"
 
 #include <fmt/core.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include <fstream>
+#include <optional>
 #include <sstream>
 
 #include "mhc/core/error.hpp"
@@ -26,19 +28,57 @@ std::string human(const std::optional<uint64_t>& bytes) {
   return bytes ? human(*bytes) : "more than 64-bit sizes can count";
 }
 
-// MemAvailable (what can be allocated without swapping), else the physical memory.
-std::pair<uint64_t, const char*> available_memory() {
-  std::ifstream meminfo("/proc/meminfo");
+// The first number in `path` (a /proc or /sys file), if it can be read.
+std::optional<uint64_t> number_in(const char* path) {
+  std::ifstream in(path);
+  uint64_t value = 0;
+  if (in >> value) return value;
+  return std::nullopt;
+}
+
+// `key`'s value in /proc/self/status or /proc/meminfo form ("Key:   123 kB"), in bytes.
+std::optional<uint64_t> kib_field(const char* path, const std::string& key) {
+  std::ifstream in(path);
   std::string line;
-  while (std::getline(meminfo, line)) {
+  while (std::getline(in, line)) {
     std::istringstream fields(line);
-    std::string key;
+    std::string k;
     uint64_t kib = 0;
-    if (fields >> key >> kib && key == "MemAvailable:") return {kib * 1024, "available now"};
+    if (fields >> k >> kib && k == key) return kib * 1024;
   }
-  const long pages = ::sysconf(_SC_PHYS_PAGES), page = ::sysconf(_SC_PAGESIZE);
-  return {pages > 0 && page > 0 ? uint64_t(pages) * uint64_t(page) : UINT64_MAX,
-          "of physical memory"};
+  return std::nullopt;
+}
+
+// What this process can allocate now: MemAvailable (without swapping; else the physical memory),
+// less where a container's memory limit (cgroup v2 or v1, as mounted in its namespace) or an
+// address-space limit (ulimit -v) leaves less, so that the check holds where the allocation
+// would fail.
+std::pair<uint64_t, const char*> available_memory() {
+  std::pair<uint64_t, const char*> best{UINT64_MAX, "of physical memory"};
+  if (const auto avail = kib_field("/proc/meminfo", "MemAvailable:")) {
+    best = {*avail, "available now"};
+  } else {
+    const long pages = ::sysconf(_SC_PHYS_PAGES), page = ::sysconf(_SC_PAGESIZE);
+    if (pages > 0 && page > 0) best.first = uint64_t(pages) * uint64_t(page);
+  }
+  auto consider = [&best](std::optional<uint64_t> limit, std::optional<uint64_t> used,
+                          const char* what) {
+    if (limit && used && *limit < (uint64_t{1} << 62)) {
+      const uint64_t left = *limit > *used ? *limit - *used : 0;
+      if (left < best.first) best = {left, what};
+    }
+  };
+  consider(number_in("/sys/fs/cgroup/memory.max"), number_in("/sys/fs/cgroup/memory.current"),
+           "left under this container's memory limit");
+  consider(number_in("/sys/fs/cgroup/memory/memory.limit_in_bytes"),
+           number_in("/sys/fs/cgroup/memory/memory.usage_in_bytes"),
+           "left under this container's memory limit");
+  struct rlimit as {};
+  if (::getrlimit(RLIMIT_AS, &as) == 0 && as.rlim_cur != RLIM_INFINITY) {
+    consider(uint64_t(as.rlim_cur), kib_field("/proc/self/status", "VmSize:"),
+             "left under the address-space limit (ulimit -v)");
+  }
+  return best;
 }
 
 }  // namespace

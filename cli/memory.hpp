@@ -27,7 +27,8 @@ std::optional<uint64_t> checked_product(std::initializer_list<uint64_t> factors)
 std::optional<uint64_t> model_weight_bytes(const MhcParams& p);
 
 // Throws mhc::Error stating the parts and their sum when it overflows or is more than this
-// machine has available now (MemAvailable in /proc/meminfo, else the physical memory).
+// process can allocate now: MemAvailable in /proc/meminfo (else the physical memory), or less
+// where a container's memory limit or ulimit -v leaves less.
 void require_host_memory(std::string_view command, const std::vector<MemoryPart>& parts);
 
 }  // namespace mhc::cli

@@ -5,6 +5,7 @@
 // real checkpoint) are never paged in. See docs/checkpoints.md for the names and the checks.
 #pragma once
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <optional>
 #include <string>
@@ -74,6 +75,9 @@ struct LoadOptions {
   std::optional<MhcParams> expect;
   std::string expect_name;  // the preset's name, for messages
   uint64_t seed = 1;        // seed of the synthetic stand-in gains (not in a checkpoint)
+  // Called with the checkpoint's parameters (C, n and layers from its tensors' shapes) before any
+  // tensor is read, e.g. to check that the host can hold what will be read; may throw mhc::Error.
+  std::function<void(const MhcParams&)> before_read;
 };
 
 // What the loader found and how much it read (printed by `mhc run --weights`).
