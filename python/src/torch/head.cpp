@@ -3,6 +3,8 @@
 #include <fmt/core.h>
 #include <torch/csrc/inductor/aoti_torch/c/shim.h>
 
+#include <limits>
+
 #include "../launch_head.hpp"
 #include "device.hpp"
 #include "mhc/core/params.hpp"
@@ -16,7 +18,11 @@ constexpr const char* kOp = "head";
 // An epsilon: finite, >= 0, and within the library's range of the epsilon it is used as
 // (`range`: hc_eps is added as pre_eps is).
 void epsilon(const char* name, double value, const char* range) {
-  finite_nonnegative(kOp, name, value);
+  // Not finite_nonnegative: that looks the range up by `name`, and hc_eps has none of its own.
+  if (!(0.0 <= value && value < std::numeric_limits<double>::infinity())) {
+    fail(fmt::format("mhc.{}: {} must be a finite number >= 0, got {}", kOp, name,
+                     float_text(value)));
+  }
   const ParamRange& r = param_range(range);
   if (!(r.lo <= value && value <= r.hi)) {
     fail(
