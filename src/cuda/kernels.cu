@@ -114,7 +114,7 @@ SiteWorkspace::~SiteWorkspace() {
 bool tma_cluster_epilogue_fits(const MhcParams& p, int64_t tokens, int splits) {
   if (splits < 2 || splits > kTmaMaxClusterSplits) return false;
   int clusters = 0;
-  MHC_CUDA_CHECK(p.n == 2 ? tma_cluster_capacity<2>(splits, &clusters)
+  MHC_CUDA_CHECK(p.n == 2 ? MHC_N2_LAUNCH(tma_cluster_capacity<2>(splits, &clusters))
                           : tma_cluster_capacity<4>(splits, &clusters));
   return clusters >= ceil_div(tokens, kTmaRowsPerTile);
 }
@@ -293,8 +293,9 @@ void prenorm_coefficients(const MhcParams& p, int64_t tokens, const CoefficientB
       input_path(p, tokens, b.x, input->pre_mix, input->norm_weight, input->layer_input, stream);
     }
   }
-  const cudaError_t err = p.n == 2 ? dispatch_prenorm<2>(args, compensated, rows, stream)
-                                   : dispatch_prenorm<4>(args, compensated, rows, stream);
+  const cudaError_t err = p.n == 2
+                              ? MHC_N2_LAUNCH(dispatch_prenorm<2>(args, compensated, rows, stream))
+                              : dispatch_prenorm<4>(args, compensated, rows, stream);
   check_launch(err, what);
 }
 
