@@ -154,6 +154,7 @@ void register_dispatch(CLI::App& app) {
   cmd->add_option("--images", args->images,
                   "Kernel images of a simulated binary, e.g. sm_90a,sm_80,sm_100f,compute_80 "
                   "(default: this binary's)")
+      ->check(comma_list())
       ->capture_default_str();
   args->json.add_to(cmd);
   cmd->callback([args] { run_dispatch(*args); });

@@ -89,6 +89,19 @@ std::string joined_counts(const std::vector<int64_t>& counts) {
 
 }  // namespace
 
+CLI::Validator comma_list() {
+  auto check = [](std::string& list) -> std::string {
+    for (std::string_view item : list_items(list)) {
+      if (item.empty()) {
+        return fmt::format("'{}' has an empty item; expected names separated by commas",
+                           echoed(list));
+      }
+    }
+    return {};
+  };
+  return CLI::Validator(check, "", "comma_list");
+}
+
 CLI::Option* add_token_counts_option(CLI::App* cmd, std::vector<int64_t>& tokens,
                                      const std::string& name, const std::string& help,
                                      bool allow_zero) {

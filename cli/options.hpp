@@ -48,6 +48,9 @@ CLI::Validator one_of(std::vector<std::string> choices);
 // A value that is not empty (a path: `--weights ""` is an error, not the option left out).
 CLI::Validator non_empty();
 
+// A comma-separated list without an empty item ("a,,b", "a,", "" are refused, not shortened).
+CLI::Validator comma_list();
+
 // The options several subcommands share, with their choices.
 CLI::Option* add_backend_option(CLI::App* cmd, std::string& backend);  // auto|cpu|cuda
 CLI::Option* add_mode_option(CLI::App* cmd, std::string& mode);        // eager|piecewise|full

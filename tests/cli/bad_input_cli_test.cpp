@@ -87,6 +87,9 @@ TEST(BadInputCli, EmptyValuesAndListItemsAreRefusedNotDropped) {
       {"tune --out t.json --tokens 1,2,,", "has an empty item"},
       {"tune --out t.json --prenorm-tokens ,", "has an empty item"},
       {"bench kernels --tokens 1,x", "--tokens: expected an integer in 1..2147483647, got 'x'"},
+      // Was: sm_90a,,sm_80 taken as sm_90a,sm_80, and "" as a binary without images.
+      {"dispatch --arch 9.0 --images sm_90a,,sm_80", "--images: 'sm_90a,,sm_80' has an empty item"},
+      {"dispatch --arch 9.0 --images ''", "--images: '' has an empty item"},
   });
 }
 
