@@ -50,6 +50,8 @@ Kinds:
   peers         `mhc bench kernels`, the PyTorch site and DeepGEMM's prenorm JSONs: mhc beside the
                 alternatives per size (tables_peers.py; peers_readme: the same, its files named by
                 docs/benchmarks.md); peer_post: FlashInfer's post beside mhc's
+  peers_side    dev/peers/run.sh's peers.json and torch-compile.json (one call): mhc / the fastest
+                peer that passed its check, per comparison and token count
 
 Every table ends with the line saying where its numbers come from (GPU, driver, commit, date).
 With --check nothing is written; the exit status is 1 when a table is stale.
@@ -67,7 +69,7 @@ from table_io import ROOT, expand, load, median_of, provenance
 from tables_boundary import (table_boundary, table_boundary_sweep, table_boundary_tiles,
                              table_targets, table_targets_headroom, table_tune_boundary,
                              table_copy_ceiling)
-from tables_peers import table_peer_post, table_peers, table_peers_readme
+from tables_peers import table_peer_post, table_peers, table_peers_readme, table_peers_side
 DOCS = ["README.md", *sorted(str(p.relative_to(ROOT)) for p in (ROOT / "docs").glob("*.md"))]
 MARKER = re.compile(r"(<!-- table:(\S+) ([^>]*?) -->\n)(.*?)(<!-- /table -->)", re.S)
 
@@ -468,7 +470,8 @@ KINDS = {"tune": table_tune, "overlap": table_overlap, "log": table_log,
          "tune_boundary": table_tune_boundary, "targets": table_targets,
          "targets_headroom": table_targets_headroom, "copy_ceiling": table_copy_ceiling,
          "overlap_files": table_overlap_files, "peers": table_peers,
-         "peers_readme": table_peers_readme, "peer_post": table_peer_post}
+         "peers_readme": table_peers_readme, "peer_post": table_peer_post,
+         "peers_side": table_peers_side}
 
 
 def render(text):

@@ -80,3 +80,87 @@ def table_peer_post(paths):
 def table_peers_readme(paths):
     """table_peers for the README: the same table, its sources named by docs/benchmarks.md."""
     return table_peers(paths, cite_files=False)
+
+
+# ---- the peers measured side by side (dev/peers/run.sh: bench_peers + torch_compile.py) ----------
+
+SIDE_ROWS = (  # (group, the row's label)
+    ("post", "post (FlashInfer mhc_post)"),
+    ("coefficients", "coefficients + collapse (DeepGEMM prenorm + FlashInfer big_fuse)"),
+    ("boundary", "boundary: post, next coefficients + collapse (the same peers)"),
+    ("torch.compile", "boundary (torch.compile)"),
+)
+
+
+def side_by_side(peers_doc, torch_doc=None):
+    """{(C, group): {M: cell}} from bench_peers' JSON and torch_compile.py's: per cell mhc's time,
+    the fastest peer that passed its check (name, time), mhc / that peer, and the peers that
+    failed their check (name, verdict). The torch.compile group sets the compiled boundary
+    against mhc's boundary."""
+    cells = {}
+    compiled = {(r["C"], r["M"]): r for r in (torch_doc or {}).get("rows", [])}
+    for row in peers_doc["rows"]:
+        if "items" not in row:
+            continue
+        c, m = row["C"], row["M"]
+        for group, _ in SIDE_ROWS:
+            src = "boundary" if group == "torch.compile" else group
+            items = [i for i in row["items"] if i["group"] == src]
+            ours = next((i for i in items if i["impl"] == "mhc"), None)
+            if group == "torch.compile":
+                t = compiled.get((c, m))
+                peers = [] if t is None else [dict(name="torch.compile", check=t.get("check", t.get("error", "not run")),
+                                                   median_us=t.get("median_us"))]
+            else:
+                peers = [i for i in items if i["impl"] == "peer"]
+            ok = [p for p in peers if p["check"] == "ok" and p.get("median_us")]
+            best = min(ok, key=lambda p: p["median_us"]) if ok else None
+            cell = dict(mhc_us=ours.get("median_us") if ours else None, mhc_check=ours["check"] if ours else "missing",
+                        wrong=[(p["name"], p["check"]) for p in peers if p["check"] != "ok"])
+            if best is not None:
+                cell.update(peer=best["name"], peer_us=best["median_us"])
+                if cell["mhc_us"]:
+                    cell["ratio"] = cell["mhc_us"] / best["median_us"]
+            cells.setdefault((c, group), {})[m] = cell
+    return cells
+
+
+def _cell_text(cell):
+    if cell is None:
+        return "-"
+    if cell["mhc_check"] != "ok":
+        return "mhc wrong"
+    if "ratio" not in cell:
+        return "peer wrong" if cell["wrong"] else "-"
+    text = f"{cell['ratio']:.2f}"
+    if cell["ratio"] > 1.0:
+        text = f"**{text}**"
+    return text + ("\\*" if cell["wrong"] else "")
+
+
+def table_peers_side(paths):
+    """mhc / the fastest correct peer, per comparison (rows) and token count (columns), from
+    bench_peers' JSON and torch_compile.py's (same call, same GPU). Bold: a peer is faster;
+    *: some peer of that cell failed its check and was not timed."""
+    peers_path, torch_path = paths
+    doc, tdoc = load(peers_path), load(torch_path)
+    cells = side_by_side(doc, tdoc)
+    tokens = sorted({r["M"] for r in doc["rows"]})
+    hidden = sorted({r["C"] for r in doc["rows"]})
+    lines = ["| C | mhc / fastest peer: what, against whom | " + " | ".join(str(m) for m in tokens) + " |",
+             "|---:|---|" + "---:|" * len(tokens)]
+    for c in hidden:
+        for group, label in SIDE_ROWS:
+            row = cells.get((c, group), {})
+            lines.append(f"| {c} | {label} | "
+                         + " | ".join(_cell_text(row.get(m)) for m in tokens) + " |")
+    peers = doc.get("peers", {})
+    lines += ["", f"Tokens across, mhc's median µs over the fastest peer's (below 1: mhc is "
+              f"faster; **bold**: the peer is faster; \\*: a peer failed its check against the "
+              f"float64 reference and was not timed), one call on one {doc['gpu']} (driver "
+              f"{doc['driver']}), commit {doc['commit']}, {doc['date'][:10]}; "
+              f"{peers.get('flashinfer', 'FlashInfer')}, {peers.get('deepgemm', 'DeepGEMM')} "
+              f"(the fastest of split counts 1-16), torch {tdoc.get('torch', '?').split('+')[0]} "
+              f"(default mode, static shapes); {doc['method']}; sources `{peers_path}`, "
+              f"`{torch_path}`."]
+    return lines

@@ -1,0 +1,77 @@
+#!/usr/bin/env bash
+# Run THERE (the GPU machine), from the repository root, in one call: builds mhc's library and the
+# side-by-side benchmark against the peers' kernels compiled HERE (.peers/build/libpeers.a, from
+# fetch-peers.sh + build-peers.sh; rebuilt there only if missing), compiles the torch.compile
+# boundary for every shape meanwhile, then runs bench_peers (checks, then timing) and, after it,
+# the torch.compile timing, and prints the summary table last. Carry .peers and .deps.
+# Results in $OUT: peers.json, torch-compile.json, logs.tar.gz.
+# Environment: PEERS_SECONDS (default 400) the whole call's budget; PEERS_TOKENS, PEERS_HIDDEN
+# (default all shapes); PEERS_ROUNDS, PEERS_REPS; MHC_COMMIT (default git's HEAD).
+set -uo pipefail
+cd "$(dirname "$0")/../.."
+export PYTHONUNBUFFERED=1
+OUT=${OUT:-/tmp/peers-out}
+logs=/tmp/peers-logs
+mkdir -p "$OUT" "$logs"
+start=$SECONDS
+budget=${PEERS_SECONDS:-400}
+left() { echo $((budget - (SECONDS - start))); }
+tokens=${PEERS_TOKENS:-1,2,4,8,16,64,128,1024,4096,8192}
+hidden=${PEERS_HIDDEN:-4096,5120,7168}
+commit=${MHC_COMMIT:-$(git rev-parse --short HEAD 2>/dev/null || echo unknown)}
+driver=$(nvidia-smi --query-gpu=driver_version --format=csv,noheader 2>/dev/null | head -1)
+finish() {
+  tar czf "$OUT/logs.tar.gz" -C "$logs" . 2>/dev/null
+  echo "== steps"; cat "$logs/steps.txt"
+}
+fail() {  # fail STEP LOG: the step's last lines, then stop
+  echo "run.sh: $1 FAILED; the last lines of $2:"
+  tail -40 "$2"
+  echo "$1 FAILED" >>"$logs/steps.txt"
+  finish
+  exit 1
+}
+echo "$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1), driver $driver, commit $commit" \
+  | tee "$logs/steps.txt"
+
+for f in .peers/VERSIONS .peers/lib/libtvm_ffi.so .peers/src/flashinfer/csrc/mhc/mhc_post.cu; do
+  [ -f "$f" ] || { echo "run.sh: $f missing: carry .peers (dev/peers/fetch-peers.sh HERE)"; exit 2; }
+done
+if [ ! -f .peers/build/libpeers.a ]; then
+  bash dev/peers/build-peers.sh >"$logs/build-peers.log" 2>&1 || fail build-peers "$logs/build-peers.log"
+fi
+
+# torch.compile's compiles overlap the build; its timing waits for $go.
+go=/tmp/peers-go
+rm -f "$go"
+python3 dev/peers/torch_compile.py --tokens "$tokens" --hidden "$hidden" --go "$go" \
+  --deadline $(( $(left) - 150 )) --out "$OUT/torch-compile.json" >"$logs/torch-compile.log" 2>&1 &
+torch_pid=$!
+
+t0=$SECONDS
+env CXX=/usr/bin/g++ CC=/usr/bin/gcc cmake -S . -B build-peers -G Ninja -DCMAKE_BUILD_TYPE=Release \
+  -DCMAKE_CXX_COMPILER=/usr/bin/g++ -DCMAKE_CUDA_HOST_COMPILER=/usr/bin/g++ -DMHC_CUDA=ON \
+  -DMHC_CUDA_ARCHS=90a -DMHC_CUDA_PTX= -DMHC_NCCL=OFF -DMHC_LAB=ON -DMHC_CLI=OFF \
+  -DBUILD_TESTING=OFF -DMHC_PYTHON=OFF -DMHC_DEPS_DIR="$PWD/.deps" -DMHC_PEERS_DIR="$PWD/.peers" \
+  >"$logs/configure.log" 2>&1 || fail configure "$logs/configure.log"
+timeout $(( $(left) - 60 )) cmake --build build-peers -j "$(nproc)" --target mhc_bench_peers \
+  >"$logs/build.log" 2>&1 || fail build "$logs/build.log"
+echo "build ok $((SECONDS - t0))s" >>"$logs/steps.txt"
+
+t0=$SECONDS
+timeout $(( $(left) - 25 )) build-peers/dev/peers/mhc_bench_peers --tokens "$tokens" \
+  --hidden "$hidden" --rounds "${PEERS_ROUNDS:-5}" --reps "${PEERS_REPS:-30}" \
+  --json "$OUT/peers.json" --commit "$commit" --driver "$driver" --versions .peers/VERSIONS \
+  >"$logs/bench.log" 2>&1
+echo "bench rc=$? $((SECONDS - t0))s" >>"$logs/steps.txt"
+grep -E "WRONG|rel .* > |ERROR|lost" "$logs/bench.log" | head -20
+
+touch "$go"
+t0=$SECONDS
+for _ in $(seq 1 $(( $(left) - 8 ))); do kill -0 $torch_pid 2>/dev/null || break; sleep 1; done
+kill $torch_pid 2>/dev/null && echo "torch.compile: stopped at the deadline" >>"$logs/steps.txt"
+wait $torch_pid 2>/dev/null
+echo "torch.compile timing $((SECONDS - t0))s; $(tail -1 "$logs/torch-compile.log")" >>"$logs/steps.txt"
+
+python3 dev/peers/summary.py "$OUT/peers.json" "$OUT/torch-compile.json"
+finish
