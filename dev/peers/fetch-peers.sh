@@ -33,7 +33,9 @@ tvm_whl=$(ls "$wheels"/apache_tvm_ffi-"$TVM_FFI_VERSION"-*.whl | head -1)
 mkdir -p "$tmp/fi" "$tmp/tvm"
 unzip -q "$fi_whl" 'flashinfer/data/csrc/mhc/*' 'flashinfer/data/csrc/tvm_ffi_utils.h' \
   'flashinfer/data/include/*' 'flashinfer/data/cutlass/include/*' -d "$tmp/fi"
-unzip -q "$tvm_whl" 'tvm_ffi/include/*' 'tvm_ffi/lib/libtvm_ffi.so' -d "$tmp/tvm"
+unzip -q "$fi_whl" "flashinfer_python-$FI_VERSION.dist-info/licenses/LICENSE" -d "$tmp/fi"
+unzip -q "$tvm_whl" 'tvm_ffi/include/*' 'tvm_ffi/lib/libtvm_ffi.so' \
+  "apache_tvm_ffi-$TVM_FFI_VERSION.dist-info/licenses/LICENSE" -d "$tmp/tvm"
 if [ -n "${DEEPGEMM_GIT:-}" ]; then
   dg_git=$DEEPGEMM_GIT
 else
@@ -54,6 +56,8 @@ cp "$tmp/fi/flashinfer/data/csrc/tvm_ffi_utils.h" "$out/src/flashinfer/csrc/"
 cp -r "$tmp/tvm/tvm_ffi/include/." "$out/src/tvm_ffi/include/"
 cp "$tmp/tvm/tvm_ffi/lib/libtvm_ffi.so" "$out/lib/"
 cp "$tmp/dg/LICENSE" "$out/src/deepgemm/LICENSE"
+cp "$tmp/fi/flashinfer_python-$FI_VERSION.dist-info/licenses/LICENSE" "$out/src/flashinfer/LICENSE"
+cp "$tmp/tvm/apache_tvm_ffi-$TVM_FFI_VERSION.dist-info/licenses/LICENSE" "$out/src/tvm_ffi/LICENSE"
 
 # The headers the three wrapper translation units read, from the staged trees.
 inc="-I$tmp/fi/flashinfer/data/include -I$tmp/fi/flashinfer/data/csrc -I$tmp/tvm/tvm_ffi/include

@@ -6,7 +6,9 @@
 # the torch.compile timing, and prints the summary table last. Carry .peers and .deps.
 # Results in $OUT: peers.json, torch-compile.json, logs.tar.gz.
 # Environment: PEERS_SECONDS (default 400) the whole call's budget; PEERS_TOKENS, PEERS_HIDDEN
-# (default all shapes); PEERS_ROUNDS, PEERS_REPS; MHC_COMMIT (default git's HEAD).
+# (default all shapes); PEERS_ROUNDS, PEERS_REPS; MHC_COMMIT (default git's HEAD); PEERS_TORCH=0
+# skips torch.compile, PEERS_TORCH_TOKENS its token counts, PEERS_TORCH_COMPILE_SECONDS (default
+# 200) when it stops starting compiles (the shapes left are reported as not compiled).
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 export PYTHONUNBUFFERED=1
@@ -28,6 +30,7 @@ fail() {  # fail STEP LOG: the step's last lines, then stop
   echo "run.sh: $1 FAILED; the last lines of $2:"
   tail -40 "$2"
   echo "$1 FAILED" >>"$logs/steps.txt"
+  [ -n "${torch_pid:-}" ] && kill "$torch_pid" 2>/dev/null
   finish
   exit 1
 }
@@ -41,25 +44,44 @@ if [ ! -f .peers/build/libpeers.a ]; then
   bash dev/peers/build-peers.sh >"$logs/build-peers.log" 2>&1 || fail build-peers "$logs/build-peers.log"
 fi
 
-# torch.compile's compiles overlap the build; its timing waits for $go.
-go=/tmp/peers-go
-rm -f "$go"
-python3 dev/peers/torch_compile.py --tokens "$tokens" --hidden "$hidden" --go "$go" \
-  --deadline $(( $(left) - 150 )) --out "$OUT/torch-compile.json" >"$logs/torch-compile.log" 2>&1 &
-torch_pid=$!
+# torch.compile's compiles overlap the build (PEERS_TORCH=0: none); the benchmark starts when
+# they are done (a busy CPU would slow its graph launches), the compiled shapes' timing after it.
+go=/tmp/peers-go compiled=/tmp/peers-compiled
+rm -f "$go" "$compiled"
+torch_pid=
+if [ "${PEERS_TORCH:-1}" != 0 ]; then
+  python3 dev/peers/torch_compile.py --tokens "${PEERS_TORCH_TOKENS:-$tokens}" --hidden "$hidden" \
+    --go "$go" --compiled "$compiled" --deadline "${PEERS_TORCH_COMPILE_SECONDS:-200}" \
+    --out "$OUT/torch-compile.json" >"$logs/torch-compile.log" 2>&1 &
+  torch_pid=$!
+fi
+
+# A binary built HERE (build-peers.sh --bench: .peers/bin, with the commit it was built at) is
+# run as it is; else it is built now (PEERS_REBUILD=1: always).
+bench=.peers/bin/mhc_bench_peers
+if [ -x "$bench" ] && [ "${PEERS_REBUILD:-0}" = 0 ]; then
+  commit=$(cat .peers/bin/COMMIT)
+  echo "prebuilt $bench (commit $commit)" >>"$logs/steps.txt"
+else
+  bench=build-peers/dev/peers/mhc_bench_peers
+  t0=$SECONDS
+  env CXX=/usr/bin/g++ CC=/usr/bin/gcc cmake -S . -B build-peers -G Ninja -DCMAKE_BUILD_TYPE=Release \
+    -DCMAKE_CXX_COMPILER=/usr/bin/g++ -DCMAKE_CUDA_HOST_COMPILER=/usr/bin/g++ -DMHC_CUDA=ON \
+    -DMHC_CUDA_ARCHS=90a -DMHC_CUDA_PTX= -DMHC_NCCL=OFF -DMHC_LAB=ON -DMHC_CLI=OFF \
+    -DBUILD_TESTING=OFF -DMHC_PYTHON=OFF -DMHC_DEPS_DIR="$PWD/.deps" -DMHC_PEERS_DIR="$PWD/.peers" \
+    >"$logs/configure.log" 2>&1 || fail configure "$logs/configure.log"
+  timeout $(( $(left) - 60 )) cmake --build build-peers -j "$(nproc)" --target mhc_bench_peers \
+    >"$logs/build.log" 2>&1 || fail build "$logs/build.log"
+  echo "build ok $((SECONDS - t0))s" >>"$logs/steps.txt"
+fi
 
 t0=$SECONDS
-env CXX=/usr/bin/g++ CC=/usr/bin/gcc cmake -S . -B build-peers -G Ninja -DCMAKE_BUILD_TYPE=Release \
-  -DCMAKE_CXX_COMPILER=/usr/bin/g++ -DCMAKE_CUDA_HOST_COMPILER=/usr/bin/g++ -DMHC_CUDA=ON \
-  -DMHC_CUDA_ARCHS=90a -DMHC_CUDA_PTX= -DMHC_NCCL=OFF -DMHC_LAB=ON -DMHC_CLI=OFF \
-  -DBUILD_TESTING=OFF -DMHC_PYTHON=OFF -DMHC_DEPS_DIR="$PWD/.deps" -DMHC_PEERS_DIR="$PWD/.peers" \
-  >"$logs/configure.log" 2>&1 || fail configure "$logs/configure.log"
-timeout $(( $(left) - 60 )) cmake --build build-peers -j "$(nproc)" --target mhc_bench_peers \
-  >"$logs/build.log" 2>&1 || fail build "$logs/build.log"
-echo "build ok $((SECONDS - t0))s" >>"$logs/steps.txt"
-
+while [ -n "$torch_pid" ] && [ ! -f "$compiled" ] && kill -0 "$torch_pid" 2>/dev/null \
+  && [ "$(left)" -gt 120 ]; do sleep 1; done
+echo "waited for torch.compile's compiles $((SECONDS - t0))s" >>"$logs/steps.txt"
 t0=$SECONDS
-timeout $(( $(left) - 25 )) build-peers/dev/peers/mhc_bench_peers --tokens "$tokens" \
+LD_LIBRARY_PATH=$PWD/.peers/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH} \
+  timeout $(( $(left) - 25 )) "$bench" --tokens "$tokens" \
   --hidden "$hidden" --rounds "${PEERS_ROUNDS:-5}" --reps "${PEERS_REPS:-30}" \
   --json "$OUT/peers.json" --commit "$commit" --driver "$driver" --versions .peers/VERSIONS \
   >"$logs/bench.log" 2>&1
@@ -67,11 +89,14 @@ echo "bench rc=$? $((SECONDS - t0))s" >>"$logs/steps.txt"
 grep -E "WRONG|rel .* > |ERROR|lost" "$logs/bench.log" | head -20
 
 touch "$go"
-t0=$SECONDS
-for _ in $(seq 1 $(( $(left) - 8 ))); do kill -0 $torch_pid 2>/dev/null || break; sleep 1; done
-kill $torch_pid 2>/dev/null && echo "torch.compile: stopped at the deadline" >>"$logs/steps.txt"
-wait $torch_pid 2>/dev/null
-echo "torch.compile timing $((SECONDS - t0))s; $(tail -1 "$logs/torch-compile.log")" >>"$logs/steps.txt"
+if [ -n "$torch_pid" ]; then
+  t0=$SECONDS
+  while kill -0 "$torch_pid" 2>/dev/null && [ "$(left)" -gt 8 ]; do sleep 1; done
+  kill "$torch_pid" 2>/dev/null && echo "torch.compile: stopped at the deadline" >>"$logs/steps.txt"
+  wait "$torch_pid" 2>/dev/null
+  echo "torch.compile timing $((SECONDS - t0))s; $(tail -1 "$logs/torch-compile.log")" \
+    >>"$logs/steps.txt"
+fi
 
 python3 dev/peers/summary.py "$OUT/peers.json" "$OUT/torch-compile.json"
 finish

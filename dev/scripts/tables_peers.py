@@ -162,5 +162,6 @@ def table_peers_side(paths):
               f"{peers.get('flashinfer', 'FlashInfer')}, {peers.get('deepgemm', 'DeepGEMM')} "
               f"(the fastest of split counts 1-16), torch {tdoc.get('torch', '?').split('+')[0]} "
               f"(default mode, static shapes); {doc['method']}; sources `{peers_path}`, "
-              f"`{torch_path}`."]
+              f"`{torch_path}`. DeepGEMM's Mega-mHC (one kernel for the whole boundary) is SM100-only "
+              f"and has no Hopper row."]
     return lines
