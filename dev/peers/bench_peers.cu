@@ -236,9 +236,14 @@ json run_shape(const Options& o, const mhc::MhcParams& p, int64_t m, const Weigh
   // Runs `enqueue` on set 0, checks it with `check`, and queues it for timing if it passed.
   auto add = [&](Entry e, std::function<void(Set&, cudaStream_t)> enqueue,
                  std::function<void(Verdict&)> check) {
-    enqueue(b0, st);
-    check_cuda(cudaStreamSynchronize(st), e.name);
-    check(e.verdict);
+    try {  // a call that throws (a launch refused, a CUDA error) is a failed check
+      enqueue(b0, st);
+      check_cuda(cudaStreamSynchronize(st), e.name);
+      check(e.verdict);
+    } catch (const std::exception& ex) {
+      e.verdict.failures.push_back(std::string("error: ") + ex.what());
+      check_cuda(cudaDeviceSynchronize(), e.name + " (the context after its error)");
+    }
     Item it{e.name, [&sets, enqueue](int i, cudaStream_t t) { enqueue(sets[size_t(i)], t); },
             e.verdict.ok()};
     fmt::print("  C={} M={} {}: {}\n", p.hidden, m, e.name, e.verdict.text());
