@@ -16,6 +16,7 @@ OUT=${OUT:-/tmp/peers-out}
 logs=/tmp/peers-logs
 mkdir -p "$OUT" "$logs"
 start=$SECONDS
+torch_pids=()
 budget=${PEERS_SECONDS:-400}
 left() { echo $((budget - (SECONDS - start))); }
 tokens=${PEERS_TOKENS:-1,2,4,8,16,64,128,1024,4096,8192}
@@ -30,7 +31,7 @@ fail() {  # fail STEP LOG: the step's last lines, then stop
   echo "run.sh: $1 FAILED; the last lines of $2:"
   tail -40 "$2"
   echo "$1 FAILED" >>"$logs/steps.txt"
-  [ -n "${torch_pid:-}" ] && kill "$torch_pid" 2>/dev/null
+  for p in "${torch_pids[@]}"; do kill "$p" 2>/dev/null; done
   finish
   exit 1
 }
@@ -44,17 +45,27 @@ if [ ! -f .peers/build/libpeers.a ]; then
   bash dev/peers/build-peers.sh >"$logs/build-peers.log" 2>&1 || fail build-peers "$logs/build-peers.log"
 fi
 
-# torch.compile's compiles overlap the build (PEERS_TORCH=0: none); the benchmark starts when
-# they are done (a busy CPU would slow its graph launches), the compiled shapes' timing after it.
-go=/tmp/peers-go compiled=/tmp/peers-compiled
-rm -f "$go" "$compiled"
-torch_pid=
+# torch.compile's compiles overlap the build, one process per hidden size (PEERS_TORCH=0: none);
+# the benchmark starts when they are done (a busy CPU would slow its graph launches), and the
+# processes time their compiled shapes one after the other after it.
+rm -f /tmp/peers-go-* /tmp/peers-compiled-*
 if [ "${PEERS_TORCH:-1}" != 0 ]; then
-  python3 dev/peers/torch_compile.py --tokens "${PEERS_TORCH_TOKENS:-$tokens}" --hidden "$hidden" \
-    --go "$go" --compiled "$compiled" --deadline "${PEERS_TORCH_COMPILE_SECONDS:-200}" \
-    --out "$OUT/torch-compile.json" >"$logs/torch-compile.log" 2>&1 &
-  torch_pid=$!
+  for c in ${hidden//,/ }; do
+    python3 dev/peers/torch_compile.py --tokens "${PEERS_TORCH_TOKENS:-$tokens}" --hidden "$c" \
+      --go "/tmp/peers-go-$c" --compiled "/tmp/peers-compiled-$c" \
+      --deadline "${PEERS_TORCH_COMPILE_SECONDS:-200}" --out "$logs/torch-compile-$c.json" \
+      >"$logs/torch-compile-$c.log" 2>&1 &
+    torch_pids+=($!)
+  done
 fi
+torch_compiling() {  # true while a torch.compile process is alive and not yet compiled
+  local i=0
+  for c in ${hidden//,/ }; do
+    kill -0 "${torch_pids[$i]}" 2>/dev/null && [ ! -f "/tmp/peers-compiled-$c" ] && return 0
+    i=$((i + 1))
+  done
+  return 1
+}
 
 # A binary built HERE (build-peers.sh --bench: .peers/bin, with the commit it was built at) is
 # run as it is; else it is built now (PEERS_REBUILD=1: always).
@@ -76,8 +87,7 @@ else
 fi
 
 t0=$SECONDS
-while [ -n "$torch_pid" ] && [ ! -f "$compiled" ] && kill -0 "$torch_pid" 2>/dev/null \
-  && [ "$(left)" -gt 120 ]; do sleep 1; done
+while [ ${#torch_pids[@]} -gt 0 ] && torch_compiling && [ "$(left)" -gt 120 ]; do sleep 1; done
 echo "waited for torch.compile's compiles $((SECONDS - t0))s" >>"$logs/steps.txt"
 t0=$SECONDS
 LD_LIBRARY_PATH=$PWD/.peers/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH} \
@@ -85,18 +95,27 @@ LD_LIBRARY_PATH=$PWD/.peers/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH} \
   --hidden "$hidden" --rounds "${PEERS_ROUNDS:-5}" --reps "${PEERS_REPS:-30}" \
   --json "$OUT/peers.json" --commit "$commit" --driver "$driver" --versions .peers/VERSIONS \
   >"$logs/bench.log" 2>&1
-echo "bench rc=$? $((SECONDS - t0))s" >>"$logs/steps.txt"
+rc=$?
+echo "bench rc=$rc $((SECONDS - t0))s" >>"$logs/steps.txt"
+[ "$rc" != 0 ] && { echo "run.sh: the benchmark ended with rc=$rc; the last lines of its log:"; tail -25 "$logs/bench.log"; }
 grep -E "WRONG|rel .* > |ERROR|lost" "$logs/bench.log" | head -20
 
-touch "$go"
-if [ -n "$torch_pid" ]; then
+i=0
+for c in ${hidden//,/ }; do
+  [ ${#torch_pids[@]} -gt 0 ] || break
+  pid=${torch_pids[$i]}
+  i=$((i + 1))
   t0=$SECONDS
-  while kill -0 "$torch_pid" 2>/dev/null && [ "$(left)" -gt 8 ]; do sleep 1; done
-  kill "$torch_pid" 2>/dev/null && echo "torch.compile: stopped at the deadline" >>"$logs/steps.txt"
-  wait "$torch_pid" 2>/dev/null
-  echo "torch.compile timing $((SECONDS - t0))s; $(tail -1 "$logs/torch-compile.log")" \
+  touch "/tmp/peers-go-$c"
+  while kill -0 "$pid" 2>/dev/null && [ "$(left)" -gt 8 ]; do sleep 1; done
+  kill "$pid" 2>/dev/null && echo "torch.compile C=$c: stopped at the deadline" >>"$logs/steps.txt"
+  wait "$pid" 2>/dev/null
+  echo "torch.compile C=$c timing $((SECONDS - t0))s; $(tail -1 "$logs/torch-compile-$c.log")" \
     >>"$logs/steps.txt"
-fi
+done
+python3 dev/peers/summary.py --merge "$OUT/torch-compile.json" "$logs"/torch-compile-*.json \
+  2>>"$logs/steps.txt"
 
-python3 dev/peers/summary.py "$OUT/peers.json" "$OUT/torch-compile.json"
 finish
+echo "== mhc / fastest correct peer"
+python3 dev/peers/summary.py "$OUT/peers.json" "$OUT/torch-compile.json"

@@ -1,6 +1,7 @@
 """The summary dev/peers/run.sh prints last: per comparison and token count, mhc's µs, the
 fastest correct peer's, and mhc / peer; the peers that failed their checks. Usage:
-summary.py PEERS_JSON [TORCH_JSON]."""
+summary.py PEERS_JSON [TORCH_JSON]; summary.py --merge OUT TORCH_JSON... joins the torch.compile
+processes' files (one per hidden size) into OUT."""
 import json
 import os
 import sys
@@ -9,7 +10,19 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 from tables_peers import SIDE_ROWS, side_by_side  # noqa: E402
 
 
+def merge(out, paths):
+    docs = [json.load(open(p)) for p in paths if os.path.exists(p)]
+    if docs:
+        with open(out, "w") as f:
+            json.dump(dict(docs[0], rows=[r for d in docs for r in d["rows"]]), f, indent=1)
+
+
 def main():
+    if sys.argv[1] == "--merge":
+        return merge(sys.argv[2], sys.argv[3:])
+    if not os.path.exists(sys.argv[1]):
+        print(f"summary: {sys.argv[1]} was not written (see the benchmark's log)")
+        return
     doc = json.load(open(sys.argv[1]))
     tdoc = None
     if len(sys.argv) > 2 and os.path.exists(sys.argv[2]):
@@ -36,6 +49,10 @@ def main():
         print("WRONG", w)
     if tdoc is None:
         print("torch.compile: no result file")
+    for r in (tdoc or {}).get("rows", []):
+        if r.get("check") != "ok" or "median_us" not in r:
+            print(f"torch.compile C={r['C']} M={r['M']}: {r.get('error') or r.get('check')}"
+                  + ("" if "median_us" in r else ", not timed"))
 
 
 if __name__ == "__main__":

@@ -18,6 +18,7 @@ import time
 
 import torch
 
+DEV = os.environ.get("PEERS_TORCH_DEVICE", "cuda")  # "cpu": a dry run of the checks, no timing
 PRESETS = {4096: dict(eps_n=1e-20), 5120: dict(eps_n=1e-20), 7168: dict(eps_n=1e-20)}
 EPS_H, POST_MULT, ITERS, N = 1e-6, 2.0, 20, 4
 COEF_TOL, BF16_TOL = 2e-3, 8e-3
@@ -63,10 +64,10 @@ def rel(out, ref):
 def make_inputs(C, M, sets, g):
     out = []
     for _ in range(sets):
-        x = (torch.rand(M, N, C, device="cuda", generator=g) * 2 - 1).bfloat16()
-        f = (torch.rand(M, C, device="cuda", generator=g) * 2 - 1).bfloat16()
-        post_in = torch.rand(M, N, device="cuda", generator=g) * 2
-        comb_in = torch.rand(M, N, N, device="cuda", generator=g) * 0.5
+        x = (torch.rand(M, N, C, device=DEV, generator=g) * 2 - 1).bfloat16()
+        f = (torch.rand(M, C, device=DEV, generator=g) * 2 - 1).bfloat16()
+        post_in = torch.rand(M, N, device=DEV, generator=g) * 2
+        comb_in = torch.rand(M, N, N, device=DEV, generator=g) * 0.5
         out.append((x, f, post_in, comb_in))
     return out
 
@@ -74,16 +75,17 @@ def make_inputs(C, M, sets, g):
 def weights(C, g):
     K = N * C
     a = math.sqrt(3.0 / K)
-    fn = (torch.rand(N * (N + 2), K, device="cuda", generator=g) * 2 - 1) * a
-    base = (torch.rand(N * (N + 2), device="cuda", generator=g) * 2 - 1) * 0.5
-    scale = torch.tensor([1.0, 1.0, 2.0], device="cuda")
+    fn = (torch.rand(N * (N + 2), K, device=DEV, generator=g) * 2 - 1) * a
+    base = (torch.rand(N * (N + 2), device=DEV, generator=g) * 2 - 1) * 0.5
+    scale = torch.tensor([1.0, 1.0, 2.0], device=DEV)
     return fn, base, scale
 
 
 def check(compiled, inputs, w, eps_n):
     x, f, post_in, comb_in = inputs
     got = compiled(x, f, post_in, comb_in, *w)
-    torch.cuda.synchronize()
+    if DEV == "cuda":
+        torch.cuda.synchronize()
     xn_ref = boundary(x.double(), f, post_in, comb_in, *w, eps_n)[0]
     # The coefficients and the collapse from the compiled x_next, as bench_peers does.
     ref = pre(got[0].double(), *w, eps_n)
@@ -128,9 +130,10 @@ def main():
     torch.backends.cuda.matmul.allow_tf32 = True
     torch._dynamo.config.cache_size_limit = 1024
     torch._dynamo.config.accumulated_cache_size_limit = 4096
-    l2 = torch.cuda.get_device_properties(0).L2_cache_size
-    g = torch.Generator(device="cuda").manual_seed(0)
-    doc = dict(gpu=torch.cuda.get_device_name(), torch=torch.__version__,
+    cuda = DEV == "cuda"
+    l2 = torch.cuda.get_device_properties(0).L2_cache_size if cuda else 50 << 20
+    g = torch.Generator(device=DEV).manual_seed(0)
+    doc = dict(gpu=torch.cuda.get_device_name() if cuda else "cpu", torch=torch.__version__,
                mode="torch.compile(mode='default', dynamic=False), one compile per shape",
                rows=[])
     work = []
@@ -167,7 +170,7 @@ def main():
     if a.go:
         while not os.path.exists(a.go):
             time.sleep(0.2)
-    for row, fn, inputs, w in work:
+    for row, fn, inputs, w in work if DEV == "cuda" else []:
         s = torch.cuda.Stream()
         s.wait_stream(torch.cuda.current_stream())
         graphs = []
