@@ -11,6 +11,7 @@
 #include <nlohmann/json.hpp>
 #include <optional>
 
+#include "mhc/bench/fp8_rows.hpp"
 #include "mhc/core/error.hpp"
 #include "mhc/cuda/check.hpp"
 #include "mhc/cuda/cuda_backend.hpp"
@@ -469,6 +470,11 @@ nlohmann::json bench_kernels(const KernelBenchOptions& o) {
                   md * (6 * K + 4 * C) + weight_bytes};
     std::vector<Item> items;
     add_site_items(c, o.sweep_tuning, items);
+    for (Fp8Row& r : fp8_rows(p, m, w, ws, c.chosen, c.coef_bytes)) {  // docs/fp8.md
+      items.push_back({r.name, r.bytes, r.enqueue, r.coefficient_launch
+                                                       ? std::optional<LaunchTuning>(c.chosen)
+                                                       : std::nullopt});
+    }
     add_stack_items(c, o.sweep_tuning, items);
     for (size_t i = 0; i < items.size(); ++i) {
       results.push_back(time_item(items[i], p, m, d, o.reps, copy_bw, stream, o.progress));

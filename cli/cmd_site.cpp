@@ -5,6 +5,7 @@
 #include <chrono>
 #include <map>
 #include <optional>
+#include <span>
 #include <string>
 
 #include "commands.hpp"
@@ -12,7 +13,9 @@
 #include "mhc/core/backend.hpp"
 #include "mhc/core/config.hpp"
 #include "mhc/core/error.hpp"
+#include "mhc/core/fp8.hpp"
 #include "mhc/core/params.hpp"
+#include "mhc/cpu/fp8.hpp"
 #include "mhc/io/safe_file.hpp"
 #include "mhc/io/safetensors.hpp"
 #include "options.hpp"
@@ -25,8 +28,29 @@ struct SiteArgs {
   std::string out;
   std::string backend = "auto";
   std::string kernel_config;
+  std::string fp8;  // "": none; else the FP8 layer_input's scale layout (docs/fp8.md)
   JsonOutput json;
 };
+
+// --fp8: layer_input also as FP8 (docs/fp8.md), the quantisation of the bf16 layer_input that
+// the FP8 ops write bitwise: layer_input_fp8 [M, C] F8_E4M3 and layer_input_scales as stored,
+// [M, C/128] row-major or [C/128, round_up(M, 4)] column-major (padding zero).
+void add_fp8_outputs(const std::string& layout, const MhcParams& p, int64_t tokens,
+                     const SiteOutputs& out, st::Writer& w) {
+  const Fp8Format f{kFp8GroupSize, layout.rfind("column", 0) == 0,
+                    layout.find("ue8m0") != std::string::npos};
+  check_fp8_format(f, p.hidden, "mhc site --fp8");
+  std::vector<uint8_t> codes(size_t(tokens * p.hidden));
+  std::vector<float> scales(size_t(fp8_scale_floats(tokens, p.hidden, f)), 0.f);
+  fp8_quantize_rows(out.layer_input.data(), tokens, p.hidden, f, codes.data(), scales.data());
+  w.add("layer_input_fp8", st::Dtype::F8_E4M3, {tokens, p.hidden}, std::as_bytes(std::span(codes)));
+  const int64_t groups = fp8_groups(p.hidden, f);
+  w.add_f32("layer_input_scales",
+            f.column_major_scales ? st::Shape{groups, fp8_aligned_tokens(tokens)}
+                                  : st::Shape{tokens, groups},
+            scales);
+  w.set_metadata("fp8", layout);
+}
 
 // Everything needed to reproduce the run; values are exact (shortest round-trip text).
 std::map<std::string, std::string> output_metadata(const st::SiteFileInputs& in,
@@ -136,9 +160,10 @@ void run_site_command(SiteArgs& a) {
   } catch (const Error& e) {
     throw Error(fmt::format("{}: not written: {} (inputs {})", a.out, e.what(), a.inputs));
   }
-  st::site_outputs_writer(in.params, in.tokens, out,
-                          output_metadata(in, *backend, config, a.inputs))
-      .write(a.out, inputs);
+  st::Writer writer = st::site_outputs_writer(in.params, in.tokens, out,
+                                              output_metadata(in, *backend, config, a.inputs));
+  if (!a.fp8.empty()) add_fp8_outputs(a.fp8, in.params, in.tokens, out, writer);
+  writer.write(a.out, inputs);
   if (!a.json.to_stdout()) print_summary(a, in, *backend, config, elapsed.count());
   a.json.emit(summary_json(a, in, *backend, config, elapsed.count()));
 }
@@ -156,6 +181,10 @@ void register_site(CLI::App& app) {
   cmd->add_option("--out", args->out,
                   "Output file: layer_input, pre, post, comb, x_next (+ metadata)")
       ->required();
+  cmd->add_option("--fp8", args->fp8,
+                  "Also write layer_input as FP8 (layer_input_fp8, layer_input_scales; "
+                  "docs/fp8.md) with these scales")
+      ->check(one_of({"row", "column", "row-ue8m0", "column-ue8m0"}));
   add_backend_option(cmd, args->backend);
   add_kernel_config_option(cmd, args->kernel_config);
   args->json.add_to(cmd);

@@ -14,6 +14,7 @@
 
 #include "mhc/core/bf16.hpp"
 #include "mhc/core/config.hpp"
+#include "mhc/core/fp8.hpp"
 #include "mhc/core/kernel_plan.hpp"
 #include "mhc/core/params.hpp"
 
@@ -127,7 +128,44 @@ class Ops {
                 Stream stream) const;
   // The head (the final collapse and norm after the last site) joins these ops here.
 
+  // The same ops with an FP8 layer_input (mhc/core/fp8.hpp, docs/fp8.md): E4M3 codes [T, C] and
+  // float32 scales per (token, 128-column group), row-major or in DeepGEMM's SM90 column-major
+  // layout, optionally powers of two: bitwise vLLM's per_token_group_quant_fp8 of the bf16
+  // layer_input the bf16 form writes. C must be a multiple of 128. Where the bf16 form fuses the
+  // input path into the coefficient launch or runs the fused boundary, the FP8 form launches
+  // the input path (or the post + next input launch) on its own, then the coefficients.
+  void pre(int64_t tokens, const Bf16* residual, const HcWeights& w, NormWeight norm_weight,
+           const float* pre_mix, const Fp8Output& layer_input, const Coefficients& out,
+           Workspace ws, Stream stream) const;
+  void input_path(int64_t tokens, const Bf16* residual, const float* pre_mix,
+                  NormWeight norm_weight, const Fp8Output& layer_input, Workspace ws,
+                  Stream stream) const;
+  void post_pre(int64_t tokens, const PostArgs& a, const float* next_pre_mix,
+                NormWeight next_norm_weight, const Fp8Output& next_layer_input, Workspace ws,
+                Stream stream) const;
+  void boundary(int64_t tokens, const PostArgs& a, const float* pre_mix, NormWeight norm_weight,
+                const Fp8Output& layer_input, const HcWeights& next, const Coefficients& out,
+                Workspace ws, Stream stream) const;
+
  private:
+  // layer_input in bf16 (fp8 null) or FP8.
+  struct LayerInputOut {
+    Bf16* bf16 = nullptr;
+    const Fp8Output* fp8 = nullptr;
+  };
+  void pre_to(int64_t tokens, const Bf16* residual, const HcWeights& w, NormWeight norm_weight,
+              const float* pre_mix, LayerInputOut layer_input, const Coefficients& out,
+              Workspace ws, Stream stream) const;
+  void input_path_to(int64_t tokens, const Bf16* residual, const float* pre_mix,
+                     NormWeight norm_weight, LayerInputOut layer_input, Workspace ws,
+                     Stream stream) const;
+  void post_pre_to(int64_t tokens, const PostArgs& a, const float* next_pre_mix,
+                   NormWeight next_norm_weight, LayerInputOut next_layer_input, Workspace ws,
+                   Stream stream) const;
+  void boundary_to(int64_t tokens, const PostArgs& a, const float* pre_mix, NormWeight norm_weight,
+                   LayerInputOut layer_input, const HcWeights& next, const Coefficients& out,
+                   Workspace ws, Stream stream) const;
+
   const KernelPlan& plan_;
   MhcParams p_;
   LaunchOverrides overrides_;

@@ -51,6 +51,7 @@ struct Array {
   const char* name;
   const void* data;
   int64_t bytes;
+  bool required = true;  // false: null means absent (not checked, not read)
 };
 
 bool overlap(const Array& a, const Array& b) {
@@ -66,7 +67,7 @@ void check_arrays(const char* op, std::initializer_list<Array> inputs,
                   std::initializer_list<Array> optional = {}) {
   for (const auto* group : {&inputs, &outputs}) {
     for (const Array& a : *group) {
-      if (a.data == nullptr) fail(op, fmt::format("{} is null", a.name));
+      if (a.required && a.data == nullptr) fail(op, fmt::format("{} is null", a.name));
     }
   }
   for (const Array& out : outputs) {
@@ -103,6 +104,19 @@ class Call {
   int64_t comb_bytes() const { return tokens_ * p_.n * p_.n * 4; }      // [T, n, n] fp32
   int64_t fn_bytes() const { return int64_t(p_.nmix()) * p_.k() * 4; }  // [NMIX, K] fp32
   int64_t weight_bytes(const NormWeight& w) const { return p_.hidden * (w.bf16 ? 2 : 4); }
+
+  // layer_input's arrays: the bf16 rows (and no scales), or the FP8 codes and scales, whose
+  // format is checked against the shape here.
+  Array layer_input_rows(const char* bf16_name, Bf16* bf16, const Fp8Output* fp8) const {
+    if (fp8 == nullptr) return {bf16_name, bf16, row_bytes()};
+    check_fp8_format(fp8->format, p_.hidden, op_);
+    return {"layer_input codes", fp8->codes, tokens_ * p_.hidden};
+  }
+  Array layer_input_scales(const Fp8Output* fp8) const {
+    if (fp8 == nullptr) return {"layer_input scales", nullptr, 0, false};
+    return {"layer_input scales", fp8->scales,
+            fp8_scale_floats(tokens_, p_.hidden, fp8->format) * 4};
+  }
 
   // The coefficient path's workspace for this call: present, aligned, large enough.
   cuda::SiteWorkspace coefficient_workspace(Workspace ws, bool batch_invariant) const {
@@ -180,9 +194,9 @@ KernelPlan device_plan(int device, const KernelConfig& config) {
   }
 }
 
-void Ops::pre(int64_t tokens, const Bf16* residual, const HcWeights& w, NormWeight norm_weight,
-              const float* pre_mix, Bf16* layer_input, const Coefficients& out, Workspace ws,
-              Stream stream) const {
+void Ops::pre_to(int64_t tokens, const Bf16* residual, const HcWeights& w, NormWeight norm_weight,
+                 const float* pre_mix, LayerInputOut layer_input, const Coefficients& out,
+                 Workspace ws, Stream stream) const {
   const LaunchTuning t = tuning(tokens);
   if (tokens == 0) return;
   const Call c("Ops::pre", plan_, p_, tokens);
@@ -191,7 +205,8 @@ void Ops::pre(int64_t tokens, const Bf16* residual, const HcWeights& w, NormWeig
                 {"w.fn", w.fn, c.fn_bytes()},
                 {"w.scale", w.scale, 12},
                 {"w.base", w.base, p_.nmix() * 4}},
-               {{"layer_input", layer_input, c.row_bytes()},
+               {c.layer_input_rows("layer_input", layer_input.bf16, layer_input.fp8),
+                c.layer_input_scales(layer_input.fp8),
                 {"out.pre", out.pre, c.per_stream_bytes()},
                 {"out.post", out.post, c.per_stream_bytes()},
                 {"out.comb", out.comb, c.comb_bytes()}},
@@ -202,12 +217,16 @@ void Ops::pre(int64_t tokens, const Bf16* residual, const HcWeights& w, NormWeig
   const float* norm = c.norm_weight(norm_weight, ws, {stream, t.pdl});
   const cuda::CoefficientBuffers b = coefficient_buffers(residual, w, out);
   if (pre_mix != nullptr) {  // V4.1: the carried pre_mix, in the coefficient launch where it fuses
-    const cuda::InputPathBuffers input{pre_mix, norm, layer_input};
+    const cuda::InputPathBuffers input{pre_mix, norm, layer_input.bf16, layer_input.fp8};
     cuda::prenorm_coefficients(p_, tokens, b, t, site_ws, stream, &input);
     return;
   }
   cuda::prenorm_coefficients(p_, tokens, b, t, site_ws, stream);  // V4: this site's own pre
-  cuda::input_path(p_, tokens, residual, out.pre, norm, layer_input, {stream, t.pdl});
+  if (layer_input.fp8 != nullptr) {
+    cuda::input_path(p_, tokens, residual, out.pre, norm, *layer_input.fp8, {stream, t.pdl});
+  } else {
+    cuda::input_path(p_, tokens, residual, out.pre, norm, layer_input.bf16, {stream, t.pdl});
+  }
 }
 
 void Ops::coefficients(int64_t tokens, const Bf16* residual, const HcWeights& w,
@@ -233,20 +252,26 @@ void Ops::coefficients(int64_t tokens, const Bf16* residual, const HcWeights& w,
   cuda::prenorm_coefficients(p_, tokens, coefficient_buffers(residual, w, out), t, site_ws, stream);
 }
 
-void Ops::input_path(int64_t tokens, const Bf16* residual, const float* pre_mix,
-                     NormWeight norm_weight, Bf16* layer_input, Workspace ws, Stream stream) const {
+void Ops::input_path_to(int64_t tokens, const Bf16* residual, const float* pre_mix,
+                        NormWeight norm_weight, LayerInputOut layer_input, Workspace ws,
+                        Stream stream) const {
   const LaunchTuning t = tuning(tokens);
   if (tokens == 0) return;
   const Call c("Ops::input_path", plan_, p_, tokens);
   check_arrays(
       "Ops::input_path",
       {{"residual", residual, c.streams_bytes()}, {"pre_mix", pre_mix, c.per_stream_bytes()}},
-      {{"layer_input", layer_input, c.row_bytes()}},
+      {c.layer_input_rows("layer_input", layer_input.bf16, layer_input.fp8),
+       c.layer_input_scales(layer_input.fp8)},
       {{"norm_weight", norm_weight.data, c.weight_bytes(norm_weight)},
        {"workspace", ws.data, ws.bytes}});
   const cuda::LaunchTarget on{stream, t.pdl};
-  cuda::input_path(p_, tokens, residual, pre_mix, c.norm_weight(norm_weight, ws, on), layer_input,
-                   on);
+  const float* norm = c.norm_weight(norm_weight, ws, on);
+  if (layer_input.fp8 != nullptr) {
+    cuda::input_path(p_, tokens, residual, pre_mix, norm, *layer_input.fp8, on);
+  } else {
+    cuda::input_path(p_, tokens, residual, pre_mix, norm, layer_input.bf16, on);
+  }
 }
 
 void Ops::post(int64_t tokens, const PostArgs& a, Stream stream) const {
@@ -263,9 +288,9 @@ void Ops::post(int64_t tokens, const PostArgs& a, Stream stream) const {
              stream);
 }
 
-void Ops::post_pre(int64_t tokens, const PostArgs& a, const float* next_pre_mix,
-                   NormWeight next_norm_weight, Bf16* next_layer_input, Workspace ws,
-                   Stream stream) const {
+void Ops::post_pre_to(int64_t tokens, const PostArgs& a, const float* next_pre_mix,
+                      NormWeight next_norm_weight, LayerInputOut next_layer_input, Workspace ws,
+                      Stream stream) const {
   const LaunchTuning t = tuning(tokens);
   if (tokens == 0) return;
   const Call c("Ops::post_pre", plan_, p_, tokens);
@@ -276,18 +301,19 @@ void Ops::post_pre(int64_t tokens, const PostArgs& a, const float* next_pre_mix,
                 {"comb", a.comb, c.comb_bytes()},
                 {"next_pre_mix", next_pre_mix, c.per_stream_bytes()}},
                {{"residual_next", a.residual_next, c.streams_bytes()},
-                {"next_layer_input", next_layer_input, c.row_bytes()}},
+                c.layer_input_rows("next_layer_input", next_layer_input.bf16, next_layer_input.fp8),
+                c.layer_input_scales(next_layer_input.fp8)},
                {{"next_norm_weight", next_norm_weight.data, c.weight_bytes(next_norm_weight)},
                 {"workspace", ws.data, ws.bytes}});
   const cuda::NextInput next{next_pre_mix, c.norm_weight(next_norm_weight, ws, {stream, t.pdl}),
-                             next_layer_input};
+                             next_layer_input.bf16, next_layer_input.fp8};
   cuda::post(p_, tokens, a.residual, a.post, a.comb, a.sublayer_out, a.residual_next, &next, t,
              stream);
 }
 
-void Ops::boundary(int64_t tokens, const PostArgs& a, const float* pre_mix, NormWeight norm_weight,
-                   Bf16* layer_input, const HcWeights& next, const Coefficients& out, Workspace ws,
-                   Stream stream) const {
+void Ops::boundary_to(int64_t tokens, const PostArgs& a, const float* pre_mix,
+                      NormWeight norm_weight, LayerInputOut layer_input, const HcWeights& next,
+                      const Coefficients& out, Workspace ws, Stream stream) const {
   const LaunchTuning t = tuning(tokens);
   if (tokens == 0) return;
   const Call c("Ops::boundary", plan_, p_, tokens);
@@ -301,7 +327,8 @@ void Ops::boundary(int64_t tokens, const PostArgs& a, const float* pre_mix, Norm
                 {"next.scale", next.scale, 12},
                 {"next.base", next.base, p_.nmix() * 4}},
                {{"residual_next", a.residual_next, c.streams_bytes()},
-                {"layer_input", layer_input, c.row_bytes()},
+                c.layer_input_rows("layer_input", layer_input.bf16, layer_input.fp8),
+                c.layer_input_scales(layer_input.fp8),
                 {"out.pre", out.pre, c.per_stream_bytes()},
                 {"out.post", out.post, c.per_stream_bytes()},
                 {"out.comb", out.comb, c.comb_bytes()}},
@@ -309,7 +336,7 @@ void Ops::boundary(int64_t tokens, const PostArgs& a, const float* pre_mix, Norm
                 {"workspace", ws.data, ws.bytes}});
   cuda::SiteWorkspace site_ws = c.coefficient_workspace(ws, t.batch_invariant);
   const cuda::InputPathBuffers input{pre_mix, c.norm_weight(norm_weight, ws, {stream, t.pdl}),
-                                     layer_input};
+                                     layer_input.bf16, layer_input.fp8};
   const cuda::PreviousPost previous{a.residual, a.post, a.comb, a.sublayer_out, a.residual_next};
   cuda::prenorm_coefficients(p_, tokens, coefficient_buffers(a.residual_next, next, out), t,
                              site_ws, stream, &input, &previous);
@@ -336,25 +363,25 @@ namespace {
 
 bool cuda_available() { return false; }
 KernelPlan device_plan(int, const KernelConfig&) { no_cuda("device_plan"); }
-void Ops::pre(int64_t, const Bf16*, const HcWeights&, NormWeight, const float*, Bf16*,
-              const Coefficients&, Workspace, Stream) const {
-  no_cuda("Ops::pre");
-}
 void Ops::coefficients(int64_t, const Bf16*, const HcWeights&, const Coefficients&, Workspace,
                        Stream, Stream) const {
   no_cuda("Ops::coefficients");
 }
-void Ops::input_path(int64_t, const Bf16*, const float*, NormWeight, Bf16*, Workspace,
-                     Stream) const {
+void Ops::post(int64_t, const PostArgs&, Stream) const { no_cuda("Ops::post"); }
+void Ops::pre_to(int64_t, const Bf16*, const HcWeights&, NormWeight, const float*, LayerInputOut,
+                 const Coefficients&, Workspace, Stream) const {
+  no_cuda("Ops::pre");
+}
+void Ops::input_path_to(int64_t, const Bf16*, const float*, NormWeight, LayerInputOut, Workspace,
+                        Stream) const {
   no_cuda("Ops::input_path");
 }
-void Ops::post(int64_t, const PostArgs&, Stream) const { no_cuda("Ops::post"); }
-void Ops::post_pre(int64_t, const PostArgs&, const float*, NormWeight, Bf16*, Workspace,
-                   Stream) const {
+void Ops::post_pre_to(int64_t, const PostArgs&, const float*, NormWeight, LayerInputOut, Workspace,
+                      Stream) const {
   no_cuda("Ops::post_pre");
 }
-void Ops::boundary(int64_t, const PostArgs&, const float*, NormWeight, Bf16*, const HcWeights&,
-                   const Coefficients&, Workspace, Stream) const {
+void Ops::boundary_to(int64_t, const PostArgs&, const float*, NormWeight, LayerInputOut,
+                      const HcWeights&, const Coefficients&, Workspace, Stream) const {
   no_cuda("Ops::boundary");
 }
 void prenorm_gemm(const KernelPlan&, int64_t, int64_t, int64_t, int, const Bf16*, const float*,
@@ -363,5 +390,53 @@ void prenorm_gemm(const KernelPlan&, int64_t, int64_t, int64_t, int, const Bf16*
 }
 
 #endif
+
+// The bf16 and FP8 forms of the ops that write layer_input: one implementation each.
+void Ops::pre(int64_t tokens, const Bf16* residual, const HcWeights& w, NormWeight norm_weight,
+              const float* pre_mix, Bf16* layer_input, const Coefficients& out, Workspace ws,
+              Stream stream) const {
+  pre_to(tokens, residual, w, norm_weight, pre_mix, {layer_input, nullptr}, out, ws, stream);
+}
+
+void Ops::pre(int64_t tokens, const Bf16* residual, const HcWeights& w, NormWeight norm_weight,
+              const float* pre_mix, const Fp8Output& layer_input, const Coefficients& out,
+              Workspace ws, Stream stream) const {
+  pre_to(tokens, residual, w, norm_weight, pre_mix, {nullptr, &layer_input}, out, ws, stream);
+}
+
+void Ops::input_path(int64_t tokens, const Bf16* residual, const float* pre_mix,
+                     NormWeight norm_weight, Bf16* layer_input, Workspace ws, Stream stream) const {
+  input_path_to(tokens, residual, pre_mix, norm_weight, {layer_input, nullptr}, ws, stream);
+}
+
+void Ops::input_path(int64_t tokens, const Bf16* residual, const float* pre_mix,
+                     NormWeight norm_weight, const Fp8Output& layer_input, Workspace ws,
+                     Stream stream) const {
+  input_path_to(tokens, residual, pre_mix, norm_weight, {nullptr, &layer_input}, ws, stream);
+}
+
+void Ops::post_pre(int64_t tokens, const PostArgs& a, const float* next_pre_mix,
+                   NormWeight next_norm_weight, Bf16* next_layer_input, Workspace ws,
+                   Stream stream) const {
+  post_pre_to(tokens, a, next_pre_mix, next_norm_weight, {next_layer_input, nullptr}, ws, stream);
+}
+
+void Ops::post_pre(int64_t tokens, const PostArgs& a, const float* next_pre_mix,
+                   NormWeight next_norm_weight, const Fp8Output& next_layer_input, Workspace ws,
+                   Stream stream) const {
+  post_pre_to(tokens, a, next_pre_mix, next_norm_weight, {nullptr, &next_layer_input}, ws, stream);
+}
+
+void Ops::boundary(int64_t tokens, const PostArgs& a, const float* pre_mix, NormWeight norm_weight,
+                   Bf16* layer_input, const HcWeights& next, const Coefficients& out, Workspace ws,
+                   Stream stream) const {
+  boundary_to(tokens, a, pre_mix, norm_weight, {layer_input, nullptr}, next, out, ws, stream);
+}
+
+void Ops::boundary(int64_t tokens, const PostArgs& a, const float* pre_mix, NormWeight norm_weight,
+                   const Fp8Output& layer_input, const HcWeights& next, const Coefficients& out,
+                   Workspace ws, Stream stream) const {
+  boundary_to(tokens, a, pre_mix, norm_weight, {nullptr, &layer_input}, next, out, ws, stream);
+}
 
 }  // namespace mhc

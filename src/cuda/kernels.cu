@@ -6,6 +6,7 @@
 #include <array>
 #include <limits>
 
+#include "fp8_launch.cuh"
 #include "launch_checks.cuh"
 #include "mhc/core/error.hpp"
 #include "mhc/core/workspace.hpp"
@@ -35,11 +36,15 @@ int query_row_kernels_max_hidden() {
 #if defined(MHC_KERNELS_N2)
   fold(reinterpret_cast<const void*>(post_kernel<2, kRowVecs, false>));
   fold(reinterpret_cast<const void*>(post_kernel<2, kRowVecs, true>));
-  fold(reinterpret_cast<const void*>(input_path_kernel<2, kRowVecs>));
+  fold(reinterpret_cast<const void*>(input_path_kernel<2, kRowVecs, Bf16LayerInput>));
+  fold(reinterpret_cast<const void*>(post_kernel<2, kRowVecs, true, Fp8LayerInput>));
+  fold(reinterpret_cast<const void*>(input_path_kernel<2, kRowVecs, Fp8LayerInput>));
 #endif
   fold(reinterpret_cast<const void*>(post_kernel<4, kRowVecs, false>));
   fold(reinterpret_cast<const void*>(post_kernel<4, kRowVecs, true>));
-  fold(reinterpret_cast<const void*>(input_path_kernel<4, kRowVecs>));
+  fold(reinterpret_cast<const void*>(input_path_kernel<4, kRowVecs, Bf16LayerInput>));
+  fold(reinterpret_cast<const void*>(post_kernel<4, kRowVecs, true, Fp8LayerInput>));
+  fold(reinterpret_cast<const void*>(input_path_kernel<4, kRowVecs, Fp8LayerInput>));
   return std::min(row_kernel_max_hidden(), threads / kWarp * kWarp * kRowVecs * kBf16PerVec);
 }
 
@@ -265,16 +270,18 @@ void prenorm_coefficients(const MhcParams& p, int64_t tokens, const CoefficientB
   args.coef.inv_k = static_cast<float>(1.0 / double(p.k()));
   args.out = {b.pre, b.post, b.comb, b.mixes};
   if (previous != nullptr) check_previous_post(b, input, *previous, what);
-  const bool fuses = input != nullptr && tuning.fused_input;
+  // The fused input-path CTAs, the fold and the fused boundary write bf16 only.
+  const bool fp8 = input != nullptr && input->fp8 != nullptr;
+  const bool fuses = input != nullptr && tuning.fused_input && !fp8;
   // Only the 16-row kernel forms x from the previous post; any other tile (the TMA kernel of
   // batch-invariant mode) gets the post + next input launch first.
   const bool folds = fuses && rows == 16;
-  if (previous != nullptr && !folds && tuning.fused_boundary) {
+  if (previous != nullptr && !folds && tuning.fused_boundary && !fp8) {
     launch_boundary(p, tokens, *input, *previous, tuning, ws, args, stream);
     return;
   }
   if (previous != nullptr && !folds) {  // the post + next input launch, then the plain one
-    const NextInput next{input->pre_mix, input->norm_weight, input->layer_input};
+    const NextInput next{input->pre_mix, input->norm_weight, input->layer_input, input->fp8};
     post(p, tokens, previous->x, previous->post, previous->comb, previous->sublayer_out,
          previous->x_next, &next, tuning, cuda_stream);
     input = nullptr;
@@ -289,6 +296,8 @@ void prenorm_coefficients(const MhcParams& p, int64_t tokens, const CoefficientB
   if (input != nullptr) {
     if (fuses) {
       set_fused_input(p, *input, args);
+    } else if (fp8) {
+      input_path(p, tokens, b.x, input->pre_mix, input->norm_weight, *input->fp8, stream);
     } else {
       input_path(p, tokens, b.x, input->pre_mix, input->norm_weight, input->layer_input, stream);
     }
@@ -317,6 +326,25 @@ void input_path(const MhcParams& p, int64_t tokens, const Bf16* x, const float* 
   check_launch(err, what);
 }
 
+void input_path(const MhcParams& p, int64_t tokens, const Bf16* x, const float* pre_mix,
+                const float* norm_weight, const Fp8Output& layer_input, LaunchTarget stream) {
+  constexpr const char* what = "input_path";
+  check_shape(p, tokens, what);
+  check_fp8_format(layer_input.format, p.hidden, what);
+  if (tokens == 0) return;
+  check_ptr(x, "x", what);
+  require_that(pre_mix != nullptr, "{}: pre_mix is null", what);
+  if (norm_weight != nullptr) check_ptr(norm_weight, "norm_weight", what);
+  const Fp8LayerInput out = fp8_output(layer_input, tokens, p.hidden, what);
+  const float eps_n = static_cast<float>(p.norm_eps());
+  const cudaError_t err =
+      p.n == 2 ? MHC_N2_LAUNCH(launch_input_path_as<2>(bits(x), pre_mix, norm_weight, tokens,
+                                                       p.hidden, eps_n, out, stream))
+               : launch_input_path_as<4>(bits(x), pre_mix, norm_weight, tokens, p.hidden, eps_n,
+                                         out, stream);
+  check_launch(err, what);
+}
+
 void post(const MhcParams& p, int64_t tokens, const Bf16* x, const float* post_coef,
           const float* comb, const Bf16* sublayer_out, Bf16* x_next, const NextInput* next,
           const LaunchTuning& tuning, cudaStream_t cuda_stream) {
@@ -342,18 +370,29 @@ void post(const MhcParams& p, int64_t tokens, const Bf16* x, const float* post_c
   a.hidden = p.hidden;
   a.row_threads = row_kernel_threads(p.hidden);
   a.eps_n = static_cast<float>(p.norm_eps());
+  const bool fp8 = next != nullptr && next->fp8 != nullptr;
+  PostFp8Args fp8_args;
   if (next != nullptr) {
     require_that(next->pre_mix != nullptr, "{}: next pre_mix is null", what);
-    check_ptr(next->layer_input, "next layer_input", what);
+    if (fp8) {
+      check_fp8_format(next->fp8->format, p.hidden, what);
+      fp8_args.next_fp8 = fp8_output(*next->fp8, tokens, p.hidden, what);
+    } else {
+      check_ptr(next->layer_input, "next layer_input", what);
+      a.next_layer_input = bits(next->layer_input);
+    }
     if (next->norm_weight != nullptr) check_ptr(next->norm_weight, "next norm_weight", what);
     a.next_pre_mix = next->pre_mix;
     a.next_norm_weight = next->norm_weight;
-    a.next_layer_input = bits(next->layer_input);
   }
-  cudaError_t err;
   // The cluster post where the tuning chose it (the plan checked the image has clusters) and
   // the row fits a cluster.
-  if (next != nullptr && tuning.cluster_post && post_cluster_fits(p.hidden)) {
+  const bool cluster = next != nullptr && tuning.cluster_post && post_cluster_fits(p.hidden);
+  cudaError_t err;
+  if (fp8) {
+    static_cast<PostArgs&>(fp8_args) = a;
+    err = launch_post_fp8(p.n, fp8_args, tokens, cluster, stream);
+  } else if (cluster) {
     err = p.n == 2 ? MHC_N2_LAUNCH(launch_post_cluster<2>(a, tokens, stream))
                    : launch_post_cluster<4>(a, tokens, stream);
   } else if (p.n == 2) {

@@ -160,16 +160,7 @@ __global__ void head_kernel(const HeadArgs a) {
 
   // The collapse and the norm: input_path_token's, from the vectors still in registers.
   float y[kVec][8];
-  float sum_sq = 0.f;
-#pragma unroll
-  for (int v = 0; v < kVec; ++v) {
-    float xs[kStreams][8];
-#pragma unroll
-    for (int j = 0; j < kStreams; ++j) unpack_bf16x8(xv[v][j], xs[j]);
-    collapse8<kStreams>(xs, weights, y[v]);
-#pragma unroll
-    for (int e = 0; e < 8; ++e) sum_sq = fmaf(y[v][e], y[v][e], sum_sq);
-  }
+  const float sum_sq = collapse_row<kStreams, kVec>(xv, weights, y);
   rms_norm_store<kVec, true>(y, sum_sq, w, norm, a.norm_eps, a.hidden, threads,
                              a.out + token * a.hidden, sums[0]);
 }

@@ -17,6 +17,7 @@
 
 #include "mhc/core/bf16.hpp"
 #include "mhc/core/config.hpp"
+#include "mhc/core/fp8.hpp"
 #include "mhc/core/kernel_limits.hpp"
 #include "mhc/core/kernel_plan.hpp"
 #include "mhc/core/params.hpp"
@@ -78,6 +79,7 @@ struct InputPathBuffers {
   const float* pre_mix = nullptr;
   const float* norm_weight = nullptr;  // null: plain collapse
   Bf16* layer_input = nullptr;
+  const Fp8Output* fp8 = nullptr;  // set: layer_input written as FP8 instead (layer_input unused)
 };
 // The tile the fused boundary launches on this device for `tokens` with `tuning` and `ws` (the
 // tuning's forced fields, the rules of mhc/core/sm90_boundary_plan.hpp for the rest, on this
@@ -95,6 +97,10 @@ struct PreviousPost {
   Bf16* x_next = nullptr;              // this site's streams [M, n, C]: must be b.x
 };
 
+// With an FP8 layer_input (input->fp8), step 1 runs as its own launch (input_path), and a
+// previous post as the post + next input launch: the coefficient kernels' fused input-path CTAs
+// and the fused boundary write bf16 only.
+//
 // Step 2 in one launch: prenorm GEMM + sum of squares, split-K, fused stats, as `tuning` says
 // (KernelPlan::tuning for this shape and token count; its kernel, splits and projection). Refuses
 // a workspace made for another C or n. With `input`, also step 1 on the same x: inside the same
@@ -118,12 +124,21 @@ void prenorm_coefficients(const MhcParams& p, int64_t tokens, const CoefficientB
 // `stream` asks for it (LaunchTuning::pdl).
 void input_path(const MhcParams& p, int64_t tokens, const Bf16* x, const float* pre_mix,
                 const float* norm_weight, Bf16* layer_input, LaunchTarget stream);
+// Step 1 with the FP8 layer_input: the same kernel, its output quantised per group (fp8.cuh).
+void input_path(const MhcParams& p, int64_t tokens, const Bf16* x, const float* pre_mix,
+                const float* norm_weight, const Fp8Output& layer_input, LaunchTarget stream);
+
+// Quantises bf16 rows [T, C] as the FP8 layer_input is quantised (docs/fp8.md), in a launch of
+// its own: what an engine runs after a bf16 layer_input (the benchmark's comparison).
+void quantize_fp8(int64_t tokens, int hidden, const Bf16* rows, const Fp8Output& out,
+                  LaunchTarget stream);
 
 // The next site's input path, fused into the post (norm_weight null: plain collapse).
 struct NextInput {
   const float* pre_mix = nullptr;  // this site's pre
   const float* norm_weight = nullptr;
   Bf16* layer_input = nullptr;
+  const Fp8Output* fp8 = nullptr;  // set: layer_input written as FP8 instead (layer_input unused)
 };
 
 // Step 4: x_next = bf16(post * F + comb^T x); with `next`, also the next site's layer_input (by

@@ -7,9 +7,11 @@
 #include <cuda_runtime.h>
 
 #include <cstdint>
+#include <type_traits>
 
 #include "mhc/core/kernel_limits.hpp"
 #include "mhc/cuda/common.cuh"
+#include "mhc/cuda/fp8.cuh"
 #include "mhc/cuda/input_path.cuh"
 
 namespace mhc::cuda {
@@ -28,6 +30,21 @@ struct PostArgs {
   const float* next_norm_weight = nullptr;  // [C], or null for a plain collapse
   uint16_t* next_layer_input = nullptr;     // [M, C]
 };
+
+// The post's arguments with an FP8 next layer_input (fp8.cuh) instead of next_layer_input: a
+// type of their own, so that the bf16 kernels' parameters stay PostArgs.
+struct PostFp8Args : PostArgs {
+  Fp8LayerInput next_fp8;
+};
+// The arguments of a post kernel whose next layer_input is of type Out, and that layer_input.
+template <class Out>
+using PostArgsFor = std::conditional_t<Out::kCollective, PostFp8Args, PostArgs>;
+__host__ __device__ inline Bf16LayerInput next_layer_input(const PostArgs& a) {
+  return {a.next_layer_input};
+}
+__host__ __device__ inline Fp8LayerInput next_layer_input(const PostFp8Args& a) {
+  return a.next_fp8;
+}
 
 // out[e] = bf16(post_k * f[e] + sum_j comb[j][k] * xs[j][e]) for output stream k: the formula of
 // the post, shared with the coefficient launch that forms x on the fly, so that both produce the
@@ -133,8 +150,8 @@ __device__ __forceinline__ void post_vector(const PostArgs& a, int64_t token, in
 // (prenorm_mma.cuh), with kEarlyWeights false: there the up-front norm weights (load_norm_weights)
 // would spill, and that CTA is off the launch's critical path. All threads of the CTA must
 // call it.
-template <int kStreams, int kVec, bool kNextInput, bool kEarlyWeights = true>
-__device__ __forceinline__ void post_token(const PostArgs& a, int64_t token, float* scratch) {
+template <int kStreams, int kVec, bool kNextInput, bool kEarlyWeights = true, class A = PostArgs>
+__device__ __forceinline__ void post_token(const A& a, int64_t token, float* scratch) {
   constexpr int n = kStreams;
   const int hidden = a.hidden;
   const uint16_t* x_token = a.x + token * n * hidden;
@@ -184,13 +201,13 @@ __device__ __forceinline__ void post_token(const PostArgs& a, int64_t token, flo
   }
   if constexpr (kNextInput) {
     rms_norm_store<kVec, kEarlyWeights>(y, sum_sq, w, a.next_norm_weight, a.eps_n, hidden,
-                                        a.row_threads, a.next_layer_input + token * hidden,
+                                        a.row_threads, next_layer_input(a).row(token, hidden),
                                         scratch);
   }
 }
 
-template <int kStreams, int kVec, bool kNextInput>
-__global__ void post_kernel(const PostArgs a) {
+template <int kStreams, int kVec, bool kNextInput, class Out = Bf16LayerInput>
+__global__ void post_kernel(const PostArgsFor<Out> a) {
   __shared__ float scratch[kWarp];
   allow_dependents();
   wait_for_producer();
@@ -223,27 +240,29 @@ __global__ void __launch_bounds__(kPostColumnThreads)
 // call as the coefficient launchers' (prenorm_launch_checks.cuh): 1..INT32_MAX tokens, C in whole
 // 16-byte vectors cut as the row kernels cut it (row_kernel_threads), the post's pointers, and with
 // kNextInput the next input path's. mhc::cuda::post checks them with messages.
-template <bool kNextInput>
-inline bool post_args_valid(const PostArgs& a, int64_t tokens) {
+// With an FP8 output (Out), C in whole FP8 groups and the codes and scales set.
+template <bool kNextInput, class Out = Bf16LayerInput>
+inline bool post_args_valid(const PostArgsFor<Out>& a, int64_t tokens) {
+  const int multiple = kNextInput && Out::kCollective ? kFp8GroupSize : kBf16PerVec;
   const bool shape = tokens >= 1 && tokens <= INT32_MAX && a.hidden > 0 &&
-                     a.hidden % kBf16PerVec == 0 && a.row_threads == row_kernel_threads(a.hidden);
+                     a.hidden % multiple == 0 && a.row_threads == row_kernel_threads(a.hidden);
   const bool pointers = a.x != nullptr && a.post != nullptr && a.comb != nullptr &&
                         a.sublayer_out != nullptr && a.x_next != nullptr;
-  const bool next = !kNextInput || (a.next_pre_mix != nullptr && a.next_layer_input != nullptr);
+  const bool next = !kNextInput || (a.next_pre_mix != nullptr && next_layer_input(a).valid());
   return shape && pointers && next;
 }
 
 // Raw launcher: refuses arguments outside post_args_valid (cudaErrorInvalidValue).
-template <int kStreams, bool kNextInput>
-cudaError_t launch_post(const PostArgs& args, int64_t tokens, LaunchTarget on) {
-  if (!post_args_valid<kNextInput>(args, tokens)) return cudaErrorInvalidValue;
+template <int kStreams, bool kNextInput, class Out = Bf16LayerInput>
+cudaError_t launch_post(const PostArgsFor<Out>& args, int64_t tokens, LaunchTarget on) {
+  if (!post_args_valid<kNextInput, Out>(args, tokens)) return cudaErrorInvalidValue;
   if (!kNextInput && tokens <= kPostColumnsMaxTokens) {
     const int64_t threads = tokens * (args.hidden / kBf16PerVec);
     return launch_kernel(post_columns_kernel<kStreams>,
                          dim3(static_cast<unsigned>(ceil_div(threads, kPostColumnThreads))),
                          dim3(kPostColumnThreads), 0, on, args, tokens);
   }
-  return launch_kernel(post_kernel<kStreams, kRowVecs, kNextInput>,
+  return launch_kernel(post_kernel<kStreams, kRowVecs, kNextInput, Out>,
                        dim3(static_cast<unsigned>(tokens)), dim3(row_kernel_threads(args.hidden)),
                        0, on, args);
 }

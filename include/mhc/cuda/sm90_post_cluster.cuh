@@ -68,10 +68,30 @@ __device__ __forceinline__ float cluster_row_sum(float partial, int v, int row_t
   return total;
 }
 
+// An FP8 group's largest magnitude in this kernel's layout: lane (row thread r % 8, vector v) of
+// warp r / 8, so a group (16 row threads' vector v) is the lanes with v of two warps (2w, 2w + 1):
+// a shuffle over the lanes' row-thread bits, then the two warps' maxima through shared memory.
+// Every thread of the CTA calls it, once.
+struct ClusterGroupMax {
+  float* exchange;  // [kPostClusterThreads / kWarp][kRowVecs], shared
+  __device__ __forceinline__ float operator()(float amax) const {
+#pragma unroll
+    for (int offset = kRowVecs; offset < kWarp; offset *= 2) {
+      amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, offset));
+    }
+    const int warp = int(threadIdx.x) / kWarp, v = int(threadIdx.x) % kRowVecs;
+    if (int(threadIdx.x) % kWarp < kRowVecs) exchange[warp * kRowVecs + v] = amax;
+    __syncthreads();
+    return fmaxf(exchange[(warp & ~1) * kRowVecs + v], exchange[(warp | 1) * kRowVecs + v]);
+  }
+};
+
 // One token per cluster of row_threads / 32 CTAs (grid.x = tokens * that), kPostClusterThreads
-// threads each; a.next_layer_input and a.next_pre_mix set (the fused next input path).
-template <int kStreams>
-__global__ void __launch_bounds__(kPostClusterThreads) sm90_post_cluster_kernel(const PostArgs a) {
+// threads each; a.next_pre_mix and the next layer_input of type Out set (the fused next input
+// path).
+template <int kStreams, class Out = Bf16LayerInput>
+__global__ void __launch_bounds__(kPostClusterThreads)
+    sm90_post_cluster_kernel(const PostArgsFor<Out> a) {
   cluster_arrive_relaxed();
   allow_dependents();
   wait_for_producer();
@@ -103,27 +123,29 @@ __global__ void __launch_bounds__(kPostClusterThreads) sm90_post_cluster_kernel(
   } else {
     cluster_wait();
   }
-  if (c < 0) return;
-  store_post_vector<kStreams>(a, token, c, out);
+  // An FP8 output's group reduction takes every thread, those past the row too.
+  if (c < 0 && !Out::kCollective) return;
+  if (c >= 0) store_post_vector<kStreams>(a, token, c, out);
   float wv[8];
   unpack_f4x2(w0, w1, wv);
   float o[8];
 #pragma unroll
   for (int e = 0; e < 8; ++e) o[e] = norm ? y[e] * scale * wv[e] : y[e];
-  store_u4(a.next_layer_input + token * a.hidden + c, pack_bf16x8(o));
+  __shared__ float group_exchange[Out::kCollective ? kPostClusterThreads / kWarp * kRowVecs : 1];
+  next_layer_input(a).row(token, a.hidden).store8(c, o, ClusterGroupMax{group_exchange});
 }
 
 // Raw launcher: refuses (cudaErrorInvalidValue) arguments outside post_args_valid with the next
 // input path, and rows whose cluster would exceed kPostClusterMaxCtas CTAs (post_cluster_fits: the
 // row sums' exchange has a slot per CTA).
-template <int kStreams>
-cudaError_t launch_post_cluster(const PostArgs& args, int64_t tokens, LaunchTarget on) {
-  if (!post_args_valid<true>(args, tokens) || !post_cluster_fits(args.hidden)) {
+template <int kStreams, class Out = Bf16LayerInput>
+cudaError_t launch_post_cluster(const PostArgsFor<Out>& args, int64_t tokens, LaunchTarget on) {
+  if (!post_args_valid<true, Out>(args, tokens) || !post_cluster_fits(args.hidden)) {
     return cudaErrorInvalidValue;
   }
   const int ctas = args.row_threads / kWarp;
   return launch_kernel_in_clusters(
-      sm90_post_cluster_kernel<kStreams>, dim3(static_cast<unsigned>(tokens * ctas)),
+      sm90_post_cluster_kernel<kStreams, Out>, dim3(static_cast<unsigned>(tokens * ctas)),
       dim3(kPostClusterThreads), 0, static_cast<unsigned>(ctas), on, args);
 }
 
