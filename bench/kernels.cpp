@@ -471,9 +471,9 @@ nlohmann::json bench_kernels(const KernelBenchOptions& o) {
     std::vector<Item> items;
     add_site_items(c, o.sweep_tuning, items);
     for (Fp8Row& r : fp8_rows(p, m, w, ws, c.chosen, c.coef_bytes)) {  // docs/fp8.md
-      items.push_back({r.name, r.bytes, r.enqueue, r.coefficient_launch
-                                                       ? std::optional<LaunchTuning>(c.chosen)
-                                                       : std::nullopt});
+      items.push_back(
+          {r.name, r.bytes, r.enqueue,
+           r.coefficient_launch ? std::optional<LaunchTuning>(c.chosen) : std::nullopt});
     }
     add_stack_items(c, o.sweep_tuning, items);
     for (size_t i = 0; i < items.size(); ++i) {
