@@ -121,38 +121,6 @@ struct Fp8LayerInput {
   }
 };
 
-// Quantises bf16 rows [T, C] into `out` (Fp8LayerInput; C a multiple of 128): one thread per
-// 8-column vector, a half-warp per group; the stand-alone group quantisation an engine would launch
-// after a bf16 layer_input, vLLM's per_token_group_quant_fp8 (the FP8 ops' benchmark times it
-// beside them).
-template <class Out>
-__global__ void quantize_rows_kernel(const uint16_t* __restrict__ rows, int64_t vectors, int hidden,
-                                     const Out out) {
-  allow_dependents();
-  wait_for_producer();
-  const int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
-  const int64_t row_vectors = hidden / kBf16PerVec;
-  const int64_t token = i / row_vectors;
-  const bool inside = i < vectors;
-  float v[8] = {};
-  if (inside) unpack_bf16x8(load_stream_u4(rows + i * kBf16PerVec), v);
-  const int c = inside ? int(i - token * row_vectors) * kBf16PerVec : -1;
-  out.row(token, hidden).store8(c, v, HalfWarpGroupMax{});
-}
-inline constexpr int kQuantizeFp8Threads = 256;
-
-inline cudaError_t launch_quantize_fp8(const uint16_t* rows, int64_t tokens, int hidden,
-                                       const Fp8LayerInput& out, LaunchTarget on) {
-  const int64_t vectors = tokens * (hidden / kBf16PerVec);
-  if (rows == nullptr || !out.valid() || tokens < 1 || hidden <= 0 || hidden % kFp8GroupSize != 0 ||
-      ceil_div(vectors, kQuantizeFp8Threads) > INT32_MAX) {
-    return cudaErrorInvalidValue;
-  }
-  return launch_kernel(quantize_rows_kernel<Fp8LayerInput>,
-                       dim3(static_cast<unsigned>(ceil_div(vectors, kQuantizeFp8Threads))),
-                       dim3(kQuantizeFp8Threads), 0, on, rows, vectors, hidden, out);
-}
-
 // The host's view of an FP8 layer input for the launchers: its codes, scales and format.
 inline Fp8LayerInput fp8_layer_input(uint8_t* codes, float* scales, int64_t tokens, int hidden,
                                      const Fp8Format& f) {
