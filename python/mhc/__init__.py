@@ -19,9 +19,16 @@ if _torch is not None and not _os.path.exists(
         _os.path.join(_os.path.dirname(__file__), "_torch_ops.so")):
     import warnings as _warnings
 
+    try:  # what the build said about the ops (python/TorchOps.cmake)
+        from mhc._build import TORCH_OPS as _built
+    except ImportError:
+        _built = "off"
+    # Left out by MHC_TORCH_OPS=AUTO for want of torch at build time (a plain `pip install .`
+    # builds in an isolated environment): said where a user sees it. Deliberately off: quietly.
     _warnings.warn("mhc was built without its torch ops library (MHC_TORCH_OPS=OFF, or no torch "
                    "at build time): torch.ops.mhc.* and mhc.pre etc. are not available; "
-                   "importing mhc.ops says how to build them", ImportWarning, stacklevel=2)
+                   "importing mhc.ops says how to build them",
+                   UserWarning if _built.startswith("missing") else ImportWarning, stacklevel=2)
 elif _torch is not None:
     from mhc._api import (  # noqa: F401
         DEFAULT_POOL,

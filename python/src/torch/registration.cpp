@@ -194,6 +194,12 @@ Tensor workspace(torch::stable::Device device, int64_t hidden, int64_t n, int64_
 void workspace_clear() { pool_clear(); }
 int64_t workspace_count() { return pool_size(); }
 bool built_with_cuda() { return launch::built_with_cuda(); }
+// This thread's host-time profile since the last call (launch::profile), then profiling on or off.
+std::string host_profile(bool enable) {
+  std::string sums = launch::profile::take();
+  launch::profile::enable(enable);
+  return sums;
+}
 
 void define(torch::stable::detail::StableLibrary& m, const std::string& name, const char* schema) {
   m.def((name + schema).c_str());
@@ -222,6 +228,7 @@ STABLE_TORCH_LIBRARY(mhc, m) {
   m.def("_workspace_clear() -> ()");
   m.def("_workspace_count() -> int");
   m.def("_built_with_cuda() -> bool");
+  m.def("_host_profile(bool enable) -> str");
 }
 
 namespace {
@@ -255,4 +262,5 @@ STABLE_TORCH_LIBRARY_IMPL(mhc, CompositeExplicitAutograd, m) {
   m.impl("_workspace_clear", TORCH_BOX(&workspace_clear));
   m.impl("_workspace_count", TORCH_BOX(&workspace_count));
   m.impl("_built_with_cuda", TORCH_BOX(&built_with_cuda));
+  m.impl("_host_profile", TORCH_BOX(&host_profile));
 }
