@@ -35,7 +35,10 @@ import dlpack_ops  # noqa: E402,F401  (registers torch.ops.mhc_dlpack.*)
 
 # The same kernel sequence as an item of `mhc bench kernels`.
 CPP_ITEM = {"coefficients": "coefficients (GEMM+stats)", "post": "post",
-            "post_pre": "post + next input path"}
+            "post_pre": "post + next input path",
+            # pre_out with pre_mix: Ops::pre, prenorm_coefficients with the input path (fused
+            # into the coefficient launch where the plan says, else its launch first).
+            "pre": "coef + input path (one launch)"}
 EPS = (1e-6, 1e-6, 1e-6, 2.0, 20)  # rms_eps, pre_eps, sinkhorn_eps, post_mult, sinkhorn_iters
 OPS = ("hc_prenorm_gemm", "pre", "pre_out", "coefficients", "coefficients_out", "pre_overlap",
        "pre_overlap_out", "join", "post", "post_out", "post_pre", "post_pre_out", "boundary",
@@ -128,6 +131,49 @@ def bare_calls(s, stream):
     }
 
 
+def twin_calls(s):
+    """op -> the call of its mhc::_nograd_ twin (the same kernel, no Autograd router)."""
+    class Twins:
+        def __getattr__(self, name):
+            return getattr(torch.ops.mhc, f"_nograd_{name}")
+    return op_calls(Twins(), s)
+
+
+def host_profile(device, hidden, calls):
+    """Where each stable op's host time goes, per call (µs): its C++ kernel's phases (checks;
+    setup: workspace, device and stream; launch: the launcher calls, of which plan: the launch
+    description and the Ops), from torch.ops.mhc._host_profile, and the wall time per call, whose
+    rest is Python, the dispatcher and the stable ABI's boxing. no_grad, the GPU held."""
+    rows = []
+    with torch.no_grad():
+        s = Site(device, 1, hidden, seed=7)
+        for op, fn in op_calls(torch.ops.mhc, s).items():
+            if not op.endswith("_out") and op not in ("hc_prenorm_gemm", "join"):
+                continue
+            for _ in range(20):
+                fn()
+            if device == "cuda":
+                torch.cuda.synchronize()
+                torch.cuda._sleep(SPIN_CYCLES)
+            n = min(calls, 500)
+            torch.ops.mhc._host_profile(True)
+            t0 = time.perf_counter()
+            for _ in range(n):
+                fn()
+            wall = (time.perf_counter() - t0) / n * 1e6
+            sums = json.loads(torch.ops.mhc._host_profile(False))
+            if device == "cuda":
+                torch.cuda.synchronize()
+            per = {k[:-3] + "_us": v / 1e3 / n for k, v in sums.items() if k.endswith("_ns")}
+            inside = per["checks_us"] + per["setup_us"] + per["launch_us"]
+            rows.append(dict(op=op, calls=n, kernel_calls=sums["calls"], wall_us=wall, **per,
+                             outside_kernel_us=wall - inside))
+            print(f"profile {op:<17} wall {wall:7.2f} checks {per['checks_us']:5.2f} setup "
+                  f"{per['setup_us']:5.2f} launch {per['launch_us']:6.2f} (plan "
+                  f"{per['plan_us']:5.2f}) outside {wall - inside:6.2f} us", flush=True)
+    return rows
+
+
 MODES = {"no_grad": torch.no_grad, "inference_mode": torch.inference_mode,
          "grad": lambda: torch.enable_grad()}
 
@@ -160,6 +206,9 @@ def host_costs(device, hidden, calls, rounds, modes):
             s = Site(device, 1, hidden, seed=7)  # made in the mode (inference tensors there)
             a, b = s.residual.float(), s.residual.float()
             variants = {"stable": op_calls(torch.ops.mhc, s),
+                        # the no-grad twin called directly: the stable op without its C++
+                        # autograd router (what the router costs under no_grad)
+                        "stable_twin": twin_calls(s),
                         "dlpack": op_calls(torch.ops.mhc_dlpack, s),
                         "bare_C": bare_calls(s, stream)}
             variants["torch_add"] = {"add_out": lambda: torch.add(a, b, out=a),
@@ -195,6 +244,11 @@ def enqueue(op, s):
 
 
 def time_graphs(op, tokens, reps, l2_bytes, hidden, n=4):
+    """The GPU time of one op call per CUDA graph replay (µs): the graphs timed by the C++
+    loop of `mhc bench kernels` (mhc._C._time_graph_replays: warm-up, then a CUDA event between
+    consecutive replays, median), and, for comparison, by the former Python loop (replays queued
+    from Python behind a spin kernel). One graph per input set, sets rotated past L2, one set of
+    weights, as the C++ benchmark has."""
     set_bytes = tokens * (4 * n * hidden + 4 * hidden)
     sets = max(1, min(48, math.ceil(3 * l2_bytes / set_bytes)))
     sites = [Site("cuda", tokens, hidden, seed=i + 1) for i in range(sets)]
@@ -209,15 +263,18 @@ def time_graphs(op, tokens, reps, l2_bytes, hidden, n=4):
         enqueue(op, sites[0])  # eager warm-up
         torch.cuda.synchronize()
         for s in sites:
-            g = torch.cuda.CUDAGraph()
+            g = torch.cuda.CUDAGraph(keep_graph=True)  # its nodes are listed below
             with torch.cuda.graph(g, stream=stream):
                 enqueue(op, s)
+            g.instantiate()
             graphs.append(g)
+        nodes = _C._graph_nodes(graphs[0].raw_cuda_graph())
+        torch.cuda.synchronize()
+        med, least, _ = _C._time_graph_replays([g.raw_cuda_graph_exec() for g in graphs], reps,
+                                               stream.cuda_stream)
         for i in range(max(20, 2 * sets)):
             graphs[i % sets].replay()
         events = [torch.cuda.Event(enable_timing=True) for _ in range(reps + 1)]
-        # Python enqueues a replay more slowly than a small graph runs: a spin kernel holds the
-        # stream while all replays are queued, so the events time the GPU, not the host loop.
         torch.cuda._sleep(SPIN_CYCLES)
         events[0].record()
         for i in range(reps):
@@ -225,7 +282,8 @@ def time_graphs(op, tokens, reps, l2_bytes, hidden, n=4):
             events[i + 1].record()
     torch.cuda.synchronize()
     us = [1000 * events[i].elapsed_time(events[i + 1]) for i in range(reps)]
-    return statistics.median(us), min(us), sets
+    return dict(median=med, least=least, held_median=statistics.median(us), sets=sets,
+                nodes=nodes)
 
 
 def graph_costs(tokens_list, reps, hidden, cpp_json):
@@ -238,19 +296,20 @@ def graph_costs(tokens_list, reps, hidden, cpp_json):
     with torch.no_grad():
         for op in ("coefficients", "pre", "post", "post_pre"):
             for tokens in tokens_list:
-                med, mn, sets = time_graphs(op, tokens, reps, l2, hidden)
-                ref = cpp.get((CPP_ITEM.get(op, ""), tokens))
-                if op == "pre" and cpp:  # two launches; C++ times them in separate graphs
-                    parts = [cpp.get((k, tokens)) for k in (
-                        "input_path", "coefficients (GEMM+stats)", "empty kernel (graph floor)")]
-                    ref = parts[0] + parts[1] - parts[2] if None not in parts else None
+                t = time_graphs(op, tokens, reps, l2, hidden)
+                ref = cpp.get((CPP_ITEM[op], tokens))
+                med = t["median"]
+                held = t["held_median"]
                 rows.append(dict(op=op, tokens=tokens, python_graph_median_us=med,
-                                 python_graph_min_us=mn, input_sets=sets,
-                                 cpp_item=CPP_ITEM.get(op, "input_path + coefficients - floor"),
-                                 cpp_median_us=ref, ratio=(med / ref if ref else None)))
-                print(f"graph {op:<13} {tokens:>5} python {med:8.2f} us  C++ "
-                      f"{ref if ref else float('nan'):8.2f} us  ratio "
-                      f"{(med / ref) if ref else float('nan'):.3f}", flush=True)
+                                 python_graph_min_us=t["least"], python_loop_held_median_us=held,
+                                 input_sets=t["sets"], graph_nodes=t["nodes"],
+                                 cpp_item=CPP_ITEM[op], cpp_median_us=ref,
+                                 ratio=(med / ref if ref else None),
+                                 ratio_python_loop_held=(held / ref if ref else None)))
+                print(f"graph {op:<13} {tokens:>5} python {med:8.2f} us (Python loop, held: "
+                      f"{held:8.2f})  C++ {ref if ref else float('nan'):8.2f} us  ratio "
+                      f"{(med / ref) if ref else float('nan'):.3f}  nodes {len(t['nodes'])}",
+                      flush=True)
     return rows
 
 
@@ -300,10 +359,12 @@ def main():
     ap.add_argument("--commit", default="")
     ap.add_argument("--driver", default="")
     ap.add_argument("--no-graphs", action="store_true")
+    ap.add_argument("--no-profile", action="store_true", help="skip the per-phase host profile")
     ap.add_argument("--modes", default=",".join(MODES), help="no_grad,inference_mode,grad")
     a = ap.parse_args()
     hidden = a.hidden or (5120 if a.device == "cuda" else 64)
     host = host_costs(a.device, hidden, a.calls, a.rounds, a.modes.split(","))
+    profile = [] if a.no_profile else host_profile(a.device, hidden, a.calls)
     graphs = []
     if a.device == "cuda" and not a.no_graphs:
         graphs = graph_costs([int(t) for t in a.tokens.split(",")], a.reps, hidden, a.cpp_json)
@@ -317,21 +378,24 @@ def main():
                 "while the round is queued (the host's time alone). stable: torch.ops.mhc.*; "
                 "dlpack: the Python ops over mhc._C before (bench/dlpack_ops.py); bare_C: the "
                 "mhc._C call alone; torch_add: torch.add on a [1, 4, C] float tensor. graph: "
-                "one CUDA graph per input set, sets rotated past L2 as `mhc bench kernels`, a "
-                f"CUDA event between consecutive replays, median of {a.reps}."),
+                "one CUDA graph per input set, sets rotated past L2 as `mhc bench kernels`, "
+                "timed by the same C++ loop (warm-up, a CUDA event between consecutive replays, "
+                f"median of {a.reps}); python_loop_held: the former Python loop behind a spin "
+                "kernel. host_profile: the C++ kernel's phases (torch.ops.mhc._host_profile)."),
         load_average=(os.getloadavg() if hasattr(os, "getloadavg") else None),
-        host=host, host_summary_no_grad=summary(host), graph=graphs)
+        host=host, host_summary_no_grad=summary(host), host_profile=profile, graph=graphs)
     json.dump(report, open(a.out, "w"), indent=2)
-    print(f"\n{'op (no_grad)':<18}{'stable':>10}{'dlpack':>10}{'bare _C':>10}{'torch':>10}"
-          "  µs per call")
+    print(f"\n{'op (no_grad)':<18}{'stable':>10}{'twin':>10}{'dlpack':>10}{'bare _C':>10}"
+          f"{'torch':>10}  µs per call")
     for op, v in report["host_summary_no_grad"].items():
         cells = "".join(f"{v[k]:10.2f}" if k in v else f"{'':>10}"
-                        for k in ("stable", "dlpack", "bare_C", "torch_add"))
+                        for k in ("stable", "stable_twin", "dlpack", "bare_C", "torch_add"))
         print(f"{op:<18}{cells}")
     for r in graphs:
         ratio = f"{r['ratio']:.3f}" if r["ratio"] else "n/a"
+        held = f"{r['ratio_python_loop_held']:.3f}" if r["ratio_python_loop_held"] else "n/a"
         print(f"graph {r['op']:<13}{r['tokens']:>6} {r['python_graph_median_us']:8.2f} us  "
-              f"ratio to C++ {ratio}")
+              f"ratio to C++ {ratio} (Python loop held: {held})  nodes {len(r['graph_nodes'])}")
 
 
 if __name__ == "__main__":

@@ -5,6 +5,8 @@
 #include <fmt/core.h>
 
 #include <array>
+#include <atomic>
+#include <chrono>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -174,6 +176,7 @@ LaunchOverrides overrides_of(const CoefficientOptions& options) {
 
 DeviceOps ops_on(const MhcParams& p, int device, bool batch_invariant = false,
                  const LaunchOverrides& overrides = {}) {
+  const profile::Scope timed(profile::kPlan);
   std::shared_ptr<const Resolved> resolved = state().resolve(device, batch_invariant);
   const KernelPlan& plan = resolved->plan;
   return {std::move(resolved), Ops(plan, p, overrides)};
@@ -208,6 +211,17 @@ void cuda_boundary(const MhcParams& p, int64_t tokens, const PostInputs& in, con
   check_widening(w, p, ws);
   d.ops.boundary(tokens, post_of(in), pre_mix, weight_of(w), layer_input, weights_of(next),
                  outputs_of(out), workspace_of(ws), to_stream(at.stream));
+}
+
+void cuda_pre(const MhcParams& p, int64_t tokens, const Bf16* x, const SiteWeights& w,
+              const float* pre_mix, const NormWeight& norm, Bf16* layer_input,
+              const CoefficientOutputs& out, Scratch ws, const CoefficientOptions& options,
+              const Target& at) {
+  const DeviceOps d = ops_on(p, at.device, options.batch_invariant, overrides_of(options));
+  check_room(p, ws, tokens, d.resolved->plan.batch_invariant);
+  check_widening(norm, p, ws);
+  d.ops.pre(tokens, x, weights_of(w), weight_of(norm), pre_mix, layer_input, outputs_of(out),
+            workspace_of(ws), to_stream(at.stream));
 }
 
 // One event per device and thread for stream_wait: recorded and waited for at once, so reusing
@@ -331,6 +345,23 @@ void input_path(const MhcParams& p, int64_t tokens, const Bf16* x, const float* 
 #endif
 }
 
+void pre(const MhcParams& p, int64_t tokens, const Bf16* x, const SiteWeights& w,
+         const float* pre_mix, const NormWeight& norm, Bf16* layer_input,
+         const CoefficientOutputs& out, Scratch ws, const CoefficientOptions& options,
+         const Target& at) {
+  if (tokens == 0) return;
+  if (at.cuda) {
+#if MHC_WITH_CUDA
+    return cuda_pre(p, tokens, x, w, pre_mix, norm, layer_input, out, ws, options, at);
+#else
+    no_cuda();
+#endif
+  }
+  if (pre_mix) input_path(p, tokens, x, pre_mix, norm, layer_input, ws, at);
+  coefficients(p, tokens, x, w, out, ws, options, at);
+  if (!pre_mix) input_path(p, tokens, x, out.pre, norm, layer_input, ws, at);
+}
+
 void post(const MhcParams& p, int64_t tokens, const PostInputs& in, const Target& at) {
   if (tokens == 0) return;
   if (!at.cuda) {
@@ -417,5 +448,40 @@ void stream_wait(uintptr_t waiter, uintptr_t producer, int device) {
   no_cuda();
 #endif
 }
+
+// ---- the host-time profile ----------------------------------------------------------------------
+
+namespace profile {
+namespace {
+std::atomic<bool> g_enabled{false};
+struct Sums {
+  int64_t calls = 0;
+  std::array<int64_t, kPhases> ns{};
+};
+thread_local Sums t_sums;
+}  // namespace
+
+bool enabled() { return g_enabled.load(std::memory_order_relaxed); }
+void enable(bool on) {
+  t_sums = Sums{};
+  g_enabled.store(on, std::memory_order_relaxed);
+}
+void add(Phase phase, int64_t ns) { t_sums.ns[size_t(phase)] += ns; }
+void count_call() {
+  if (enabled()) ++t_sums.calls;
+}
+int64_t now_ns() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(
+             std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+std::string take() {
+  const Sums s = t_sums;
+  t_sums = Sums{};
+  return fmt::format(
+      R"({{"calls": {}, "checks_ns": {}, "setup_ns": {}, "plan_ns": {}, "launch_ns": {}}})",
+      s.calls, s.ns[kChecks], s.ns[kSetup], s.ns[kPlan], s.ns[kLaunch]);
+}
+}  // namespace profile
 
 }  // namespace mhc::launch

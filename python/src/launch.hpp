@@ -107,6 +107,15 @@ void input_path(const MhcParams& p, int64_t tokens, const Bf16* x, const float* 
 
 void post(const MhcParams& p, int64_t tokens, const PostInputs& in, const Target& at);
 
+// Both paths of one site: V4.1 (pre_mix given) the input path with the carried pre_mix and the
+// coefficients, in one launch on CUDA where the plan fuses them (the bits of the two launches);
+// V4 (pre_mix null) the coefficients, then the collapse with this site's own pre (out.pre). `ws`
+// is needed on CUDA (the coefficients, and a bf16 weight's widening).
+void pre(const MhcParams& p, int64_t tokens, const Bf16* x, const SiteWeights& w,
+         const float* pre_mix, const NormWeight& norm, Bf16* layer_input,
+         const CoefficientOutputs& out, Scratch ws, const CoefficientOptions& options,
+         const Target& at);
+
 // post, then the next site's input path on residual_next (one launch on CUDA).
 void post_pre(const MhcParams& p, int64_t tokens, const PostInputs& in, const float* next_pre_mix,
               const NormWeight& w, Bf16* next_layer_input, Scratch ws, const Target& at);
@@ -128,5 +137,43 @@ void check_weight_scratch(const MhcParams& p, const NormWeight& w, Scratch ws, c
 // `waiter` waits for the work queued so far on `producer` (an event recorded on one, waited for
 // on the other: capture-safe, it becomes a graph edge). CUDA streams of `device`, made current.
 void stream_wait(uintptr_t waiter, uintptr_t producer, int device);
+
+// Where a call's host time goes (bench/python_ops.py --profile): off by default, when each
+// phase costs one relaxed load. On, every op call adds the steady-clock time of its phases
+// (thread-local sums, read and reset by take_profile) to these counters.
+namespace profile {
+enum Phase { kChecks, kSetup, kPlan, kLaunch, kPhases };
+bool enabled();
+void enable(bool on);
+void add(Phase phase, int64_t ns);
+void count_call();
+// {"calls": N, "checks_ns": ..., "setup_ns": ..., "plan_ns": ..., "launch_ns": ...} of this
+// thread since the last take, and resets them.
+std::string take();
+int64_t now_ns();
+
+// Adds the time from its construction to its destruction to `phase` (where profiling is on).
+class Scope {
+ public:
+  explicit Scope(Phase phase) : phase_(phase), start_(enabled() ? now_ns() : -1) {}
+  ~Scope() {
+    if (start_ >= 0) add(phase_, now_ns() - start_);
+  }
+  // Ends this phase and starts `next` (one clock read for both).
+  void next(Phase next) {
+    if (start_ < 0) return;
+    const int64_t t = now_ns();
+    add(phase_, t - start_);
+    phase_ = next;
+    start_ = t;
+  }
+  Scope(const Scope&) = delete;
+  Scope& operator=(const Scope&) = delete;
+
+ private:
+  Phase phase_;
+  int64_t start_;
+};
+}  // namespace profile
 
 }  // namespace mhc::launch

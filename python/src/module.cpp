@@ -11,4 +11,5 @@ NB_MODULE(_C, m) {
   m.attr("__version__") = nb::str(mhc::kVersion.data(), mhc::kVersion.size());
   mhc::python::bind_info(m);
   mhc::python::bind_ops(m);
+  mhc::python::bind_timing(m);
 }

@@ -91,9 +91,23 @@ TimedResult time_rotated_graphs(const MhcParams& p, int64_t tokens, int64_t l2_b
     MHC_CUDA_CHECK(cudaGraphInstantiate(&execs[size_t(i)], graph, 0));
     MHC_CUDA_CHECK(cudaGraphDestroy(graph));
   }
-  const int warmup = std::max(20, 2 * sets);
-  for (int i = 0; i < warmup; ++i) MHC_CUDA_CHECK(cudaGraphLaunch(execs[size_t(i % sets)], stream));
+  TimedResult r = time_graph_replays(execs, reps, stream);
+  for (auto& g : execs) cudaGraphExecDestroy(g);
+  r.method = fmt::format(
+      "CUDA graph replay, one graph per input set, {} set(s) of {:.1f} MB rotated past the {:.0f} "
+      "MB L2, CUDA event between consecutive replays, {} warm-up replays, median of {}",
+      sets, set_bytes / 1e6, l2_bytes / 1e6, graph_warmup_replays(sets), reps);
+  return r;
+}
 
+int graph_warmup_replays(int sets) { return std::max(20, 2 * sets); }
+
+TimedResult time_graph_replays(const std::vector<cudaGraphExec_t>& execs, int reps,
+                               cudaStream_t stream) {
+  const int sets = static_cast<int>(execs.size());
+  for (int i = 0; i < graph_warmup_replays(sets); ++i) {
+    MHC_CUDA_CHECK(cudaGraphLaunch(execs[size_t(i % sets)], stream));
+  }
   std::vector<cudaEvent_t> events(size_t(reps) + 1);
   for (auto& e : events) MHC_CUDA_CHECK(cudaEventCreate(&e));
   MHC_CUDA_CHECK(cudaEventRecord(events[0], stream));
@@ -109,18 +123,12 @@ TimedResult time_rotated_graphs(const MhcParams& p, int64_t tokens, int64_t l2_b
     us[size_t(i)] = 1000.0 * ms;
   }
   for (auto& e : events) cudaEventDestroy(e);
-  for (auto& g : execs) cudaGraphExecDestroy(g);
-
   std::sort(us.begin(), us.end());
   TimedResult r;
   r.median_us = us[us.size() / 2];
   r.min_us = us.front();
   r.reps = reps;
   r.sets = sets;
-  r.method = fmt::format(
-      "CUDA graph replay, one graph per input set, {} set(s) of {:.1f} MB rotated past the {:.0f} "
-      "MB L2, CUDA event between consecutive replays, {} warm-up replays, median of {}",
-      sets, set_bytes / 1e6, l2_bytes / 1e6, warmup, reps);
   return r;
 }
 

@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <functional>
 #include <string>
+#include <vector>
 
 #include "mhc/core/params.hpp"
 #include "mhc/cuda/device_site.hpp"
@@ -26,6 +27,14 @@ void fill_random(DeviceSiteBuffers& b, const MhcParams& p, uint64_t seed, cudaSt
 
 // One empty kernel: what a graph replay costs with no work in it.
 void enqueue_empty_kernel(cudaStream_t stream);
+
+// The timing loop of time_rotated_graphs over graphs made elsewhere (one per input set, e.g.
+// captured from Python): graph_warmup_replays(sets) untimed replays in turn, then `reps` replays,
+// a CUDA event between consecutive ones, on `stream`; the median and least per replay. The
+// graphs are not destroyed.
+TimedResult time_graph_replays(const std::vector<cudaGraphExec_t>& execs, int reps,
+                               cudaStream_t stream);
+int graph_warmup_replays(int sets);
 
 using EnqueueFn = std::function<void(DeviceSiteBuffers&, cudaStream_t)>;
 TimedResult time_rotated_graphs(const MhcParams& p, int64_t tokens, int64_t l2_bytes, int reps,

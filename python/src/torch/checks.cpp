@@ -3,6 +3,7 @@
 #include <fmt/core.h>
 #include <torch/csrc/inductor/aoti_torch/c/shim.h>
 
+#include <array>
 #include <charconv>
 #include <cmath>
 #include <cstdlib>
@@ -142,13 +143,21 @@ struct Span {
   uintptr_t begin, end;
 };
 
-void add_span(std::vector<Span>& spans, const Named& arg) {
-  if (!arg.second) return;
-  const int64_t count = arg.second->numel();
-  if (count == 0) return;
-  const auto begin = reinterpret_cast<uintptr_t>(arg.second->data_ptr());
-  spans.push_back({arg.first, begin, begin + uintptr_t(count) * arg.second->element_size()});
-}
+// The memory ranges of a call's tensors, on the stack (the checks run on every call).
+struct Spans {
+  static constexpr size_t kMost = 16;
+  std::array<Span, kMost> items;
+  size_t count = 0;
+
+  void add(const Named& arg) {
+    if (!arg.second) return;
+    const int64_t elements = arg.second->numel();
+    if (elements == 0) return;
+    if (count == kMost) throw std::logic_error("mhc: more tensors than disjoint() holds");
+    const auto begin = reinterpret_cast<uintptr_t>(arg.second->data_ptr());
+    items[count++] = {arg.first, begin, begin + uintptr_t(elements) * arg.second->element_size()};
+  }
+};
 
 bool overlap(const Span& a, const Span& b) { return a.begin < b.end && b.begin < a.end; }
 
@@ -357,24 +366,26 @@ const Tensor* maybe(const OptTensor& t) { return t ? &*t : nullptr; }
 
 void disjoint(const char* op, std::initializer_list<Named> outputs,
               std::initializer_list<Named> inputs) {
-  std::vector<Span> outs, ins;
-  for (const Named& o : outputs) add_span(outs, o);
-  for (const Named& i : inputs) add_span(ins, i);
-  for (size_t i = 0; i < outs.size(); ++i) {
-    for (const Span& other : ins) {
-      if (overlap(outs[i], other)) {
+  Spans outs, ins;
+  for (const Named& o : outputs) outs.add(o);
+  for (const Named& i : inputs) ins.add(i);
+  for (size_t i = 0; i < outs.count; ++i) {
+    const Span& out = outs.items[i];
+    for (size_t k = 0; k < ins.count; ++k) {
+      const Span& other = ins.items[k];
+      if (overlap(out, other)) {
         fail(
             fmt::format("mhc.{}: {} must not overlap {} (the kernel reads {} while writing {}); "
                         "use another buffer",
-                        op, outs[i].name, other.name, other.name, outs[i].name));
+                        op, out.name, other.name, other.name, out.name));
       }
     }
     for (size_t j = 0; j < i; ++j) {
-      if (overlap(outs[i], outs[j])) {
+      if (overlap(out, outs.items[j])) {
         fail(
             fmt::format("mhc.{}: {} must not overlap {} (both are outputs of the call); use "
                         "another buffer",
-                        op, outs[i].name, outs[j].name));
+                        op, out.name, outs.items[j].name));
       }
     }
   }

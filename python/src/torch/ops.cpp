@@ -85,15 +85,49 @@ NormWeight norm_weight_of(const OptTensor& w, const char* name) {
   return {w->data_ptr(), is_bf16(*w), name};
 }
 
-// ArgumentError (a too small workspace) is an argument error like the others.
-template <typename F>
-void refusing(F&& check) {
-  try {
-    check();
-  } catch (const launch::ArgumentError& e) {
-    fail(e.what());
+using launch::profile::Scope;
+
+// A call's host phases (launch::profile): checks, then setup (workspace, device, stream), then the
+// launches; nothing is timed unless profiling is on.
+struct Phases : Scope {
+  Phases() : Scope(launch::profile::kChecks) { launch::profile::count_call(); }
+  void setup() { next(launch::profile::kSetup); }
+  void launches() { next(launch::profile::kLaunch); }
+};
+
+// The launch of a call with scratch: where (Launching), the scratch and the norm weight; the
+// scratch checks refuse the call (a RuntimeError naming the argument) before its first launch.
+class SiteLaunch {
+ public:
+  SiteLaunch(const Tensor& residual, const OptTensor& ws, const OptTensor& weight,
+             const char* weight_name)
+      : launch_(residual),
+        scratch_(torch_ops::scratch(ws)),
+        weight_(norm_weight_of(weight, weight_name)) {}
+  const launch::Target& at() const { return launch_.target; }
+  Scratch scratch() const { return scratch_; }
+  const NormWeight& weight() const { return weight_; }
+  // The coefficient path's room for `tokens` in `coef` (a workspace: see pre_overlap's), then
+  // the bf16 weight's widening room in `weight_scratch`.
+  void refuse_small(const MhcParams& p, int64_t tokens, const Scratch* coef, bool batch_invariant,
+                    const Scratch* weight_scratch) const {
+    try {
+      if (coef) launch::check_coefficient_workspace(p, tokens, *coef, batch_invariant, at());
+      if (weight_scratch) launch::check_weight_scratch(p, weight_, *weight_scratch, at());
+    } catch (const launch::ArgumentError& e) {
+      fail(e.what());
+    }
   }
-}
+
+ private:
+  Launching launch_;
+  Scratch scratch_;
+  NormWeight weight_;
+};
+
+// The coefficient path's inputs, named for disjoint.
+#define MHC_COEFFICIENT_INPUTS(residual, fn, hc_scale, hc_base) \
+  {"residual", &residual}, {"fn", &fn}, {"hc_scale", &hc_scale}, { "hc_base", &hc_base }
 
 void pre_disjoint(const char* op, const Tensor& residual, const Tensor& fn, const Tensor& hc_scale,
                   const Tensor& hc_base, const OptTensor& norm_weight, const OptTensor& pre_mix,
@@ -104,10 +138,7 @@ void pre_disjoint(const char* op, const Tensor& residual, const Tensor& fn, cons
             {"post", &post},
             {"comb", &comb},
             {"next_pre_mix", &next_pre_mix}},
-           {{"residual", &residual},
-            {"fn", &fn},
-            {"hc_scale", &hc_scale},
-            {"hc_base", &hc_base},
+           {MHC_COEFFICIENT_INPUTS(residual, fn, hc_scale, hc_base),
             {"norm_weight", maybe(norm_weight)},
             {"pre_mix", maybe(pre_mix)},
             ws,
@@ -144,10 +175,13 @@ PostInputs post_inputs_of(const Tensor& sublayer_out, const Tensor& residual, co
 
 void hc_prenorm_gemm(Tensor x, Tensor fn, Tensor out, Tensor sqrsum, int64_t num_splits) {
   const char* op = "hc_prenorm_gemm";
+  Phases phase;
   const GemmShape g = gemm_args(x, fn, out, sqrsum, num_splits);
   runnable(op, x);
   disjoint(op, {{"out", &out}, {"sqrsum", &sqrsum}}, {{"x", &x}, {"fn", &fn}});
+  phase.setup();
   Launching launch(x);
+  phase.launches();
   launch::prenorm_gemm(g.m, g.n, g.k, int(num_splits), bf16_in(x), f32_in(fn), f32_out(out),
                        f32_out(sqrsum), launch.target);
 }
@@ -158,35 +192,28 @@ void pre_out(Tensor residual, Tensor fn, Tensor hc_scale, Tensor hc_base, OptTen
              Tensor post, Tensor comb, Tensor next_pre_mix, OptTensor workspace,
              std::string projection, bool batch_invariant) {
   const char* op = "pre";
+  Phases phase;
   const Streams s =
       pre_args(op, residual, fn, hc_scale, hc_base, norm_weight, pre_mix, rms_eps, pre_eps,
                sinkhorn_eps, post_mult, sinkhorn_iters, norm_eps, projection);
   pre_outputs(op, residual, layer_input, post, comb, next_pre_mix);
   runnable(op, residual);
+  const MhcParams p =
+      params(s, {rms_eps, pre_eps, sinkhorn_eps, norm_eps}, post_mult, sinkhorn_iters);
+  phase.setup();
   const OptTensor ws = workspace_for(workspace, residual, s, kMainSlot);
   pre_disjoint(op, residual, fn, hc_scale, hc_base, norm_weight, pre_mix, layer_input, post, comb,
                next_pre_mix, {"workspace", maybe(ws)}, {"main_workspace", nullptr});
-  const MhcParams p =
-      params(s, {rms_eps, pre_eps, sinkhorn_eps, norm_eps}, post_mult, sinkhorn_iters);
-  Launching launch(residual);
-  const Scratch scr = scratch(ws);
-  const NormWeight w = norm_weight_of(norm_weight, "norm_weight");
-  refusing([&] {
-    launch::check_coefficient_workspace(p, s.t, scr, batch_invariant, launch.target);
-    launch::check_weight_scratch(p, w, scr, launch.target);
-  });
-  const CoefficientOptions options{projection_of(projection), batch_invariant, 0};
-  const SiteWeights sw = site_weights(fn, hc_scale, hc_base);
-  const CoefficientOutputs out = coefficient_outputs_of(next_pre_mix, post, comb);
-  if (!pre_mix) {  // V4: this site's own pre collapses the streams
-    launch::coefficients(p, s.t, bf16_in(residual), sw, out, scr, options, launch.target);
-    launch::input_path(p, s.t, bf16_in(residual), f32_in(next_pre_mix), w, bf16_out(layer_input),
-                       scr, launch.target);
-  } else {  // V4.1: the carried pre_mix; the sublayer need not wait for the coefficients
-    launch::input_path(p, s.t, bf16_in(residual), f32_in(*pre_mix), w, bf16_out(layer_input), scr,
-                       launch.target);
-    launch::coefficients(p, s.t, bf16_in(residual), sw, out, scr, options, launch.target);
-  }
+  const SiteLaunch site(residual, ws, norm_weight, "norm_weight");
+  const Scratch scr = site.scratch();
+  site.refuse_small(p, s.t, &scr, batch_invariant, &scr);
+  phase.launches();
+  // V4.1 (pre_mix): the input path with the carried pre_mix, fused into the coefficient launch
+  // where the plan says; V4: the collapse with this site's own pre, after the coefficients.
+  launch::pre(p, s.t, bf16_in(residual), site_weights(fn, hc_scale, hc_base),
+              pre_mix ? f32_in(*pre_mix) : nullptr, site.weight(), bf16_out(layer_input),
+              coefficient_outputs_of(next_pre_mix, post, comb), scr,
+              {projection_of(projection), batch_invariant, 0}, site.at());
 }
 
 Tensors4 pre(Tensor residual, Tensor fn, Tensor hc_scale, Tensor hc_base, OptTensor norm_weight,
@@ -229,25 +256,23 @@ void coefficients_out(Tensor residual, Tensor fn, Tensor hc_scale, Tensor hc_bas
                       Tensor post, Tensor comb, Tensor next_pre_mix, int64_t side_stream,
                       OptTensor workspace, std::string projection, bool batch_invariant) {
   const char* op = "coefficients";
+  Phases phase;
   const Streams s = coefficient_args(op, residual, fn, hc_scale, hc_base, rms_eps, pre_eps,
                                      sinkhorn_eps, post_mult, sinkhorn_iters, projection);
   coefficient_outputs(op, post, comb, next_pre_mix, s, where(residual));
   runnable(op, residual);
+  const MhcParams p = params(s, {rms_eps, pre_eps, sinkhorn_eps, {}}, post_mult, sinkhorn_iters);
+  phase.setup();
   const bool on_side = side_stream != 0 && where(residual).cuda();
   const OptTensor ws = workspace_for(workspace, residual, s, on_side ? side_stream : kMainSlot);
   disjoint(op, {{"post", &post}, {"comb", &comb}, {"next_pre_mix", &next_pre_mix}},
-           {{"residual", &residual},
-            {"fn", &fn},
-            {"hc_scale", &hc_scale},
-            {"hc_base", &hc_base},
-            {"workspace", maybe(ws)}});
-  const MhcParams p = params(s, {rms_eps, pre_eps, sinkhorn_eps, {}}, post_mult, sinkhorn_iters);
-  Launching launch(residual);
-  const Scratch scr = scratch(ws);
-  refusing(
-      [&] { launch::check_coefficient_workspace(p, s.t, scr, batch_invariant, launch.target); });
+           {MHC_COEFFICIENT_INPUTS(residual, fn, hc_scale, hc_base), {"workspace", maybe(ws)}});
+  const SiteLaunch site(residual, ws, std::nullopt, "norm_weight");
+  const Scratch scr = site.scratch();
+  site.refuse_small(p, s.t, &scr, batch_invariant, nullptr);
+  phase.launches();
   launch_coefficients(p, s, residual, fn, hc_scale, hc_base, post, comb, next_pre_mix, scr,
-                      side_stream, projection, batch_invariant, launch.target);
+                      side_stream, projection, batch_invariant, site.at());
 }
 
 Tensors3 coefficients(Tensor residual, Tensor fn, Tensor hc_scale, Tensor hc_base, double rms_eps,
@@ -289,6 +314,7 @@ void pre_overlap_out(Tensor residual, Tensor fn, Tensor hc_scale, Tensor hc_base
                      Tensor next_pre_mix, OptTensor workspace, std::string projection,
                      bool batch_invariant, OptTensor main_workspace) {
   const char* op = "pre_overlap";
+  Phases phase;
   if (!pre_mix.defined()) {
     fail(
         "mhc.pre_overlap: pre_mix is required (the V4.1 delayed form); the V4 form cannot "
@@ -299,6 +325,9 @@ void pre_overlap_out(Tensor residual, Tensor fn, Tensor hc_scale, Tensor hc_base
                sinkhorn_eps, post_mult, sinkhorn_iters, norm_eps, projection);
   pre_outputs(op, residual, layer_input, post, comb, next_pre_mix);
   runnable(op, residual);
+  const MhcParams p =
+      params(s, {rms_eps, pre_eps, sinkhorn_eps, norm_eps}, post_mult, sinkhorn_iters);
+  phase.setup();
   const bool on_side = side_stream != 0 && where(residual).cuda();
   // The side stream forks after the input path is queued, so the sublayer's launch, queued next
   // on the current stream, is not held behind the coefficient path. The input path runs on the
@@ -308,19 +337,15 @@ void pre_overlap_out(Tensor residual, Tensor fn, Tensor hc_scale, Tensor hc_base
   pre_disjoint(op, residual, fn, hc_scale, hc_base, norm_weight, pre_mix, layer_input, post, comb,
                next_pre_mix, {"workspace", maybe(workspace)}, {"main_workspace", maybe(main_ws)});
   const OptTensor ws = workspace_for(workspace, residual, s, on_side ? side_stream : kMainSlot);
-  const MhcParams p =
-      params(s, {rms_eps, pre_eps, sinkhorn_eps, norm_eps}, post_mult, sinkhorn_iters);
-  Launching launch(residual);
-  const Scratch scr = scratch(ws), main_scr = scratch(main_ws);
-  const NormWeight w = norm_weight_of(norm_weight, "norm_weight");
-  refusing([&] {
-    launch::check_weight_scratch(p, w, main_scr, launch.target);
-    launch::check_coefficient_workspace(p, s.t, scr, batch_invariant, launch.target);
-  });
-  launch::input_path(p, s.t, bf16_in(residual), f32_in(pre_mix), w, bf16_out(layer_input), main_scr,
-                     launch.target);
+  const SiteLaunch site(residual, main_ws, norm_weight, "norm_weight");
+  const Scratch scr = scratch(ws), main_scr = site.scratch();
+  site.refuse_small(p, s.t, nullptr, batch_invariant, &main_scr);
+  site.refuse_small(p, s.t, &scr, batch_invariant, nullptr);
+  phase.launches();
+  launch::input_path(p, s.t, bf16_in(residual), f32_in(pre_mix), site.weight(),
+                     bf16_out(layer_input), main_scr, site.at());
   launch_coefficients(p, s, residual, fn, hc_scale, hc_base, post, comb, next_pre_mix, scr,
-                      side_stream, projection, batch_invariant, launch.target);
+                      side_stream, projection, batch_invariant, site.at());
 }
 
 Tensors4 pre_overlap(Tensor residual, Tensor fn, Tensor hc_scale, Tensor hc_base,
@@ -348,6 +373,7 @@ void join(int64_t side_stream, Tensor post, Tensor comb, Tensor next_pre_mix) {
 
 void post_out(Tensor sublayer_out, Tensor residual, Tensor post, Tensor comb, Tensor out) {
   const char* op = "post";
+  Phases phase;
   const Streams s = post_inputs(op, sublayer_out, residual, post, comb);
   const Where dev = where(residual);
   tensor(op, "out", out, bf16(), {s.t, s.n, s.c}, &dev, "[T, n, C]");
@@ -356,7 +382,9 @@ void post_out(Tensor sublayer_out, Tensor residual, Tensor post, Tensor comb, Te
       op, {{"out", &out}},
       {{"sublayer_out", &sublayer_out}, {"residual", &residual}, {"post", &post}, {"comb", &comb}});
   const MhcParams p = params(s, {});
+  phase.setup();
   Launching launch(residual);
+  phase.launches();
   launch::post(p, s.t, post_inputs_of(sublayer_out, residual, post, comb, out), launch.target);
 }
 
@@ -370,13 +398,19 @@ void post_pre_out(Tensor sublayer_out, Tensor residual, Tensor post, Tensor comb
                   Tensor next_pre_mix, OptTensor next_norm_weight, double norm_eps,
                   Tensor residual_next, Tensor next_layer_input, OptTensor workspace) {
   const char* op = "post_pre";
+  Phases phase;
   const Streams s = post_pre_args(op, sublayer_out, residual, post, comb, next_pre_mix,
                                   next_norm_weight, norm_eps);
   const Where dev = where(residual);
   tensor(op, "residual_next", residual_next, bf16(), {s.t, s.n, s.c}, &dev, "[T, n, C]");
   tensor(op, "next_layer_input", next_layer_input, bf16(), {s.t, s.c}, &dev, "[T, C]");
   runnable(op, residual);
-  const OptTensor ws = workspace_for(workspace, residual, s, kMainSlot);
+  const MhcParams p = params(s, {{}, {}, {}, norm_eps});
+  phase.setup();
+  // Only a bf16 weight on CUDA reads the workspace (it is widened there): no pool lookup else.
+  const bool widens = next_norm_weight && is_bf16(*next_norm_weight) && dev.cuda();
+  const OptTensor ws =
+      widens || workspace ? workspace_for(workspace, residual, s, kMainSlot) : std::nullopt;
   disjoint(op, {{"residual_next", &residual_next}, {"next_layer_input", &next_layer_input}},
            {{"residual", &residual},
             {"sublayer_out", &sublayer_out},
@@ -385,14 +419,12 @@ void post_pre_out(Tensor sublayer_out, Tensor residual, Tensor post, Tensor comb
             {"next_pre_mix", &next_pre_mix},
             {"next_norm_weight", maybe(next_norm_weight)},
             {"workspace", maybe(ws)}});
-  const MhcParams p = params(s, {{}, {}, {}, norm_eps});
-  Launching launch(residual);
-  const NormWeight w = norm_weight_of(next_norm_weight, "next_norm_weight");
-  const bool widens = w.bf16 && launch.target.cuda;
-  const Scratch scr = widens ? scratch(ws) : Scratch{};
-  refusing([&] { launch::check_weight_scratch(p, w, scr, launch.target); });
+  const SiteLaunch site(residual, widens ? ws : std::nullopt, next_norm_weight, "next_norm_weight");
+  const Scratch scr = site.scratch();
+  site.refuse_small(p, s.t, nullptr, false, &scr);
+  phase.launches();
   launch::post_pre(p, s.t, post_inputs_of(sublayer_out, residual, post, comb, residual_next),
-                   f32_in(next_pre_mix), w, bf16_out(next_layer_input), scr, launch.target);
+                   f32_in(next_pre_mix), site.weight(), bf16_out(next_layer_input), scr, site.at());
 }
 
 Tensors2 post_pre(Tensor sublayer_out, Tensor residual, Tensor post, Tensor comb,
@@ -413,11 +445,15 @@ void boundary_out(Tensor sublayer_out, Tensor residual, Tensor post, Tensor comb
                   Tensor next_comb, Tensor next_pre_mix, OptTensor workspace,
                   std::string projection, bool batch_invariant) {
   const char* op = "boundary";
+  Phases phase;
   const Streams s = boundary_args(op, sublayer_out, residual, post, comb, pre_mix, norm_weight, fn,
                                   hc_scale, hc_base, rms_eps, pre_eps, sinkhorn_eps, post_mult,
                                   sinkhorn_iters, norm_eps, projection);
   boundary_outputs(op, residual, residual_next, layer_input, next_post, next_comb, next_pre_mix);
   runnable(op, residual);
+  const MhcParams p =
+      params(s, {rms_eps, pre_eps, sinkhorn_eps, norm_eps}, post_mult, sinkhorn_iters);
+  phase.setup();
   const OptTensor ws = workspace_for(workspace, residual, s, kMainSlot);
   disjoint(op,
            {{"residual_next", &residual_next},
@@ -435,21 +471,16 @@ void boundary_out(Tensor sublayer_out, Tensor residual, Tensor post, Tensor comb
             {"hc_scale", &hc_scale},
             {"hc_base", &hc_base},
             {"workspace", maybe(ws)}});
-  const MhcParams p =
-      params(s, {rms_eps, pre_eps, sinkhorn_eps, norm_eps}, post_mult, sinkhorn_iters);
-  Launching launch(residual);
-  const Scratch scr = scratch(ws);
-  const NormWeight w = norm_weight_of(norm_weight, "norm_weight");
-  refusing([&] {
-    launch::check_coefficient_workspace(p, s.t, scr, batch_invariant, launch.target);
-    launch::check_weight_scratch(p, w, scr, launch.target);
-  });
+  const SiteLaunch site(residual, ws, norm_weight, "norm_weight");
+  const Scratch scr = site.scratch();
+  site.refuse_small(p, s.t, &scr, batch_invariant, &scr);
+  phase.launches();
   launch::boundary(p, s.t, post_inputs_of(sublayer_out, residual, post, comb, residual_next),
-                   f32_in(pre_mix), w, bf16_out(layer_input), site_weights(fn, hc_scale, hc_base),
+                   f32_in(pre_mix), site.weight(), bf16_out(layer_input),
+                   site_weights(fn, hc_scale, hc_base),
                    coefficient_outputs_of(next_pre_mix, next_post, next_comb), scr,
-                   {projection_of(projection), batch_invariant, 0}, launch.target);
+                   {projection_of(projection), batch_invariant, 0}, site.at());
 }
-
 Tensors5 boundary(Tensor sublayer_out, Tensor residual, Tensor post, Tensor comb, Tensor pre_mix,
                   OptTensor norm_weight, Tensor fn, Tensor hc_scale, Tensor hc_base, double rms_eps,
                   double pre_eps, double sinkhorn_eps, double post_mult, int64_t sinkhorn_iters,
