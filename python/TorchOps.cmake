@@ -85,7 +85,8 @@ message(STATUS "mhc: torch ops library against torch ${MHC_TORCH_VERSION} (${MHC
 
 file(GLOB MHC_TORCH_OPS_SOURCES CONFIGURE_DEPENDS ${CMAKE_CURRENT_SOURCE_DIR}/src/torch/*.cpp)
 add_library(mhc_torch_ops MODULE ${MHC_TORCH_OPS_SOURCES} ${CMAKE_CURRENT_SOURCE_DIR}/src/launch.cpp
-            ${CMAKE_CURRENT_SOURCE_DIR}/src/launch_head.cpp)
+            ${CMAKE_CURRENT_SOURCE_DIR}/src/launch_head.cpp
+            ${CMAKE_CURRENT_SOURCE_DIR}/src/launch_fp8.cpp)
 set_target_properties(mhc_torch_ops PROPERTIES PREFIX "" OUTPUT_NAME "_torch_ops"
                       CXX_VISIBILITY_PRESET hidden SKIP_BUILD_RPATH ON)
 # Only torch/ of torch's include directory: it also holds its own fmt, which must not shadow the

@@ -47,6 +47,7 @@ elif _torch is not None:
         supports_overlap,
     )
     from mhc._head import head  # noqa: F401
+    from mhc._fp8 import fp8_scales  # noqa: F401
 
     __all__ += [
         "DEFAULT_POOL",
@@ -64,4 +65,5 @@ elif _torch is not None:
         "pre_overlap",
         "supports_overlap",
         "head",
+        "fp8_scales",
     ]

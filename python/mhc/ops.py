@@ -17,7 +17,7 @@ import os
 import torch
 
 from mhc import _fakes as fake
-from mhc import _head
+from mhc import _fp8, _head
 from mhc._autograd import inference_only
 from mhc._docs import op_doc
 
@@ -94,3 +94,5 @@ for _name in NAMES:
              with_keyset=True)
     _packet = getattr(torch.ops.mhc, _name)
     _packet.__doc__ = _packet.default.__doc__ = op_doc(_name, SCHEMAS[_name])
+
+_fp8.register(LIB, _noting, inference_only)  # the FP8 layer input's ops (docs/fp8.md)

@@ -23,6 +23,7 @@
 #include <utility>
 
 #include "../launch.hpp"
+#include "fp8.hpp"
 #include "head.hpp"
 #include "ops.hpp"
 #include "pool.hpp"
@@ -109,7 +110,7 @@ struct Op {
 #define MHC_OP(name, schema) \
   Op { #name, schema, &noting < TORCH_BOX(&name)> }
 
-constexpr size_t kOps = 16;
+constexpr size_t kOps = 22;
 
 const std::array<Op, kOps>& ops() {
   static const std::array<Op, kOps> table = {
@@ -138,6 +139,12 @@ const std::array<Op, kOps>& ops() {
       MHC_OP(boundary_out, "(" MHC_BOUNDARY ", *, " MHC_BOUNDARY_OUT ", " MHC_OPT ") -> ()"),
       MHC_OP(head, kHeadSchema),
       MHC_OP(head_out, kHeadOutSchema),
+      MHC_OP(pre_fp8, kPreFp8Schema),
+      MHC_OP(pre_fp8_out, kPreFp8OutSchema),
+      MHC_OP(post_pre_fp8, kPostPreFp8Schema),
+      MHC_OP(post_pre_fp8_out, kPostPreFp8OutSchema),
+      MHC_OP(boundary_fp8, kBoundaryFp8Schema),
+      MHC_OP(boundary_fp8_out, kBoundaryFp8OutSchema),
   };
   return table;
 }
