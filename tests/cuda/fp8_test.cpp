@@ -214,7 +214,8 @@ TEST_P(Fp8Ops, PostPreAndBoundary) {
 std::vector<Fp8Case> cases() {
   std::vector<Fp8Case> out;
   for (int hidden : {4096, 5120, 7168}) {
-    for (int64_t m : {0, 1, 7, 33, 301, 2049}) out.push_back({hidden, m});
+    // 1031: odd, and above the sizes where the bf16 boundary runs its fused kernel.
+    for (int64_t m : {0, 1, 7, 33, 1031}) out.push_back({hidden, m});
   }
   return out;
 }
