@@ -442,4 +442,11 @@ int run_main(int argc, char** argv) {
 }  // namespace
 }  // namespace peers
 
-int main(int argc, char** argv) { return peers::run_main(argc, argv); }
+int main(int argc, char** argv) {
+  try {
+    return peers::run_main(argc, argv);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "bench_peers: %s\n", e.what());
+    return 1;
+  }
+}

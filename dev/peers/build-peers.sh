@@ -4,9 +4,9 @@
 # own kernels with (FlashInfer's JIT: C++17, -O3, --expt-relaxed-constexpr; DeepGEMM's JIT:
 # C++20, -O3, relaxed constexpr, extended lambdas, --register-usage-level=10). Needs nvcc, not a
 # GPU: run it HERE, so that the GPU machine only links. NVCC (default /usr/local/cuda/bin/nvcc).
-# --bench: then also mhc_bench_peers itself with mhc's library (PEERS_BUILD_DIR, default
-# build-peers-cuda; slow on few cores), copied to .peers/bin with the commit it was built at, so
-# that the GPU machine only runs it.
+# --bench: then also mhc_bench_peers itself with mhc's library, from HEAD (PEERS_BUILD_DIR,
+# default build-peers-clean; 20-30 minutes on two busy cores), copied to .peers/bin with that
+# commit, so that the GPU machine only runs it.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 NVCC=${NVCC:-/usr/local/cuda/bin/nvcc}
@@ -38,14 +38,20 @@ ar rcs .peers/build/libpeers.a .peers/build/fi_post.o .peers/build/fi_fuse.o .pe
 echo "build-peers: .peers/build/libpeers.a"
 
 if [ "${1:-}" = --bench ]; then
-  b=${PEERS_BUILD_DIR:-build-peers-cuda}
-  CUDACXX=$NVCC cmake -S . -B "$b" -G Ninja -DCMAKE_BUILD_TYPE=Release -DMHC_CUDA=ON \
+  # From a clean export of HEAD (not the working tree, which may hold others' unfinished edits),
+  # so that the binary is the commit it names.
+  head=$(git rev-parse --short HEAD)
+  src=$(mktemp -d)/mhc-$head
+  mkdir -p "$src"
+  git archive HEAD | tar x -C "$src"
+  b=${PEERS_BUILD_DIR:-build-peers-clean}
+  CUDACXX=$NVCC cmake -S "$src" -B "$b" -G Ninja -DCMAKE_BUILD_TYPE=Release -DMHC_CUDA=ON \
     -DMHC_CUDA_ARCHS=90a -DMHC_CUDA_PTX= -DMHC_NCCL=OFF -DMHC_LAB=ON -DMHC_CLI=OFF \
     -DBUILD_TESTING=OFF -DMHC_PYTHON=OFF -DMHC_PEERS_DIR="$PWD/.peers" >/dev/null
   nice cmake --build "$b" -j "${PEERS_JOBS:-2}" --target mhc_bench_peers
   mkdir -p .peers/bin
   cp "$b/dev/peers/mhc_bench_peers" .peers/bin/
-  dirty=$(git status --porcelain --untracked-files=no -- include src | head -1)
-  echo "$(git rev-parse --short HEAD)${dirty:+ with uncommitted changes}" >.peers/bin/COMMIT
-  echo "build-peers: .peers/bin/mhc_bench_peers ($(cat .peers/bin/COMMIT))"
+  echo "$head" >.peers/bin/COMMIT
+  rm -rf "$(dirname "$src")"
+  echo "build-peers: .peers/bin/mhc_bench_peers (commit $head)"
 fi
