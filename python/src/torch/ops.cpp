@@ -342,6 +342,13 @@ void pre_overlap_out(Tensor residual, Tensor fn, Tensor hc_scale, Tensor hc_base
   site.refuse_small(p, s.t, nullptr, batch_invariant, &main_scr);
   site.refuse_small(p, s.t, &scr, batch_invariant, nullptr);
   phase.launches();
+  if (!on_side) {  // pre's launches: one where the plan fuses the input path into the coefficients
+    launch::pre(p, s.t, bf16_in(residual), site_weights(fn, hc_scale, hc_base), f32_in(pre_mix),
+                site.weight(), bf16_out(layer_input),
+                coefficient_outputs_of(next_pre_mix, post, comb), scr,
+                {projection_of(projection), batch_invariant, 0}, site.at());
+    return;
+  }
   launch::input_path(p, s.t, bf16_in(residual), f32_in(pre_mix), site.weight(),
                      bf16_out(layer_input), main_scr, site.at());
   launch_coefficients(p, s, residual, fn, hc_scale, hc_base, post, comb, next_pre_mix, scr,
