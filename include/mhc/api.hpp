@@ -131,9 +131,9 @@ class Ops {
   // The same ops with an FP8 layer_input (mhc/core/fp8.hpp, docs/fp8.md): E4M3 codes [T, C] and
   // float32 scales per (token, 128-column group), row-major or in DeepGEMM's SM90 column-major
   // layout, optionally powers of two: bitwise vLLM's per_token_group_quant_fp8 of the bf16
-  // layer_input the bf16 form writes. C must be a multiple of 128. Where the bf16 form fuses the
-  // input path into the coefficient launch or runs the fused boundary, the FP8 form launches
-  // the input path (or the post + next input launch) on its own, then the coefficients.
+  // layer_input the bf16 form writes. C must be a multiple of 128. Where the bf16 form runs the
+  // fused boundary (large batches), the FP8 form runs the post + next input launch, then the
+  // coefficients.
   void pre(int64_t tokens, const Bf16* residual, const HcWeights& w, NormWeight norm_weight,
            const float* pre_mix, const Fp8Output& layer_input, const Coefficients& out,
            Workspace ws, Stream stream) const;

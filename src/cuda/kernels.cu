@@ -201,11 +201,17 @@ void set_split_reduction(const MhcParams& p, const LaunchTuning& t, const SiteWo
 void set_fused_input(const MhcParams& p, const InputPathBuffers& input, PrenormArgs& args) {
   constexpr const char* what = "prenorm_coefficients";
   require_that(input.pre_mix != nullptr, "{}: input pre_mix is null", what);
-  check_ptr(input.layer_input, "layer_input", what);
+  if (input.fp8 != nullptr) {
+    check_fp8_format(input.fp8->format, p.hidden, what);
+    args.input.fp8 = fp8_output(*input.fp8, args.tokens, p.hidden, what);
+    args.input.layer_input = reinterpret_cast<uint16_t*>(input.fp8->codes);  // on
+  } else {
+    check_ptr(input.layer_input, "layer_input", what);
+    args.input.layer_input = bits(input.layer_input);
+  }
   if (input.norm_weight != nullptr) check_ptr(input.norm_weight, "norm_weight", what);
   args.input.pre_mix = input.pre_mix;
   args.input.norm_weight = input.norm_weight;
-  args.input.layer_input = bits(input.layer_input);
   args.input.hidden = p.hidden;
   args.input.row_threads = row_kernel_threads(p.hidden);
   args.input.eps_n = static_cast<float>(p.norm_eps());
@@ -270,9 +276,9 @@ void prenorm_coefficients(const MhcParams& p, int64_t tokens, const CoefficientB
   args.coef.inv_k = static_cast<float>(1.0 / double(p.k()));
   args.out = {b.pre, b.post, b.comb, b.mixes};
   if (previous != nullptr) check_previous_post(b, input, *previous, what);
-  // The fused input-path CTAs, the fold and the fused boundary write bf16 only.
+  // The fused boundary writes bf16 only.
   const bool fp8 = input != nullptr && input->fp8 != nullptr;
-  const bool fuses = input != nullptr && tuning.fused_input && !fp8;
+  const bool fuses = input != nullptr && tuning.fused_input;
   // Only the 16-row kernel forms x from the previous post; any other tile (the TMA kernel of
   // batch-invariant mode) gets the post + next input launch first.
   const bool folds = fuses && rows == 16;

@@ -258,6 +258,51 @@ TEST(Fp8Ops, GroupsOfZerosTinyAndHugeValues) {
   }
 }
 
+// At decode sizes the FP8 forms launch what the bf16 forms launch (the input path inside the
+// coefficient launch, the previous post folded in): as many kernels, on the same grids.
+TEST(Fp8Ops, DecodeFormsLaunchAsTheBf16FormsDo) {
+  MHC_SKIP_WITHOUT_GPU();
+  const MhcParams p = test::small_params(4, 5120);
+  const Ops ops(test::device_plan(), p);
+  for (int64_t m : {1, 16}) {
+    FoldCase k(p, m, 66000 + uint64_t(m));
+    DeviceWorkspace ws(p, m);
+    FoldOutputs bf16(p, m), fp8_out(p, m);
+    DeviceFp8 fp8(p, m, {});
+    const NormWeight norm{k.w.norm_weight.get(), false};
+    const HcWeights w{k.w.hc_fn.get(), k.w.hc_scale.get(), k.w.hc_base.get()};
+    const auto grids = [](const std::vector<cudaKernelNodeParams>& kernels) {
+      std::vector<unsigned> out;
+      for (const auto& n : kernels) out.push_back(n.gridDim.x * n.gridDim.y * n.gridDim.z);
+      return out;
+    };
+    const auto pre = [&](bool as_fp8) {
+      return test::captured_kernels([&](cudaStream_t s) {
+        const Coefficients c{bf16.coef.pre.get(), bf16.coef.post.get(), bf16.coef.comb.get()};
+        if (as_fp8) {
+          ops.pre(m, k.x_prev.get(), w, norm, k.pre_mix.get(), fp8.out, c, ws.ws, s);
+        } else {
+          ops.pre(m, k.x_prev.get(), w, norm, k.pre_mix.get(), bf16.layer_input.get(), c, ws.ws, s);
+        }
+      });
+    };
+    EXPECT_EQ(grids(pre(true)), grids(pre(false))) << "pre, M=" << m;
+    const auto boundary = [&](bool as_fp8) {
+      return test::captured_kernels([&](cudaStream_t s) {
+        const PostArgs a{k.f.get(), k.x_prev.get(), k.prev_post.get(), k.prev_comb.get(),
+                         fp8_out.x.get()};
+        const Coefficients c{bf16.coef.pre.get(), bf16.coef.post.get(), bf16.coef.comb.get()};
+        if (as_fp8) {
+          ops.boundary(m, a, k.pre_mix.get(), norm, fp8.out, w, c, ws.ws, s);
+        } else {
+          ops.boundary(m, a, k.pre_mix.get(), norm, bf16.layer_input.get(), w, c, ws.ws, s);
+        }
+      });
+    };
+    EXPECT_EQ(grids(boundary(true)), grids(boundary(false))) << "boundary, M=" << m;
+  }
+}
+
 // The stand-alone group quantisation (cuda::quantize_fp8, the benchmark's comparison) against the
 // reference quantiser: groups of random magnitudes from 2^-40 to 2^40, a zero group, values that
 // quantise exactly (a group of E4M3 values with amax 448) and a NaN.

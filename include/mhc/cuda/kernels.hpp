@@ -97,9 +97,9 @@ struct PreviousPost {
   Bf16* x_next = nullptr;              // this site's streams [M, n, C]: must be b.x
 };
 
-// With an FP8 layer_input (input->fp8), step 1 runs as its own launch (input_path), and a
-// previous post as the post + next input launch: the coefficient kernels' fused input-path CTAs
-// and the fused boundary write bf16 only.
+// With an FP8 layer_input (input->fp8) the fused input-path CTAs and the fold write it as FP8;
+// where the tuning runs the fused boundary, which writes bf16 only, the post + next input launch
+// and the plain coefficient launch run instead.
 //
 // Step 2 in one launch: prenorm GEMM + sum of squares, split-K, fused stats, as `tuning` says
 // (KernelPlan::tuning for this shape and token count; its kernel, splits and projection). Refuses

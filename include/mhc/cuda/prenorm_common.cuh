@@ -41,6 +41,8 @@ struct PrenormArgs {
   CoefficientOutputs out;
   // Optional input path fused into the same launch (decode sizes): kRows extra CTAs per tile,
   // one token each, run beside the GEMM CTAs and save a kernel launch. Null layer_input: off.
+  // With fp8.codes set the input-path CTAs write layer_input as FP8 there (fp8.cuh) and
+  // layer_input is the codes' address (only whether it is null is read).
   struct {
     const float* pre_mix = nullptr;
     const float* norm_weight = nullptr;
@@ -48,6 +50,7 @@ struct PrenormArgs {
     int hidden = 0;
     int row_threads = 0;  // row_kernel_threads(hidden): the input path's row cut (row_column)
     float eps_n = 0.f;
+    Fp8LayerInput fp8;
   } input;
   // Optional, decode sizes with the fused input path only (the kFromPost instantiation): the
   // previous site's post folded into this launch. The GEMM CTAs form x = post(previous) on the
@@ -103,6 +106,12 @@ inline constexpr int kFusedInputMaxHidden = 256 * kRowVecs * kBf16PerVec;
 template <int kStreams>
 __device__ __forceinline__ void fused_input_path_token(const PrenormArgs& args, int64_t token,
                                                        float* scratch) {
+  if (args.input.fp8.codes != nullptr) {  // uniform over the launch
+    input_path_token<kStreams, kRowVecs, false, Fp8LayerInput>(
+        args.x, args.input.pre_mix, args.input.norm_weight, args.input.hidden,
+        args.input.row_threads, args.input.eps_n, args.input.fp8, token, scratch);
+    return;
+  }
   input_path_token<kStreams, kRowVecs, false>(
       args.x, args.input.pre_mix, args.input.norm_weight, args.input.hidden, args.input.row_threads,
       args.input.eps_n, args.input.layer_input, token, scratch);

@@ -80,7 +80,7 @@ template <int kStreams, bool kFromPost>
 __device__ __forceinline__ void fused_input_token(const PrenormArgs& args, int64_t token,
                                                   float* scratch) {
   if constexpr (kFromPost) {
-    PostArgs post;
+    PostFp8Args post;  // next_fp8 read only where the launch asks for FP8
     post.x = args.previous.x;
     post.post = args.previous.post;
     post.comb = args.previous.comb;
@@ -92,7 +92,13 @@ __device__ __forceinline__ void fused_input_token(const PrenormArgs& args, int64
     post.next_pre_mix = args.input.pre_mix;
     post.next_norm_weight = args.input.norm_weight;
     post.next_layer_input = args.input.layer_input;
-    post_token<kStreams, kRowVecs, true, false>(post, token, scratch);
+    if (args.input.fp8.codes != nullptr) {  // uniform over the launch
+      post.next_fp8 = args.input.fp8;
+      post_token<kStreams, kRowVecs, true, false>(post, token, scratch);
+    } else {
+      post_token<kStreams, kRowVecs, true, false>(static_cast<const PostArgs&>(post), token,
+                                                  scratch);
+    }
   } else {
     fused_input_path_token<kStreams>(args, token, scratch);
   }
