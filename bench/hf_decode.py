@@ -106,7 +106,8 @@ def main():
             if patched:
                 mhc_hf.patch(model, projection=patched)
             # The mhc.* functions call this namespace: the former ops for the _dlpack variant.
-            mhc._api._mhc = torch.ops.mhc_dlpack if name.endswith("_dlpack") else stable_ops
+            mhc._api._mhc = (mhc._api._Overloads(torch.ops.mhc_dlpack) if name.endswith("_dlpack")
+                             else stable_ops)
             eager = name.startswith("eager_")
             try:
                 us, out = (eager_time if eager else graph_time)(fn, ids)

@@ -50,11 +50,10 @@ FAKES = {"head": fake_head, "head_out": fake_head_out}
 
 def head(residual, fn, hc_scale, hc_base, rms_eps, hc_eps, norm_weight=None, norm_eps=None, *,
          out=None):
-    if out is None:
-        return torch.ops.mhc.head(residual, fn, hc_scale, hc_base, rms_eps, hc_eps, norm_weight,
-                                  norm_eps)
-    torch.ops.mhc.head_out(residual, fn, hc_scale, hc_base, rms_eps, hc_eps, norm_weight, norm_eps,
-                           out=out)
+    args = (residual, fn, hc_scale, hc_base, rms_eps, hc_eps, norm_weight, norm_eps)
+    if out is None:  # the OpOverloads: no overload resolution per call
+        return torch.ops.mhc.head.default(*args)
+    torch.ops.mhc.head_out.default(*args, out=out)
     return out
 
 
