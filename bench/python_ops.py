@@ -209,6 +209,8 @@ def host_costs(device, hidden, calls, rounds, modes):
                         # the no-grad twin called directly: the stable op without its C++
                         # autograd router (what the router costs under no_grad)
                         "stable_twin": twin_calls(s),
+                        # the OpOverloads (torch.ops.mhc.X.default), as the mhc.* functions call
+                        "stable_overload": op_calls(mhc._api._Overloads(torch.ops.mhc), s),
                         "dlpack": op_calls(torch.ops.mhc_dlpack, s),
                         "bare_C": bare_calls(s, stream)}
             variants["torch_add"] = {"add_out": lambda: torch.add(a, b, out=a),
@@ -385,11 +387,12 @@ def main():
         load_average=(os.getloadavg() if hasattr(os, "getloadavg") else None),
         host=host, host_summary_no_grad=summary(host), host_profile=profile, graph=graphs)
     json.dump(report, open(a.out, "w"), indent=2)
-    print(f"\n{'op (no_grad)':<18}{'stable':>10}{'twin':>10}{'dlpack':>10}{'bare _C':>10}"
-          f"{'torch':>10}  µs per call")
+    print(f"\n{'op (no_grad)':<18}{'stable':>10}{'.default':>10}{'twin':>10}{'dlpack':>10}"
+          f"{'bare _C':>10}{'torch':>10}  µs per call")
     for op, v in report["host_summary_no_grad"].items():
         cells = "".join(f"{v[k]:10.2f}" if k in v else f"{'':>10}"
-                        for k in ("stable", "stable_twin", "dlpack", "bare_C", "torch_add"))
+                        for k in ("stable", "stable_overload", "stable_twin", "dlpack", "bare_C",
+                                  "torch_add"))
         print(f"{op:<18}{cells}")
     for r in graphs:
         ratio = f"{r['ratio']:.3f}" if r["ratio"] else "n/a"
