@@ -43,7 +43,7 @@ step py_bench 95 0 python3 bench/python_ops.py --cpp-json "$out/cpp-kernels.json
 step hf_eager 40 0 python3 bench/hf_decode.py --out "$out/hf-eager.json" --commit "$commit" \
   --driver "$driver" --variants eager_unpatched,eager_patched,eager_patched_dlpack
 MHC_REQUIRE_GPU=1 step pytest_cuda 60 0 python3 -m pytest -q -x -p no:cacheprovider \
-  tests/python/test_cuda.py tests/python/test_c_cuda.py
+  tests/python/test_launches.py tests/python/test_cuda.py tests/python/test_c_cuda.py
 for f in build py_bench hf_eager pytest_cuda; do cp "$logs/$f.log" "$out/" 2>/dev/null; done
 grep -E "error:|FAILED:" "$out/build.log" | head -5
 tail -2 "$out/pytest_cuda.log" 2>/dev/null
