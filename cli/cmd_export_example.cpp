@@ -21,12 +21,15 @@ struct ExportArgs {
   std::string norm_dtype = "f32";
   bool no_final_norm = false;
   bool no_config = false;
+  bool no_head = false;
   ckpt::ExportOptions opt;
   JsonOutput json;
 };
 
 void print_report(const ExportArgs& a, const MhcParams& p, const ckpt::ExportReport& r) {
-  fmt::print("wrote {} ({} naming, seed {}): {}\n", a.dir, a.naming, a.opt.seed, describe(p));
+  fmt::print("wrote {} ({} naming, seed {}): {}{}{}\n", a.dir, a.naming, a.opt.seed, describe(p),
+             a.opt.head ? ", head collapse" : "",
+             a.opt.mtp ? fmt::format(", {} MTP block(s)", a.opt.mtp) : "");
   for (const auto& f : r.files) fmt::print("  {}\n", f);
   fmt::print("{} mHC/norm tensors; decoys that `mhc run --weights` must not read: ", r.mhc_tensors);
   for (size_t i = 0; i < r.decoys.size(); ++i) fmt::print("{}{}", i ? ", " : "", r.decoys[i]);
@@ -38,6 +41,7 @@ nlohmann::json report_json(const ExportArgs& a, const MhcParams& p, const ckpt::
   return {
       {"dir", a.dir},       {"naming", a.naming},
       {"seed", a.opt.seed}, {"params", {{"hidden", p.hidden}, {"n", p.n}, {"layers", p.layers}}},
+      {"head", a.opt.head}, {"mtp_depths", a.opt.mtp},
       {"files", r.files},   {"mhc_tensors", r.mhc_tensors},
       {"decoys", r.decoys}, {"total_bytes", r.total_bytes}};
 }
@@ -49,14 +53,18 @@ void export_example(ExportArgs& a) {
   a.opt.norm_bf16 = a.norm_dtype == "bf16";
   a.opt.final_norm = !a.no_final_norm;
   a.opt.config_json = !a.no_config;
+  a.opt.head = !a.no_head;
   const MhcParams p = ckpt::example_params(a.opt);
   std::vector<std::string> written;
   for (const auto& name : ckpt::export_file_names()) {
     written.push_back((std::filesystem::path(a.dir) / name).string());
   }
   a.json.check({}, written);
-  // The model is held once as weights and once more as the tensors being written.
-  const auto weights = model_weight_bytes(p);
+  // The model is held once as weights and once more as the tensors being written; an MTP block
+  // is one more layer.
+  MhcParams all = p;
+  all.layers = p.layers + a.opt.mtp;
+  const auto weights = model_weight_bytes(all);
   require_host_memory(
       fmt::format("mhc export-example (C={} n={} layers={})", p.hidden, p.n, p.layers),
       {{"weights", weights}, {"tensors to write", weights}});
@@ -93,6 +101,13 @@ void register_export_example(CLI::App& app) {
       ->capture_default_str();
   cmd->add_flag("--no-final-norm", a->no_final_norm, "Leave out the final norm.weight");
   cmd->add_flag("--no-config", a->no_config, "Leave out config.json");
+  cmd->add_flag("--no-head", a->no_head,
+                "Leave out the head collapse's hc_head_fn/base/scale (docs/head.md)");
+  cmd->add_option("--mtp", a->opt.mtp,
+                  "MTP blocks to write after the trunk: each a layer's sites, its head collapse "
+                  "and its final norm (docs/mtp.md)")
+      ->check(integer_in(0, ckpt::kMaxExportMtp))
+      ->capture_default_str();
   a->json.add_to(cmd);
   cmd->add_flag("--force", a->opt.force,
                 "Write into a non-empty directory, replacing only the checkpoint files an "

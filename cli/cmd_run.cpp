@@ -74,24 +74,33 @@ int timing_reps(const RunOptions& o, const Backend& backend) {
 // Everything `mhc run` holds on the host, before any of it is allocated; and the depth its stack
 // check holds to. Loading a checkpoint also builds the synthetic model of its shape for the
 // stand-in gains, which are not in a checkpoint (ckpt::load): as large as the weights, for a while.
-void check_host_memory(const MhcParams& p, int64_t tokens, int reps, bool loading = false) {
-  if (p.layers > kMaxRunLayers) {
+// MTP blocks (docs/mtp.md) are layers too: their weights and traces are counted with the trunk's,
+// and their depth adds to the trunk's.
+void check_host_memory(const MhcParams& p, int64_t tokens, int reps, bool loading = false,
+                       int mtp_depths = 0) {
+  if (p.layers + mtp_depths > kMaxRunLayers) {
     throw Error(fmt::format(
-        "the checkpoint has {} layers; mhc run validates at most {} (its stack check's bounds "
+        "the checkpoint has {} layers{}; mhc run validates at most {} (its stack check's bounds "
         "hold to that depth, docs/limits.md)",
-        p.layers, kMaxRunLayers));
+        p.layers, mtp_depths ? fmt::format(" and {} MTP block(s)", mtp_depths) : "",
+        kMaxRunLayers));
   }
-  const uint64_t m = uint64_t(tokens), k = uint64_t(p.k()), layers = uint64_t(p.layers);
+  MhcParams all = p;  // the trunk and the MTP blocks' layers, for the sizes below
+  all.layers = p.layers + mtp_depths;
+  const uint64_t m = uint64_t(tokens), k = uint64_t(p.k()), layers = uint64_t(all.layers);
   // x after every layer: the backend's bf16 trace and the float64 reference's, 2 + 8 bytes.
   const auto traces = checked_product({layers, m, k, 2 + 8});
   // x0, the one-site check's x, x_next and its float64 reference: 2 + 2 + 2 + 8 bytes.
   const auto inputs = checked_product({m, k, 2 + 2 + 2 + 8});
-  std::vector<MemoryPart> parts = {{"weights", model_weight_bytes(p)},
-                                   {"per-layer traces", traces},
-                                   {"inputs and site check", inputs},
-                                   // A double per repetition, and a CUDA event on the GPU.
-                                   {"timing samples", checked_product({uint64_t(reps), 8 + 8})}};
-  if (loading) parts.push_back({"the loader's synthetic model", model_weight_bytes(p)});
+  std::vector<MemoryPart> parts = {
+      {"weights", model_weight_bytes(all)},
+      {"per-layer traces", traces},
+      {"inputs and site check", inputs},
+      // The trunk's head collapse and each MTP block's.
+      {"head weights", checked_product({uint64_t(1 + mtp_depths), uint64_t(p.n), k + 2, 4})},
+      // A double per repetition, and a CUDA event on the GPU.
+      {"timing samples", checked_product({uint64_t(reps), 8 + 8})}};
+  if (loading) parts.push_back({"the loader's synthetic model", model_weight_bytes(all)});
   require_host_memory(
       fmt::format("mhc run with {} tokens (C={} n={} layers={})", tokens, p.hidden, p.n, p.layers),
       parts);
@@ -171,8 +180,8 @@ ckpt::Loaded load_weights(const RunOptions& o, bool preset_given) {
   lo.seed = o.seed;
   // Checked from the shapes, before the tensors are read (was: std::bad_alloc on a checkpoint
   // larger than the host); the backend is not known yet, so with its largest default reps.
-  lo.before_read = [&o](const MhcParams& p) {
-    check_host_memory(p, o.tokens, o.timing_reps > 0 ? o.timing_reps : 200, true);
+  lo.before_read = [&o](const MhcParams& p, int mtp_depths) {
+    check_host_memory(p, o.tokens, o.timing_reps > 0 ? o.timing_reps : 200, true, mtp_depths);
   };
   if (preset_given) {
     lo.expect = preset(o.preset_name);
@@ -199,7 +208,8 @@ void run(RunOptions& o, bool preset_given) {
   const ExecMode mode = parse_exec_mode(o.mode);
   check_tp_options(o);
   auto backend = make_backend(o.backend, cfg);
-  check_host_memory(p, o.tokens, timing_reps(o, *backend));
+  const std::vector<ModelWeights> mtp = ck ? std::move(ck->mtp) : std::vector<ModelWeights>{};
+  check_host_memory(p, o.tokens, timing_reps(o, *backend), false, int(mtp.size()));
   const bool on_gpu = backend->capability().has_value();
   if (!on_gpu && !o.trace_path.empty()) throw Error("--trace needs the cuda backend");
   RunReport report(o.json);
@@ -234,6 +244,18 @@ void run(RunOptions& o, bool preset_given) {
       on_gpu ? "mhc run: float64 reference" : "mhc run [2/2] float64 reference", show);
   report.stack_check(trace, ref, p, o.tokens);
   report.head_check(check_head(*backend, weights, trace, o.tokens), tol);
+  // The MTP blocks run as the trunk ran (docs/mtp.md): on the GPU in the same mode.
+  const StackRunner same_run = [&](const ModelWeights& w, const Bf16* in) {
+#if MHC_WITH_CUDA
+    if (on_gpu) {
+      const cuda::StackRunOptions block_opt{mode, o.sync_check == "error", ""};
+      return cuda::run_stack(w, o.tokens, in, cfg, block_opt).trace;
+    }
+#endif
+    return backend->run_stack(w, o.tokens, in);
+  };
+  report.mtp_checks(check_mtp(*backend, same_run, mtp, trace, ref, x0.data(), o.tokens, o.seed),
+                    p.layers, tol);
 
   report.timing(backend->time_site(weights, o.tokens, timing_reps(o, *backend)), p, o.tokens);
   if (on_gpu && o.tokens > 0) {

@@ -2,84 +2,7 @@
 
 #include <fmt/core.h>
 
-#include <cmath>
-
-#include "mhc/cpu/reference.hpp"
-
 namespace mhc::cli {
-namespace {
-
-// splitmix64: a tiny deterministic generator for the site check's fresh inputs.
-struct Rng {
-  uint64_t state;
-  uint64_t next() {
-    uint64_t z = (state += 0x9e3779b97f4a7c15ull);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-    return z ^ (z >> 31);
-  }
-  float uniform(float lo, float hi) {
-    return lo + (hi - lo) * float(next() >> 40) / float(1 << 24);
-  }
-};
-
-std::vector<Bf16> random_bf16(Rng& rng, size_t count, float amplitude) {
-  std::vector<Bf16> v(count);
-  for (auto& e : v) e = float_to_bf16(rng.uniform(-amplitude, amplitude));
-  return v;
-}
-
-}  // namespace
-
-SiteCheck check_one_site(Backend& backend, const ModelWeights& w, int64_t tokens, uint64_t seed) {
-  const MhcParams& p = w.params;
-  const SiteWeightsView site_w = w.sites.at(std::min<size_t>(1, w.sites.size() - 1)).view();
-  Rng rng{seed ^ 0x5eedf00dull};
-  const std::vector<Bf16> x = random_bf16(rng, size_t(tokens * p.k()), 1.0f);
-  const std::vector<Bf16> f = random_bf16(rng, size_t(tokens * p.hidden), 1.0f);
-  std::vector<float> pre_mix(size_t(tokens * p.n));
-  for (auto& e : pre_mix) e = rng.uniform(0.05f, 1.0f);  // as a carried sigmoid(.) + eps_h
-
-  SiteInputsView in{tokens, x.data(), pre_mix.data(), f.data()};
-  SiteOutputs out(p, tokens);
-  // Poison: NaN in every float output and a NaN bf16 pattern, so unwritten outputs fail.
-  std::fill(out.pre.begin(), out.pre.end(), NAN);
-  std::fill(out.post.begin(), out.post.end(), NAN);
-  std::fill(out.comb.begin(), out.comb.end(), NAN);
-  std::fill(out.layer_input.begin(), out.layer_input.end(), Bf16{0xffff});
-  std::fill(out.x_next.begin(), out.x_next.end(), Bf16{0xffff});
-  backend.run_site(p, site_w, in, out.view());
-
-  const ref::SiteResult r = ref::run_site(p, site_w, in);
-  return SiteCheck{
-      compare(out.layer_input.data(), r.layer_input.data(), int64_t(r.layer_input.size())),
-      compare(out.pre.data(), r.pre.data(), int64_t(r.pre.size())),
-      compare(out.post.data(), r.post.data(), int64_t(r.post.size())),
-      compare(out.comb.data(), r.comb.data(), int64_t(r.comb.size())),
-      compare(out.x_next.data(), r.x_next.data(), int64_t(r.x_next.size()))};
-}
-
-HeadCheck check_head(Backend& backend, const ModelWeights& w, const StackTrace& trace,
-                     int64_t tokens) {
-  HeadCheck c;
-  if (w.head.empty() || trace.x_after_layer.empty()) return c;
-  const MhcParams& p = w.params;
-  const Bf16* x = trace.x_after_layer.back().data();
-  std::vector<Bf16> out(size_t(tokens * p.hidden), Bf16{0xffff});
-  std::vector<float> weights(size_t(tokens * p.n), NAN);
-  backend.run_head(p, w.head.view(), tokens, x, out.data(), weights.data());
-  const ref::HeadResult plain = ref::head(p, tokens, x, w.head.view());
-  c.weights = compare(weights.data(), plain.weights.data(), int64_t(plain.weights.size()));
-  c.out = compare(out.data(), plain.out.data(), int64_t(plain.out.size()));
-  std::fill(out.begin(), out.end(), Bf16{0xffff});
-  const HeadWeightsView normed_w = w.head.view(w.final_norm.data());
-  backend.run_head(p, normed_w, tokens, x, out.data(), nullptr);
-  const ref::HeadResult normed = ref::head(p, tokens, x, normed_w);
-  c.normed = compare(out.data(), normed.out.data(), int64_t(normed.out.size()));
-  c.ran = true;
-  return c;
-}
-
 void RunReport::header(const std::string& preset_name, const MhcParams& p, int64_t tokens,
                        uint64_t seed, const Backend& backend, const KernelConfig& cfg) {
   doc_["preset"] = preset_name;
@@ -221,6 +144,40 @@ void RunReport::head_check(const HeadCheck& c, const Tolerances& tol) {
   check_line("head weights", c.weights, kFp32Tolerances.coefficients, j);
   check_line("head out", c.out, tol.activations, j);
   check_line("head out + final norm", c.normed, tol.activations, j);
+}
+
+void RunReport::mtp_checks(const std::vector<MtpCheck>& checks, int trunk_layers,
+                           const Tolerances& tol) {
+  auto& j = doc_["mtp"];
+  j["depths"] = checks.size();
+  j["blocks"] = nlohmann::json::array();
+  if (checks.empty()) {
+    if (text_) fmt::print("MTP blocks: none (the weights have no mtp.{{k}}.* blocks)\n");
+    return;
+  }
+  for (const MtpCheck& c : checks) {
+    if (text_) {
+      fmt::print(
+          "MTP block {} vs float64 reference (fed the stand-in h + e of the streams before it; "
+          "docs/mtp.md):\n",
+          c.depth);
+    }
+    nlohmann::json b = {{"depth", c.depth}};
+    check_line("site layer_input", c.site.layer_input, tol.activations, b["site_check"]);
+    check_line("site pre", c.site.pre, tol.coefficients, b["site_check"]);
+    check_line("site post", c.site.post, tol.coefficients, b["site_check"]);
+    check_line("site comb", c.site.comb, tol.coefficients, b["site_check"]);
+    check_line("site x_next", c.site.x_next, tol.activations, b["site_check"]);
+    // The block's layer carries the trunk's rounding noise: the bound of the layer it follows.
+    check_line("x after block", c.x, stack_x_tolerance(trunk_layers + c.depth + 1),
+               b["stack_check"]);
+    check_line("last pre", c.last_pre, kStackPreTolerance, b["stack_check"]);
+    check_line("output", c.output, kStackOutputTolerance, b["stack_check"]);
+    check_line("head weights", c.head.weights, kFp32Tolerances.coefficients, b["head_check"]);
+    check_line("head out", c.head.out, tol.activations, b["head_check"]);
+    check_line("head out + norm", c.head.normed, tol.activations, b["head_check"]);
+    j["blocks"].push_back(std::move(b));
+  }
 }
 
 void RunReport::timing(const SiteTiming& t, const MhcParams& p, int64_t tokens) {

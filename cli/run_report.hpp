@@ -14,26 +14,9 @@
 #include "mhc/cpu/compare.hpp"
 #include "mhc/cpu/model.hpp"
 #include "options.hpp"
+#include "run_checks.hpp"
 
 namespace mhc::cli {
-
-// Errors of one site's five outputs against the float64 reference, on fresh random inputs
-// with a carried (not one-hot) pre_mix.
-struct SiteCheck {
-  ErrorStats layer_input, pre, post, comb, x_next;
-};
-// Uses the weights of the model's second site (the first with a carried pre_mix).
-SiteCheck check_one_site(Backend& backend, const ModelWeights& w, int64_t tokens, uint64_t seed);
-
-// Errors of the head collapse (docs/head.md) against the float64 reference, on the stack's last
-// streams: the collapse weights, the collapse alone, and the collapse with the final norm. `ran`
-// false: the weights have no head (a checkpoint without hc_head_*).
-struct HeadCheck {
-  bool ran = false;
-  ErrorStats weights, out, normed;
-};
-HeadCheck check_head(Backend& backend, const ModelWeights& w, const StackTrace& trace,
-                     int64_t tokens);
 
 class RunReport {
  public:
@@ -51,6 +34,9 @@ class RunReport {
   void stack_check(const StackTrace& trace, const StackReference& ref, const MhcParams& p,
                    int64_t tokens);
   void head_check(const HeadCheck& c, const Tolerances& tol);
+  // The MTP blocks (docs/mtp.md): none, or each block's checks; `trunk_layers` sets the depth
+  // their stack bounds are taken at (the blocks carry the trunk's rounding noise).
+  void mtp_checks(const std::vector<MtpCheck>& checks, int trunk_layers, const Tolerances& tol);
   void timing(const SiteTiming& t, const MhcParams& p, int64_t tokens);
   void finish();
   bool all_passed() const { return failures_ == 0; }

@@ -4,8 +4,8 @@
 //
 // Contract checked: no out-of-bounds access or undefined behaviour, bad input rejected only with
 // mhc::Error, accepted shard names stay inside the checkpoint directory, a name the matcher
-// accepts is exactly the name tensor_name() builds back, and layers that find_layers accepts
-// have every per-layer tensor listed.
+// accepts is exactly the name tensor_name() builds back, and layers and MTP blocks that
+// find_layers accepts have every per-layer tensor listed.
 #include <cstdint>
 #include <cstdlib>
 #include <string>
@@ -48,6 +48,12 @@ void check_layers(const Index& index) {
       require(s.weight_map.count(tensor_name(layers.naming, l, Slot(slot))) == 1);
     }
   }
+  require(layers.mtp_depths >= 0);
+  for (int d = 0; d < layers.mtp_depths; ++d) {
+    for (int slot = 0; slot < kSlots; ++slot) {
+      require(s.weight_map.count(mtp_tensor_name(layers.naming, layers.count, d, Slot(slot))) == 1);
+    }
+  }
 }
 
 }  // namespace
@@ -67,6 +73,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     // Accepted epsilons lie in the range their fp32 arithmetic holds (mhc::param_ranges).
     require(!c.hc_eps || mhc::param_problem("eps_h", *c.hc_eps).empty());
     require(!c.rms_norm_eps || mhc::param_problem("eps_n", *c.rms_norm_eps).empty());
+    require(!c.num_nextn_predict_layers || *c.num_nextn_predict_layers >= 0);
   } catch (const mhc::Error&) {
   }
   return 0;

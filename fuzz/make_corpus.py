@@ -168,6 +168,38 @@ def hostile_corpus(w_st, w_index, w_config, depth, tensors, digits):
     w_config("hostile-many-keys.json", json.dumps({"k%d" % i: i for i in range(tensors)}))
 
 
+def mtp_corpus():
+    """The MTP blocks (docs/mtp.md): official mtp.{k}.* and the Hugging Face layout's layers past
+    the trunk, valid and broken, and config.json's num_nextn_predict_layers."""
+    w = lambda name, text: write("index", name, text)
+    slots = ["hc_attn_fn", "hc_attn_base", "hc_attn_scale", "hc_ffn_fn", "hc_ffn_base",
+             "hc_ffn_scale", "attn_norm.weight", "ffn_norm.weight"]
+    hf_slots = ["attn_hc.fn", "attn_hc.base", "attn_hc.scale", "ffn_hc.fn", "ffn_hc.base",
+                "ffn_hc.scale", "input_layernorm.weight", "post_attention_layernorm.weight"]
+    shard = "model.safetensors"
+    official = {"layers.0.%s" % s: shard for s in slots}
+    for k in range(2):
+        official.update({"mtp.%d.%s" % (k, s): shard for s in slots})
+        official.update({"mtp.%d.%s" % (k, s): shard for s in
+                         ["hc_head_fn", "hc_head_base", "hc_head_scale", "norm.weight",
+                          "enorm.weight", "e_proj.weight"]})
+    w("valid-official-mtp.index.json", json.dumps({"weight_map": official}, indent=1))
+    gap = {k: v for k, v in official.items() if not k.startswith("mtp.0.")}
+    w("bad-mtp-gap.index.json", json.dumps({"weight_map": gap}))
+    partial = {k: v for k, v in official.items() if k != "mtp.1.hc_ffn_fn"}
+    w("bad-mtp-partial.index.json", json.dumps({"weight_map": partial}))
+    hf = {"model.layers.%d.%s" % (i, s): shard for i in range(2) for s in hf_slots}
+    hf.update({"model.layers.1.%s" % s: shard for s in
+               ["hc_head_fn", "hc_head_base", "hc_head_scale", "shared_head.norm.weight"]})
+    w("valid-hf-mtp.index.json", json.dumps({"weight_map": hf}, indent=1))
+    early = dict(hf)
+    early["model.layers.0.enorm.weight"] = shard
+    w("bad-hf-mtp-in-trunk.index.json", json.dumps({"weight_map": early}))
+    w("valid-config-mtp.json", json.dumps({"num_hidden_layers": 1, "num_nextn_predict_layers": 1,
+                                           "hidden_size": 4096, "hc_mult": 4}))
+    w("bad-config-mtp.json", '{"num_nextn_predict_layers": -1}')
+
+
 def config_corpus():
     """fuzz_config: the input is --kernel-config text and, spliced in, a site file's
     __metadata__ value."""
@@ -211,6 +243,7 @@ if __name__ == "__main__":
         sys.exit(0)
     safetensors_corpus()
     index_corpus()
+    mtp_corpus()
     config_corpus()
     hostile_corpus(lambda n, b: write("safetensors", n, b), lambda n, b: write("index", n, b),
                    lambda n, b: write("config", n, b), 2_000, 300, 400)

@@ -2,7 +2,9 @@
 // index, or one file), with decoy expert tensors that the loader must never read.
 #include <fmt/core.h>
 
+#include <array>
 #include <filesystem>
+#include <functional>
 #include <nlohmann/json.hpp>
 
 #include "checkpoint_replace.hpp"
@@ -55,13 +57,14 @@ void add_norm(st::Writer& w, const std::string& name, const std::vector<float>& 
   w.add_bf16(name, {c}, b);
 }
 
-void add_layer(st::Writer& w, const ModelWeights& m, int layer, const ExportOptions& o,
+// One decoder layer's eight tensors, named by `name`.
+void add_layer(st::Writer& w, const ModelWeights& m, int layer,
+               const std::function<std::string(Slot)>& name, const ExportOptions& o,
                ExportReport& rep) {
   const MhcParams& p = m.params;
   const int64_t nmix = p.nmix(), k = p.k();
   const SiteWeights& attn = m.sites[size_t(2 * layer)];
   const SiteWeights& ffn = m.sites[size_t(2 * layer + 1)];
-  auto name = [&](Slot s) { return tensor_name(o.naming, layer, s); };
   w.add_f32(name(Slot::kAttnFn), {nmix, k}, attn.hc_fn);
   w.add_f32(name(Slot::kAttnBase), {nmix}, attn.hc_base);
   w.add_f32(name(Slot::kAttnScale), {3}, attn.hc_scale);
@@ -73,7 +76,35 @@ void add_layer(st::Writer& w, const ModelWeights& m, int layer, const ExportOpti
   rep.mhc_tensors += kSlots;
 }
 
-std::string config_text(const MhcParams& p) {
+void add_head(st::Writer& w, const HeadWeights& h, const std::array<std::string, 3>& names,
+              const MhcParams& p, ExportReport& rep) {
+  w.add_f32(names[0], {p.n, p.k()}, h.hc_fn);
+  w.add_f32(names[1], {p.n}, h.hc_base);
+  w.add_f32(names[2], {kHeadScaleCount}, h.hc_scale);
+  rep.mhc_tensors += 3;
+}
+
+// MTP block `depth` (docs/mtp.md): its layer, head and final norm, and a decoy of the block's
+// other tensors (e_proj), which the loader never reads.
+void add_mtp_block(st::Writer& w, const MhcParams& p, int depth, const ExportOptions& o,
+                   ExportReport& rep) {
+  const ModelWeights block = synthetic_mtp_block(p, o.seed, depth);
+  const auto name = [&](Slot s) { return mtp_tensor_name(o.naming, p.layers, depth, s); };
+  add_layer(w, block, 0, name, o, rep);
+  add_head(w, block.head,
+           {mtp_head_tensor_name(o.naming, p.layers, depth, HeadSlot::kFn),
+            mtp_head_tensor_name(o.naming, p.layers, depth, HeadSlot::kBase),
+            mtp_head_tensor_name(o.naming, p.layers, depth, HeadSlot::kScale)},
+           p, rep);
+  add_norm(w, mtp_norm_name(o.naming, p.layers, depth), block.final_norm, o.norm_bf16);
+  rep.mhc_tensors += 1;
+  add_decoy(w,
+            o.naming == Naming::kHf ? fmt::format("model.layers.{}.e_proj.weight", p.layers + depth)
+                                    : fmt::format("mtp.{}.e_proj.weight", depth),
+            p.hidden, rep);
+}
+
+std::string config_text(const MhcParams& p, int mtp) {
   nlohmann::ordered_json j;
   j["architectures"] = {"DeepseekV4ForCausalLM"};
   j["model_type"] = "deepseek_v4";
@@ -83,6 +114,7 @@ std::string config_text(const MhcParams& p) {
   j["hc_eps"] = p.eps_h;
   j["hc_sinkhorn_iters"] = p.sinkhorn_iters;
   j["rms_norm_eps"] = p.eps_n;
+  j["num_nextn_predict_layers"] = mtp;
   j["mhc_example"] = kMark;
   return j.dump(2) + "\n";
 }
@@ -101,12 +133,17 @@ MhcParams example_params(const ExportOptions& o) {
   validate(p);
   // The reader's limit on one header (a single file holds every tensor): refused before the work
   // rather than by the reader of what was written.
-  const int64_t tensors = int64_t{kSlots} * p.layers + 3;  // + 2 decoys and the final norm
+  if (o.mtp < 0 || o.mtp > kMaxExportMtp) {
+    throw Error(fmt::format("export-example: --mtp {} is outside [0, {}]", o.mtp, kMaxExportMtp));
+  }
+  // + 2 decoys, the final norm and the head; per MTP block its layer, head, norm and a decoy.
+  const int64_t tensors =
+      int64_t{kSlots} * p.layers + 3 + (o.head ? 3 : 0) + int64_t{kSlots + 5} * o.mtp;
   if (tensors > int64_t(io::kMaxTensors)) {
-    throw Error(
-        fmt::format("export-example: --layers {} makes {} tensors, more than the {} a "
-                    "safetensors file may hold here (docs/limits.md)",
-                    p.layers, tensors, io::kMaxTensors));
+    throw Error(fmt::format(
+        "export-example: --layers {}{} makes {} tensors, more than the {} a safetensors file may "
+        "hold here (docs/limits.md)",
+        p.layers, o.mtp ? fmt::format(" with --mtp {}", o.mtp) : "", tensors, io::kMaxTensors));
   }
   return p;
 }
@@ -123,13 +160,25 @@ ExportReport write_files(const fs::path& root, const ExportOptions& o) {
   const int shards = o.single_file ? 1 : 2;
   const int split = o.single_file ? p.layers : (p.layers + 1) / 2;
   std::vector<st::Writer> w(static_cast<size_t>(shards));
-  for (int l = 0; l < p.layers; ++l) add_layer(w[l < split ? 0 : size_t(shards - 1)], m, l, o, rep);
+  for (int l = 0; l < p.layers; ++l) {
+    const auto name = [&](Slot s) { return tensor_name(o.naming, l, s); };
+    add_layer(w[l < split ? 0 : size_t(shards - 1)], m, l, name, o, rep);
+  }
   add_decoy(w[0], decoy_name(o.naming, 0, true), p.hidden, rep);
   add_decoy(w[size_t(shards - 1)], decoy_name(o.naming, p.layers - 1, false), p.hidden, rep);
   if (o.final_norm) add_norm(w.back(), final_norm_name(o.naming), m.final_norm, o.norm_bf16);
+  if (o.head) {
+    add_head(
+        w.back(), m.head,
+        {head_tensor_name(o.naming, HeadSlot::kFn), head_tensor_name(o.naming, HeadSlot::kBase),
+         head_tensor_name(o.naming, HeadSlot::kScale)},
+        p, rep);
+  }
+  // The MTP blocks in the last shard, after the trunk, as published checkpoints hold them.
+  for (int depth = 0; depth < o.mtp; ++depth) add_mtp_block(w.back(), p, depth, o, rep);
 
   if (o.config_json) {
-    io::write_file((root / "config.json").string(), config_text(p));
+    io::write_file((root / "config.json").string(), config_text(p, o.mtp));
     rep.files.push_back("config.json");
   }
   nlohmann::json map = nlohmann::json::object();

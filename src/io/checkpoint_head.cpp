@@ -19,9 +19,15 @@ std::string head_tensor_name(Naming naming, HeadSlot slot) {
 }
 
 HeadWeights read_head(TensorReader& reader, Naming naming, const MhcParams& p) {
-  const std::array<std::string, 3> names{head_tensor_name(naming, HeadSlot::kFn),
-                                         head_tensor_name(naming, HeadSlot::kBase),
-                                         head_tensor_name(naming, HeadSlot::kScale)};
+  return read_head_named(
+      reader,
+      {head_tensor_name(naming, HeadSlot::kFn), head_tensor_name(naming, HeadSlot::kBase),
+       head_tensor_name(naming, HeadSlot::kScale)},
+      p);
+}
+
+HeadWeights read_head_named(TensorReader& reader, const std::array<std::string, 3>& names,
+                            const MhcParams& p) {
   std::string listed, missing, first;
   for (const std::string& name : names) {
     const bool here = reader.listed(name);

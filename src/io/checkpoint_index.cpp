@@ -32,8 +32,6 @@ constexpr std::array<std::string_view, kSlots> kHfSuffix = {
     "attn_hc.fn",  "attn_hc.base", "attn_hc.scale",          "ffn_hc.fn",
     "ffn_hc.base", "ffn_hc.scale", "input_layernorm.weight", "post_attention_layernorm.weight"};
 
-std::string_view layer_prefix(Naming n) { return n == Naming::kHf ? "model.layers." : "layers."; }
-
 const std::array<std::string_view, kSlots>& suffixes(Naming n) {
   return n == Naming::kHf ? kHfSuffix : kOfficialSuffix;
 }
@@ -138,6 +136,8 @@ std::optional<Naming> parse_naming(std::string_view s) {
   return std::nullopt;
 }
 
+std::string_view layer_prefix(Naming n) { return n == Naming::kHf ? "model.layers." : "layers."; }
+
 std::string_view slot_suffix(Naming naming, Slot slot) { return suffixes(naming)[size_t(slot)]; }
 
 std::string tensor_name(Naming naming, int layer, Slot slot) {
@@ -148,20 +148,29 @@ std::string final_norm_name(Naming naming) {
   return naming == Naming::kHf ? "model.norm.weight" : "norm.weight";
 }
 
-std::optional<LayerTensor> match_layer_tensor(Naming naming, std::string_view name) {
-  const std::string_view prefix = layer_prefix(naming);
+std::optional<Numbered> split_numbered(std::string_view prefix, std::string_view name) {
   if (name.substr(0, prefix.size()) != prefix) return std::nullopt;
   name.remove_prefix(prefix.size());
   const size_t dot = name.find('.');
   if (dot == std::string_view::npos) return std::nullopt;
-  const auto layer = parse_layer_number(name.substr(0, dot));
-  if (!layer) return std::nullopt;
-  const std::string_view suffix = name.substr(dot + 1);
+  const auto number = parse_layer_number(name.substr(0, dot));
+  if (!number) return std::nullopt;
+  return Numbered{*number, name.substr(dot + 1)};
+}
+
+std::optional<LayerTensor> match_prefixed(std::string_view prefix, Naming naming,
+                                          std::string_view name) {
+  const auto numbered = split_numbered(prefix, name);
+  if (!numbered) return std::nullopt;
   const auto& all = suffixes(naming);
   for (int s = 0; s < kSlots; ++s) {
-    if (all[size_t(s)] == suffix) return LayerTensor{*layer, Slot(s)};
+    if (all[size_t(s)] == numbered->rest) return LayerTensor{numbered->number, Slot(s)};
   }
   return std::nullopt;
+}
+
+std::optional<LayerTensor> match_layer_tensor(Naming naming, std::string_view name) {
+  return match_prefixed(layer_prefix(naming), naming, name);
 }
 
 Index parse_index(std::string_view json_text, std::string_view source) {
@@ -192,6 +201,7 @@ ConfigValues parse_config(std::string_view json_text, std::string_view source) {
   c.hidden_size = config_int(j, "hidden_size", source, 1, INT_MAX);
   c.hc_mult = config_int(j, "hc_mult", source, 1, INT_MAX);
   c.num_hidden_layers = config_int(j, "num_hidden_layers", source, 1, INT_MAX);
+  c.num_nextn_predict_layers = config_int(j, "num_nextn_predict_layers", source, 0, INT_MAX);
   return c;
 }
 

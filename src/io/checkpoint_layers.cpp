@@ -5,6 +5,7 @@
 #include <array>
 #include <climits>
 #include <cmath>
+#include <functional>
 
 #include "checkpoint_internal.hpp"
 #include "mhc/core/error.hpp"
@@ -13,8 +14,6 @@
 namespace mhc::ckpt {
 
 namespace {
-
-using LayerSets = std::array<std::set<int>, kSlots>;
 
 // "0-2, 4-5" for messages.
 std::string ranges(const std::set<int>& s) {
@@ -37,10 +36,10 @@ struct Scan {
   std::string example;  // one hc tensor name
 };
 
-Scan scan(const Source& s, Naming naming) {
+Scan scan(const Source& s, Naming naming, std::string_view prefix) {
   Scan out;
   for (const auto& [name, shard] : s.weight_map) {
-    const auto m = match_layer_tensor(naming, name);
+    const auto m = match_prefixed(prefix, naming, name);
     if (!m) continue;
     out.sets[size_t(m->slot)].insert(m->layer);
     if (is_hc(m->slot)) {
@@ -74,37 +73,6 @@ Naming pick_naming(const Source& s, const Scan& official, const Scan& hf) {
   return official.hc_count > 0 ? Naming::kOfficial : Naming::kHf;
 }
 
-// Every slot must hold exactly the layers 0..L-1, L being one past the highest layer seen.
-void check_layers(const Source& s, Naming naming, const LayerSets& sets, int count) {
-  int ref = 0;  // a slot that has all `count` layers' worth of range, for messages
-  for (int i = 0; i < kSlots; ++i) {
-    if (!sets[size_t(i)].empty() && *sets[size_t(i)].rbegin() == count - 1) {
-      ref = i;
-      break;
-    }
-  }
-  const std::string_view ref_name = slot_suffix(naming, Slot(ref));
-  for (int i = 0; i < kSlots; ++i) {
-    const std::set<int>& got = sets[size_t(i)];
-    int missing = 0;
-    while (got.count(missing)) ++missing;
-    if (missing >= count) continue;
-    const std::string name = tensor_name(naming, missing, Slot(i));
-    const std::string_view what = slot_suffix(naming, Slot(i));
-    if (!got.empty() && *got.rbegin() > missing) {
-      throw Error(
-          fmt::format("{}: layer {} is missing: no '{}' (the checkpoint has {} for layers "
-                      "{})",
-                      s.where(), missing, name, what, ranges(got)));
-    }
-    throw Error(
-        fmt::format("{}: inconsistent layers: {} exists for {} layers ({}), but {} for {} "
-                    "({}): no '{}'",
-                    s.where(), ref_name, count, ranges(sets[size_t(ref)]), what, got.size(),
-                    ranges(got), name));
-  }
-}
-
 int n_from_nmix(int64_t nmix) {
   if (nmix < 3 || nmix > INT_MAX) return 0;
   const int64_t n = std::llround(std::sqrt(double(nmix) + 1.0)) - 1;
@@ -123,16 +91,85 @@ void check_finite(const std::string& file, const std::string& name, const std::v
 
 }  // namespace
 
-Layers find_layers(const Source& s) {
-  const Scan official = scan(s, Naming::kOfficial);
-  const Scan hf = scan(s, Naming::kHf);
+// Every slot must hold exactly the layers 0..count-1.
+void check_layers(const Source& s, Naming naming, const LayerSets& sets, int count,
+                  const std::function<std::string(int, Slot)>& name_of, std::string_view unit) {
+  int ref = 0;  // a slot that has all `count` layers' worth of range, for messages
+  for (int i = 0; i < kSlots; ++i) {
+    if (!sets[size_t(i)].empty() && *sets[size_t(i)].rbegin() == count - 1) {
+      ref = i;
+      break;
+    }
+  }
+  const auto what = [naming](Slot slot) { return slot_suffix(naming, slot); };
+  for (int i = 0; i < kSlots; ++i) {
+    const std::set<int>& got = sets[size_t(i)];
+    int missing = 0;
+    while (got.count(missing)) ++missing;
+    if (missing >= count) continue;
+    const std::string name = name_of(missing, Slot(i));
+    if (!got.empty() && *got.rbegin() > missing) {
+      throw Error(fmt::format("{}: {} {} is missing: no '{}' (the checkpoint has {} for {}s {})",
+                              s.where(), unit, missing, name, what(Slot(i)), unit, ranges(got)));
+    }
+    throw Error(
+        fmt::format("{}: inconsistent {}s: {} exists for {} {}s ({}), but {} for {} ({}): no '{}'",
+                    s.where(), unit, what(Slot(ref)), count, unit, ranges(sets[size_t(ref)]),
+                    what(Slot(i)), got.size(), ranges(got), name));
+  }
+}
+
+Layers find_layers(const Source& s, std::optional<int> config_layers) {
+  const Scan official = scan(s, Naming::kOfficial, layer_prefix(Naming::kOfficial));
+  const Scan hf = scan(s, Naming::kHf, layer_prefix(Naming::kHf));
   Layers out;
   out.naming = pick_naming(s, official, hf);
   const LayerSets& sets = (out.naming == Naming::kOfficial ? official : hf).sets;
+  int total = 0;
   for (const auto& set : sets) {
-    if (!set.empty()) out.count = std::max(out.count, *set.rbegin() + 1);
+    if (!set.empty()) total = std::max(total, *set.rbegin() + 1);
   }
-  check_layers(s, out.naming, sets, out.count);
+  const std::map<int, std::string> mtp =
+      out.naming == Naming::kHf ? hf_mtp_layers(s) : std::map<int, std::string>{};
+  if (!mtp.empty()) total = std::max(total, mtp.rbegin()->first + 1);
+  const Naming naming = out.naming;
+  check_layers(
+      s, naming, sets, total,
+      [naming](int layer, Slot slot) { return tensor_name(naming, layer, slot); }, "layer");
+  // The Hugging Face layout numbers the MTP blocks on after the trunk: config.json says where the
+  // trunk ends, else the first layer holding an MTP-only tensor does.
+  out.count = mtp.empty() ? total : mtp.begin()->first;
+  if (config_layers && !mtp.empty()) {
+    if (*config_layers > mtp.begin()->first) {
+      throw Error(fmt::format(
+          "{}: layer {} holds a tensor only an MTP block has ('{}'), but config.json's "
+          "num_hidden_layers is {}: the MTP blocks are numbered after the trunk (docs/mtp.md)",
+          s.where(), mtp.begin()->first, json_input::printable(mtp.begin()->second),
+          *config_layers));
+    }
+    out.count = *config_layers;  // layers between it and the first block's tensor lack a head
+  }
+  if (out.count == 0) {
+    throw Error(
+        fmt::format("{}: layer 0 holds a tensor only an MTP block has ('{}'); the MTP "
+                    "blocks are numbered after the trunk (docs/mtp.md)",
+                    s.where(), json_input::printable(mtp.begin()->second)));
+  }
+  out.mtp_depths = total - out.count;
+  if (out.naming == Naming::kOfficial) {
+    const Scan blocks = scan(s, Naming::kOfficial, "mtp.");
+    const std::set<int> depths = official_mtp_depths(s);
+    out.mtp_depths = depths.empty() ? 0 : *depths.rbegin() + 1;
+    if (!depths.empty() && blocks.hc_count == 0) {
+      throw Error(fmt::format("{}: MTP block {} has tensors but no '{}' (docs/mtp.md)", s.where(),
+                              *depths.begin(),
+                              mtp_tensor_name(naming, 0, *depths.begin(), Slot::kAttnFn)));
+    }
+    check_layers(
+        s, naming, blocks.sets, out.mtp_depths,
+        [](int depth, Slot slot) { return mtp_tensor_name(Naming::kOfficial, 0, depth, slot); },
+        "MTP depth");
+  }
   return out;
 }
 

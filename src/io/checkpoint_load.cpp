@@ -118,15 +118,22 @@ Source locate(const std::string& path, LoadReport& r) {
   return s;
 }
 
-// Applies config.json (next to the weights) when present; checks its shapes against ours.
-void apply_config(const Source& s, const Shapes& shapes, MhcParams& p, LoadReport& r) {
+// config.json next to the weights, when present.
+std::optional<ConfigValues> read_config(const Source& s, LoadReport& r) {
   const fs::path path = s.dir / "config.json";
   std::error_code ec;
-  if (!fs::exists(fs::symlink_status(path, ec))) return;
+  if (!fs::exists(fs::symlink_status(path, ec))) return std::nullopt;
   const std::string text = read_text(path, "config.json");
   r.metadata_bytes_read += text.size();
   r.config_json = path.string();
-  const ConfigValues c = parse_config(text, r.config_json);
+  return parse_config(text, r.config_json);
+}
+
+// Applies config.json's values; checks its shapes against ours.
+void apply_config(const std::optional<ConfigValues>& config, const Shapes& shapes, MhcParams& p,
+                  LoadReport& r) {
+  if (!config) return;
+  const ConfigValues& c = *config;
   auto check = [&](const char* key, const std::optional<int>& v, int actual, const char* what) {
     if (v && *v != actual) {
       throw Error(fmt::format("{}: '{}' is {}, but the tensors give {}={} ({} has shape {})",
@@ -148,6 +155,23 @@ void apply_config(const Source& s, const Shapes& shapes, MhcParams& p, LoadRepor
   if (c.rms_norm_eps) {
     p.eps_n = *c.rms_norm_eps;
     r.config_keys_used.push_back(fmt::format("rms_norm_eps={:g}", p.eps_n));
+  }
+}
+
+// config.json's num_nextn_predict_layers against the MTP blocks found: a checkpoint without them
+// (MTP stripped) is read as such; one with a different count is refused.
+void check_mtp_count(const std::optional<ConfigValues>& config, const Layers& layers,
+                     LoadReport& r) {
+  if (!config || !config->num_nextn_predict_layers) return;
+  r.config_mtp_depths = config->num_nextn_predict_layers;
+  const int listed = *config->num_nextn_predict_layers;
+  if (layers.mtp_depths > 0 && listed != layers.mtp_depths) {
+    throw Error(fmt::format(
+        "{}: 'num_nextn_predict_layers' is {}, but the checkpoint has {} MTP block(s) ('{}' .. "
+        "'{}')",
+        r.config_json, listed, layers.mtp_depths,
+        mtp_tensor_name(layers.naming, layers.count, 0, Slot::kAttnFn),
+        mtp_tensor_name(layers.naming, layers.count, layers.mtp_depths - 1, Slot::kAttnFn)));
   }
 }
 
@@ -180,7 +204,8 @@ Loaded load_checked(const std::string& path, const LoadOptions& opt) {
   LoadReport& r = out.report;
   r.path = path;
   Source src = locate(path, r);
-  const Layers layers = find_layers(src);
+  const std::optional<ConfigValues> config = read_config(src, r);
+  const Layers layers = find_layers(src, config ? config->num_hidden_layers : std::optional<int>());
   r.naming = layers.naming;
   TensorReader reader(src, r);
   const Shapes shapes = read_shapes(reader, layers);
@@ -189,16 +214,20 @@ Loaded load_checked(const std::string& path, const LoadOptions& opt) {
   p.hidden = shapes.hidden;
   p.n = shapes.n;
   p.layers = layers.count;
-  apply_config(src, shapes, p, r);
+  apply_config(config, shapes, p, r);
+  check_mtp_count(config, layers, r);
   try {
     validate(p);
   } catch (const Error& e) {
     throw Error(fmt::format("{}: {}", path, e.what()));
   }
   check_preset(path, p, opt);
-  if (opt.before_read) opt.before_read(p);  // e.g. the host memory, before the tensors are read
+  // e.g. the host memory, before the tensors are read
+  if (opt.before_read) opt.before_read(p, layers.mtp_depths);
 
   out.weights = read_weights(reader, layers, p, opt.seed);
+  out.mtp = read_mtp(reader, layers, p, opt.seed);
+  r.mtp_depths = int(out.mtp.size());
   r.final_norm_from_checkpoint = reader.listed(final_norm_name(layers.naming));
   r.head_from_checkpoint = !out.weights.head.empty();
   r.norm_dtype = reader.norm_dtypes();
@@ -244,6 +273,15 @@ std::string describe(const LoadReport& r, const MhcParams& p) {
                                                          : "not in the checkpoint: synthetic"));
   line("head", r.head_from_checkpoint ? "hc_head fn/base/scale from the checkpoint"
                                       : "not in the checkpoint: no head collapse");
+  std::string mtp = r.mtp_depths == 0 ? "none in the checkpoint"
+                                      : fmt::format(
+                                            "{} block(s): sites, head collapse and final "
+                                            "norm of each from the checkpoint",
+                                            r.mtp_depths);
+  if (r.mtp_depths == 0 && r.config_mtp_depths.value_or(0) > 0) {
+    mtp += fmt::format(" (config.json's num_nextn_predict_layers is {})", *r.config_mtp_depths);
+  }
+  line("mtp", mtp);
   line("stand-in", "sublayer gains are not in a checkpoint: the synthetic model's (same seed)");
   return s;
 }

@@ -25,7 +25,8 @@ TEST(RunCliHead, SyntheticModelChecksTheHeadCollapse) {
 
 TEST(RunCliHead, CheckpointWithoutAHeadSaysItIsNotRun) {
   const std::string dir = scratch("head_cli_no_head");
-  const RunResult ex = run_mhc("export-example " + quote(dir) + " --layers 1 --hidden 64");
+  const RunResult ex =
+      run_mhc("export-example " + quote(dir) + " --layers 1 --hidden 64 --no-head");
   ASSERT_EQ(ex.status, 0) << ex.err;
   const RunResult r = run_mhc("run --backend cpu --tokens 2 --weights " + quote(dir));
   ASSERT_EQ(r.status, 0) << r.err;

@@ -32,7 +32,7 @@ TEST_F(CheckpointCli, ExportThenRun) {
   const auto r = run_mhc(run_args(dir, "--seed 5"));
   ASSERT_EQ(r.status, 0) << r.out << r.err;
   EXPECT_TRUE(mentions(r.out, {"C=64 n=4 layers=2", "official naming", "2 opened",
-                               "17 of 19 tensors", "result: PASS"}));
+                               "20 of 22 tensors", "result: PASS"}));
   // The checkpoint summary comes before the run.
   EXPECT_LT(r.out.find("official naming"), r.out.find("one site vs float64"));
 }

@@ -41,6 +41,7 @@ std::string with_head(const std::string& tag, Naming naming, const HeadTensors& 
                       std::initializer_list<HeadSlot> skip = {}) {
   ExportOptions o = small(naming);
   o.single_file = true;
+  o.head = false;  // added below, as the test asks
   const std::string dir = exported(tag, o);
   const fs::path file = fs::path(dir) / "model.safetensors";
   st::Writer w;
@@ -85,8 +86,22 @@ TEST(CheckpointHead, ReadUnderBothNamings) {
   }
 }
 
+TEST(CheckpointHead, ExportWritesIt) {
+  for (Naming naming : {Naming::kOfficial, Naming::kHf}) {
+    SCOPED_TRACE(std::string(to_string(naming)));
+    const HeadTensors head = synthetic_head(small(naming));
+    const Loaded l = load(exported("head_export", small(naming)));
+    EXPECT_TRUE(l.report.head_from_checkpoint);
+    EXPECT_TRUE(same_bits(l.weights.head.hc_fn, head.fn));
+    EXPECT_TRUE(same_bits(l.weights.head.hc_base, head.base));
+    EXPECT_TRUE(same_bits(l.weights.head.hc_scale, head.scale));
+  }
+}
+
 TEST(CheckpointHead, AbsentIsReportedNotInvented) {
-  const Loaded l = load(exported("head_absent"));
+  ExportOptions o = small();
+  o.head = false;
+  const Loaded l = load(exported("head_absent", o));
   EXPECT_FALSE(l.report.head_from_checkpoint);
   EXPECT_TRUE(l.weights.head.empty());
   EXPECT_TRUE(mentions(describe(l.report, l.weights.params), {"head", "not in the checkpoint"}));

@@ -46,7 +46,8 @@ uint64_t mhc_bytes(const ExportOptions& o) {
   const MhcParams p = example_params(o);
   const uint64_t norm = uint64_t(p.hidden) * (o.norm_bf16 ? 2 : 4);
   const uint64_t site = uint64_t(p.nmix()) * p.k() * 4 + uint64_t(p.nmix()) * 4 + 3 * 4 + norm;
-  return site * 2 * uint64_t(p.layers) + (o.final_norm ? norm : 0);
+  const uint64_t head = (uint64_t(p.n) * p.k() + uint64_t(p.n) + 1) * 4;
+  return site * 2 * uint64_t(p.layers) + (o.final_norm ? norm : 0) + (o.head ? head : 0);
 }
 
 void check_roundtrip(const ExportOptions& o, const std::string& tag, bool single) {
@@ -65,7 +66,7 @@ void check_roundtrip(const ExportOptions& o, const std::string& tag, bool single
   EXPECT_EQ(r.layout, single ? "single file" : "index");
   EXPECT_EQ(r.shards_listed, single ? 1 : 2);
   EXPECT_EQ(r.shards_opened.size(), single ? 1u : 2u);
-  EXPECT_EQ(r.tensors_read, 8 * o.layers + (o.final_norm ? 1 : 0));
+  EXPECT_EQ(r.tensors_read, 8 * o.layers + (o.final_norm ? 1 : 0) + (o.head ? 3 : 0));
   EXPECT_EQ(r.tensors_listed, r.tensors_read + 2);  // + the two decoys
   // Exactly the mHC/norm data was read: never the decoys, which dominate the files.
   EXPECT_EQ(r.tensor_bytes_read, mhc_bytes(o));
@@ -181,7 +182,7 @@ TEST(CheckpointRoundTrip, DescribeSaysWhatWasRead) {
   const std::string d = describe(l.report, l.weights.params);
   EXPECT_TRUE(mentions(
       d, {"C=64 n=4 layers=3", "official naming", "index", testing::kShard1, testing::kShard2,
-          "25 of 27 tensors", "config.json", "final norm from the checkpoint", "synthetic"}))
+          "28 of 30 tensors", "config.json", "final norm from the checkpoint", "synthetic"}))
       << d;
 }
 

@@ -104,12 +104,15 @@ TEST(ExportSafety, MoreTensorsThanTheReaderTakesAreRefusedUpFront) {
   const std::string parent = fresh_dir("many");
   ExportOptions o = small();
   o.hidden = 64;
-  o.layers = 125'000;  // 8 x 125,000 + 3 tensors
+  o.layers = 125'000;  // 8 x 125,000 + 6 tensors (2 decoys, the final norm, the head's 3)
   EXPECT_TRUE(testing::mentions(export_error((fs::path(parent) / "d").string(), o),
-                                {"--layers 125000", "1000003 tensors", "1000000"}));
+                                {"--layers 125000", "1000006 tensors", "1000000"}));
   EXPECT_TRUE(listing(parent).empty());
-  o.layers = 124'999;  // 999,995 tensors: within the limit (not written here: 8 GB of weights)
+  o.layers = 124'999;  // 999,998 tensors: within the limit (not written here: 8 GB of weights)
   EXPECT_NO_THROW(example_params(o));
+  o.mtp = 1;  // + 13 tensors
+  EXPECT_TRUE(testing::mentions(export_error((fs::path(parent) / "d").string(), o),
+                                {"--layers 124999 with --mtp 1", "1000011 tensors"}));
 }
 
 TEST(ExportSafety, RefusesAFileAndAnEmptyName) {

@@ -50,6 +50,15 @@ struct LayerTensor {
 };
 std::optional<LayerTensor> match_layer_tensor(Naming naming, std::string_view name);
 
+// Multi-token-prediction blocks (docs/mtp.md). Depth k (0-based) holds one decoder layer's eight
+// tensors, its own head collapse and its own final norm. Official: "mtp.{k}." + the per-layer
+// suffix, "mtp.{k}.hc_head_fn", "mtp.{k}.norm.weight". Hugging Face layout: the depth is layer
+// `trunk_layers + k` of "model.layers.", with transformers' per-layer suffixes,
+// "model.layers.{L+k}.hc_head_fn" and "model.layers.{L+k}.shared_head.norm.weight".
+std::string mtp_tensor_name(Naming naming, int trunk_layers, int depth, Slot slot);
+std::string mtp_head_tensor_name(Naming naming, int trunk_layers, int depth, HeadSlot slot);
+std::string mtp_norm_name(Naming naming, int trunk_layers, int depth);
+
 // model.safetensors.index.json: {"metadata": {"total_size": N, ...}, "weight_map": {tensor:
 // shard}}. Strict: valid JSON, no duplicate keys, weight_map an object of shard file names that
 // stay inside the checkpoint directory (no absolute paths, no ".."). `source` names the file in
@@ -67,6 +76,7 @@ Index parse_index(std::string_view json_text, std::string_view source);
 struct ConfigValues {
   std::optional<double> hc_eps, rms_norm_eps;
   std::optional<int> hc_sinkhorn_iters, hidden_size, hc_mult, num_hidden_layers;
+  std::optional<int> num_nextn_predict_layers;  // MTP depths (>= 0)
 };
 ConfigValues parse_config(std::string_view json_text, std::string_view source);
 
@@ -75,9 +85,10 @@ struct LoadOptions {
   std::optional<MhcParams> expect;
   std::string expect_name;  // the preset's name, for messages
   uint64_t seed = 1;        // seed of the synthetic stand-in gains (not in a checkpoint)
-  // Called with the checkpoint's parameters (C, n and layers from its tensors' shapes) before any
-  // tensor is read, e.g. to check that the host can hold what will be read; may throw mhc::Error.
-  std::function<void(const MhcParams&)> before_read;
+  // Called with the checkpoint's parameters (C, n and layers from its tensors' shapes) and its
+  // count of MTP blocks before any tensor is read, e.g. to check that the host can hold what will
+  // be read; may throw mhc::Error.
+  std::function<void(const MhcParams&, int mtp_depths)> before_read;
 };
 
 // What the loader found and how much it read (printed by `mhc run --weights`).
@@ -96,8 +107,10 @@ struct LoadReport {
   uint64_t metadata_bytes_read = 0;  // index json + config.json
   uint64_t total_file_bytes = 0;     // all shard files listed, as on disk
   bool final_norm_from_checkpoint = false;
-  bool head_from_checkpoint = false;  // the head collapse's three tensors were read
-  std::string norm_dtype;             // "F32", "BF16" or "F32+BF16"
+  bool head_from_checkpoint = false;     // the head collapse's three tensors were read
+  int mtp_depths = 0;                    // MTP blocks read (docs/mtp.md)
+  std::optional<int> config_mtp_depths;  // config.json's num_nextn_predict_layers
+  std::string norm_dtype;                // "F32", "BF16" or "F32+BF16"
   uint64_t bytes_read() const {
     return tensor_bytes_read + header_bytes_read + metadata_bytes_read;
   }
@@ -105,8 +118,17 @@ struct LoadReport {
 
 struct Loaded {
   ModelWeights weights;
+  // One model of one layer per MTP depth: its two sites, its head, its final norm and the
+  // synthetic model's stand-in gains for mtp_seed(seed, depth); empty without MTP blocks.
+  std::vector<ModelWeights> mtp;
   LoadReport report;
 };
+
+// The seed of MTP depth `depth`'s synthetic weights (export-example) and stand-in gains.
+uint64_t mtp_seed(uint64_t seed, int depth);
+
+// MTP depth `depth`'s synthetic weights: synthetic_model of one layer of `p`'s shape.
+ModelWeights synthetic_mtp_block(const MhcParams& p, uint64_t seed, int depth);
 
 // Loads `path`: a directory with model.safetensors.index.json (sharded), a directory with exactly
 // one .safetensors file, or a .safetensors file. C, n and the layer count come from the shapes;
@@ -130,6 +152,8 @@ struct ExportOptions {
   bool single_file = false;  // model.safetensors instead of two shards + index
   bool norm_bf16 = false;    // sublayer and final norms stored as BF16
   bool final_norm = true;    // write norm.weight
+  bool head = true;          // write the head collapse's hc_head_fn/base/scale
+  int mtp = 0;               // MTP blocks to write (docs/mtp.md)
   bool config_json = true;   // write config.json with the V4.1 values
   bool force = false;        // write into a non-empty directory (see export_example)
 };
@@ -154,6 +178,9 @@ ExportReport export_example(const std::string& dir, const ExportOptions& opt);
 
 // The file names export_example may write into its directory (checked against a --json report).
 std::vector<std::string> export_file_names();
+
+// The most MTP blocks export_example writes (real models have one).
+inline constexpr int kMaxExportMtp = 8;
 
 // The params export_example writes (V4.1 defaults with the chosen C, n and layers).
 MhcParams example_params(const ExportOptions& opt);
