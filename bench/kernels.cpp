@@ -17,6 +17,7 @@
 #include "mhc/cuda/cuda_backend.hpp"
 #include "mhc/cuda/device_plan.hpp"
 #include "mhc/cuda/device_site.hpp"
+#include "mhc/cuda/head.hpp"
 #include "mhc/cuda/kernels.hpp"
 #include "mhc/cuda/timing.hpp"
 #include "mhc/schedule/stack_launches.hpp"
@@ -272,6 +273,33 @@ void add_site_items(const Setup& c, bool sweep, std::vector<Item>& items) {
   }
 }
 
+// The head collapse (docs/head.md) after the last site, alone (as the engines call it) and with
+// the final RMSNorm fused (one launch gives the LM head's input). The site weights' first n rows
+// of hc_fn, hc_base and hc_scale stand for the head's (its speed does not depend on their values).
+// Bytes floor per token: x read once (2nC) and out written once (2C); hc_fn (4nK), the base, the
+// scale and the norm weight (4C) once per launch.
+void add_head_items(const Setup& c, std::vector<Item>& items) {
+  const MhcParams& p = c.p;
+  if (p.n != 4 || p.hidden % 64 != 0 || p.hidden > head_max_hidden(p.n)) return;
+  const double md = double(c.m), K = double(p.k()), C = double(p.hidden);
+  const double weights = 4.0 * p.n * K + 4.0 * (p.n + 1);
+  for (bool norm : {false, true}) {
+    items.push_back({norm ? "head collapse + final norm" : "head collapse",
+                     md * (2 * K + 2 * C) + weights + (norm ? 4 * C : 0),
+                     [&c, norm](DeviceSiteBuffers& b, cudaStream_t s) {
+                       HeadBuffers hb;
+                       hb.x = b.x.get();
+                       hb.hc_fn = c.w.hc_fn.get();
+                       hb.hc_base = c.w.hc_base.get();
+                       hb.hc_scale = c.w.hc_scale.get();
+                       hb.norm_weight = norm ? c.w.norm_weight.get() : nullptr;
+                       hb.out = b.layer_input.get();
+                       head(c.p, c.m, hb, LaunchTarget(s, false));
+                     },
+                     {}});
+  }
+}
+
 // The stack's steady state: in a stack at larger sizes the input path of site s comes out of the
 // post of site s-1 (fused_post); at decode sizes it rides in the coefficient launch (decode); and
 // with the fold each site's post rides in the next site's coefficient launch (folded_decode). A
@@ -415,7 +443,9 @@ nlohmann::json report(const KernelBenchOptions& o, const Device& d, double copy_
        "each item captured in a CUDA graph per input set, input sets rotated past L2, CUDA "
        "events between consecutive replays, warm-up, median; stack items run the executor's "
        "launches (mhc/schedule/stack_launches.hpp) for 8 middle sites of a stack"},
-      {"bytes_floor", "per token: site 6K+4C bytes + hc_fn once; GEMM 2K + hc_fn; see docs"},
+      {"bytes_floor",
+       "per token: site 6K+4C bytes + hc_fn once; GEMM 2K + hc_fn; head 2K+2C + its hc_fn "
+       "[n, K] and norm weight once; see docs"},
       {"results", std::move(results)}};
 }
 
@@ -426,6 +456,7 @@ void check_options(const KernelBenchOptions& o) {
     if (m <= 0) throw Error(fmt::format("--tokens: {} is not a positive token count", m));
   }
   if (o.reps < 5) throw Error("--reps must be at least 5");
+  if (o.only.size() > 64) throw Error("--only: at most 64 characters");
   if (!device_present()) throw Error("mhc bench kernels needs a CUDA GPU; none is visible");
 }
 
@@ -475,7 +506,14 @@ nlohmann::json bench_kernels(const KernelBenchOptions& o) {
           {r.name, r.bytes, r.enqueue,
            r.coefficient_launch ? std::optional<LaunchTuning>(c.chosen) : std::nullopt});
     }
+    add_head_items(c, items);
     add_stack_items(c, o.sweep_tuning, items);
+    if (!o.only.empty()) {
+      std::erase_if(items, [&o](const Item& item) {
+        const bool floor = item.name.rfind("empty kernel", 0) == 0;
+        return !floor && item.name.find(o.only) == std::string::npos;
+      });
+    }
     for (size_t i = 0; i < items.size(); ++i) {
       results.push_back(time_item(items[i], p, m, d, o.reps, copy_bw, stream, o.progress));
       // Each size an equal share of the run, each of its items an equal share of that.

@@ -27,6 +27,7 @@ struct BenchOptions {
   std::string projection = "tf32";
   std::string kernel_config;
   bool sweep = false;
+  std::string only;
   JsonOutput json;
   std::string commit;
 };
@@ -50,6 +51,7 @@ nlohmann::json run_kernels(const BenchOptions& o, const bench::Progress& progres
       k.projection = k.config.projection;
   }
   k.sweep_tuning = o.sweep;
+  k.only = o.only;
   k.progress = progress;
   k.commit = o.commit;
   if (k.commit.empty()) {
@@ -82,6 +84,11 @@ void register_bench(CLI::App& app) {
       ->capture_default_str();
   add_kernel_config_option(kernels, options->kernel_config);  // projection, batch_invariant, ...
   kernels->add_flag("--sweep", options->sweep, "Also sweep the prenorm GEMM's splits and tile");
+  kernels
+      ->add_option("--only", options->only,
+                   "Time only the items whose name contains this (e.g. head), beside the "
+                   "empty kernel's graph floor")
+      ->check(non_empty());
   options->json.add_to(kernels);
   kernels->add_option("--commit", options->commit, "Commit to record (default: env MHC_COMMIT)");
   kernels->callback([options] {

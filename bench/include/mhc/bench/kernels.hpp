@@ -27,6 +27,9 @@ struct KernelBenchOptions {
   // and its overlap keys concern a schedule this does not run.
   KernelConfig config;
   bool sweep_tuning = false;  // also time the coefficient path at every split count / tile size
+  // Non-empty: only the items whose name contains it (e.g. "head"), and the empty kernel's graph
+  // floor beside them.
+  std::string only;
   std::string commit;
   Progress progress;  // after each timed item
 };
