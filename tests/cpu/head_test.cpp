@@ -5,7 +5,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <cstdio>
 #include <string>
 #include <vector>
 
@@ -18,7 +17,9 @@
 namespace mhc {
 namespace {
 
+using test::head_shape_name;
 using test::HeadCase;
+using test::HeadShape;
 using test::random_head_case;
 
 double sigmoid(double z) { return 1.0 / (1.0 + std::exp(-z)); }
@@ -68,30 +69,6 @@ TEST(HeadReference, TinyHeadMatchesFormulas) {
   }
 }
 
-struct HeadShape {
-  int n;
-  int hidden;
-  int64_t tokens;
-  double amplitude;
-  bool norm;
-};
-
-std::string name_of(const HeadShape& s) {
-  char buf[128];
-  std::snprintf(buf, sizeof buf, "n%d_C%d_M%lld_amp%s_%s", s.n, s.hidden, (long long)s.tokens,
-                s.amplitude == 1.0  ? "1"
-                : s.amplitude < 1.0 ? "small"
-                                    : "large",
-                s.norm ? "norm" : "plain");
-  return buf;
-}
-
-// The test's name, and how gtest prints the parameter (not as bytes).
-std::string head_shape_name(const ::testing::TestParamInfo<HeadShape>& info) {
-  return name_of(info.param);
-}
-void PrintTo(const HeadShape& s, std::ostream* os) { *os << name_of(s); }
-
 std::vector<HeadShape> head_shapes() {
   std::vector<HeadShape> shapes;
   for (bool norm : {false, true}) {
@@ -111,8 +88,7 @@ class CpuHeadVsReference : public ::testing::TestWithParam<HeadShape> {};
 
 TEST_P(CpuHeadVsReference, WithinFp32Tier) {
   const HeadShape& s = GetParam();
-  const HeadCase c = random_head_case(test::small_params(s.n, s.hidden), s.tokens,
-                                      uint64_t(s.hidden * 131 + s.tokens), s.amplitude);
+  const HeadCase c = test::head_case(s, uint64_t(s.hidden * 131 + s.tokens));
   const MhcParams& p = c.p;
   std::vector<Bf16> out = test::poisoned_bf16(size_t(c.tokens * p.hidden));
   std::vector<float> weights = test::poisoned_f32(size_t(c.tokens * p.n));

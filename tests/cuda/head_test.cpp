@@ -7,7 +7,6 @@
 
 #include <gtest/gtest.h>
 
-#include <cstdio>
 #include <string>
 #include <vector>
 
@@ -19,7 +18,9 @@
 namespace mhc {
 namespace {
 
+using test::head_shape_name;
 using test::HeadCase;
+using test::HeadShape;
 using test::poisoned;
 using test::to_device;
 using test::to_host;
@@ -54,30 +55,6 @@ struct DeviceHead {
   }
 };
 
-struct HeadShape {
-  int n;
-  int hidden;
-  int64_t tokens;
-  double amplitude;
-  bool norm;
-};
-
-std::string name_of(const HeadShape& s) {
-  char buf[128];
-  std::snprintf(buf, sizeof buf, "n%d_C%d_M%lld_amp%s_%s", s.n, s.hidden, (long long)s.tokens,
-                s.amplitude == 1.0  ? "1"
-                : s.amplitude < 1.0 ? "small"
-                                    : "large",
-                s.norm ? "norm" : "plain");
-  return buf;
-}
-
-// The test's name, and how gtest prints the parameter (not as bytes).
-std::string head_shape_name(const ::testing::TestParamInfo<HeadShape>& info) {
-  return name_of(info.param);
-}
-void PrintTo(const HeadShape& s, std::ostream* os) { *os << name_of(s); }
-
 std::vector<HeadShape> head_shapes() {
   std::vector<HeadShape> shapes;
   for (bool norm : {false, true}) {
@@ -100,9 +77,7 @@ TEST_P(HeadKernel, MatchesReferenceAndInputPath) {
   MHC_SKIP_WITHOUT_GPU();
   const HeadShape& s = GetParam();
   if (!test::kernels_built_for(s.n)) return;  // n = 2 without -DMHC_KERNELS_N2
-  const HeadCase c =
-      test::random_head_case(test::small_params(s.n, s.hidden), s.tokens,
-                             uint64_t(s.hidden * 977 + s.tokens * 3 + s.norm), s.amplitude);
+  const HeadCase c = test::head_case(s, uint64_t(s.hidden * 977 + s.tokens * 3 + s.norm));
   const MhcParams& p = c.p;
   DeviceHead d(c);
   const auto [out, weights] = d.run(p, c.tokens, s.norm);
