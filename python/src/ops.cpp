@@ -1,7 +1,7 @@
-// The kernels of mhc._C: prenorm_gemm, coefficients, input_path, post, post_pre, boundary. Each
-// checks its arrays (arrays.hpp), then runs the CPU backend (all arrays on the CPU, fp32) or the
-// CUDA kernels (all on one CUDA device, launched on `stream`) through the adapter that the torch
-// ops share (launch.hpp: the same launchers and kernel configuration). Thin: the work is the
+// The kernels of mhc._C: prenorm_gemm, coefficients, input_path, post, post_pre, boundary, head.
+// Each checks its arrays (arrays.hpp), then runs the CPU backend (all arrays on the CPU, fp32) or
+// the CUDA kernels (all on one CUDA device, launched on `stream`) through the adapter that the
+// torch ops share (launch.hpp: the same launchers and kernel configuration). Thin: the work is the
 // library's.
 #include <nanobind/nanobind.h>
 #include <nanobind/ndarray.h>
@@ -16,6 +16,7 @@
 #include "arrays.hpp"
 #include "bindings.hpp"
 #include "launch.hpp"
+#include "launch_head.hpp"
 #include "mhc/core/config.hpp"
 #include "mhc/core/error.hpp"
 #include "mhc/core/workspace.hpp"
@@ -309,6 +310,31 @@ void boundary(nb::handle sublayer_out, nb::handle residual, nb::handle post_coef
   });
 }
 
+// The head collapse (docs/head.md), as torch.ops.mhc.head_out.
+void head(nb::handle residual, nb::handle fn, nb::handle hc_scale, nb::handle hc_base,
+          nb::handle norm_weight, nb::handle out, double rms_eps, double hc_eps,
+          std::optional<double> norm_eps, uintptr_t stream) {
+  const Streams s = check_streams("residual", residual);
+  const int64_t T = s.tokens, n = s.n;
+  const MhcParams p =
+      make_params(s.hidden, n, {rms_eps, hc_eps, std::nullopt, norm_eps.value_or(rms_eps)});
+  const Checked fa = check("fn", fn, DType::f32, {n, n * s.hidden});
+  const Checked scale = check("hc_scale", hc_scale, DType::f32, {1});
+  const Checked base = check("hc_base", hc_base, DType::f32, {n});
+  const NormWeightArg w = check_norm_weight("norm_weight", norm_weight, s.hidden);
+  const Checked oa = check("out", out, DType::bf16, {T, s.hidden});
+  const Device device = w.arg ? same_device({&s.arg, &fa, &scale, &base, &oa, &*w.arg})
+                              : same_device({&s.arg, &fa, &scale, &base, &oa});
+  for (const Checked* input : {&s.arg, &fa, &scale, &base}) require_disjoint(oa, *input);
+  if (w.arg) require_disjoint(oa, *w.arg);
+  check_cuda_shape(device, p);
+  DeviceScope scope(device);
+  run([&] {
+    launch::head(p, T, s.arg.bf16(), {fa.f32(), base.f32(), scale.f32()}, weight_of(w),
+                 oa.bf16_out(), target(device, stream));
+  });
+}
+
 }  // namespace
 
 void bind_ops(nb::module_& m) {
@@ -350,6 +376,12 @@ void bind_ops(nb::module_& m) {
         "pre_mix (layer_input), and the coefficients of residual_next (next_pre_mix, next_post, "
         "next_comb). The bits of post_pre followed by coefficients, except where the kernel plan "
         "runs the fused boundary kernel (then within the TF32 tier; docs/kernels.md).");
+  m.def("head", &head, "residual"_a, "fn"_a, "hc_scale"_a, "hc_base"_a, "norm_weight"_a.none(),
+        "out"_a, "rms_eps"_a, "hc_eps"_a, "norm_eps"_a.none() = nb::none(), "stream"_a = 0,
+        "The head collapse (docs/head.md): out [T,C] bf16 = bf16(sum_j w_j residual[:,j]) with w = "
+        "sigmoid(rms-normalised (fn . residual) * hc_scale + hc_base) + hc_eps; fn [n, nC], "
+        "hc_scale [1], hc_base [n] f32; norm_weight [C] f32/bf16: the final RMSNorm fused "
+        "(norm_eps, None: rms_eps); None: the collapse alone.");
 }
 
 }  // namespace mhc::python
