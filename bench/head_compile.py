@@ -12,6 +12,7 @@ a CUDA event between consecutive replays, median), with the bytes floor of that 
 """
 
 import argparse
+import datetime
 import json
 import math
 import statistics
@@ -111,6 +112,8 @@ def main():
     ap.add_argument("--tokens", default="1,2,4,8,16,4096,8192")
     ap.add_argument("--reps", type=int, default=200)
     ap.add_argument("--cpp-json", nargs="*", default=[])
+    ap.add_argument("--commit", default="unknown")
+    ap.add_argument("--driver", default="unknown")
     ap.add_argument("--static", action="store_true",
                     help="torch.compile(dynamic=False): one compilation per shape (default: "
                          "torch's automatic dynamic shapes, a recompile on the second token count)")
@@ -144,6 +147,8 @@ def main():
                           f" us  compile {row['torch_compile_median_us']:8.2f} us  floor "
                           f"{row['floor_us_at_4.27TBps']:7.2f} us", flush=True)
     doc = dict(tool="bench/head_compile.py", gpu=torch.cuda.get_device_name(0),
+               driver=a.driver, commit=a.commit,
+               date=datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
                torch=torch.__version__, cuda_runtime=torch.version.cuda, n=N,
                rms_eps=RMS_EPS, hc_eps=HC_EPS, reps=a.reps,
                compile_dynamic=False if a.static else "automatic",

@@ -40,6 +40,7 @@ step fp8 60 $b/mhc bench kernels --preset dsv41-flash --tokens $tokens --only FP
 step head 40 $b/mhc bench kernels --preset dsv41-flash --tokens 1,2,4,8,16,4096,8192 \
   --only head --json "$OUT/head-kernels.json"
 step head_compile 60 python3 bench/head_compile.py --hidden 5120 --out "$OUT/head-compile.json" \
+  --commit "$commit" --driver "$driver" \
   --cpp-json "$OUT/head-kernels.json"
 left=$((deadline - SECONDS - 10))
 [ "$left" -gt 120 ] && PEERS_SECONDS=$left MHC_COMMIT=$commit bash dev/peers/run.sh \

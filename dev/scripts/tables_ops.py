@@ -1,0 +1,136 @@
+"""Table kinds of dev/scripts/gen-tables.py for the engine-facing paths: the torch ops' host cost
+(python_host) and graph GPU time (python_graph) from bench/python_ops.py's JSON, the FP8 layer
+input against bf16 + a group quantisation (fp8) and the head collapse (head) from `mhc bench
+kernels` JSONs, the head against torch.compile (head_compile) from bench/head_compile.py's."""
+from table_io import load, provenance
+
+HOST_OPS = ["post_out", "post_pre_out", "coefficients_out", "pre_out", "pre_overlap_out",
+            "boundary_out", "hc_prenorm_gemm", "join", "add_out"]
+HOST_COLUMNS = [("stable", "no_grad", "stable, no_grad"),
+                ("stable", "inference_mode", "stable, inference_mode"),
+                ("dlpack", "no_grad", "former ops, no_grad"),
+                ("bare_C", "no_grad", "bare `mhc._C`")]
+
+
+def _host_cell(doc, op, variant, mode):
+    # The host's own time: on CUDA the rows with the GPU held (queued behind a spin kernel).
+    held = doc.get("device") == "cuda"
+    for r in doc["host"]:
+        if (r["op"], r["variant"], r["mode"]) == (op, variant, mode) and r["gpu_held"] == held:
+            return r["us_per_call"]
+    return None
+
+
+def table_python_host(paths):
+    """Host µs per eager call at 1 token, per op and variant; a target column marks <= LIMIT."""
+    path, *rest = paths
+    limit = float(rest[0]) if rest else None
+    doc = load(path)
+    head = "| op | " + " | ".join(c[2] for c in HOST_COLUMNS) + " |"
+    lines = [head + (f" stable <= {limit:g} µs |" if limit else ""),
+             "|---|" + "---:|" * len(HOST_COLUMNS) + (":---:|" if limit else "")]
+    for op in HOST_OPS:
+        cells = [_host_cell(doc, op, v, m) for v, m, _ in HOST_COLUMNS]
+        if all(c is None for c in cells):
+            continue
+        name = "`torch.add(out=)`" if op == "add_out" else f"`{op}`"
+        line = f"| {name} | " + " | ".join("" if c is None else f"{c:.1f}" for c in cells) + " |"
+        if limit:
+            best = min(c for c in cells[:2] if c is not None)
+            line += " yes |" if op == "add_out" or best <= limit else " no |"
+        lines.append(line)
+    calls = next((r["calls_per_round"] for r in doc["host"] if r["gpu_held"]), "?")
+    rounds = doc["host"][0]["rounds"]
+    lines += ["", f"µs of host wall time per call, the median of {rounds} rounds of {calls} "
+              f"back-to-back calls at 1 token (C = {doc['shape']['hidden']}, n = "
+              f"{doc['shape']['n']}){', the GPU held by a spin kernel' if doc.get('device') == 'cuda' else ''}; "
+              f"torch {doc['torch']} on {provenance(doc)}; source `{path}`."]
+    return lines
+
+
+def table_python_graph(paths):
+    """The ops' CUDA-graph GPU time from Python against `mhc bench kernels`, per op and size."""
+    (path,) = paths
+    doc = load(path)
+    tokens = sorted({g["tokens"] for g in doc["graph"]})
+    ops = list(dict.fromkeys(g["op"] for g in doc["graph"]))
+    lines = ["| op | " + " | ".join(f"{t} tokens" for t in tokens) + " |",
+             "|---|" + "---:|" * len(tokens)]
+    cell = {(g["op"], g["tokens"]): g for g in doc["graph"]}
+    worst = 0.0
+    for op in ops:
+        parts = []
+        for t in tokens:
+            g = cell.get((op, t))
+            if g is None or g.get("cpp_median_us") is None:
+                parts.append("")
+                continue
+            worst = max(worst, abs(g["ratio"] - 1))
+            parts.append(f"{g['python_graph_median_us']:.2f} / {g['cpp_median_us']:.2f}")
+        lines.append(f"| `{op}` | " + " | ".join(parts) + " |")
+    lines += ["", f"µs, Python's graph / `mhc bench kernels` of the same build (median of the "
+              f"replays, input sets rotated past L2, both timed by the C++ benchmark's loop); "
+              f"the largest difference {100 * worst:.1f}%; {provenance(doc)}; source `{path}`."]
+    return lines
+
+
+def _kernel_rows(doc, prefix):
+    out = {}
+    for r in doc["results"]:
+        if r["kernel"].startswith(prefix):
+            out[(r["kernel"], r["tokens"])] = r
+    return out
+
+
+def table_fp8(paths):
+    """The FP8 rows of `mhc bench kernels --only FP8`: fused against bf16 + group quant."""
+    (path,) = paths
+    doc = load(path)
+    rows = _kernel_rows(doc, "FP8 ")
+    tokens = sorted({t for _, t in rows})
+    lines = ["| tokens | FP8 boundary | bf16 boundary + group quant | ratio | FP8 input path "
+             "| bf16 input path + group quant | ratio |", "|---:|---:|---:|---:|---:|---:|---:|"]
+    for t in tokens:
+        parts = []
+        for what in ("FP8 boundary", "FP8 input path"):
+            fused = rows.get((what, t))
+            split = rows.get((what + " as bf16 + group quant", t))
+            if fused and split:
+                parts += [f"{fused['median_us']:.2f}", f"{split['median_us']:.2f}",
+                          f"{fused['median_us'] / split['median_us']:.2f}"]
+            else:
+                parts += ["", "", ""]
+        lines.append(f"| {t} | " + " | ".join(parts) + " |")
+    lines += ["", f"Median µs of CUDA-graph replays, inputs rotated past L2 (`mhc bench kernels "
+              f"--only FP8`, preset {doc.get('preset', '?')}); ratio below 1: the fused FP8 "
+              f"output is faster; {provenance(doc)}; source `{path}`."]
+    return lines
+
+
+def table_head(paths):
+    """The head collapse with and without the final norm: µs and the fraction of the bytes floor,
+    beside torch.compile of the same math where bench/head_compile.py's JSON is given."""
+    kernels_path, *rest = paths
+    doc = load(kernels_path)
+    rows = _kernel_rows(doc, "head collapse")
+    compiled = {}
+    if rest:
+        for r in load(rest[0])["results"]:
+            compiled[(r["kernel"], r["tokens"])] = r
+    tokens = sorted({t for _, t in rows})
+    lines = ["| tokens | head collapse µs | of floor | + final norm µs | of floor "
+             "| torch.compile + final norm µs |", "|---:|---:|---:|---:|---:|---:|"]
+    for t in tokens:
+        parts = []
+        for kernel in ("head collapse", "head collapse + final norm"):
+            r = rows.get((kernel, t))
+            parts += [f"{r['median_us']:.2f}", f"{r['fraction_of_measured_copy']:.0%}"] if r \
+                else ["", ""]
+        c = compiled.get(("head collapse + final norm", t))
+        parts.append(f"{c['torch_compile_median_us']:.2f}" if c else "")
+        lines.append(f"| {t} | " + " | ".join(parts) + " |")
+    lines += ["", "Median µs of CUDA-graph replays, inputs rotated past L2 (`mhc bench kernels "
+              "--only head`); of floor: the bytes floor at the copy bandwidth measured in the same "
+              f"run over the median; {provenance(doc)}; source `{kernels_path}`"
+              + (f", torch.compile from `{rest[0]}` (same lease)." if rest else ".")]
+    return lines
