@@ -28,8 +28,12 @@ std::vector<Fp8Row> fp8_rows(const MhcParams& p, int64_t m, const DeviceSiteWeig
   const double fp8_row = C + C / kFp8GroupSize * 4;  // codes and scales per token
   const LaunchTuning t = tuning;
   // The boundary: x_prev and F in, x out (the coefficients read it), the FP8 layer_input out.
-  const auto boundary = [&p, m, &w, &ws, t, fp8](bool fp8_op) -> EnqueueFn {
-    return [&p, m, &w, &ws, t, fp8, fp8_op](DeviceSiteBuffers& b, cudaStream_t s) {
+  // Each row three ways: the FP8 output (kFp8), the bf16 twin then the group quantisation (the
+  // engine's alternative, kBf16ThenQuant) and the bf16 twin alone (kBf16: what FP8 adds).
+  enum Mode { kFp8, kBf16ThenQuant, kBf16 };
+  const auto boundary = [&p, m, &w, &ws, t, fp8](Mode mode) -> EnqueueFn {
+    return [&p, m, &w, &ws, t, fp8, mode](DeviceSiteBuffers& b, cudaStream_t s) {
+      const bool fp8_op = mode == kFp8;
       CoefficientBuffers out = b.coefficients(w);
       out.x = b.x_next.get();
       out.post = b.post_alt.get();
@@ -39,27 +43,35 @@ std::vector<Fp8Row> fp8_rows(const MhcParams& p, int64_t m, const DeviceSiteWeig
       const PreviousPost previous{b.x.get(), b.post.get(), b.comb.get(), b.sublayer_out.get(),
                                   b.x_next.get()};
       prenorm_coefficients(p, m, out, t, ws, s, &input, &previous);
-      if (!fp8_op) quantize_fp8(m, p.hidden, b.layer_input.get(), fp8->out, {s, t.pdl});
+      if (mode == kBf16ThenQuant) {
+        quantize_fp8(m, p.hidden, b.layer_input.get(), fp8->out, {s, t.pdl});
+      }
     };
   };
-  const auto input_path_row = [&p, m, &w, t, fp8](bool fp8_op) -> EnqueueFn {
-    return [&p, m, &w, t, fp8, fp8_op](DeviceSiteBuffers& b, cudaStream_t s) {
+  const auto input_path_row = [&p, m, &w, t, fp8](Mode mode) -> EnqueueFn {
+    return [&p, m, &w, t, fp8, mode](DeviceSiteBuffers& b, cudaStream_t s) {
       const LaunchTarget on{s, t.pdl};
-      if (fp8_op) {
+      if (mode == kFp8) {
         input_path(p, m, b.x.get(), b.pre_mix.get(), w.norm_weight.get(), fp8->out, on);
         return;
       }
       input_path(p, m, b.x.get(), b.pre_mix.get(), w.norm_weight.get(), b.layer_input.get(), on);
-      quantize_fp8(m, p.hidden, b.layer_input.get(), fp8->out, on);
+      if (mode == kBf16ThenQuant) quantize_fp8(m, p.hidden, b.layer_input.get(), fp8->out, on);
     };
   };
   const double boundary_bytes = coef_bytes + md * (4 * K + 2 * C + fp8_row);
   const double input_bytes = md * (2 * K + fp8_row);
+  // The twins alone write a bf16 layer_input (2 bytes a value) in place of codes and scales.
+  const double twin_boundary_bytes = coef_bytes + md * (4 * K + 4 * C);
+  const double twin_input_bytes = md * (2 * K + 2 * C);
   // Named "FP8 ..." all: `mhc bench kernels --only FP8` times these alone.
-  return {{"FP8 boundary", boundary_bytes, boundary(true), true},
-          {"FP8 boundary as bf16 + group quant", boundary_bytes, boundary(false), true},
-          {"FP8 input path", input_bytes, input_path_row(true), false},
-          {"FP8 input path as bf16 + group quant", input_bytes, input_path_row(false), false}};
+  return {
+      {"FP8 boundary", boundary_bytes, boundary(kFp8), true},
+      {"FP8 boundary as bf16 + group quant", boundary_bytes, boundary(kBf16ThenQuant), true},
+      {"FP8 boundary's bf16 twin alone", twin_boundary_bytes, boundary(kBf16), true},
+      {"FP8 input path", input_bytes, input_path_row(kFp8), false},
+      {"FP8 input path as bf16 + group quant", input_bytes, input_path_row(kBf16ThenQuant), false},
+      {"FP8 input path's bf16 twin alone", twin_input_bytes, input_path_row(kBf16), false}};
 }
 
 }  // namespace mhc::bench
