@@ -14,6 +14,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "launch_fp8.hpp"
 #include "mhc/core/kernel_plan.hpp"
 #include "mhc/core/workspace.hpp"
 #include "mhc/cpu/fp32_site.hpp"
@@ -111,13 +112,26 @@ const float* cpu_norm_weight(const NormWeight& w, int64_t hidden, std::vector<fl
 
 SiteWeightsView view(const SiteWeights& w) { return {w.fn, w.base, w.scale, nullptr}; }
 
+// The CPU backend's layer input: `write` fills bf16 rows [T, C], the caller's, or for an FP8
+// layer input host scratch that the reference quantiser then reads (mhc/cpu/fp8.hpp: the CPU
+// backend has no fused FP8 form, and its values are the quantised bf16 rows by definition).
+template <typename Write>
+void cpu_layer_input(const MhcParams& p, int64_t tokens, LayerInputOut layer_input, Write&& write) {
+  if (!layer_input.fp8) return write(layer_input.bf16);
+  std::vector<Bf16> rows(size_t(tokens) * size_t(p.hidden));
+  write(rows.data());
+  quantize_fp8(tokens, p.hidden, rows.data(), *layer_input.fp8, Target{});
+}
+
 void cpu_boundary(const MhcParams& p, int64_t tokens, const PostInputs& in, const float* pre_mix,
-                  const NormWeight& w, Bf16* layer_input, const SiteWeights& next,
+                  const NormWeight& w, LayerInputOut layer_input, const SiteWeights& next,
                   const CoefficientOutputs& out) {
   std::vector<float> widened;
   const float* weight = cpu_norm_weight(w, p.hidden, widened);
   cpu::post(p, tokens, in.residual, in.post, in.comb, in.sublayer_out, in.residual_next);
-  cpu::input_path(p, tokens, in.residual_next, pre_mix, weight, layer_input);
+  cpu_layer_input(p, tokens, layer_input, [&](Bf16* rows) {
+    cpu::input_path(p, tokens, in.residual_next, pre_mix, weight, rows);
+  });
   cpu::coefficients(p, tokens, in.residual_next, view(next), out.pre, out.post, out.comb);
 }
 
@@ -203,24 +217,33 @@ void cuda_coefficients(const MhcParams& p, int64_t tokens, const Bf16* x, const 
 }
 
 void cuda_boundary(const MhcParams& p, int64_t tokens, const PostInputs& in, const float* pre_mix,
-                   const NormWeight& w, Bf16* layer_input, const SiteWeights& next,
+                   const NormWeight& w, LayerInputOut layer_input, const SiteWeights& next,
                    const CoefficientOutputs& out, Scratch ws, const CoefficientOptions& options,
                    const Target& at) {
   const DeviceOps d = ops_on(p, at.device, options.batch_invariant, overrides_of(options));
   check_room(p, ws, tokens, d.resolved->plan.batch_invariant);
   check_widening(w, p, ws);
-  d.ops.boundary(tokens, post_of(in), pre_mix, weight_of(w), layer_input, weights_of(next),
+  if (layer_input.fp8) {  // the fused FP8 form (Ops' FP8 overloads)
+    return d.ops.boundary(tokens, post_of(in), pre_mix, weight_of(w), *layer_input.fp8,
+                          weights_of(next), outputs_of(out), workspace_of(ws),
+                          to_stream(at.stream));
+  }
+  d.ops.boundary(tokens, post_of(in), pre_mix, weight_of(w), layer_input.bf16, weights_of(next),
                  outputs_of(out), workspace_of(ws), to_stream(at.stream));
 }
 
 void cuda_pre(const MhcParams& p, int64_t tokens, const Bf16* x, const SiteWeights& w,
-              const float* pre_mix, const NormWeight& norm, Bf16* layer_input,
+              const float* pre_mix, const NormWeight& norm, LayerInputOut layer_input,
               const CoefficientOutputs& out, Scratch ws, const CoefficientOptions& options,
               const Target& at) {
   const DeviceOps d = ops_on(p, at.device, options.batch_invariant, overrides_of(options));
   check_room(p, ws, tokens, d.resolved->plan.batch_invariant);
   check_widening(norm, p, ws);
-  d.ops.pre(tokens, x, weights_of(w), weight_of(norm), pre_mix, layer_input, outputs_of(out),
+  if (layer_input.fp8) {  // the fused FP8 form (Ops' FP8 overloads)
+    return d.ops.pre(tokens, x, weights_of(w), weight_of(norm), pre_mix, *layer_input.fp8,
+                     outputs_of(out), workspace_of(ws), to_stream(at.stream));
+  }
+  d.ops.pre(tokens, x, weights_of(w), weight_of(norm), pre_mix, layer_input.bf16, outputs_of(out),
             workspace_of(ws), to_stream(at.stream));
 }
 
@@ -346,7 +369,7 @@ void input_path(const MhcParams& p, int64_t tokens, const Bf16* x, const float* 
 }
 
 void pre(const MhcParams& p, int64_t tokens, const Bf16* x, const SiteWeights& w,
-         const float* pre_mix, const NormWeight& norm, Bf16* layer_input,
+         const float* pre_mix, const NormWeight& norm, LayerInputOut layer_input,
          const CoefficientOutputs& out, Scratch ws, const CoefficientOptions& options,
          const Target& at) {
   if (tokens == 0) return;
@@ -357,9 +380,13 @@ void pre(const MhcParams& p, int64_t tokens, const Bf16* x, const SiteWeights& w
     no_cuda();
 #endif
   }
-  if (pre_mix) input_path(p, tokens, x, pre_mix, norm, layer_input, ws, at);
+  const auto collapse = [&](const float* mix) {
+    cpu_layer_input(p, tokens, layer_input,
+                    [&](Bf16* rows) { input_path(p, tokens, x, mix, norm, rows, ws, at); });
+  };
+  if (pre_mix) collapse(pre_mix);
   coefficients(p, tokens, x, w, out, ws, options, at);
-  if (!pre_mix) input_path(p, tokens, x, out.pre, norm, layer_input, ws, at);
+  if (!pre_mix) collapse(out.pre);
 }
 
 void post(const MhcParams& p, int64_t tokens, const PostInputs& in, const Target& at) {
@@ -375,19 +402,25 @@ void post(const MhcParams& p, int64_t tokens, const PostInputs& in, const Target
 }
 
 void post_pre(const MhcParams& p, int64_t tokens, const PostInputs& in, const float* next_pre_mix,
-              const NormWeight& w, Bf16* next_layer_input, Scratch ws, const Target& at) {
+              const NormWeight& w, LayerInputOut next_layer_input, Scratch ws, const Target& at) {
   if (tokens == 0) return;
   if (!at.cuda) {
     std::vector<float> widened;
     const float* weight = cpu_norm_weight(w, p.hidden, widened);
     cpu::post(p, tokens, in.residual, in.post, in.comb, in.sublayer_out, in.residual_next);
-    return cpu::input_path(p, tokens, in.residual_next, next_pre_mix, weight, next_layer_input);
+    return cpu_layer_input(p, tokens, next_layer_input, [&](Bf16* rows) {
+      cpu::input_path(p, tokens, in.residual_next, next_pre_mix, weight, rows);
+    });
   }
 #if MHC_WITH_CUDA
   check_widening(w, p, ws);
-  ops_on(p, at.device)
-      .ops.post_pre(tokens, post_of(in), next_pre_mix, weight_of(w), next_layer_input,
-                    workspace_of(ws), to_stream(at.stream));
+  const DeviceOps d = ops_on(p, at.device);
+  if (next_layer_input.fp8) {  // the fused FP8 form (Ops' FP8 overloads)
+    return d.ops.post_pre(tokens, post_of(in), next_pre_mix, weight_of(w), *next_layer_input.fp8,
+                          workspace_of(ws), to_stream(at.stream));
+  }
+  d.ops.post_pre(tokens, post_of(in), next_pre_mix, weight_of(w), next_layer_input.bf16,
+                 workspace_of(ws), to_stream(at.stream));
 #else
   (void)ws;
   no_cuda();
@@ -395,7 +428,7 @@ void post_pre(const MhcParams& p, int64_t tokens, const PostInputs& in, const fl
 }
 
 void boundary(const MhcParams& p, int64_t tokens, const PostInputs& in, const float* pre_mix,
-              const NormWeight& w, Bf16* layer_input, const SiteWeights& next,
+              const NormWeight& w, LayerInputOut layer_input, const SiteWeights& next,
               const CoefficientOutputs& out, Scratch ws, const CoefficientOptions& options,
               const Target& at) {
   if (tokens == 0) return;
@@ -404,6 +437,23 @@ void boundary(const MhcParams& p, int64_t tokens, const PostInputs& in, const fl
   cuda_boundary(p, tokens, in, pre_mix, w, layer_input, next, out, ws, options, at);
 #else
   (void)ws;
+  (void)options;
+  no_cuda();
+#endif
+}
+
+bool fp8_boundary_is_the_twins(const MhcParams& p, int64_t tokens,
+                               const CoefficientOptions& options, const Target& at) {
+  if (!at.cuda || tokens == 0) return true;
+#if MHC_WITH_CUDA
+  const LaunchTuning t =
+      ops_on(p, at.device, options.batch_invariant, overrides_of(options)).ops.tuning(tokens);
+  // The 16-row coefficient launch with the fused input path folds the post in (FP8 too); any
+  // other with fused_boundary runs the fused boundary kernel in bf16 (cuda::prenorm_coefficients).
+  const bool folds = t.fused_input && t.rows_per_tile() == 16;
+  return folds || !t.fused_boundary;
+#else
+  (void)p;
   (void)options;
   no_cuda();
 #endif

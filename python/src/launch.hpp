@@ -12,6 +12,7 @@
 #include "mhc/core/bf16.hpp"
 #include "mhc/core/config.hpp"
 #include "mhc/core/error.hpp"
+#include "mhc/core/fp8.hpp"
 #include "mhc/core/params.hpp"
 
 namespace mhc::launch {
@@ -67,6 +68,18 @@ struct PostInputs {
   Bf16* residual_next = nullptr;
 };
 
+// Where pre, post_pre and boundary write the layer input: bf16 rows [T, C], or FP8 codes and
+// scales (mhc/core/fp8.hpp, docs/fp8.md; the caller checked the format for the hidden size), the
+// values of the reference quantiser of those rows, bitwise. On CUDA the FP8 form is the library's
+// fused one (the same launches as the bf16 form, writing FP8 directly); on the CPU the bf16 rows
+// go through host scratch, then the reference quantiser (the CPU backend has no fused form).
+struct LayerInputOut {
+  Bf16* bf16 = nullptr;
+  const Fp8Output* fp8 = nullptr;
+  LayerInputOut(Bf16* rows) : bf16(rows) {}           // NOLINT(google-explicit-constructor)
+  LayerInputOut(const Fp8Output& out) : fp8(&out) {}  // NOLINT(google-explicit-constructor)
+};
+
 struct CoefficientOptions {
   Projection projection = Projection::tf32;
   bool batch_invariant = false;
@@ -112,20 +125,28 @@ void post(const MhcParams& p, int64_t tokens, const PostInputs& in, const Target
 // V4 (pre_mix null) the coefficients, then the collapse with this site's own pre (out.pre). `ws`
 // is needed on CUDA (the coefficients, and a bf16 weight's widening).
 void pre(const MhcParams& p, int64_t tokens, const Bf16* x, const SiteWeights& w,
-         const float* pre_mix, const NormWeight& norm, Bf16* layer_input,
+         const float* pre_mix, const NormWeight& norm, LayerInputOut layer_input,
          const CoefficientOutputs& out, Scratch ws, const CoefficientOptions& options,
          const Target& at);
 
 // post, then the next site's input path on residual_next (one launch on CUDA).
 void post_pre(const MhcParams& p, int64_t tokens, const PostInputs& in, const float* next_pre_mix,
-              const NormWeight& w, Bf16* next_layer_input, Scratch ws, const Target& at);
+              const NormWeight& w, LayerInputOut next_layer_input, Scratch ws, const Target& at);
 
 // A V4.1 boundary: post_pre, then the coefficients of residual_next (one prenorm_coefficients
 // call on CUDA, which the plan may run as one launch).
 void boundary(const MhcParams& p, int64_t tokens, const PostInputs& in, const float* pre_mix,
-              const NormWeight& w, Bf16* layer_input, const SiteWeights& next,
+              const NormWeight& w, LayerInputOut layer_input, const SiteWeights& next,
               const CoefficientOutputs& out, Scratch ws, const CoefficientOptions& options,
               const Target& at);
+
+// Whether boundary with an FP8 layer input gives every other output of the bf16 boundary bitwise
+// at `tokens`: everywhere but on CUDA where the plan runs the fused boundary kernel (which writes
+// bf16 only: there the FP8 form runs the post + next input launch, then the coefficients, whose
+// bits are within the TF32 tier of the fused boundary's; docs/fp8.md). On CUDA at.device is
+// current. Throws what the plan's tuning throws for a shape it does not serve.
+bool fp8_boundary_is_the_twins(const MhcParams& p, int64_t tokens,
+                               const CoefficientOptions& options, const Target& at);
 
 // The scratch checks of coefficients (the workspace's room for `tokens`) and of input_path (a
 // bf16 weight's scratch), for callers that refuse a call before its first launch. Nothing to

@@ -8,7 +8,7 @@ import re
 
 import pytest
 import torch
-from conftest import DEVICES, Site
+from conftest import DEVICES, Site, needs_cuda
 from torch._subclasses.fake_tensor import FakeTensorMode
 
 FORMATS = [(False, False), (True, False), (False, True), (True, True)]
@@ -81,6 +81,89 @@ def test_post_pre_and_boundary_fp8_are_the_quantised_twins(mhc, device, tokens, 
     expect_fp8(out[0], out[1], twin[1], *fmt)
     for a, b in zip(out[2:], (twin[0], *twin[2:])):
         assert torch.equal(a, b)
+
+
+def _twin_and_fp8_out_calls(s, op, fmt):
+    """(the bf16 twin's _out call, the FP8 op's _out call, the twin's bf16 layer_input, the FP8
+    codes and scales) on site `s` (V4.1: the carried pre_mix; fp32 norm weight)."""
+    t, n, c = s.tokens, s.n, s.hidden
+    dev = s.residual.device
+    f32 = dict(device=dev, dtype=torch.float32)
+    rows = torch.empty(t, c, device=dev, dtype=torch.bfloat16)
+    codes = torch.empty(t, c, device=dev, dtype=torch.float8_e4m3fn)
+    from mhc import fp8_scales
+
+    scales = fp8_scales(t, c, fmt[0], device=dev)
+    kw = _kwargs(*fmt)
+    mhc = torch.ops.mhc
+    e = s.eps
+    if op == "pre":
+        outs = [torch.empty(t, n, **f32), torch.empty(t, n, n, **f32), torch.empty(t, n, **f32)]
+        names = dict(post=outs[0], comb=outs[1], next_pre_mix=outs[2])
+        twin = lambda: mhc.pre_out(*s.pre_args(), layer_input=rows, **names)  # noqa: E731
+        fp8 = lambda: mhc.pre_fp8_out(*s.pre_args(), layer_input=codes,  # noqa: E731
+                                      layer_input_scales=scales, **names, **kw)
+    elif op == "post_pre":
+        nxt = torch.empty_like(s.residual)
+        pp = (*s.post_args(), s.pre_mix, s.norm_weight, e["norm_eps"])
+        twin = lambda: mhc.post_pre_out(*pp, residual_next=nxt,  # noqa: E731
+                                        next_layer_input=rows)
+        fp8 = lambda: mhc.post_pre_fp8_out(*pp, next_layer_input=codes,  # noqa: E731
+                                           next_layer_input_scales=scales, residual_next=nxt, **kw)
+    else:
+        nxt = torch.empty_like(s.residual)
+        outs = [torch.empty(t, n, **f32), torch.empty(t, n, n, **f32), torch.empty(t, n, **f32)]
+        names = dict(residual_next=nxt, next_post=outs[0], next_comb=outs[1],
+                     next_pre_mix=outs[2])
+        twin = lambda: mhc.boundary_out(*s.boundary_args(), layer_input=rows,  # noqa: E731
+                                        **names)
+        fp8 = lambda: mhc.boundary_fp8_out(*s.boundary_args(), layer_input=codes,  # noqa: E731
+                                           layer_input_scales=scales, **names, **kw)
+    return twin, fp8, rows, codes, scales
+
+
+@needs_cuda
+@pytest.mark.parametrize("op", ["pre", "post_pre", "boundary"])
+@pytest.mark.parametrize("fmt", FORMATS)
+def test_fp8_ops_at_one_token_are_the_twins_launches(mhc, op, fmt):
+    """On Hopper the FP8 ops are the library's fused FP8 forms: at one token each queues the
+    launches of its bf16 twin (pre and post_pre: ONE kernel), no separate quantisation, and writes
+    the twin's bf16 layer_input quantised (the reference quantiser, mhc.fp8_scales' layout)
+    bitwise."""
+    from test_launches import _kernel_nodes
+
+    if torch.cuda.get_device_capability() != (9, 0):
+        pytest.skip("the fused input path is the Hopper plan's")
+    s = Site(tokens=1, hidden=512, device="cuda", seed=23)
+    twin, fp8, rows, codes, scales = _twin_and_fp8_out_calls(s, op, fmt)
+    twin_graph, twin_nodes = _kernel_nodes(twin)
+    fp8_graph, fp8_nodes = _kernel_nodes(fp8)
+    twin_kernels = [n for n in twin_nodes if n.startswith("kernel ")]
+    fp8_kernels = [n for n in fp8_nodes if n.startswith("kernel ")]
+    if op != "boundary":
+        assert len(twin_kernels) == 1 and len(twin_nodes) == 1, twin_nodes
+    assert len(fp8_kernels) == len(twin_kernels) and len(fp8_nodes) == len(twin_nodes), (
+        fp8_nodes, twin_nodes)
+    codes.view(torch.uint8).zero_()
+    scales.zero_()
+    twin_graph.replay()
+    fp8_graph.replay()
+    torch.cuda.synchronize()
+    expect_fp8(codes, scales, rows, *fmt)
+
+
+@needs_cuda
+def test_boundary_fp8_keeps_the_twins_bits_at_a_large_batch(mhc):
+    """At 1024 tokens, C = 4096 the built-in Hopper plan runs the fused boundary kernel (bf16
+    only): boundary_fp8 quantises the twin's rows there, so that its coefficients stay bitwise
+    boundary's (the C++ API's FP8 boundary would give them within the TF32 tier)."""
+    s = Site(tokens=1024, hidden=4096, device="cuda", seed=31)
+    twin = torch.ops.mhc.boundary(*s.boundary_args())
+    for fmt in FORMATS:
+        out = torch.ops.mhc.boundary_fp8(*s.boundary_args(), **_kwargs(*fmt))
+        expect_fp8(out[0], out[1], twin[1], *fmt)
+        for a, b in zip(out[2:], (twin[0], *twin[2:])):
+            assert torch.equal(a, b)
 
 
 @pytest.mark.parametrize("device", DEVICES)

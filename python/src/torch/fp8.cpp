@@ -8,6 +8,7 @@
 #include "../launch_fp8.hpp"
 #include "device.hpp"
 #include "mhc/core/fp8.hpp"
+#include "mhc/core/params.hpp"
 #include "ops.hpp"
 
 namespace mhc::torch_ops {
@@ -68,23 +69,45 @@ Tensor new_scales(const Streams& s, const Fp8Format& f, const Where& dev) {
 }
 
 // The twin's bf16 layer_input quantised into the FP8 outputs, on the call's stream.
-void quantize(const Tensor& rows, const Tensor& codes, const Tensor& scales, const Streams& s,
-              const Fp8Format& f) {
+void quantize(const Tensor& rows, const Fp8Output& out, const Streams& s) {
   Launching launch(rows);
-  const Fp8Output out{static_cast<uint8_t*>(codes.data_ptr()),
-                      static_cast<float*>(scales.data_ptr()), f};
   launch::quantize_fp8(s.t, int(s.c), static_cast<const Bf16*>(rows.data_ptr()), out,
                        launch.target);
 }
 
-Tensor bf16_rows(const Streams& s, const Where& dev) {
-  return new_tensor({s.t, s.c}, aoti_torch_dtype_bfloat16(), dev);
+// Whether boundary_fp8 at this call's size is the fused FP8 form with the twin's bits (see
+// launch::fp8_boundary_is_the_twins); a shape the plan refuses goes to the twin, whose checks
+// name the problem.
+bool boundary_fuses_fp8(const Tensor& residual, const Streams& s, const std::string& projection,
+                        bool batch_invariant) {
+  if (!where(residual).cuda()) return true;  // the CPU form is the twin's rows, quantised
+  try {
+    MhcParams p;
+    p.hidden = int(s.c);
+    p.n = int(s.n);
+    p.layers = 1;
+    validate(p);
+    Launching launch(residual);
+    return launch::fp8_boundary_is_the_twins(
+        p, s.t, {projection == "fp32" ? Projection::fp32 : Projection::tf32, batch_invariant, 0},
+        launch.target);
+  } catch (const std::exception&) {
+    return false;
+  }
+}
+
+// The FP8 outputs (checked by fp8_outputs) as the library's FP8 layer input.
+Fp8Output fp8_output(const Tensor& codes, const Tensor& scales, const Fp8Format& f) {
+  return {static_cast<uint8_t*>(codes.data_ptr()), static_cast<float*>(scales.data_ptr()), f};
 }
 
 }  // namespace
 
-// Each op runs its bf16 twin into a bf16 layer_input of its own, then quantises it (the values
-// docs/fp8.md defines, bitwise).
+// Each op is its bf16 twin (ops.cpp's pre_to, post_pre_to, boundary_to: the same checks and
+// launches) writing the FP8 layer input instead of the bf16 one: on CUDA the library's fused FP8
+// form (mhc::Ops' FP8 overloads: the twin's launches, no bf16 round trip), on the CPU the twin's
+// rows quantised by the reference quantiser (launch.cpp). Either way the values docs/fp8.md
+// defines, bitwise.
 void pre_fp8_out(Tensor residual, Tensor fn, Tensor hc_scale, Tensor hc_base, OptTensor norm_weight,
                  OptTensor pre_mix, double rms_eps, double pre_eps, double sinkhorn_eps,
                  double post_mult, int64_t sinkhorn_iters, double norm_eps, Tensor layer_input,
@@ -104,11 +127,10 @@ void pre_fp8_out(Tensor residual, Tensor fn, Tensor hc_scale, Tensor hc_base, Op
             {"pre_mix", maybe(pre_mix)},
             {"norm_weight", maybe(norm_weight)},
             {"workspace", maybe(workspace)}});
-  const Tensor rows = bf16_rows(s, dev);
-  pre_out(residual, fn, hc_scale, hc_base, norm_weight, pre_mix, rms_eps, pre_eps, sinkhorn_eps,
-          post_mult, sinkhorn_iters, norm_eps, rows, post, comb, next_pre_mix, workspace,
-          projection, batch_invariant);
-  quantize(rows, layer_input, layer_input_scales, s, f);
+  const Fp8Output out = fp8_output(layer_input, layer_input_scales, f);
+  pre_to(residual, fn, hc_scale, hc_base, norm_weight, pre_mix, rms_eps, pre_eps, sinkhorn_eps,
+         post_mult, sinkhorn_iters, norm_eps, {nullptr, &out}, post, comb, next_pre_mix, workspace,
+         projection, batch_invariant);
 }
 
 Tensors5 pre_fp8(Tensor residual, Tensor fn, Tensor hc_scale, Tensor hc_base, OptTensor norm_weight,
@@ -152,10 +174,9 @@ void post_pre_fp8_out(Tensor sublayer_out, Tensor residual, Tensor post, Tensor 
             {"next_norm_weight", maybe(next_norm_weight)},
             {"residual_next", &residual_next},
             {"workspace", maybe(workspace)}});
-  const Tensor rows = bf16_rows(s, dev);
-  post_pre_out(sublayer_out, residual, post, comb, next_pre_mix, next_norm_weight, norm_eps,
-               residual_next, rows, workspace);
-  quantize(rows, next_layer_input, next_layer_input_scales, s, f);
+  const Fp8Output out = fp8_output(next_layer_input, next_layer_input_scales, f);
+  post_pre_to(sublayer_out, residual, post, comb, next_pre_mix, next_norm_weight, norm_eps,
+              residual_next, {nullptr, &out}, workspace);
 }
 
 Tensors3 post_pre_fp8(Tensor sublayer_out, Tensor residual, Tensor post, Tensor comb,
@@ -199,11 +220,21 @@ void boundary_fp8_out(Tensor sublayer_out, Tensor residual, Tensor post, Tensor 
             {"next_comb", &next_comb},
             {"next_pre_mix", &next_pre_mix},
             {"workspace", maybe(workspace)}});
-  const Tensor rows = bf16_rows(s, dev);
-  boundary_out(sublayer_out, residual, post, comb, pre_mix, norm_weight, fn, hc_scale, hc_base,
-               rms_eps, pre_eps, sinkhorn_eps, post_mult, sinkhorn_iters, norm_eps, residual_next,
-               rows, next_post, next_comb, next_pre_mix, workspace, projection, batch_invariant);
-  quantize(rows, layer_input, layer_input_scales, s, f);
+  const Fp8Output out = fp8_output(layer_input, layer_input_scales, f);
+  if (boundary_fuses_fp8(residual, s, projection, batch_invariant)) {
+    return boundary_to(sublayer_out, residual, post, comb, pre_mix, norm_weight, fn, hc_scale,
+                       hc_base, rms_eps, pre_eps, sinkhorn_eps, post_mult, sinkhorn_iters, norm_eps,
+                       residual_next, {nullptr, &out}, next_post, next_comb, next_pre_mix,
+                       workspace, projection, batch_invariant);
+  }
+  // Where the plan runs the fused boundary kernel (large batches; bf16 only), the twin into a bf16
+  // layer_input of its own, then the group quantisation: the twin's coefficients bitwise.
+  const Tensor rows = new_tensor({s.t, s.c}, aoti_torch_dtype_bfloat16(), dev);
+  boundary_to(sublayer_out, residual, post, comb, pre_mix, norm_weight, fn, hc_scale, hc_base,
+              rms_eps, pre_eps, sinkhorn_eps, post_mult, sinkhorn_iters, norm_eps, residual_next,
+              {&rows, nullptr}, next_post, next_comb, next_pre_mix, workspace, projection,
+              batch_invariant);
+  quantize(rows, out, s);
 }
 
 Tensors6 boundary_fp8(Tensor sublayer_out, Tensor residual, Tensor post, Tensor comb,

@@ -131,10 +131,10 @@ class SiteLaunch {
 
 void pre_disjoint(const char* op, const Tensor& residual, const Tensor& fn, const Tensor& hc_scale,
                   const Tensor& hc_base, const OptTensor& norm_weight, const OptTensor& pre_mix,
-                  const Tensor& layer_input, const Tensor& post, const Tensor& comb,
+                  const Tensor* layer_input, const Tensor& post, const Tensor& comb,
                   const Tensor& next_pre_mix, Named ws, Named main_ws) {
   disjoint(op,
-           {{"layer_input", &layer_input},
+           {{"layer_input", layer_input},
             {"post", &post},
             {"comb", &comb},
             {"next_pre_mix", &next_pre_mix}},
@@ -171,6 +171,12 @@ PostInputs post_inputs_of(const Tensor& sublayer_out, const Tensor& residual, co
           bf16_out(residual_next)};
 }
 
+// The adapter's layer input of a LayerInputTo.
+launch::LayerInputOut layer_input_of(const LayerInputTo& to) {
+  if (to.fp8) return *to.fp8;
+  return bf16_out(*to.bf16);
+}
+
 }  // namespace
 
 void hc_prenorm_gemm(Tensor x, Tensor fn, Tensor out, Tensor sqrsum, int64_t num_splits) {
@@ -191,19 +197,34 @@ void pre_out(Tensor residual, Tensor fn, Tensor hc_scale, Tensor hc_base, OptTen
              double post_mult, int64_t sinkhorn_iters, double norm_eps, Tensor layer_input,
              Tensor post, Tensor comb, Tensor next_pre_mix, OptTensor workspace,
              std::string projection, bool batch_invariant) {
+  pre_to(residual, fn, hc_scale, hc_base, norm_weight, pre_mix, rms_eps, pre_eps, sinkhorn_eps,
+         post_mult, sinkhorn_iters, norm_eps, {&layer_input, nullptr}, post, comb, next_pre_mix,
+         workspace, projection, batch_invariant);
+}
+
+void pre_to(const Tensor& residual, const Tensor& fn, const Tensor& hc_scale, const Tensor& hc_base,
+            const OptTensor& norm_weight, const OptTensor& pre_mix, double rms_eps, double pre_eps,
+            double sinkhorn_eps, double post_mult, int64_t sinkhorn_iters, double norm_eps,
+            LayerInputTo layer_input, const Tensor& post, const Tensor& comb,
+            const Tensor& next_pre_mix, const OptTensor& workspace, const std::string& projection,
+            bool batch_invariant) {
   const char* op = "pre";
   Phases phase;
   const Streams s =
       pre_args(op, residual, fn, hc_scale, hc_base, norm_weight, pre_mix, rms_eps, pre_eps,
                sinkhorn_eps, post_mult, sinkhorn_iters, norm_eps, projection);
-  pre_outputs(op, residual, layer_input, post, comb, next_pre_mix);
+  if (layer_input.bf16) {
+    pre_outputs(op, residual, *layer_input.bf16, post, comb, next_pre_mix);
+  } else {
+    coefficient_outputs(op, post, comb, next_pre_mix, s, where(residual));
+  }
   runnable(op, residual);
   const MhcParams p =
       params(s, {rms_eps, pre_eps, sinkhorn_eps, norm_eps}, post_mult, sinkhorn_iters);
   phase.setup();
   const OptTensor ws = workspace_for(workspace, residual, s, kMainSlot);
-  pre_disjoint(op, residual, fn, hc_scale, hc_base, norm_weight, pre_mix, layer_input, post, comb,
-               next_pre_mix, {"workspace", maybe(ws)}, {"main_workspace", nullptr});
+  pre_disjoint(op, residual, fn, hc_scale, hc_base, norm_weight, pre_mix, layer_input.bf16, post,
+               comb, next_pre_mix, {"workspace", maybe(ws)}, {"main_workspace", nullptr});
   const SiteLaunch site(residual, ws, norm_weight, "norm_weight");
   const Scratch scr = site.scratch();
   site.refuse_small(p, s.t, &scr, batch_invariant, &scr);
@@ -211,7 +232,7 @@ void pre_out(Tensor residual, Tensor fn, Tensor hc_scale, Tensor hc_base, OptTen
   // V4.1 (pre_mix): the input path with the carried pre_mix, fused into the coefficient launch
   // where the plan says; V4: the collapse with this site's own pre, after the coefficients.
   launch::pre(p, s.t, bf16_in(residual), site_weights(fn, hc_scale, hc_base),
-              pre_mix ? f32_in(*pre_mix) : nullptr, site.weight(), bf16_out(layer_input),
+              pre_mix ? f32_in(*pre_mix) : nullptr, site.weight(), layer_input_of(layer_input),
               coefficient_outputs_of(next_pre_mix, post, comb), scr,
               {projection_of(projection), batch_invariant, 0}, site.at());
 }
@@ -334,7 +355,7 @@ void pre_overlap_out(Tensor residual, Tensor fn, Tensor hc_scale, Tensor hc_base
   // current stream: its scratch is never the side stream's workspace.
   const OptTensor main_ws =
       main_workspace_for(workspace, main_workspace, residual, s, norm_weight, on_side);
-  pre_disjoint(op, residual, fn, hc_scale, hc_base, norm_weight, pre_mix, layer_input, post, comb,
+  pre_disjoint(op, residual, fn, hc_scale, hc_base, norm_weight, pre_mix, &layer_input, post, comb,
                next_pre_mix, {"workspace", maybe(workspace)}, {"main_workspace", maybe(main_ws)});
   const OptTensor ws = workspace_for(workspace, residual, s, on_side ? side_stream : kMainSlot);
   const SiteLaunch site(residual, main_ws, norm_weight, "norm_weight");
@@ -404,13 +425,23 @@ Tensor post(Tensor sublayer_out, Tensor residual, Tensor post, Tensor comb) {
 void post_pre_out(Tensor sublayer_out, Tensor residual, Tensor post, Tensor comb,
                   Tensor next_pre_mix, OptTensor next_norm_weight, double norm_eps,
                   Tensor residual_next, Tensor next_layer_input, OptTensor workspace) {
+  post_pre_to(sublayer_out, residual, post, comb, next_pre_mix, next_norm_weight, norm_eps,
+              residual_next, {&next_layer_input, nullptr}, workspace);
+}
+
+void post_pre_to(const Tensor& sublayer_out, const Tensor& residual, const Tensor& post,
+                 const Tensor& comb, const Tensor& next_pre_mix, const OptTensor& next_norm_weight,
+                 double norm_eps, const Tensor& residual_next, LayerInputTo next_layer_input,
+                 const OptTensor& workspace) {
   const char* op = "post_pre";
   Phases phase;
   const Streams s = post_pre_args(op, sublayer_out, residual, post, comb, next_pre_mix,
                                   next_norm_weight, norm_eps);
   const Where dev = where(residual);
   tensor(op, "residual_next", residual_next, bf16(), {s.t, s.n, s.c}, &dev, "[T, n, C]");
-  tensor(op, "next_layer_input", next_layer_input, bf16(), {s.t, s.c}, &dev, "[T, C]");
+  if (next_layer_input.bf16) {
+    tensor(op, "next_layer_input", *next_layer_input.bf16, bf16(), {s.t, s.c}, &dev, "[T, C]");
+  }
   runnable(op, residual);
   const MhcParams p = params(s, {{}, {}, {}, norm_eps});
   phase.setup();
@@ -418,7 +449,7 @@ void post_pre_out(Tensor sublayer_out, Tensor residual, Tensor post, Tensor comb
   const bool widens = next_norm_weight && is_bf16(*next_norm_weight) && dev.cuda();
   const OptTensor ws =
       widens || workspace ? workspace_for(workspace, residual, s, kMainSlot) : std::nullopt;
-  disjoint(op, {{"residual_next", &residual_next}, {"next_layer_input", &next_layer_input}},
+  disjoint(op, {{"residual_next", &residual_next}, {"next_layer_input", next_layer_input.bf16}},
            {{"residual", &residual},
             {"sublayer_out", &sublayer_out},
             {"post", &post},
@@ -431,7 +462,8 @@ void post_pre_out(Tensor sublayer_out, Tensor residual, Tensor post, Tensor comb
   site.refuse_small(p, s.t, nullptr, false, &scr);
   phase.launches();
   launch::post_pre(p, s.t, post_inputs_of(sublayer_out, residual, post, comb, residual_next),
-                   f32_in(next_pre_mix), site.weight(), bf16_out(next_layer_input), scr, site.at());
+                   f32_in(next_pre_mix), site.weight(), layer_input_of(next_layer_input), scr,
+                   site.at());
 }
 
 Tensors2 post_pre(Tensor sublayer_out, Tensor residual, Tensor post, Tensor comb,
@@ -451,12 +483,33 @@ void boundary_out(Tensor sublayer_out, Tensor residual, Tensor post, Tensor comb
                   double norm_eps, Tensor residual_next, Tensor layer_input, Tensor next_post,
                   Tensor next_comb, Tensor next_pre_mix, OptTensor workspace,
                   std::string projection, bool batch_invariant) {
+  boundary_to(sublayer_out, residual, post, comb, pre_mix, norm_weight, fn, hc_scale, hc_base,
+              rms_eps, pre_eps, sinkhorn_eps, post_mult, sinkhorn_iters, norm_eps, residual_next,
+              {&layer_input, nullptr}, next_post, next_comb, next_pre_mix, workspace, projection,
+              batch_invariant);
+}
+
+void boundary_to(const Tensor& sublayer_out, const Tensor& residual, const Tensor& post,
+                 const Tensor& comb, const Tensor& pre_mix, const OptTensor& norm_weight,
+                 const Tensor& fn, const Tensor& hc_scale, const Tensor& hc_base, double rms_eps,
+                 double pre_eps, double sinkhorn_eps, double post_mult, int64_t sinkhorn_iters,
+                 double norm_eps, const Tensor& residual_next, LayerInputTo layer_input,
+                 const Tensor& next_post, const Tensor& next_comb, const Tensor& next_pre_mix,
+                 const OptTensor& workspace, const std::string& projection, bool batch_invariant) {
   const char* op = "boundary";
   Phases phase;
   const Streams s = boundary_args(op, sublayer_out, residual, post, comb, pre_mix, norm_weight, fn,
                                   hc_scale, hc_base, rms_eps, pre_eps, sinkhorn_eps, post_mult,
                                   sinkhorn_iters, norm_eps, projection);
-  boundary_outputs(op, residual, residual_next, layer_input, next_post, next_comb, next_pre_mix);
+  if (layer_input.bf16) {
+    boundary_outputs(op, residual, residual_next, *layer_input.bf16, next_post, next_comb,
+                     next_pre_mix);
+  } else {
+    const Where dev = where(residual);
+    tensor(op, "residual_next", residual_next, bf16(), {s.t, s.n, s.c}, &dev, "[T, n, C]");
+    coefficient_outputs(op, next_post, next_comb, next_pre_mix, s, dev, "next_post", "next_comb",
+                        "next_pre_mix");
+  }
   runnable(op, residual);
   const MhcParams p =
       params(s, {rms_eps, pre_eps, sinkhorn_eps, norm_eps}, post_mult, sinkhorn_iters);
@@ -464,7 +517,7 @@ void boundary_out(Tensor sublayer_out, Tensor residual, Tensor post, Tensor comb
   const OptTensor ws = workspace_for(workspace, residual, s, kMainSlot);
   disjoint(op,
            {{"residual_next", &residual_next},
-            {"layer_input", &layer_input},
+            {"layer_input", layer_input.bf16},
             {"next_post", &next_post},
             {"next_comb", &next_comb},
             {"next_pre_mix", &next_pre_mix}},
@@ -483,7 +536,7 @@ void boundary_out(Tensor sublayer_out, Tensor residual, Tensor post, Tensor comb
   site.refuse_small(p, s.t, &scr, batch_invariant, &scr);
   phase.launches();
   launch::boundary(p, s.t, post_inputs_of(sublayer_out, residual, post, comb, residual_next),
-                   f32_in(pre_mix), site.weight(), bf16_out(layer_input),
+                   f32_in(pre_mix), site.weight(), layer_input_of(layer_input),
                    site_weights(fn, hc_scale, hc_base),
                    coefficient_outputs_of(next_pre_mix, next_post, next_comb), scr,
                    {projection_of(projection), batch_invariant, 0}, site.at());

@@ -8,6 +8,7 @@
 #include <tuple>
 
 #include "checks.hpp"
+#include "mhc/core/fp8.hpp"
 
 namespace mhc::torch_ops {
 
@@ -16,6 +17,14 @@ using Tensors3 = std::tuple<Tensor, Tensor, Tensor>;
 using Tensors4 = std::tuple<Tensor, Tensor, Tensor, Tensor>;
 using Tensors5 = std::tuple<Tensor, Tensor, Tensor, Tensor, Tensor>;
 
+// Where pre_to, post_pre_to and boundary_to write the layer input: the bf16 tensor of the bf16
+// ops (checked there), or (fp8 set) the FP8 codes and scales of the FP8 ops (fp8.cpp, which
+// checks their tensors and format): the library's fused FP8 form on CUDA.
+struct LayerInputTo {
+  const Tensor* bf16 = nullptr;
+  const Fp8Output* fp8 = nullptr;
+};
+
 void hc_prenorm_gemm(Tensor x, Tensor fn, Tensor out, Tensor sqrsum, int64_t num_splits);
 
 void pre_out(Tensor residual, Tensor fn, Tensor hc_scale, Tensor hc_base, OptTensor norm_weight,
@@ -23,6 +32,26 @@ void pre_out(Tensor residual, Tensor fn, Tensor hc_scale, Tensor hc_base, OptTen
              double post_mult, int64_t sinkhorn_iters, double norm_eps, Tensor layer_input,
              Tensor post, Tensor comb, Tensor next_pre_mix, OptTensor workspace,
              std::string projection, bool batch_invariant);
+// pre_out, post_pre_out and boundary_out with the layer input in `layer_input` (the same checks,
+// messages and launches; the FP8 ops' path).
+void pre_to(const Tensor& residual, const Tensor& fn, const Tensor& hc_scale, const Tensor& hc_base,
+            const OptTensor& norm_weight, const OptTensor& pre_mix, double rms_eps, double pre_eps,
+            double sinkhorn_eps, double post_mult, int64_t sinkhorn_iters, double norm_eps,
+            LayerInputTo layer_input, const Tensor& post, const Tensor& comb,
+            const Tensor& next_pre_mix, const OptTensor& workspace, const std::string& projection,
+            bool batch_invariant);
+void post_pre_to(const Tensor& sublayer_out, const Tensor& residual, const Tensor& post,
+                 const Tensor& comb, const Tensor& next_pre_mix, const OptTensor& next_norm_weight,
+                 double norm_eps, const Tensor& residual_next, LayerInputTo next_layer_input,
+                 const OptTensor& workspace);
+void boundary_to(const Tensor& sublayer_out, const Tensor& residual, const Tensor& post,
+                 const Tensor& comb, const Tensor& pre_mix, const OptTensor& norm_weight,
+                 const Tensor& fn, const Tensor& hc_scale, const Tensor& hc_base, double rms_eps,
+                 double pre_eps, double sinkhorn_eps, double post_mult, int64_t sinkhorn_iters,
+                 double norm_eps, const Tensor& residual_next, LayerInputTo layer_input,
+                 const Tensor& next_post, const Tensor& next_comb, const Tensor& next_pre_mix,
+                 const OptTensor& workspace, const std::string& projection, bool batch_invariant);
+
 Tensors4 pre(Tensor residual, Tensor fn, Tensor hc_scale, Tensor hc_base, OptTensor norm_weight,
              OptTensor pre_mix, double rms_eps, double pre_eps, double sinkhorn_eps,
              double post_mult, int64_t sinkhorn_iters, double norm_eps, OptTensor workspace,
