@@ -54,6 +54,7 @@ class State {
     next.config = KernelConfig::parse(json);  // throws mhc::Error naming the problem
     next.json = next.config.to_json();
     std::lock_guard<std::mutex> lock(mutex_);
+    batch_invariant_.store(next.config.batch_invariant, std::memory_order_relaxed);
     configured_ = std::move(next);
 #if MHC_WITH_CUDA
     plans_.clear();
@@ -63,9 +64,9 @@ class State {
     std::lock_guard<std::mutex> lock(mutex_);
     return configured_;
   }
-  bool configured_batch_invariant() {
-    std::lock_guard<std::mutex> lock(mutex_);
-    return configured_.config.batch_invariant;
+  // Read by every CUDA call's workspace check: a flag of its own, not the lock.
+  bool configured_batch_invariant() const {
+    return batch_invariant_.load(std::memory_order_relaxed);
   }
 #if MHC_WITH_CUDA
   // The plan of the current device (`device`) in the batch-invariant mode that the call (`asked`)
@@ -88,6 +89,7 @@ class State {
  private:
   std::mutex mutex_;
   Configured configured_;
+  std::atomic<bool> batch_invariant_{false};  // configured_.config.batch_invariant
 #if MHC_WITH_CUDA
   std::map<int, std::array<std::shared_ptr<const Resolved>, 2>> plans_;
 #endif

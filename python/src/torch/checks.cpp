@@ -284,15 +284,16 @@ Streams streams(const char* op, const Tensor& residual) {
                     op, list_text(residual.sizes())));
   }
   const auto sizes = residual.sizes();
-  const Streams s{sizes[0], sizes[1], sizes[2]};
+  const Streams s{sizes[0], sizes[1], sizes[2], where(residual)};
   tensor(op, "residual", residual, bf16(), {s.t, s.n, s.c}, nullptr, "[T, n, C]");
-  runnable(op, residual);
-  shape_limits(op, s.n, s.c, where(residual));
+  runnable(op, s.dev);
+  shape_limits(op, s.n, s.c, s.dev);
   return s;
 }
 
-void runnable(const char* op, const Tensor& residual) {
-  const Where w = where(residual);
+void runnable(const char* op, const Tensor& residual) { runnable(op, where(residual)); }
+
+void runnable(const char* op, const Where& w) {
   if (!w.cpu() && !w.cuda()) {
     fail(fmt::format("mhc.{}: residual is on {}; mhc runs on cpu and cuda", op, w.text()));
   }
@@ -355,7 +356,7 @@ void coefficient_outputs(const char* op, const Tensor& post, const Tensor& comb,
 Streams post_inputs(const char* op, const Tensor& sublayer_out, const Tensor& residual,
                     const Tensor& post, const Tensor& comb) {
   const Streams s = streams(op, residual);
-  const Where dev = where(residual);
+  const Where& dev = s.dev;
   tensor(op, "sublayer_out", sublayer_out, bf16(), {s.t, s.c}, &dev, "[T, C]");
   tensor(op, "post", post, f32(), {s.t, s.n}, &dev, "[T, n]");
   tensor(op, "comb", comb, f32(), {s.t, s.n, s.n}, &dev, "[T, n, n]");
@@ -396,7 +397,7 @@ Streams pre_args(const char* op, const Tensor& residual, const Tensor& fn, const
                  double rms_eps, double pre_eps, double sinkhorn_eps, double post_mult,
                  int64_t sinkhorn_iters, double norm_eps, const std::string& projection) {
   const Streams s = streams(op, residual);
-  const Where dev = where(residual);
+  const Where& dev = s.dev;
   weights(op, fn, hc_scale, hc_base, s, dev);
   optional(op, "norm_weight", norm_weight, norm_weight_dtypes(), {s.c}, &dev, "[C]");
   optional(op, "pre_mix", pre_mix, f32(), {s.t, s.n}, &dev, "[T, n]");
@@ -408,10 +409,9 @@ Streams pre_args(const char* op, const Tensor& residual, const Tensor& fn, const
 void pre_outputs(const char* op, const Tensor& residual, const Tensor& layer_input,
                  const Tensor& post, const Tensor& comb, const Tensor& next_pre_mix) {
   const auto sizes = residual.sizes();
-  const Streams s{sizes[0], sizes[1], sizes[2]};
-  const Where dev = where(residual);
-  tensor(op, "layer_input", layer_input, bf16(), {s.t, s.c}, &dev, "[T, C]");
-  coefficient_outputs(op, post, comb, next_pre_mix, s, dev);
+  const Streams s{sizes[0], sizes[1], sizes[2], where(residual)};
+  tensor(op, "layer_input", layer_input, bf16(), {s.t, s.c}, &s.dev, "[T, C]");
+  coefficient_outputs(op, post, comb, next_pre_mix, s, s.dev);
 }
 
 Streams coefficient_args(const char* op, const Tensor& residual, const Tensor& fn,
@@ -419,7 +419,7 @@ Streams coefficient_args(const char* op, const Tensor& residual, const Tensor& f
                          double pre_eps, double sinkhorn_eps, double post_mult,
                          int64_t sinkhorn_iters, const std::string& projection) {
   const Streams s = streams(op, residual);
-  weights(op, fn, hc_scale, hc_base, s, where(residual));
+  weights(op, fn, hc_scale, hc_base, s, s.dev);
   scalars(op, rms_eps, pre_eps, sinkhorn_eps, post_mult, sinkhorn_iters, projection);
   return s;
 }
@@ -428,7 +428,7 @@ Streams post_pre_args(const char* op, const Tensor& sublayer_out, const Tensor& 
                       const Tensor& post, const Tensor& comb, const Tensor& next_pre_mix,
                       const OptTensor& next_norm_weight, double norm_eps) {
   const Streams s = post_inputs(op, sublayer_out, residual, post, comb);
-  const Where dev = where(residual);
+  const Where& dev = s.dev;
   tensor(op, "next_pre_mix", next_pre_mix, f32(), {s.t, s.n}, &dev, "[T, n]");
   optional(op, "next_norm_weight", next_norm_weight, norm_weight_dtypes(), {s.c}, &dev, "[C]");
   finite_nonnegative(op, "norm_eps", norm_eps);
@@ -442,7 +442,7 @@ Streams boundary_args(const char* op, const Tensor& sublayer_out, const Tensor& 
                       double post_mult, int64_t sinkhorn_iters, double norm_eps,
                       const std::string& projection) {
   const Streams s = post_inputs(op, sublayer_out, residual, post, comb);
-  const Where dev = where(residual);
+  const Where& dev = s.dev;
   tensor(op, "pre_mix", pre_mix, f32(), {s.t, s.n}, &dev, "[T, n]");
   optional(op, "norm_weight", norm_weight, norm_weight_dtypes(), {s.c}, &dev, "[C]");
   finite_nonnegative(op, "norm_eps", norm_eps);
@@ -455,8 +455,8 @@ void boundary_outputs(const char* op, const Tensor& residual, const Tensor& resi
                       const Tensor& layer_input, const Tensor& next_post, const Tensor& next_comb,
                       const Tensor& next_pre_mix) {
   const auto sizes = residual.sizes();
-  const Streams s{sizes[0], sizes[1], sizes[2]};
-  const Where dev = where(residual);
+  const Streams s{sizes[0], sizes[1], sizes[2], where(residual)};
+  const Where& dev = s.dev;
   tensor(op, "residual_next", residual_next, bf16(), {s.t, s.n, s.c}, &dev, "[T, n, C]");
   tensor(op, "layer_input", layer_input, bf16(), {s.t, s.c}, &dev, "[T, C]");
   coefficient_outputs(op, next_post, next_comb, next_pre_mix, s, dev, "next_post", "next_comb",

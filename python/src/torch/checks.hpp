@@ -55,11 +55,15 @@ void tensor(const char* op, const char* name, const Tensor& t, DTypes dtypes, Sh
 void optional(const char* op, const char* name, const OptTensor& t, DTypes dtypes, Shape shape,
               const Where* device, const char* dims);
 
+// residual's [T, n, C] and its device, read once per call: every later check and the launch
+// take the device from here rather than asking torch again (each ask is a call through the shim).
 struct Streams {
   int64_t t = 0, n = 0, c = 0;
+  Where dev{};
 };
 Streams streams(const char* op, const Tensor& residual);
 void runnable(const char* op, const Tensor& residual);
+void runnable(const char* op, const Where& residual_device);
 void scalars(const char* op, double rms_eps, double pre_eps, double sinkhorn_eps, double post_mult,
              int64_t sinkhorn_iters, const std::string& projection);
 void finite_nonnegative(const char* op, const char* name, double value);

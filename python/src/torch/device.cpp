@@ -21,8 +21,9 @@ void check_shim(AOTITorchError err, const char* what) {
 
 }  // namespace
 
-Launching::Launching(const Tensor& t) {
-  const Where w = where(t);
+Launching::Launching(const Tensor& t) : Launching(where(t)) {}
+
+Launching::Launching(const Where& w) {
   if (!w.cuda()) return;
   target.cuda = true;
   target.device = w.index;

@@ -20,6 +20,8 @@ namespace mhc::torch_ops {
 class Launching {
  public:
   explicit Launching(const Tensor& t);
+  // ... on `device`, the device of the call's tensors that its checks have read already.
+  explicit Launching(const Where& device);
   launch::Target target;
 
  private:

@@ -53,9 +53,9 @@ Projection projection_of(const std::string& projection) {
 
 // The workspace of a call: the caller's (checked), else on CUDA the pool's for `slot`; on the CPU,
 // which needs none, nothing.
-OptTensor workspace_for(const OptTensor& workspace, const Tensor& residual, const Streams& s,
-                        int64_t slot, const char* name = "workspace") {
-  const Where dev = where(residual);
+OptTensor workspace_for(const OptTensor& workspace, const Streams& s, int64_t slot,
+                        const char* name = "workspace") {
+  const Where& dev = s.dev;
   if (!workspace) {
     if (!dev.cuda()) return std::nullopt;
     return pool_workspace(dev, s.c, s.n, s.t, slot);
@@ -99,9 +99,9 @@ struct Phases : Scope {
 // scratch checks refuse the call (a RuntimeError naming the argument) before its first launch.
 class SiteLaunch {
  public:
-  SiteLaunch(const Tensor& residual, const OptTensor& ws, const OptTensor& weight,
+  SiteLaunch(const Streams& s, const OptTensor& ws, const OptTensor& weight,
              const char* weight_name)
-      : launch_(residual),
+      : launch_(s.dev),
         scratch_(torch_ops::scratch(ws)),
         weight_(norm_weight_of(weight, weight_name)) {}
   const launch::Target& at() const { return launch_.target; }
@@ -216,16 +216,15 @@ void pre_to(const Tensor& residual, const Tensor& fn, const Tensor& hc_scale, co
   if (layer_input.bf16) {
     pre_outputs(op, residual, *layer_input.bf16, post, comb, next_pre_mix);
   } else {
-    coefficient_outputs(op, post, comb, next_pre_mix, s, where(residual));
+    coefficient_outputs(op, post, comb, next_pre_mix, s, s.dev);
   }
-  runnable(op, residual);
   const MhcParams p =
       params(s, {rms_eps, pre_eps, sinkhorn_eps, norm_eps}, post_mult, sinkhorn_iters);
   phase.setup();
-  const OptTensor ws = workspace_for(workspace, residual, s, kMainSlot);
+  const OptTensor ws = workspace_for(workspace, s, kMainSlot);
   pre_disjoint(op, residual, fn, hc_scale, hc_base, norm_weight, pre_mix, layer_input.bf16, post,
                comb, next_pre_mix, {"workspace", maybe(ws)}, {"main_workspace", nullptr});
-  const SiteLaunch site(residual, ws, norm_weight, "norm_weight");
+  const SiteLaunch site(s, ws, norm_weight, "norm_weight");
   const Scratch scr = site.scratch();
   site.refuse_small(p, s.t, &scr, batch_invariant, &scr);
   phase.launches();
@@ -280,15 +279,14 @@ void coefficients_out(Tensor residual, Tensor fn, Tensor hc_scale, Tensor hc_bas
   Phases phase;
   const Streams s = coefficient_args(op, residual, fn, hc_scale, hc_base, rms_eps, pre_eps,
                                      sinkhorn_eps, post_mult, sinkhorn_iters, projection);
-  coefficient_outputs(op, post, comb, next_pre_mix, s, where(residual));
-  runnable(op, residual);
+  coefficient_outputs(op, post, comb, next_pre_mix, s, s.dev);
   const MhcParams p = params(s, {rms_eps, pre_eps, sinkhorn_eps, {}}, post_mult, sinkhorn_iters);
   phase.setup();
-  const bool on_side = side_stream != 0 && where(residual).cuda();
-  const OptTensor ws = workspace_for(workspace, residual, s, on_side ? side_stream : kMainSlot);
+  const bool on_side = side_stream != 0 && s.dev.cuda();
+  const OptTensor ws = workspace_for(workspace, s, on_side ? side_stream : kMainSlot);
   disjoint(op, {{"post", &post}, {"comb", &comb}, {"next_pre_mix", &next_pre_mix}},
            {MHC_COEFFICIENT_INPUTS(residual, fn, hc_scale, hc_base), {"workspace", maybe(ws)}});
-  const SiteLaunch site(residual, ws, std::nullopt, "norm_weight");
+  const SiteLaunch site(s, ws, std::nullopt, "norm_weight");
   const Scratch scr = site.scratch();
   site.refuse_small(p, s.t, &scr, batch_invariant, nullptr);
   phase.launches();
@@ -314,14 +312,13 @@ namespace {
 // or CPU tensors) it shares `workspace`, else it takes `main_workspace` or, only where it needs
 // scratch at all, the current stream's workspace from the pool.
 OptTensor main_workspace_for(const OptTensor& workspace, const OptTensor& main_workspace,
-                             const Tensor& residual, const Streams& s, const OptTensor& norm_weight,
-                             bool on_side) {
+                             const Streams& s, const OptTensor& norm_weight, bool on_side) {
   if (main_workspace) {
-    return workspace_for(main_workspace, residual, s, kMainSlot, "main_workspace");
+    return workspace_for(main_workspace, s, kMainSlot, "main_workspace");
   }
-  if (!on_side) return workspace_for(workspace, residual, s, kMainSlot);
+  if (!on_side) return workspace_for(workspace, s, kMainSlot);
   if (norm_weight && is_bf16(*norm_weight)) {
-    return workspace_for(std::nullopt, residual, s, kMainSlot);
+    return workspace_for(std::nullopt, s, kMainSlot);
   }
   return std::nullopt;
 }
@@ -345,20 +342,18 @@ void pre_overlap_out(Tensor residual, Tensor fn, Tensor hc_scale, Tensor hc_base
       pre_args(op, residual, fn, hc_scale, hc_base, norm_weight, pre_mix, rms_eps, pre_eps,
                sinkhorn_eps, post_mult, sinkhorn_iters, norm_eps, projection);
   pre_outputs(op, residual, layer_input, post, comb, next_pre_mix);
-  runnable(op, residual);
   const MhcParams p =
       params(s, {rms_eps, pre_eps, sinkhorn_eps, norm_eps}, post_mult, sinkhorn_iters);
   phase.setup();
-  const bool on_side = side_stream != 0 && where(residual).cuda();
+  const bool on_side = side_stream != 0 && s.dev.cuda();
   // The side stream forks after the input path is queued, so the sublayer's launch, queued next
   // on the current stream, is not held behind the coefficient path. The input path runs on the
   // current stream: its scratch is never the side stream's workspace.
-  const OptTensor main_ws =
-      main_workspace_for(workspace, main_workspace, residual, s, norm_weight, on_side);
+  const OptTensor main_ws = main_workspace_for(workspace, main_workspace, s, norm_weight, on_side);
   pre_disjoint(op, residual, fn, hc_scale, hc_base, norm_weight, pre_mix, &layer_input, post, comb,
                next_pre_mix, {"workspace", maybe(workspace)}, {"main_workspace", maybe(main_ws)});
-  const OptTensor ws = workspace_for(workspace, residual, s, on_side ? side_stream : kMainSlot);
-  const SiteLaunch site(residual, main_ws, norm_weight, "norm_weight");
+  const OptTensor ws = workspace_for(workspace, s, on_side ? side_stream : kMainSlot);
+  const SiteLaunch site(s, main_ws, norm_weight, "norm_weight");
   const Scratch scr = scratch(ws), main_scr = site.scratch();
   site.refuse_small(p, s.t, nullptr, batch_invariant, &main_scr);
   site.refuse_small(p, s.t, &scr, batch_invariant, nullptr);
@@ -403,15 +398,14 @@ void post_out(Tensor sublayer_out, Tensor residual, Tensor post, Tensor comb, Te
   const char* op = "post";
   Phases phase;
   const Streams s = post_inputs(op, sublayer_out, residual, post, comb);
-  const Where dev = where(residual);
+  const Where& dev = s.dev;
   tensor(op, "out", out, bf16(), {s.t, s.n, s.c}, &dev, "[T, n, C]");
-  runnable(op, residual);
   disjoint(
       op, {{"out", &out}},
       {{"sublayer_out", &sublayer_out}, {"residual", &residual}, {"post", &post}, {"comb", &comb}});
   const MhcParams p = params(s, {});
   phase.setup();
-  Launching launch(residual);
+  Launching launch(dev);
   phase.launches();
   launch::post(p, s.t, post_inputs_of(sublayer_out, residual, post, comb, out), launch.target);
 }
@@ -437,18 +431,16 @@ void post_pre_to(const Tensor& sublayer_out, const Tensor& residual, const Tenso
   Phases phase;
   const Streams s = post_pre_args(op, sublayer_out, residual, post, comb, next_pre_mix,
                                   next_norm_weight, norm_eps);
-  const Where dev = where(residual);
+  const Where& dev = s.dev;
   tensor(op, "residual_next", residual_next, bf16(), {s.t, s.n, s.c}, &dev, "[T, n, C]");
   if (next_layer_input.bf16) {
     tensor(op, "next_layer_input", *next_layer_input.bf16, bf16(), {s.t, s.c}, &dev, "[T, C]");
   }
-  runnable(op, residual);
   const MhcParams p = params(s, {{}, {}, {}, norm_eps});
   phase.setup();
   // Only a bf16 weight on CUDA reads the workspace (it is widened there): no pool lookup else.
   const bool widens = next_norm_weight && is_bf16(*next_norm_weight) && dev.cuda();
-  const OptTensor ws =
-      widens || workspace ? workspace_for(workspace, residual, s, kMainSlot) : std::nullopt;
+  const OptTensor ws = widens || workspace ? workspace_for(workspace, s, kMainSlot) : std::nullopt;
   disjoint(op, {{"residual_next", &residual_next}, {"next_layer_input", next_layer_input.bf16}},
            {{"residual", &residual},
             {"sublayer_out", &sublayer_out},
@@ -457,7 +449,7 @@ void post_pre_to(const Tensor& sublayer_out, const Tensor& residual, const Tenso
             {"next_pre_mix", &next_pre_mix},
             {"next_norm_weight", maybe(next_norm_weight)},
             {"workspace", maybe(ws)}});
-  const SiteLaunch site(residual, widens ? ws : std::nullopt, next_norm_weight, "next_norm_weight");
+  const SiteLaunch site(s, widens ? ws : std::nullopt, next_norm_weight, "next_norm_weight");
   const Scratch scr = site.scratch();
   site.refuse_small(p, s.t, nullptr, false, &scr);
   phase.launches();
@@ -505,16 +497,15 @@ void boundary_to(const Tensor& sublayer_out, const Tensor& residual, const Tenso
     boundary_outputs(op, residual, residual_next, *layer_input.bf16, next_post, next_comb,
                      next_pre_mix);
   } else {
-    const Where dev = where(residual);
+    const Where& dev = s.dev;
     tensor(op, "residual_next", residual_next, bf16(), {s.t, s.n, s.c}, &dev, "[T, n, C]");
     coefficient_outputs(op, next_post, next_comb, next_pre_mix, s, dev, "next_post", "next_comb",
                         "next_pre_mix");
   }
-  runnable(op, residual);
   const MhcParams p =
       params(s, {rms_eps, pre_eps, sinkhorn_eps, norm_eps}, post_mult, sinkhorn_iters);
   phase.setup();
-  const OptTensor ws = workspace_for(workspace, residual, s, kMainSlot);
+  const OptTensor ws = workspace_for(workspace, s, kMainSlot);
   disjoint(op,
            {{"residual_next", &residual_next},
             {"layer_input", layer_input.bf16},
@@ -531,7 +522,7 @@ void boundary_to(const Tensor& sublayer_out, const Tensor& residual, const Tenso
             {"hc_scale", &hc_scale},
             {"hc_base", &hc_base},
             {"workspace", maybe(ws)}});
-  const SiteLaunch site(residual, ws, norm_weight, "norm_weight");
+  const SiteLaunch site(s, ws, norm_weight, "norm_weight");
   const Scratch scr = site.scratch();
   site.refuse_small(p, s.t, &scr, batch_invariant, &scr);
   phase.launches();
