@@ -30,6 +30,32 @@ class _Overloads:
 _mhc = _Overloads(torch.ops.mhc)
 
 
+_DEFAULTS = {}  # no keyword options: every one at its schema default
+
+
+def _options(workspace, projection, batch_invariant, side_stream=0, main_workspace=None):
+    """The ops' keyword options that differ from their schema defaults. Each keyword passed costs
+    torch's argument parser a lookup by name and a conversion (a few µs for the usual three on
+    the CPU backend), so a default is left to the schema, which holds the same value; anything
+    else goes through as given, to be checked there."""
+    default_projection = type(projection) is str and projection == "tf32"
+    if (workspace is None and default_projection and batch_invariant is False
+            and main_workspace is None and type(side_stream) is int and side_stream == 0):
+        return _DEFAULTS
+    opts = {}
+    if workspace is not None:
+        opts["workspace"] = workspace
+    if not default_projection:
+        opts["projection"] = projection
+    if batch_invariant is not False:
+        opts["batch_invariant"] = batch_invariant
+    if not (type(side_stream) is int and side_stream == 0):
+        opts["side_stream"] = side_stream
+    if main_workspace is not None:
+        opts["main_workspace"] = main_workspace
+    return opts
+
+
 def _doc(name, usage):
     def attach(function):
         function.__doc__ = wrapper_doc(name, usage)
@@ -66,7 +92,7 @@ def pre(residual, fn, hc_scale, hc_base, norm_weight, pre_mix, rms_eps, pre_eps,
         workspace=None, projection="tf32", batch_invariant=False):
     args = (residual, fn, hc_scale, hc_base, norm_weight, pre_mix, rms_eps, pre_eps, sinkhorn_eps,
             post_mult, sinkhorn_iters, norm_eps)
-    opts = dict(workspace=workspace, projection=projection, batch_invariant=batch_invariant)
+    opts = _options(workspace, projection, batch_invariant)
     return _four_outputs("pre", _mhc.pre, _mhc.pre_out, args, out, opts)
 
 
@@ -96,8 +122,7 @@ def coefficients(residual, fn, hc_scale, hc_base, rms_eps, pre_eps, sinkhorn_eps
                  workspace=None, projection="tf32", batch_invariant=False):
     args = (residual, fn, hc_scale, hc_base, rms_eps, pre_eps, sinkhorn_eps, post_mult,
             sinkhorn_iters)
-    opts = dict(side_stream=_stream_id(stream), workspace=workspace, projection=projection,
-                batch_invariant=batch_invariant)
+    opts = _options(workspace, projection, batch_invariant, _stream_id(stream))
     if out is None:
         return _mhc.coefficients(*args, **opts)
     post_mix, comb, next_pre_mix = out = _outputs("coefficients", out, _PRE_OUT[1:])
@@ -118,8 +143,7 @@ def pre_overlap(residual, fn, hc_scale, hc_base, norm_weight, pre_mix, rms_eps, 
                 projection="tf32", batch_invariant=False):
     args = (residual, fn, hc_scale, hc_base, norm_weight, pre_mix, rms_eps, pre_eps, sinkhorn_eps,
             post_mult, sinkhorn_iters, norm_eps, _stream_id(stream))
-    opts = dict(workspace=workspace, main_workspace=main_workspace, projection=projection,
-                batch_invariant=batch_invariant)
+    opts = _options(workspace, projection, batch_invariant, main_workspace=main_workspace)
     return _four_outputs("pre_overlap", _mhc.pre_overlap, _mhc.pre_overlap_out, args, out, opts)
 
 
@@ -145,11 +169,12 @@ def post(sublayer_out, residual, post_mix, comb, *, out=None):
 def post_pre(sublayer_out, residual, post_mix, comb, next_pre_mix, next_norm_weight, norm_eps, *,
              out=None, workspace=None):
     args = (sublayer_out, residual, post_mix, comb, next_pre_mix, next_norm_weight, norm_eps)
+    opts = _DEFAULTS if workspace is None else {"workspace": workspace}
     if out is None:
-        return _mhc.post_pre(*args, workspace=workspace)
+        return _mhc.post_pre(*args, **opts)
     residual_next, next_layer_input = out = _outputs("post_pre", out, _BOUNDARY_OUT[:2])
     _mhc.post_pre_out(*args, residual_next=residual_next, next_layer_input=next_layer_input,
-                      workspace=workspace)
+                      **opts)
     return tuple(out)
 
 
@@ -166,7 +191,7 @@ def boundary(sublayer_out, residual, post_mix, comb, pre_mix, norm_weight, fn, h
              workspace=None, projection="tf32", batch_invariant=False):
     args = (sublayer_out, residual, post_mix, comb, pre_mix, norm_weight, fn, hc_scale, hc_base,
             rms_eps, pre_eps, sinkhorn_eps, post_mult, sinkhorn_iters, norm_eps)
-    opts = dict(workspace=workspace, projection=projection, batch_invariant=batch_invariant)
+    opts = _options(workspace, projection, batch_invariant)
     if out is None:
         return _mhc.boundary(*args, **opts)
     residual_next, layer_input, next_post, next_comb, next_pre_mix = out = _outputs(
