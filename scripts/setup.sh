@@ -4,9 +4,11 @@
 set -euo pipefail
 packages=(cmake ninja-build g++ libgtest-dev googletest nlohmann-json3-dev libcli11-dev libfmt-dev
   clang-format-14  # the format test (tests/format)
-  python3-venv python3-dev)  # the Python package (scripts/python-env.sh)
-# The fuzzers (fuzz/run.sh, run by CI) need clang and its libFuzzer/sanitizer runtimes.
-if [ "${MHC_SETUP_FUZZ:-0}" = 1 ]; then packages+=(clang-14 libclang-rt-14-dev); fi
+  python3-venv python3-dev  # the Python package (scripts/python-env.sh)
+  ccache)  # scripts/test.sh: the Python package's build reuses the objects of build/
+# The sanitizer build and the fuzzers (scripts/test-sanitizers.sh, fuzz/run.sh) need clang and its
+# sanitizer/libFuzzer runtimes: MHC_SETUP_CLANG=1 adds them.
+if [ "${MHC_SETUP_CLANG:-0}" = 1 ]; then packages+=(clang-14 libclang-rt-14-dev); fi
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
