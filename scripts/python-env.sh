@@ -21,6 +21,8 @@ echo "python-env: free disk before the install: $(df -h --output=avail . | tail 
 "$py" -m pip install -q numpy pytest "scikit-build-core>=0.11" "nanobind>=2.0" >&2
 # torch and transformers for the torch ops' tests (tests/python/requirements.txt says the cost).
 "$py" -m pip install -q -r tests/python/requirements.txt >&2
+# MHC_PYTHON_DEPS_ONLY=1 stops here: scripts/test.sh installs these while the C++ compiles.
+if [ "${MHC_PYTHON_DEPS_ONLY:-0}" = 1 ]; then echo "$py"; exit 0; fi
 cuda_flag=-Ccmake.define.MHC_CUDA=OFF variant=cpu
 if [ "${MHC_PYTHON_CUDA:-0}" = 1 ]; then cuda_flag=-Ccmake.define.MHC_CUDA=ON variant=cuda; fi
 # A build directory kept in the environment, one per variant, so that a second run rebuilds only
