@@ -181,6 +181,14 @@ cuda::CoefficientBuffers coefficient_buffers(const Bf16* x, const HcWeights& w,
 bool cuda_available() { return cuda::device_present(); }
 
 KernelPlan device_plan(int device, const KernelConfig& config) {
+  int count = 0;
+  MHC_CUDA_CHECK(cudaGetDeviceCount(&count));
+  if (device < 0 || device >= count) {
+    throw Error(
+        fmt::format("mhc::device_plan: device {} is not a CUDA device of this process "
+                    "({} visible)",
+                    device, count));
+  }
   int previous = 0;
   MHC_CUDA_CHECK(cudaGetDevice(&previous));
   if (previous != device) MHC_CUDA_CHECK(cudaSetDevice(device));

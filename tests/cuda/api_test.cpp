@@ -235,6 +235,9 @@ TEST(CppApi, DevicePlanIsTheDevicesAndWorkspaceBytesTheLayouts) {
   EXPECT_EQ(Ops(plan, p).tuning(8).projection, Projection::fp32);
   EXPECT_EQ(workspace_bytes(p, 300), workspace_layout(p, 300).bytes);
   EXPECT_THROW(device_plan(1 << 20), Error);
+  EXPECT_THROW(device_plan(-1), Error);
+  // A refused call leaves no CUDA error behind for the caller's next check.
+  EXPECT_EQ(cudaGetLastError(), cudaSuccess);
 }
 
 }  // namespace

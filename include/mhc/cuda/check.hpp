@@ -11,6 +11,10 @@ namespace mhc::cuda {
 
 [[noreturn]] inline void throw_cuda_error(cudaError_t err, const char* call, const char* file,
                                           int line) {
+  // The runtime also keeps a failed call's error as the thread's last error: reset it, so that the
+  // error mhc reports here does not come back from the caller's next cudaGetLastError (a sticky
+  // error, which ends the context, stays whatever is done here).
+  (void)cudaGetLastError();
   throw Error(std::string("CUDA error ") + cudaGetErrorName(err) + " (" + cudaGetErrorString(err) +
               ") in " + call + " at " + file + ":" + std::to_string(line));
 }
