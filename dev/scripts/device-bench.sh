@@ -42,6 +42,10 @@ step head 40 $b/mhc bench kernels --preset dsv41-flash --tokens 1,2,4,8,16,4096,
 step head_compile 60 python3 bench/head_compile.py --hidden 5120 --out "$OUT/head-compile.json" \
   --commit "$commit" --driver "$driver" \
   --cpp-json "$OUT/head-kernels.json"
+# The side-by-side benchmark device-check.sh linked (with .peers carried) runs as it is.
+if [ -x $b/dev/peers/mhc_bench_peers ] && [ -d .peers ]; then
+  mkdir -p .peers/bin && cp $b/dev/peers/mhc_bench_peers .peers/bin/ && echo "$commit" >.peers/bin/COMMIT
+fi
 left=$((deadline - SECONDS - 10))
 [ "$left" -gt 120 ] && PEERS_SECONDS=$left MHC_COMMIT=$commit bash dev/peers/run.sh \
   >"$logs/peers.log" 2>&1

@@ -39,6 +39,10 @@ step() {  # step NAME SECONDS COMMAND...: at most SECONDS, and never past the de
 echo "$gpu, driver $driver, torch $(python3 -c 'import torch; print(torch.__version__)')" \
   >"$logs/info.log"
 b=build-check
+# With the peers' kernels carried (.peers, dev/peers/README.md) the same build links the side-by-side
+# benchmark too, which dev/scripts/device-bench.sh then runs without compiling mhc's kernels again.
+peers=()
+if [ -f .peers/build/libpeers.a ]; then peers=(-DMHC_LAB=ON -DMHC_PEERS_DIR="$PWD/.peers"); fi
 if want build; then
   python3 -m pip install -q --no-index --find-links .whl nanobind scikit-build-core \
     >"$logs/setup.log" 2>&1
@@ -46,9 +50,9 @@ if want build; then
     -DCMAKE_BUILD_TYPE=Release -DCMAKE_CXX_COMPILER=/usr/bin/g++ \
     -DCMAKE_CUDA_HOST_COMPILER=/usr/bin/g++ -DMHC_CUDA=ON -DMHC_CUDA_ARCHS=90a -DMHC_CUDA_PTX= \
     -DMHC_KERNELS_N2=${MHC_CHECK_N2:-OFF} -DMHC_PYTHON=ON -DMHC_TORCH_OPS=ON -DMHC_DEPS_DIR="$PWD/.deps" \
-    -DPython_EXECUTABLE="$(command -v python3)"
+    -DPython_EXECUTABLE="$(command -v python3)" "${peers[@]}"
   step build 300 cmake --build $b -j "$(nproc)" --target test_cuda test_schedule \
-    test_schedule_dropped_join mhc _C mhc_torch_ops -- -k 0
+    test_schedule_dropped_join mhc _C mhc_torch_ops ${peers:+mhc_bench_peers} -- -k 0
   cp $b/python/_C*.so $b/python/_torch_ops*.so python/mhc/ 2>>"$logs/setup.log"
 fi
 t=$b/tests
@@ -65,10 +69,20 @@ if want bench; then
     --driver "$driver" --tokens 1,16,128 --rounds 3 --modes no_grad,inference_mode
 fi
 new='*ThirtyTwoColumnStages*:*HalfTiles*:*WholeTiles*:*WideStages*'
-want cuda && { step test_cuda 300 $t/test_cuda --gtest_filter="${MHC_CHECK_FILTER:--CudaBoundaryMatrix.*}"; } &
+# test_cuda in MHC_CHECK_SHARDS processes side by side (gtest's sharding; default 8): the float64
+# host references, not the GPU, bound the suite, and a 16-core machine runs it in about a fifth of
+# the time. A test that leaks state into the next (a CUDA error left set) shows in a shard's order.
+shards=${MHC_CHECK_SHARDS:-8}
+for ((i = 0; i < shards; i++)); do
+  want cuda && { GTEST_TOTAL_SHARDS=$shards GTEST_SHARD_INDEX=$i step "test_cuda_$i" 300 \
+    $t/test_cuda --gtest_filter="${MHC_CHECK_FILTER:--CudaBoundaryMatrix.*}"; } &
+done
 want matrix && { step test_matrix 420 $t/test_cuda --gtest_filter='CudaBoundaryMatrix.*'; } &
 want schedule && { step test_schedule 240 $t/test_schedule; step dropped_join 60 $t/test_schedule_dropped_join; } &
-want pytest && { PYTHONPATH=$PWD/python step pytest 300 python3 -m pytest -q -ra -p no:cacheprovider tests/python; } &
+# The Python suite in MHC_CHECK_PYTEST_WORKERS processes (pytest-xdist, in the GPU machine's
+# image; default 6).
+want pytest && { PYTHONPATH=$PWD/python step pytest 300 python3 -m pytest -q -ra -p no:cacheprovider \
+  -p xdist -n "${MHC_CHECK_PYTEST_WORKERS:-6}" tests/python; } &
 wait
 if want sanitize; then
   for tool in memcheck racecheck synccheck; do
@@ -83,7 +97,13 @@ fi
 tar czf "$OUT/logs.tar.gz" -C /tmp mhc-logs
 cat "$logs/info.log"
 grep -E "error:|FAILED:" "$logs/build.log" 2>/dev/null | head -20
-for f in test_cuda test_matrix test_schedule dropped_join; do
+if ls "$logs"/test_cuda_*.log >/dev/null 2>&1; then
+  cat "$logs"/test_cuda_*.log >"$logs/test_cuda.log"
+  echo "test_cuda ($shards shards): $(grep -c '^\[       OK \]' "$logs/test_cuda.log") ok of" \
+    "$(grep -oE 'Running [0-9]+ tests' "$logs/test_cuda.log" | awk '{s += $2} END {print s}')"
+  grep -E "^\[  FAILED  \] .*\(|^\[  SKIPPED \] [A-Z]" "$logs/test_cuda.log" | head -20
+fi
+for f in test_matrix test_schedule dropped_join; do
   [ -f "$logs/$f.log" ] || continue
   echo "$f: $(grep -c '^\[       OK \]' "$logs/$f.log") ok, last started: $(grep '^\[ RUN' "$logs/$f.log" | tail -1)"
   grep -E "^\[  FAILED  \]|^\[  PASSED  \]|^\[  SKIPPED \] [0-9]" "$logs/$f.log" | head -12
