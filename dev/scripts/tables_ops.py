@@ -8,6 +8,7 @@ HOST_OPS = ["post_out", "post_pre_out", "coefficients_out", "pre_out", "pre_over
             "boundary_out", "hc_prenorm_gemm", "join", "add_out"]
 HOST_COLUMNS = [("stable", "no_grad", "stable, no_grad"),
                 ("stable", "inference_mode", "stable, inference_mode"),
+                ("stable", "grad", "stable, grad"),
                 ("dlpack", "no_grad", "former ops, no_grad"),
                 ("bare_C", "no_grad", "bare `mhc._C`")]
 
@@ -15,6 +16,8 @@ HOST_COLUMNS = [("stable", "no_grad", "stable, no_grad"),
 def _host_cell(doc, op, variant, mode):
     # The host's own time: on CUDA the rows with the GPU held (queued behind a spin kernel).
     held = doc.get("device") == "cuda"
+    if op == "add_out":  # torch.add(out=), the plain torch op, in the stable ops' columns
+        variant = "torch_add" if variant == "stable" else None
     for r in doc["host"]:
         if (r["op"], r["variant"], r["mode"]) == (op, variant, mode) and r["gpu_held"] == held:
             return r["us_per_call"]
@@ -26,11 +29,14 @@ def table_python_host(paths):
     path, *rest = paths
     limit = float(rest[0]) if rest else None
     doc = load(path)
-    head = "| op | " + " | ".join(c[2] for c in HOST_COLUMNS) + " |"
+    # The columns the file has (a run may leave out a mode or a variant).
+    columns = [c for c in HOST_COLUMNS
+               if any(_host_cell(doc, op, c[0], c[1]) is not None for op in HOST_OPS)]
+    head = "| op | " + " | ".join(c[2] for c in columns) + " |"
     lines = [head + (f" stable <= {limit:g} µs |" if limit else ""),
-             "|---|" + "---:|" * len(HOST_COLUMNS) + (":---:|" if limit else "")]
+             "|---|" + "---:|" * len(columns) + (":---:|" if limit else "")]
     for op in HOST_OPS:
-        cells = [_host_cell(doc, op, v, m) for v, m, _ in HOST_COLUMNS]
+        cells = [_host_cell(doc, op, v, m) for v, m, _ in columns]
         if all(c is None for c in cells):
             continue
         name = "`torch.add(out=)`" if op == "add_out" else f"`{op}`"
@@ -39,12 +45,17 @@ def table_python_host(paths):
             best = min(c for c in cells[:2] if c is not None)
             line += " yes |" if op == "add_out" or best <= limit else " no |"
         lines.append(line)
-    calls = next((r["calls_per_round"] for r in doc["host"] if r["gpu_held"]), "?")
-    rounds = doc["host"][0]["rounds"]
+    cuda = doc.get("device") == "cuda"
+    timed = [r for r in doc["host"] if r["gpu_held"] == cuda]
+    calls, rounds = timed[0]["calls_per_round"], timed[0]["rounds"]
+    where = (provenance(doc) if cuda else
+             f"the CPU backend on {doc.get('cpu', '?')} ({doc.get('cpu_count', '?')} cores, load "
+             f"average {doc['load_average'][0]:.1f}), commit {doc.get('commit', '?')}, "
+             f"{doc.get('date', 'undated')}")
     lines += ["", f"µs of host wall time per call, the median of {rounds} rounds of {calls} "
               f"back-to-back calls at 1 token (C = {doc['shape']['hidden']}, n = "
-              f"{doc['shape']['n']}){', the GPU held by a spin kernel' if doc.get('device') == 'cuda' else ''}; "
-              f"torch {doc['torch']} on {provenance(doc)}; source `{path}`."]
+              f"{doc['shape']['n']}){', the GPU held by a spin kernel' if cuda else ''}; "
+              f"torch {doc['torch']}, {where}; source `{path}`."]
     return lines
 
 
