@@ -54,6 +54,9 @@ Kinds:
                 peer that passed its check, per comparison and token count
   python_host   bench/python_ops.py's JSON [LIMIT]: host µs per eager call per op and variant
                 (tables_ops.py, as the next three); python_graph: its graphs against the C++ loop
+  noop_dispatch  bench/noop_dispatch.py's JSON [MODE]: per op the real op beside no-ops of the same
+                schema (as registered, CPU key alone, TORCH_LIBRARY), torch.add and a two-tensor
+                no-op; noop_styles: the no-ops per call style and the bound schemas
   fp8           `mhc bench kernels --only FP8` JSON: fused FP8 outputs against bf16 + group quant
   head          `mhc bench kernels --only head` JSON [bench/head_compile.py JSON]: the head
                 collapse, its floor fraction, torch.compile beside it
@@ -75,7 +78,8 @@ from tables_boundary import (table_boundary, table_boundary_sweep, table_boundar
                              table_targets, table_targets_headroom, table_tune_boundary,
                              table_copy_ceiling)
 from tables_peers import table_peer_post, table_peers, table_peers_readme, table_peers_side
-from tables_ops import table_fp8, table_head, table_python_graph, table_python_host
+from tables_ops import (table_fp8, table_head, table_noop_dispatch, table_noop_styles,
+                        table_python_graph, table_python_host)
 DOCS = ["README.md", *sorted(str(p.relative_to(ROOT)) for p in (ROOT / "docs").glob("*.md"))]
 MARKER = re.compile(r"(<!-- table:(\S+) ([^>]*?) -->\n)(.*?)(<!-- /table -->)", re.S)
 
@@ -478,7 +482,8 @@ KINDS = {"tune": table_tune, "overlap": table_overlap, "log": table_log,
          "overlap_files": table_overlap_files, "peers": table_peers,
          "peers_readme": table_peers_readme, "peer_post": table_peer_post,
          "peers_side": table_peers_side, "python_host": table_python_host,
-         "python_graph": table_python_graph, "fp8": table_fp8, "head": table_head}
+         "python_graph": table_python_graph, "fp8": table_fp8, "head": table_head,
+         "noop_dispatch": table_noop_dispatch, "noop_styles": table_noop_styles}
 
 
 def render(text):

@@ -1,7 +1,8 @@
 """Table kinds of dev/scripts/gen-tables.py for the engine-facing paths: the torch ops' host cost
 (python_host) and graph GPU time (python_graph) from bench/python_ops.py's JSON, the FP8 layer
 input against bf16 + a group quantisation (fp8) and the head collapse (head) from `mhc bench
-kernels` JSONs, the head against torch.compile (head_compile) from bench/head_compile.py's."""
+kernels` JSONs, the head against torch.compile (head_compile) from bench/head_compile.py's, and
+torch's price per op schema (noop_dispatch, noop_styles) from bench/noop_dispatch.py's JSON."""
 from table_io import load, provenance
 
 HOST_OPS = ["post_out", "post_pre_out", "coefficients_out", "pre_out", "pre_overlap_out",
@@ -146,4 +147,89 @@ def table_head(paths):
               "--only head`); of floor: the bytes floor at the copy bandwidth measured in the same "
               f"run over the median; {provenance(doc)}; source `{kernels_path}`"
               + (f", torch.compile from `{rest[0]}` (same lease)." if rest else ".")]
+    return lines
+
+
+NOOP_OPS = ["post_out", "post_pre_out", "coefficients_out", "pre_out", "boundary_out"]
+
+
+def _noop_rows(doc, mode):
+    return {(r["variant"], r["op"]): r for r in doc["rows"] if r["mode"] == mode}
+
+
+def _noop_where(doc, path, mode):
+    r = doc["rows"][0]
+    return (f"µs of host wall time per call under `torch.{mode}()`, the least (the median) of "
+            f"{r['rounds']} interleaved rounds of {r['calls_per_round']} back-to-back calls at 1 "
+            f"token (C = {doc['shape']['hidden']}, n = {doc['shape']['n']}); torch "
+            f"{doc['torch']}, the CPU backend on {doc.get('cpu', '?')} ({doc.get('cpu_count', '?')}"
+            f" cores, load average {doc['load_average'][0]:.1f}), commit {doc.get('commit', '?')}"
+            f", {doc.get('date', 'undated')}; source `{path}`.")
+
+
+def table_noop_dispatch(paths):
+    """bench/noop_dispatch.py's JSON [MODE]: per op the real op, the no-op of the same schema
+    (registered as mhc's, on the CPU key alone, through TORCH_LIBRARY) and the no-op's share of
+    the real op; then torch.add(out=) and the two-tensor no-op."""
+    path, *rest = paths
+    mode = rest[0] if rest else "no_grad"
+    doc = load(path)
+    rows = _noop_rows(doc, mode)
+
+    def cell(variant, op):
+        r = rows.get((variant, op))
+        return "" if r is None else f"{r['min_us']:.2f} ({r['median_us']:.2f})"
+
+    lines = ["| op | real op | no-op, same schema and registration | no-op / real | no-op, CPU key "
+             "alone | no-op, `TORCH_LIBRARY` |", "|---|---:|---:|---:|---:|---:|"]
+    for op in NOOP_OPS:
+        real, noop = rows[("real", op)], rows[("noop", op)]
+        share = f"{noop['min_us'] / real['min_us']:.2f}"
+        lines.append(f"| `{op}` | {cell('real', op)} | {cell('noop', op)} | {share} "
+                     f"| {cell('noop_plain', op)} | {cell('noop_legacy', op)} |")
+    lines.append(f"| `torch.add(out=)` | {cell('torch_add', 'add_out')} | | | | |")
+    lines.append(f"| two-tensor no-op | | {cell('noop', 'noop2')} | | {cell('noop_plain', 'noop2')}"
+                 f" | {cell('noop_legacy', 'noop2')} |")
+    # torch's price per argument: the least-squares slope of the CPU-key-alone no-ops' least
+    # rounds over their schemas' argument counts (the two-tensor no-op's 2 included).
+    points = [(2, rows[("noop_plain", "noop2")]["min_us"])]
+    for op in NOOP_OPS:
+        inside = doc["schemas"][op].split("->")[0].strip()[1:-1]
+        points.append((sum(1 for a in inside.split(", ") if a != "*"),
+                       rows[("noop_plain", op)]["min_us"]))
+    mx = sum(x for x, _ in points) / len(points)
+    my = sum(y for _, y in points) / len(points)
+    slope = (sum((x - mx) * (y - my) for x, y in points) /
+             sum((x - mx) ** 2 for x, _ in points))
+    counts = ", ".join(f"{x}" for x, _ in points[1:])
+    lines += ["", _noop_where(doc, path, mode) + " no-op / real: of the least rounds. The "
+              f"schemas have {counts} arguments (in the rows' order); the CPU-key-alone no-ops "
+              f"grow by {slope:.2f} µs per argument (least squares over those and the two-tensor "
+              "no-op)."]
+    return lines
+
+
+NOOP_STYLES = [("plain_defaults", "options left to defaults"),
+               ("plain_options_kw", "options as keywords"),
+               ("plain_scalars_kw", "scalars as keywords"),
+               ("plain_all_kw", "every argument by keyword"),
+               ("plain_pos_defaults", "no `*`: all positional, options left out"),
+               ("plain_pos_all", "no `*`: all positional, options given"),
+               ("noop_bound", "weights and scalars bound (`int site`)")]
+
+
+def table_noop_styles(paths):
+    """bench/noop_dispatch.py's JSON [MODE]: the no-op of each schema (CPU key alone) called in
+    each call style, and the hypothetical bound schemas."""
+    path, *rest = paths
+    mode = rest[0] if rest else "no_grad"
+    doc = load(path)
+    rows = _noop_rows(doc, mode)
+    lines = ["| op | " + " | ".join(name for _, name in NOOP_STYLES) + " |",
+             "|---|" + "---:|" * len(NOOP_STYLES)]
+    for op in NOOP_OPS:
+        cells = [rows.get((v, op)) for v, _ in NOOP_STYLES]
+        lines.append(f"| `{op}` | " + " | ".join("" if r is None else f"{r['min_us']:.2f}"
+                                                 for r in cells) + " |")
+    lines += ["", _noop_where(doc, path, mode).replace(" (the median)", "")]
     return lines
