@@ -53,7 +53,10 @@ Kinds:
   peers_side    dev/peers/run.sh's peers.json and torch-compile.json (one call): mhc / the fastest
                 peer that passed its check, per comparison and token count
   python_host   bench/python_ops.py's JSON [LIMIT]: host µs per eager call per op and variant
-                (tables_ops.py, as the next three); python_graph: its graphs against the C++ loop
+                (tables_ops.py, as the next four); python_graph: its graphs against the C++
+                benchmark's items (its JSON of now or of before)
+  hf_decode     bench/hf_decode.py's JSONs: per variant and run the Hugging Face decode step in
+                one CUDA graph and the logits against the float32 twin
   noop_dispatch  bench/noop_dispatch.py's JSON [MODE]: per op the real op beside no-ops of the same
                 schema (as registered, CPU key alone, TORCH_LIBRARY), torch.add and a two-tensor
                 no-op; noop_styles: the no-ops per call style and the bound schemas
@@ -78,8 +81,8 @@ from tables_boundary import (table_boundary, table_boundary_sweep, table_boundar
                              table_targets, table_targets_headroom, table_tune_boundary,
                              table_copy_ceiling)
 from tables_peers import table_peer_post, table_peers, table_peers_readme, table_peers_side
-from tables_ops import (table_fp8, table_head, table_noop_dispatch, table_noop_styles,
-                        table_python_graph, table_python_host)
+from tables_ops import (table_fp8, table_head, table_hf_decode, table_noop_dispatch,
+                        table_noop_styles, table_python_graph, table_python_host)
 DOCS = ["README.md", *sorted(str(p.relative_to(ROOT)) for p in (ROOT / "docs").glob("*.md"))]
 MARKER = re.compile(r"(<!-- table:(\S+) ([^>]*?) -->\n)(.*?)(<!-- /table -->)", re.S)
 
@@ -482,7 +485,8 @@ KINDS = {"tune": table_tune, "overlap": table_overlap, "log": table_log,
          "overlap_files": table_overlap_files, "peers": table_peers,
          "peers_readme": table_peers_readme, "peer_post": table_peer_post,
          "peers_side": table_peers_side, "python_host": table_python_host,
-         "python_graph": table_python_graph, "fp8": table_fp8, "head": table_head,
+         "python_graph": table_python_graph, "hf_decode": table_hf_decode, "fp8": table_fp8,
+         "head": table_head,
          "noop_dispatch": table_noop_dispatch, "noop_styles": table_noop_styles}
 
 

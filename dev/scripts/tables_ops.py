@@ -1,8 +1,11 @@
 """Table kinds of dev/scripts/gen-tables.py for the engine-facing paths: the torch ops' host cost
-(python_host) and graph GPU time (python_graph) from bench/python_ops.py's JSON, the FP8 layer
-input against bf16 + a group quantisation (fp8) and the head collapse (head) from `mhc bench
-kernels` JSONs, the head against torch.compile (head_compile) from bench/head_compile.py's, and
-torch's price per op schema (noop_dispatch, noop_styles) from bench/noop_dispatch.py's JSON."""
+(python_host) and graph GPU time (python_graph) from bench/python_ops.py's JSON, the Hugging Face
+decode step (hf_decode) from bench/hf_decode.py's, the FP8 layer input against bf16 + a group
+quantisation (fp8) and the head collapse (head) from `mhc bench kernels` JSONs, the head against
+torch.compile (head_compile) from bench/head_compile.py's, and torch's price per op schema
+(noop_dispatch, noop_styles) from bench/noop_dispatch.py's JSON."""
+import re
+
 from table_io import load, provenance
 
 HOST_OPS = ["post_out", "post_pre_out", "coefficients_out", "pre_out", "pre_overlap_out",
@@ -60,29 +63,104 @@ def table_python_host(paths):
     return lines
 
 
+def _cpp_cell(g):
+    """The C++ benchmark's µs and item for one graph row: its item, or (the former files' `pre`)
+    the estimate of two launches timed in separate graphs, their sum less one graph floor."""
+    if g.get("cpp_median_us") is not None:
+        return g["cpp_median_us"], g.get("cpp_item")
+    if g.get("cpp_estimate_us") is not None:
+        return g["cpp_estimate_us"], g.get("cpp_item") or "input_path + coefficients - floor"
+    return None, None
+
+
 def table_python_graph(paths):
-    """The ops' CUDA-graph GPU time from Python against `mhc bench kernels`, per op and size."""
+    """The ops' CUDA-graph GPU time from Python against `mhc bench kernels`, per op and size, with
+    the C++ item compared. The rows are `graph` (bench/python_ops.py now) or `results` (its files
+    of before); Python's graphs are timed by the C++ benchmark's loop where the rows carry the
+    former loop's time beside it (`python_loop_held_median_us`), else by the former loop."""
     (path,) = paths
     doc = load(path)
-    tokens = sorted({g["tokens"] for g in doc["graph"]})
-    ops = list(dict.fromkeys(g["op"] for g in doc["graph"]))
-    lines = ["| op | " + " | ".join(f"{t} tokens" for t in tokens) + " |",
-             "|---|" + "---:|" * len(tokens)]
-    cell = {(g["op"], g["tokens"]): g for g in doc["graph"]}
-    worst = 0.0
+    rows = doc.get("graph") or doc["results"]
+    tokens = sorted({g["tokens"] for g in rows})
+    ops = list(dict.fromkeys(g["op"] for g in rows))
+    lines = ["| op | " + " | ".join(f"{t} token{'s' if t != 1 else ''}" for t in tokens)
+             + " | C++ item |", "|---|" + "---:|" * len(tokens) + "---|"]
+    cell = {(g["op"], g["tokens"]): g for g in rows}
+    ratios = []
     for op in ops:
-        parts = []
+        parts, item = [], None
         for t in tokens:
             g = cell.get((op, t))
-            if g is None or g.get("cpp_median_us") is None:
+            cpp, name = _cpp_cell(g) if g else (None, None)
+            if cpp is None:
                 parts.append("")
                 continue
-            worst = max(worst, abs(g["ratio"] - 1))
-            parts.append(f"{g['python_graph_median_us']:.2f} / {g['cpp_median_us']:.2f}")
-        lines.append(f"| `{op}` | " + " | ".join(parts) + " |")
-    lines += ["", f"µs, Python's graph / `mhc bench kernels` of the same build (median of the "
-              f"replays, input sets rotated past L2, both timed by the C++ benchmark's loop); "
-              f"the largest difference {100 * worst:.1f}%; {provenance(doc)}; source `{path}`."]
+            item = item or name
+            ratios.append(g["python_graph_median_us"] / cpp)
+            parts.append(f"{g['python_graph_median_us']:.2f} / {cpp:.2f}")
+        lines.append(f"| `{op}` | " + " | ".join(parts) + f" | {item or ''} |")
+    reps = re.search(r"median of (\d+)", doc.get("method", ""))
+    median = f"median of {reps.group(1)} replays" if reps else "median of the replays"
+    if any("python_loop_held_median_us" in g for g in rows):
+        loop = "both timed by the C++ benchmark's loop (a CUDA event between consecutive replays)"
+    else:
+        loop = ("Python's replays queued from Python behind a spin kernel (the former Python "
+                "loop), the C++ ones by the C++ benchmark's loop, a CUDA event between "
+                "consecutive replays in both")
+    floor = (" `input_path + coefficients - floor`: two launches that the C++ benchmark times in "
+             "separate graphs, their sum less one graph launch floor." if any(
+                 "- floor" in (_cpp_cell(g)[1] or "") for g in rows) else "")
+    lines += ["", f"µs, Python's graph / `mhc bench kernels` of the same build ({median}, input "
+              f"sets rotated past L2), {loop}; Python / C++ from {min(ratios):.3f} to "
+              f"{max(ratios):.3f}; torch {doc.get('torch', '?')}, {provenance(doc)}; source `{path}`.{floor}"]
+    return lines
+
+
+HF_VARIANTS = [("unpatched", "HF as is"),
+               ("patched", "HF + `mhc.integrations.transformers.patch`"),
+               ("patched_fp32_projection", "HF + `patch(model, projection=\"fp32\")`"),
+               ("compiled_unpatched", "`torch.compile(HF)`"),
+               ("compiled_patched_fullgraph", "`torch.compile(HF + patch, fullgraph=True)`")]
+
+
+def _sci(x):
+    return f"{x:.2e}".replace("e-0", "e-").replace("e+00", "")
+
+
+def table_hf_decode(paths):
+    """bench/hf_decode.py's JSONs (runs of one configuration): per variant and run, the decode
+    step's µs in one CUDA graph and the logits' relative distance to the float32 twin, norm-wise
+    over the batch and per token where the run reports it."""
+    docs = [load(p) for p in paths]
+    first = docs[0]
+    for p, d in zip(paths, docs):
+        if (d["model"], d.get("gpu")) != (first["model"], first.get("gpu")):
+            raise SystemExit(f"{p}: another model or GPU than {paths[0]}")
+    lines = ["| variant | commit | µs per step | in one CUDA graph | logits vs float32 twin, "
+             "norm-wise | per token: median | max | tokens above 5e-2 |",
+             "|---|---|---:|:---:|---:|---:|---:|---:|"]
+    batch = first["model"]["batch"]
+    for key, name in HF_VARIANTS:
+        for d in docs:
+            r = d["results"].get(key)
+            if r is None or "decode_step_us" not in r:  # absent, or the run's error
+                continue
+            err = d.get("logits_relative_error", {})
+            rel = err.get(f"rel_{key}_vs_fp32")
+            tok = err.get(f"per_token_{key}_vs_fp32")
+            cells = [f"{r['decode_step_us']:.1f}", "yes" if r["captured_in_cuda_graph"] else "no",
+                     "" if rel is None else _sci(rel)]
+            cells += ([_sci(tok["median"]), _sci(tok["max"]),
+                       f"{tok['tokens_above_5e-2']} of {batch}"] if tok else ["", "", ""])
+            lines.append(f"| {name} | {d.get('commit', '?')} | " + " | ".join(cells) + " |")
+    m = first["model"]
+    runs = "; ".join(f"commit {d.get('commit', '?')}, {d.get('date', 'undated')}, source `{p}`"
+                     for p, d in zip(paths, docs))
+    lines += ["", f"`bench/hf_decode.py`: {m['layers']} layers, hidden {m['hidden']}, hc_mult "
+              f"{m['hc_mult']}, {m['dtype']}, {batch} sequences of {m['new_tokens']} new token, "
+              f"MoE `{m['experts_implementation']}`; {first.get('method', '')}; torch "
+              f"{first.get('torch', '?')}, transformers {first.get('transformers', '?')}, "
+              f"{first.get('gpu', '?')} (driver {first.get('driver', '?')}); {runs}."]
     return lines
 
 
