@@ -52,7 +52,9 @@ uint64_t mhc_bytes(const ExportOptions& o) {
 
 void check_roundtrip(const ExportOptions& o, const std::string& tag, bool single) {
   const std::string dir = exported(tag, o);
-  const Loaded l = load(dir, LoadOptions{.seed = o.seed});
+  LoadOptions seeded;  // by member: g++ and clang each warn on one of the initializer forms
+  seeded.seed = o.seed;
+  const Loaded l = load(dir, seeded);
   const MhcParams p = example_params(o);
   EXPECT_EQ(l.weights.params.hidden, p.hidden);
   EXPECT_EQ(l.weights.params.n, p.n);
@@ -141,7 +143,9 @@ TEST(CheckpointRoundTrip, NoFinalNormUsesTheSyntheticOne) {
 
 TEST(CheckpointRoundTrip, GainsFollowTheSeed) {
   const std::string dir = exported("seed");
-  const Loaded l = load(dir, LoadOptions{.seed = 99});
+  LoadOptions seeded;  // by member: g++ and clang each warn on one of the initializer forms
+  seeded.seed = 99;
+  const Loaded l = load(dir, seeded);
   const ModelWeights s99 = synthetic_model(l.weights.params, 99);
   EXPECT_TRUE(same_bits(l.weights.standin_gain[3], s99.standin_gain[3]));
   // The parameters themselves are the checkpoint's (seed 7), not the seed's.
