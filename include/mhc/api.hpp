@@ -132,8 +132,9 @@ class Ops {
   // float32 scales per (token, 128-column group), row-major or in DeepGEMM's SM90 column-major
   // layout, optionally powers of two: bitwise vLLM's per_token_group_quant_fp8 of the bf16
   // layer_input the bf16 form writes. C must be a multiple of 128. Where the bf16 form runs the
-  // fused boundary (large batches), the FP8 form runs the post + next input launch, then the
-  // coefficients.
+  // fused boundary (large batches), this FP8 boundary runs the post + next input launch, then the
+  // coefficients (those within the TF32 tier of the fused boundary's); the one below with a
+  // staging buffer runs the fused boundary.
   void pre(int64_t tokens, const Bf16* residual, const HcWeights& w, NormWeight norm_weight,
            const float* pre_mix, const Fp8Output& layer_input, const Coefficients& out,
            Workspace ws, Stream stream) const;
@@ -146,9 +147,20 @@ class Ops {
   void boundary(int64_t tokens, const PostArgs& a, const float* pre_mix, NormWeight norm_weight,
                 const Fp8Output& layer_input, const HcWeights& next, const Coefficients& out,
                 Workspace ws, Stream stream) const;
+  // The FP8 boundary with `staging`, bf16 [T, C] device memory of the caller's (16-byte aligned,
+  // overlapping no other array; null: the form above), which the fused boundary kernel stages its
+  // rows in before its norm, as the bf16 boundary stages them in layer_input: where the plan runs
+  // that kernel, this form runs it too (its wide stages writing the FP8 layer_input themselves,
+  // one byte a value instead of two; its other shapes writing bf16 into `staging`, then the group
+  // quantisation), so that every output but layer_input is bitwise the bf16 boundary's and
+  // layer_input is its layer_input quantised. Elsewhere `staging` is not touched. Its contents
+  // afterwards are unspecified.
+  void boundary(int64_t tokens, const PostArgs& a, const float* pre_mix, NormWeight norm_weight,
+                const Fp8Output& layer_input, Bf16* staging, const HcWeights& next,
+                const Coefficients& out, Workspace ws, Stream stream) const;
 
  private:
-  // layer_input in bf16 (fp8 null) or FP8.
+  // layer_input in bf16 (fp8 null) or FP8 (bf16 then the fused boundary's staging, or null).
   struct LayerInputOut {
     Bf16* bf16 = nullptr;
     const Fp8Output* fp8 = nullptr;

@@ -225,9 +225,9 @@ void cuda_boundary(const MhcParams& p, int64_t tokens, const PostInputs& in, con
   const DeviceOps d = ops_on(p, at.device, options.batch_invariant, overrides_of(options));
   check_room(p, ws, tokens, d.resolved->plan.batch_invariant);
   check_widening(w, p, ws);
-  if (layer_input.fp8) {  // the fused FP8 form (Ops' FP8 overloads)
+  if (layer_input.fp8) {  // the fused FP8 form (Ops' FP8 overload; bf16: its staging, or null)
     return d.ops.boundary(tokens, post_of(in), pre_mix, weight_of(w), *layer_input.fp8,
-                          weights_of(next), outputs_of(out), workspace_of(ws),
+                          layer_input.bf16, weights_of(next), outputs_of(out), workspace_of(ws),
                           to_stream(at.stream));
   }
   d.ops.boundary(tokens, post_of(in), pre_mix, weight_of(w), layer_input.bf16, weights_of(next),
@@ -451,7 +451,8 @@ bool fp8_boundary_is_the_twins(const MhcParams& p, int64_t tokens,
   const LaunchTuning t =
       ops_on(p, at.device, options.batch_invariant, overrides_of(options)).ops.tuning(tokens);
   // The 16-row coefficient launch with the fused input path folds the post in (FP8 too); any
-  // other with fused_boundary runs the fused boundary kernel in bf16 (cuda::prenorm_coefficients).
+  // other with fused_boundary runs the fused boundary kernel only given staging rows
+  // (cuda::prenorm_coefficients).
   const bool folds = t.fused_input && t.rows_per_tile() == 16;
   return folds || !t.fused_boundary;
 #else

@@ -73,11 +73,15 @@ struct PostInputs {
 // values of the reference quantiser of those rows, bitwise. On CUDA the FP8 form is the library's
 // fused one (the same launches as the bf16 form, writing FP8 directly); on the CPU the bf16 rows
 // go through host scratch, then the reference quantiser (the CPU backend has no fused form).
+// FP8 with bf16 rows beside it (boundary only): the rows are the staging buffer of Ops' FP8
+// boundary, with which the fused boundary kernel runs where the plan has it (the bf16 boundary's
+// other outputs bitwise); on the CPU they are unused.
 struct LayerInputOut {
   Bf16* bf16 = nullptr;
   const Fp8Output* fp8 = nullptr;
   LayerInputOut(Bf16* rows) : bf16(rows) {}           // NOLINT(google-explicit-constructor)
   LayerInputOut(const Fp8Output& out) : fp8(&out) {}  // NOLINT(google-explicit-constructor)
+  LayerInputOut(const Fp8Output& out, Bf16* staging) : bf16(staging), fp8(&out) {}
 };
 
 struct CoefficientOptions {
@@ -140,11 +144,12 @@ void boundary(const MhcParams& p, int64_t tokens, const PostInputs& in, const fl
               const CoefficientOutputs& out, Scratch ws, const CoefficientOptions& options,
               const Target& at);
 
-// Whether boundary with an FP8 layer input gives every other output of the bf16 boundary bitwise
-// at `tokens`: everywhere but on CUDA where the plan runs the fused boundary kernel (which writes
-// bf16 only: there the FP8 form runs the post + next input launch, then the coefficients, whose
-// bits are within the TF32 tier of the fused boundary's; docs/fp8.md). On CUDA at.device is
-// current. Throws what the plan's tuning throws for a shape it does not serve.
+// Whether boundary with an FP8 layer input and no staging rows gives every other output of the
+// bf16 boundary bitwise at `tokens`: everywhere but on CUDA where the plan runs the fused boundary
+// kernel (there that form runs the post + next input launch, then the coefficients, whose bits
+// are within the TF32 tier of the fused boundary's; with staging rows it runs the fused boundary:
+// docs/fp8.md). On CUDA at.device is current. Throws what the plan's tuning throws for a shape it
+// does not serve.
 bool fp8_boundary_is_the_twins(const MhcParams& p, int64_t tokens,
                                const CoefficientOptions& options, const Target& at);
 

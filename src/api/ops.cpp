@@ -117,6 +117,10 @@ class Call {
     return {"layer_input scales", fp8->scales,
             fp8_scale_floats(tokens_, p_.hidden, fp8->format) * 4};
   }
+  // The FP8 boundary's optional bf16 staging rows (the bf16 pointer beside an FP8 output).
+  Array layer_input_staging(Bf16* bf16, const Fp8Output* fp8) const {
+    return {"staging", fp8 != nullptr ? bf16 : nullptr, row_bytes(), false};
+  }
 
   // The coefficient path's workspace for this call: present, aligned, large enough.
   cuda::SiteWorkspace coefficient_workspace(Workspace ws, bool batch_invariant) const {
@@ -337,6 +341,7 @@ void Ops::boundary_to(int64_t tokens, const PostArgs& a, const float* pre_mix,
                {{"residual_next", a.residual_next, c.streams_bytes()},
                 c.layer_input_rows("layer_input", layer_input.bf16, layer_input.fp8),
                 c.layer_input_scales(layer_input.fp8),
+                c.layer_input_staging(layer_input.bf16, layer_input.fp8),
                 {"out.pre", out.pre, c.per_stream_bytes()},
                 {"out.post", out.post, c.per_stream_bytes()},
                 {"out.comb", out.comb, c.comb_bytes()}},
@@ -445,6 +450,12 @@ void Ops::boundary(int64_t tokens, const PostArgs& a, const float* pre_mix, Norm
                    const Fp8Output& layer_input, const HcWeights& next, const Coefficients& out,
                    Workspace ws, Stream stream) const {
   boundary_to(tokens, a, pre_mix, norm_weight, {nullptr, &layer_input}, next, out, ws, stream);
+}
+
+void Ops::boundary(int64_t tokens, const PostArgs& a, const float* pre_mix, NormWeight norm_weight,
+                   const Fp8Output& layer_input, Bf16* staging, const HcWeights& next,
+                   const Coefficients& out, Workspace ws, Stream stream) const {
+  boundary_to(tokens, a, pre_mix, norm_weight, {staging, &layer_input}, next, out, ws, stream);
 }
 
 }  // namespace mhc

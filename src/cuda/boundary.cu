@@ -3,6 +3,7 @@
 // tuning sends a boundary (LaunchTuning::fused_boundary).
 #include <string_view>
 
+#include "fp8_launch.cuh"
 #include "launch_checks.cuh"
 #include "mhc/cuda/sm90_boundary.cuh"
 #include "prenorm_dispatch.hpp"
@@ -74,13 +75,17 @@ BoundaryTile boundary_launch_tile(const MhcParams& p, int64_t tokens, const Laun
   return launch_shape(p, tokens, tuning, ws, "boundary_launch_tile").tile;
 }
 
-// Declared in prenorm_dispatch.hpp.
+// Declared in prenorm_dispatch.hpp. With input.fp8, input.layer_input is the bf16 staging buffer
+// (kernels.hpp, InputPathBuffers): the wide stages with the norm write the FP8 layer_input
+// themselves; any other shape, or the plain collapse, runs the bf16 kernel into the staging buffer,
+// then the group quantisation of it (the same bits either way: the bf16 kernel's layer_input,
+// quantised).
 void launch_boundary(const MhcParams& p, int64_t tokens, const InputPathBuffers& input,
                      const PreviousPost& previous, const LaunchTuning& tuning, SiteWorkspace& ws,
                      PrenormArgs args, LaunchTarget stream) {
   constexpr const char* what = "prenorm_coefficients (fused boundary)";
   require_that(input.pre_mix != nullptr, "{}: input pre_mix is null", what);
-  check_ptr(input.layer_input, "layer_input", what);
+  check_ptr(input.layer_input, input.fp8 != nullptr ? "layer_input staging" : "layer_input", what);
   if (input.norm_weight != nullptr) check_ptr(input.norm_weight, "norm_weight", what);
   // Split partials beyond the first need room in the workspace (one split keeps its totals in
   // shared memory).
@@ -104,9 +109,19 @@ void launch_boundary(const MhcParams& p, int64_t tokens, const InputPathBuffers&
   args.input.hidden = p.hidden;
   args.input.row_threads = row_kernel_threads(p.hidden);
   args.input.eps_n = static_cast<float>(p.norm_eps());
+  // The FP8 kernel: the wide stages (whole groups per CTA) with the norm (boundary_args_valid).
+  const bool fp8_kernel =
+      input.fp8 != nullptr && input.norm_weight != nullptr && stage_columns == kBoundaryWideColumns;
+  if (fp8_kernel) {
+    check_fp8_format(input.fp8->format, p.hidden, what);
+    args.input.fp8 = fp8_output(*input.fp8, tokens, p.hidden, what);
+    check_launch(dispatch_boundary_fp8(p.n, args, cols, stream), what);
+    return;
+  }
   check_launch(
       with_boundary_kernel<Dispatch>(p.n, stage_columns, shape.tile.rows, args, cols, stream),
       what);
+  if (input.fp8 != nullptr) quantize_fp8(tokens, p.hidden, input.layer_input, *input.fp8, stream);
 }
 
 }  // namespace mhc::cuda

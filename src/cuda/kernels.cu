@@ -276,13 +276,15 @@ void prenorm_coefficients(const MhcParams& p, int64_t tokens, const CoefficientB
   args.coef.inv_k = static_cast<float>(1.0 / double(p.k()));
   args.out = {b.pre, b.post, b.comb, b.mixes};
   if (previous != nullptr) check_previous_post(b, input, *previous, what);
-  // The fused boundary writes bf16 only.
+  // The fused boundary writes FP8 given a bf16 buffer to stage its unscaled rows in
+  // (input->layer_input beside input->fp8); without one the FP8 form runs the unfused launches.
   const bool fp8 = input != nullptr && input->fp8 != nullptr;
+  const bool fp8_staged = fp8 && input->layer_input != nullptr;
   const bool fuses = input != nullptr && tuning.fused_input;
   // Only the 16-row kernel forms x from the previous post; any other tile (the TMA kernel of
   // batch-invariant mode) gets the post + next input launch first.
   const bool folds = fuses && rows == 16;
-  if (previous != nullptr && !folds && tuning.fused_boundary && !fp8) {
+  if (previous != nullptr && !folds && tuning.fused_boundary && (!fp8 || fp8_staged)) {
     launch_boundary(p, tokens, *input, *previous, tuning, ws, args, stream);
     return;
   }

@@ -1,5 +1,6 @@
 // The FP8 layer input (docs/fp8.md) of every op that writes layer_input (mhc/api.hpp: input_path,
-// pre, post_pre by row CTAs and by clusters, boundary): its codes and scales bitwise the
+// pre, post_pre by row CTAs and by clusters, boundary, and boundary with a staging buffer, which
+// runs the fused boundary kernel): its codes and scales bitwise the
 // reference quantiser's (mhc/cpu/fp8.hpp) of the bf16 layer_input the bf16 form writes, its other
 // outputs bitwise the bf16 form's, and its dequantised values against the float64 reference;
 // fresh random inputs, poisoned outputs, in both scale layouts and with UE8M0 scales; and the
@@ -223,6 +224,120 @@ INSTANTIATE_TEST_SUITE_P(Shapes, Fp8Ops, ::testing::ValuesIn(cases()),
                          [](const ::testing::TestParamInfo<Fp8Case>& info) {
                            return "C" + std::to_string(info.param.hidden) + "_M" +
                                   std::to_string(info.param.tokens);
+                         });
+
+// The FP8 boundary with a staging buffer (Ops::boundary's staged form) against the bf16 boundary
+// under the same overrides: where the fused boundary kernel runs (the plan's choice, or forced),
+// its wide stages write FP8 themselves at any split count, its other shapes and the plain collapse
+// go through the bf16 kernel and the group quantisation. Either way layer_input's codes and scales
+// are bitwise the reference quantiser's of the bf16 boundary's layer_input, x and the coefficients
+// bitwise the bf16 boundary's, the dequantised values near the float64 reference; outputs and the
+// staging buffer poisoned first (NaN codes and scales never pass: expect_fp8 compares them all).
+struct StagedCase {
+  int hidden;
+  int64_t tokens;
+  int stage_columns = 0;  // 0: the plan's choice; else the fused boundary forced, this shape
+  int splits = 0;
+  bool norm = true;
+};
+
+std::string staged_name(const StagedCase& c) {
+  return "C" + std::to_string(c.hidden) + "_M" + std::to_string(c.tokens) +
+         (c.stage_columns > 0
+              ? "_cols" + std::to_string(c.stage_columns) + "_splits" + std::to_string(c.splits)
+              : "_plan") +
+         (c.norm ? "" : "_plain");
+}
+
+class Fp8StagedBoundary : public ::testing::TestWithParam<StagedCase> {};
+
+TEST_P(Fp8StagedBoundary, QuantisesTheBf16BoundaryBitwise) {
+  MHC_SKIP_WITHOUT_GPU();
+  const StagedCase c = GetParam();
+  if (c.stage_columns > 0) MHC_SKIP_WITHOUT_SM90A_KERNELS("the fused boundary");
+  const MhcParams p = test::small_params(4, c.hidden);
+  const int64_t m = c.tokens, rows_m = std::max<int64_t>(m, 1);
+  LaunchOverrides o;
+  if (c.stage_columns > 0) {
+    o.fused_boundary = true;
+    o.fused_input = false;
+    o.boundary.stage_columns = c.stage_columns;
+    o.boundary.splits = c.splits;
+  }
+  const Ops ops(test::device_plan(), p, o);
+  FoldCase k(p, rows_m, 67000 + uint64_t(c.hidden) + uint64_t(m) + uint64_t(c.splits));
+  DeviceWorkspace ws(p, m);
+  const NormWeight norm = c.norm ? NormWeight{k.w.norm_weight.get(), false} : NormWeight{};
+  const HcWeights next{k.w.hc_fn.get(), k.w.hc_scale.get(), k.w.hc_base.get()};
+  const auto post_into = [&](FoldOutputs& out) {
+    return PostArgs{k.f.get(), k.x_prev.get(), k.prev_post.get(), k.prev_comb.get(), out.x.get()};
+  };
+  const auto coefficients = [](FoldOutputs& out) {
+    return Coefficients{out.coef.pre.get(), out.coef.post.get(), out.coef.comb.get()};
+  };
+  FoldOutputs bf16(p, rows_m);
+  ops.boundary(m, post_into(bf16), k.pre_mix.get(), norm, bf16.layer_input.get(), next,
+               coefficients(bf16), ws.ws, nullptr);
+  MHC_CUDA_CHECK(cudaDeviceSynchronize());
+  const std::vector<Bf16> x_bf16 = to_host(bf16.x);
+  const std::vector<Bf16> rows = to_host(bf16.layer_input);
+  const std::vector<double> ref = ref::input_path(
+      p, m, x_bf16.data(), k.c.pre_mix.data(), c.norm ? k.c.weights.norm_weight.data() : nullptr);
+  for (const Fp8Format& f : formats()) {
+    const std::string label = staged_name(c) + format_name(f);
+    DeviceFp8 got(p, m, f);
+    cuda::DeviceBuffer<Bf16> staging = poisoned<Bf16>(size_t(rows_m * p.hidden));
+    FoldOutputs out(p, rows_m);
+    ops.boundary(m, post_into(out), k.pre_mix.get(), norm, got.out, staging.get(), next,
+                 coefficients(out), ws.ws, nullptr);
+    MHC_CUDA_CHECK(cudaDeviceSynchronize());
+    expect_fp8(p, m, rows, got, ref, label);
+    if (m == 0) continue;
+    EXPECT_TRUE(same_finite_bits(x_bf16, to_host(out.x))) << label << " x";
+    EXPECT_TRUE(same_finite_bits(to_host(bf16.coef.pre), to_host(out.coef.pre))) << label;
+    EXPECT_TRUE(same_finite_bits(to_host(bf16.coef.post), to_host(out.coef.post))) << label;
+    EXPECT_TRUE(same_finite_bits(to_host(bf16.coef.comb), to_host(out.coef.comb))) << label;
+  }
+  // The forced wide stages with the norm are the FP8 kernel: one launch, as the bf16 boundary.
+  if (m > 0 && c.stage_columns == 128 && c.norm) {
+    FoldOutputs out(p, rows_m);
+    DeviceFp8 got(p, m, {});
+    cuda::DeviceBuffer<Bf16> staging(size_t(rows_m * p.hidden));
+    const auto fp8 = test::captured_kernels([&](cudaStream_t s) {
+      ops.boundary(m, post_into(out), k.pre_mix.get(), norm, got.out, staging.get(), next,
+                   coefficients(out), ws.ws, s);
+    });
+    const auto twin = test::captured_kernels([&](cudaStream_t s) {
+      ops.boundary(m, post_into(out), k.pre_mix.get(), norm, out.layer_input.get(), next,
+                   coefficients(out), ws.ws, s);
+    });
+    EXPECT_EQ(fp8.size(), twin.size()) << staged_name(c) << ": the FP8 kernel, no quantisation";
+  }
+}
+
+std::vector<StagedCase> staged_cases() {
+  std::vector<StagedCase> out;
+  // The plan's choice: below the fused boundary (twin launches), and above it (1031 odd; 4096,
+  // where the plan takes the wide stages on H100 and H200).
+  for (int hidden : {4096, 5120, 7168}) {
+    for (int64_t m : {0, 1, 7, 1031, 4096}) out.push_back({hidden, m});
+  }
+  // The FP8 kernel forced (wide stages) at every split the cluster epilogue takes, odd and
+  // partial tiles; the bf16 kernel + quantisation forced (64-column stages) and the plain
+  // collapse.
+  for (int splits : {1, 2, 3, 8}) {
+    for (int64_t m : {1, 33, 1031}) out.push_back({5120, m, 128, splits});
+  }
+  out.push_back({4096, 200, 128, 2});
+  out.push_back({7168, 200, 128, 4});
+  out.push_back({5120, 300, 64, 2});
+  out.push_back({5120, 300, 32, 1});
+  out.push_back({5120, 200, 128, 2, false});
+  return out;
+}
+INSTANTIATE_TEST_SUITE_P(Shapes, Fp8StagedBoundary, ::testing::ValuesIn(staged_cases()),
+                         [](const ::testing::TestParamInfo<StagedCase>& info) {
+                           return staged_name(info.param);
                          });
 
 // Outliers: a group far larger than the others, a zero group and a group of tiny values (the

@@ -153,11 +153,14 @@ def test_fp8_ops_at_one_token_are_the_twins_launches(mhc, op, fmt):
 
 
 @needs_cuda
-def test_boundary_fp8_keeps_the_twins_bits_at_a_large_batch(mhc):
-    """At 1024 tokens, C = 4096 the built-in Hopper plan runs the fused boundary kernel (bf16
-    only): boundary_fp8 quantises the twin's rows there, so that its coefficients stay bitwise
-    boundary's (the C++ API's FP8 boundary would give them within the TF32 tier)."""
-    s = Site(tokens=1024, hidden=4096, device="cuda", seed=31)
+@pytest.mark.parametrize("tokens", [1024, 4096])
+def test_boundary_fp8_keeps_the_twins_bits_at_a_large_batch(mhc, tokens):
+    """Where the built-in Hopper plan runs the fused boundary kernel, boundary_fp8 runs it too,
+    with bf16 staging rows of its own (at 4096 tokens its wide stages write FP8 themselves, else
+    the bf16 kernel and the group quantisation): its coefficients stay bitwise boundary's (the C++
+    API's FP8 boundary without staging would give them within the TF32 tier) and its layer_input
+    is boundary's quantised."""
+    s = Site(tokens=tokens, hidden=4096, device="cuda", seed=31)
     twin = torch.ops.mhc.boundary(*s.boundary_args())
     for fmt in FORMATS:
         out = torch.ops.mhc.boundary_fp8(*s.boundary_args(), **_kwargs(*fmt))

@@ -78,8 +78,10 @@ struct CoefficientBuffers {         // device pointers
 struct InputPathBuffers {
   const float* pre_mix = nullptr;
   const float* norm_weight = nullptr;  // null: plain collapse
+  // With fp8: null, or [T, C] bf16 scratch where the fused boundary stages its unscaled rows
+  // (prenorm_coefficients); no other launch reads it.
   Bf16* layer_input = nullptr;
-  const Fp8Output* fp8 = nullptr;  // set: layer_input written as FP8 instead (layer_input unused)
+  const Fp8Output* fp8 = nullptr;  // set: layer_input written as FP8 instead
 };
 // The tile the fused boundary launches on this device for `tokens` with `tuning` and `ws` (the
 // tuning's forced fields, the rules of mhc/core/sm90_boundary_plan.hpp for the rest, on this
@@ -97,9 +99,12 @@ struct PreviousPost {
   Bf16* x_next = nullptr;              // this site's streams [M, n, C]: must be b.x
 };
 
-// With an FP8 layer_input (input->fp8) the fused input-path CTAs and the fold write it as FP8;
-// where the tuning runs the fused boundary, which writes bf16 only, the post + next input launch
-// and the plain coefficient launch run instead.
+// With an FP8 layer_input (input->fp8) the fused input-path CTAs and the fold write it as FP8.
+// Where the tuning runs the fused boundary: with a staging buffer (input->layer_input) the fused
+// boundary, its wide stages writing FP8 themselves (sm90_boundary_fp8.cuh), its other shapes bf16
+// into the staging buffer followed by the group quantisation (either way the bf16 boundary's
+// layer_input quantised, and its other outputs bitwise); without one the post + next input launch
+// and the plain coefficient launch.
 //
 // Step 2 in one launch: prenorm GEMM + sum of squares, split-K, fused stats, as `tuning` says
 // (KernelPlan::tuning for this shape and token count; its kernel, splits and projection). Refuses

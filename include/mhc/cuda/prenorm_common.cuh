@@ -42,7 +42,8 @@ struct PrenormArgs {
   // Optional input path fused into the same launch (decode sizes): kRows extra CTAs per tile,
   // one token each, run beside the GEMM CTAs and save a kernel launch. Null layer_input: off.
   // With fp8.codes set the input-path CTAs write layer_input as FP8 there (fp8.cuh) and
-  // layer_input is the codes' address (only whether it is null is read).
+  // layer_input is the codes' address (only whether it is null is read). The fused boundary's
+  // FP8 form (sm90_boundary_fp8.cuh) writes fp8 too; there layer_input is its staged bf16 y.
   struct {
     const float* pre_mix = nullptr;
     const float* norm_weight = nullptr;

@@ -24,7 +24,8 @@
 // The norm needs the whole row, which the cluster's CTAs share: each CTA writes its y (unscaled)
 // to layer_input, sends its per-token sums of y^2 to every CTA of the cluster (distributed shared
 // memory), and after one cluster barrier each CTA scales its own columns in place (read back,
-// from L2 where it still is). The GEMM's split partials stay in each CTA's shared
+// from L2 where it still is; the FP8 form stages y elsewhere and quantises in that pass:
+// sm90_boundary_fp8.cuh). The GEMM's split partials stay in each CTA's shared
 // memory and the cluster reduces them and shares the stats (finish_prenorm_tile_in_cluster, the
 // TMA kernel's cluster epilogue: no workspace, no arrival counter). Every order is fixed by the
 // shape and the split count (not by M), but the GEMM's K order (column stage, then stream) and the
@@ -41,6 +42,7 @@
 #include "mhc/core/sm90_boundary_plan.hpp"
 #include "mhc/cuda/post.cuh"
 #include "mhc/cuda/prenorm_common.cuh"
+#include "mhc/cuda/sm90_boundary_fp8.cuh"
 #include "mhc/cuda/sm90_boundary_stages.cuh"
 #include "mhc/cuda/sm90_post_cluster.cuh"
 #include "mhc/cuda/sm90_prenorm_tma.cuh"
@@ -176,10 +178,15 @@ __device__ __forceinline__ void exchange_row_norms(float (&row_sum_sq)[S::kMaxSp
 // hundreds of KB here, and loads into registers would leave too few bytes in flight to cover L2's
 // latency. Each thread reads back only what it copied, so the copies need no barrier. Not inlined:
 // inlined, it pushes the consumers' register allocation at n = 4 into a spill.
-template <int kThreads, int kSlots, int kStageColumns>
+// Out (sm90_boundary_fp8.cuh; made from `args`, the kernel's __grid_constant__ parameter, so that
+// the reference costs no copy) stores the scaled vector: over y as bf16, or as FP8 codes and group
+// scales (then layer_input is the staged y).
+template <int kThreads, int kSlots, int kStageColumns, class Out>
 __device__ __noinline__ void scale_layer_input(uint16_t* layer_input, const float* norm_weight,
                                                const float* row_scale, int64_t row0, int rows_valid,
-                                               int hidden, int split, int splits, uint4* staging) {
+                                               int hidden, int split, int splits, uint4* staging,
+                                               const PrenormArgs& args) {
+  const Out out = Out::from(args, hidden);
   constexpr int kVecsPerStage = kStageColumns / kBf16PerVec;
   const int vecs = boundary_split_stages(split, splits, hidden / kStageColumns) * kVecsPerStage;
   if (vecs <= 0) return;
@@ -219,7 +226,7 @@ __device__ __noinline__ void scale_layer_input(uint16_t* layer_input, const floa
         float o[8];
 #pragma unroll
         for (int e = 0; e < 8; ++e) o[e] = y[e] * scale * wv[e];
-        store_u4(first + k * row_step, pack_bf16x8(o));
+        out.store8(first + k * row_step, row0 + row_first + k * groups, c, o);
       }
     }
     cp_async_wait<0>();  // the empty group; the buffers are reused by the next column vector
@@ -241,8 +248,10 @@ __device__ __noinline__ void finish_boundary_tile(const PrenormArgs& args, int64
 
 // args: the coefficient path's (partials, counters, coefficient parameters and outputs), with
 // args.previous (x_prev, post, comb, F, x_out) and args.input (pre_mix, norm weight or null,
-// layer_input, eps_n) set; args.splits CTAs per tile, one cluster.
-template <int kStreams, int kColumns, int kTileRows>
+// layer_input, eps_n) set; args.splits CTAs per tile, one cluster. Out: the layer_input's form
+// (sm90_boundary_fp8.cuh); with BoundaryFp8Out, args.input.fp8 is the output and
+// args.input.layer_input the bf16 [T, C] buffer the unscaled y is staged in.
+template <int kStreams, int kColumns, int kTileRows, class Out = BoundaryBf16Out>
 __global__ void __launch_bounds__(BoundaryShape<kStreams, kColumns, kTileRows>::kThreads, 1)
     sm90_boundary_kernel(const __grid_constant__ PrenormArgs args, const BoundaryColumns cols,
                          const __grid_constant__ CUtensorMap x_map,
@@ -371,10 +380,10 @@ __global__ void __launch_bounds__(BoundaryShape<kStreams, kColumns, kTileRows>::
   if (args.input.norm_weight != nullptr) {
     detail::exchange_row_norms<S>(row_sum_sq, row_scale, y_sum_sq, rows, split, args.splits, hidden,
                                   args.input.eps_n);
-    detail::scale_layer_input<S::kThreads, S::kScaleSlots, S::kStageColumns>(
+    detail::scale_layer_input<S::kThreads, S::kScaleSlots, S::kStageColumns, Out>(
         args.input.layer_input, args.input.norm_weight, row_scale, row0, rows_valid, hidden,
         static_cast<int>(blockIdx.x), args.splits,
-        reinterpret_cast<uint4*>(stages + S::kEpilogueBytes));
+        reinterpret_cast<uint4*>(stages + S::kEpilogueBytes), args);
   } else if (args.splits > 1) {
     cluster_wait();  // the plain collapse: y is the output; only end the start's arrival
   }
@@ -389,7 +398,8 @@ __global__ void __launch_bounds__(BoundaryShape<kStreams, kColumns, kTileRows>::
 }
 
 // How many clusters of `ctas` CTAs (1..kMaxSplits) of the kernel the device holds at once
-// (cudaOccupancyMaxActiveClusters: one CTA per SM, clusters within a GPC), into *clusters.
+// (cudaOccupancyMaxActiveClusters: one CTA per SM, clusters within a GPC), into *clusters. The
+// bf16 kernel's: the FP8 form has its shared memory and threads, which set the count.
 template <int kStreams, int kColumns, int kTileRows>
 cudaError_t sm90_boundary_cluster_capacity(int ctas, int* clusters) {
   using S = BoundaryShape<kStreams, kColumns, kTileRows>;
@@ -401,25 +411,32 @@ cudaError_t sm90_boundary_cluster_capacity(int ctas, int* clusters) {
 // (one cluster; the row norms' exchange has a slot per rank), no leaves (the epilogue reduces one
 // partial block per split), C a whole number of kColumns-column stages with K = n x C, every
 // split's stages within the kernel's table (boundary_fits_table), and the previous post and the
-// input path, which the kernel always reads and writes.
-template <int kStreams, int kColumns, int kTileRows>
+// input path, which the kernel always reads and writes. The FP8 form also needs its codes and
+// scales, C a whole number of groups, CTAs that own whole groups (boundary_fp8_fits) and the norm
+// weight: its quantisation is the norm's pass (with the plain collapse the launcher runs the bf16
+// kernel and the group quantisation; a pass of the FP8 kernel without the norm, its call in the
+// no-norm branch, failed ptxas's register allocation at the consumers' 200).
+template <int kStreams, int kColumns, int kTileRows, class Out = BoundaryBf16Out>
 inline bool boundary_args_valid(const PrenormArgs& a, const BoundaryColumns& cols) {
   using S = BoundaryShape<kStreams, kColumns, kTileRows>;
+  const bool fp8_ok =
+      !Out::kFp8 || (a.input.fp8.valid() && cols.hidden % kFp8GroupSize == 0 &&
+                     boundary_fp8_fits(kColumns, a.splits) && a.input.norm_weight != nullptr);
   return prenorm_args_valid<kStreams>(a) && a.splits <= S::kMaxSplits && a.leaf_chunks == 0 &&
          cols.hidden > 0 && cols.hidden % S::kStageColumns == 0 && a.k == kStreams * cols.hidden &&
          boundary_fits_table(a.splits, cols.hidden / S::kStageColumns) && a.previous.x != nullptr &&
-         a.input.layer_input != nullptr;
+         a.input.layer_input != nullptr && fp8_ok;
 }
 
 // Raw launcher: refuses arguments outside boundary_args_valid (cudaErrorInvalidValue);
 // mhc::cuda::prenorm_coefficients (launch_boundary) checks them with messages and runs this only
 // where the plan has the TMA kernel (KernelPlan::tma128_available). The tensor maps hold the
 // previous x's and F's addresses and the token count: made per launch (a host call, no allocation).
-template <int kStreams, int kColumns, int kTileRows>
+template <int kStreams, int kColumns, int kTileRows, class Out = BoundaryBf16Out>
 cudaError_t launch_sm90_boundary(const PrenormArgs& args, const BoundaryColumns& cols,
                                  LaunchTarget on) {
   using S = BoundaryShape<kStreams, kColumns, kTileRows>;
-  if (!boundary_args_valid<kStreams, kColumns, kTileRows>(args, cols)) {
+  if (!boundary_args_valid<kStreams, kColumns, kTileRows, Out>(args, cols)) {
     return cudaErrorInvalidValue;
   }
   const CUtensorMapSwizzle swizzle =
@@ -439,7 +456,7 @@ cudaError_t launch_sm90_boundary(const PrenormArgs& args, const BoundaryColumns&
   if (err == cudaSuccess) err = encode_rows(&x_out_map, args.previous.x_out, uint64_t(args.k));
   if (err == cudaSuccess) err = encode_rows(&y_map, args.input.layer_input, cols.hidden);
   if (err != cudaSuccess) return err;
-  const auto kernel = sm90_boundary_kernel<kStreams, kColumns, kTileRows>;
+  const auto kernel = sm90_boundary_kernel<kStreams, kColumns, kTileRows, Out>;
   err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, S::kSmemBytes);
   if (err != cudaSuccess) return err;
   const int64_t tiles = ceil_div(args.tokens, S::kRows);

@@ -68,16 +68,9 @@ Tensor new_scales(const Streams& s, const Fp8Format& f, const Where& dev) {
   return Tensor(handle);
 }
 
-// The twin's bf16 layer_input quantised into the FP8 outputs, on the call's stream.
-void quantize(const Tensor& rows, const Fp8Output& out, const Streams& s) {
-  Launching launch(rows);
-  launch::quantize_fp8(s.t, int(s.c), static_cast<const Bf16*>(rows.data_ptr()), out,
-                       launch.target);
-}
-
-// Whether boundary_fp8 at this call's size is the fused FP8 form with the twin's bits (see
-// launch::fp8_boundary_is_the_twins); a shape the plan refuses goes to the twin, whose checks
-// name the problem.
+// Whether boundary_fp8 at this call's size gives the twin's bits without staging rows (see
+// launch::fp8_boundary_is_the_twins); a shape the plan refuses goes to the staged form, whose
+// checks (the twin's) name the problem.
 bool boundary_fuses_fp8(const Tensor& residual, const Streams& s, const std::string& projection,
                         bool batch_invariant) {
   if (!where(residual).cuda()) return true;  // the CPU form is the twin's rows, quantised
@@ -227,14 +220,14 @@ void boundary_fp8_out(Tensor sublayer_out, Tensor residual, Tensor post, Tensor 
                        residual_next, {nullptr, &out}, next_post, next_comb, next_pre_mix,
                        workspace, projection, batch_invariant);
   }
-  // Where the plan runs the fused boundary kernel (large batches; bf16 only), the twin into a bf16
-  // layer_input of its own, then the group quantisation: the twin's coefficients bitwise.
-  const Tensor rows = new_tensor({s.t, s.c}, aoti_torch_dtype_bfloat16(), dev);
+  // Where the plan runs the fused boundary kernel (large batches), that kernel with bf16 staging
+  // rows of its own (Ops' FP8 boundary with staging): the twin's coefficients bitwise, the twin's
+  // layer_input quantised, FP8 written by the kernel where its shape owns whole groups.
+  const Tensor staging = new_tensor({s.t, s.c}, aoti_torch_dtype_bfloat16(), dev);
   boundary_to(sublayer_out, residual, post, comb, pre_mix, norm_weight, fn, hc_scale, hc_base,
               rms_eps, pre_eps, sinkhorn_eps, post_mult, sinkhorn_iters, norm_eps, residual_next,
-              {&rows, nullptr}, next_post, next_comb, next_pre_mix, workspace, projection,
+              {&staging, &out}, next_post, next_comb, next_pre_mix, workspace, projection,
               batch_invariant);
-  quantize(rows, out, s);
 }
 
 Tensors6 boundary_fp8(Tensor sublayer_out, Tensor residual, Tensor post, Tensor comb,

@@ -173,6 +173,7 @@ PostInputs post_inputs_of(const Tensor& sublayer_out, const Tensor& residual, co
 
 // The adapter's layer input of a LayerInputTo.
 launch::LayerInputOut layer_input_of(const LayerInputTo& to) {
+  if (to.fp8 && to.bf16) return {*to.fp8, bf16_out(*to.bf16)};  // bf16: the staging rows
   if (to.fp8) return *to.fp8;
   return bf16_out(*to.bf16);
 }

@@ -19,7 +19,8 @@ using Tensors5 = std::tuple<Tensor, Tensor, Tensor, Tensor, Tensor>;
 
 // Where pre_to, post_pre_to and boundary_to write the layer input: the bf16 tensor of the bf16
 // ops (checked there), or (fp8 set) the FP8 codes and scales of the FP8 ops (fp8.cpp, which
-// checks their tensors and format): the library's fused FP8 form on CUDA.
+// checks their tensors and format): the library's fused FP8 form on CUDA. Both (boundary_to only):
+// FP8, the bf16 tensor the fused boundary's staging rows (checked as the bf16 layer_input).
 struct LayerInputTo {
   const Tensor* bf16 = nullptr;
   const Fp8Output* fp8 = nullptr;
