@@ -77,9 +77,9 @@ BoundaryTile boundary_launch_tile(const MhcParams& p, int64_t tokens, const Laun
 
 // Declared in prenorm_dispatch.hpp. With input.fp8, input.layer_input is the bf16 staging buffer
 // (kernels.hpp, InputPathBuffers): the wide stages with the norm write the FP8 layer_input
-// themselves; any other shape, or the plain collapse, runs the bf16 kernel into the staging buffer,
-// then the group quantisation of it (the same bits either way: the bf16 kernel's layer_input,
-// quantised).
+// themselves, folded (Fp8Format::fold_norm: the staging buffer untouched) or staged; any other
+// shape, or the plain collapse, runs the bf16 kernel into the staging buffer, then the group
+// quantisation of it (the staged form's bits: the bf16 kernel's layer_input, quantised).
 void launch_boundary(const MhcParams& p, int64_t tokens, const InputPathBuffers& input,
                      const PreviousPost& previous, const LaunchTuning& tuning, SiteWorkspace& ws,
                      PrenormArgs args, LaunchTarget stream) {
@@ -113,9 +113,13 @@ void launch_boundary(const MhcParams& p, int64_t tokens, const InputPathBuffers&
   const bool fp8_kernel =
       input.fp8 != nullptr && input.norm_weight != nullptr && stage_columns == kBoundaryWideColumns;
   if (fp8_kernel) {
-    check_fp8_format(input.fp8->format, p.hidden, what);
+    const Fp8Format& f = input.fp8->format;
+    check_fp8_format(f, p.hidden, what);
     args.input.fp8 = fp8_output(*input.fp8, tokens, p.hidden, what);
-    check_launch(dispatch_boundary_fp8(p.n, args, cols, stream), what);
+    // Folded where asked and the kernel can (float scales, a CTA's groups within its table);
+    // else the staged form, whose bits are the bf16 boundary's quantised.
+    const bool folded = f.fold_norm && !f.ue8m0 && boundary_fold_fits(args.splits, p.hidden);
+    check_launch(dispatch_boundary_fp8(p.n, args, cols, folded, stream), what);
     return;
   }
   check_launch(

@@ -44,10 +44,11 @@ template <int kStreams, int kColumns, int kTileRows>
 cudaError_t dispatch_boundary(const PrenormArgs& args, const BoundaryColumns& cols,
                               LaunchTarget stream);
 // The fused boundary writing an FP8 layer_input (sm90_boundary_fp8.cuh; args.input.fp8 the
-// output, args.input.layer_input the staged bf16 y): the wide stages' kernel (128 columns on 32-row
-// tiles, boundary_fp8.cu), whose CTAs own whole groups at every split count.
+// output, args.input.layer_input the staged bf16 y, not written when folded): the wide stages'
+// kernel (128 columns on 32-row tiles, boundary_fp8.cu), whose CTAs own whole groups at every
+// split count; `folded`: the folded form (the caller checked boundary_fold_fits and float scales).
 cudaError_t dispatch_boundary_fp8(int streams, const PrenormArgs& args, const BoundaryColumns& cols,
-                                  LaunchTarget stream);
+                                  bool folded, LaunchTarget stream);
 // The fused boundary's checked launch (boundary.cu): prenorm_coefficients with `previous` where
 // the tuning fuses the boundary; `args` holds the coefficient path's outputs and parameters, the
 // split count is the boundary's own.

@@ -226,13 +226,14 @@ INSTANTIATE_TEST_SUITE_P(Shapes, Fp8Ops, ::testing::ValuesIn(cases()),
                                   std::to_string(info.param.tokens);
                          });
 
-// The FP8 boundary with a staging buffer (Ops::boundary's staged form) against the bf16 boundary
-// under the same overrides: where the fused boundary kernel runs (the plan's choice, or forced),
-// its wide stages write FP8 themselves at any split count, its other shapes and the plain collapse
-// go through the bf16 kernel and the group quantisation. Either way layer_input's codes and scales
-// are bitwise the reference quantiser's of the bf16 boundary's layer_input, x and the coefficients
-// bitwise the bf16 boundary's, the dequantised values near the float64 reference; outputs and the
-// staging buffer poisoned first (NaN codes and scales never pass: expect_fp8 compares them all).
+// The FP8 boundary with a staging buffer, staged (Fp8Format::fold_norm false) against the bf16
+// boundary under the same overrides: where the fused boundary kernel runs (the plan's choice, or
+// forced), its wide stages write FP8 themselves at any split count, its other shapes and the plain
+// collapse go through the bf16 kernel and the group quantisation. Either way layer_input's codes
+// and scales are bitwise the reference quantiser's of the bf16 boundary's layer_input, x and the
+// coefficients bitwise the bf16 boundary's, the dequantised values near the float64 reference;
+// outputs and the staging buffer poisoned first (NaN codes and scales never pass: expect_fp8
+// compares them all).
 struct StagedCase {
   int hidden;
   int64_t tokens;
@@ -283,7 +284,8 @@ TEST_P(Fp8StagedBoundary, QuantisesTheBf16BoundaryBitwise) {
   const std::vector<Bf16> rows = to_host(bf16.layer_input);
   const std::vector<double> ref = ref::input_path(
       p, m, x_bf16.data(), k.c.pre_mix.data(), c.norm ? k.c.weights.norm_weight.data() : nullptr);
-  for (const Fp8Format& f : formats()) {
+  for (Fp8Format f : formats()) {
+    f.fold_norm = false;  // the staged form (the folded one: fp8_boundary_test.cpp)
     const std::string label = staged_name(c) + format_name(f);
     DeviceFp8 got(p, m, f);
     cuda::DeviceBuffer<Bf16> staging = poisoned<Bf16>(size_t(rows_m * p.hidden));

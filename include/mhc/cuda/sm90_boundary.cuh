@@ -24,7 +24,8 @@
 // The norm needs the whole row, which the cluster's CTAs share: each CTA writes its y (unscaled)
 // to layer_input, sends its per-token sums of y^2 to every CTA of the cluster (distributed shared
 // memory), and after one cluster barrier each CTA scales its own columns in place (read back,
-// from L2 where it still is; the FP8 form stages y elsewhere and quantises in that pass:
+// from L2 where it still is; the staged FP8 form stages y elsewhere and quantises in that pass,
+// the folded one quantises y * w as each stage is formed and scales only the group scales:
 // sm90_boundary_fp8.cuh). The GEMM's split partials stay in each CTA's shared
 // memory and the cluster reduces them and shares the stats (finish_prenorm_tile_in_cluster, the
 // TMA kernel's cluster epilogue: no workspace, no arrival counter). Every order is fixed by the
@@ -250,7 +251,8 @@ __device__ __noinline__ void finish_boundary_tile(const PrenormArgs& args, int64
 // args.previous (x_prev, post, comb, F, x_out) and args.input (pre_mix, norm weight or null,
 // layer_input, eps_n) set; args.splits CTAs per tile, one cluster. Out: the layer_input's form
 // (sm90_boundary_fp8.cuh); with BoundaryFp8Out, args.input.fp8 is the output and
-// args.input.layer_input the bf16 [T, C] buffer the unscaled y is staged in.
+// args.input.layer_input the bf16 [T, C] buffer the unscaled y is staged in; with
+// BoundaryFp8FoldedOut, args.input.fp8 is the output and args.input.layer_input is not written.
 template <int kStreams, int kColumns, int kTileRows, class Out = BoundaryBf16Out>
 __global__ void __launch_bounds__(BoundaryShape<kStreams, kColumns, kTileRows>::kThreads, 1)
     sm90_boundary_kernel(const __grid_constant__ PrenormArgs args, const BoundaryColumns cols,
@@ -272,6 +274,13 @@ __global__ void __launch_bounds__(BoundaryShape<kStreams, kColumns, kTileRows>::
   // This split's stages, looked up where the stage loop needs them: computed there (split + i x
   // splits) they keep values live that push the n = 4 consumers (at ptxas's 255) into a spill.
   __shared__ uint16_t stage_of[kBoundaryMaxSplitStages];
+  // The folded FP8 form's: the quantiser warps' arrivals per slot, and the partial scale of each
+  // (group of the CTA, tile row) until the row factors are known.
+  static_assert(
+      !Out::kFold || (S::kWide && S::kRegisterSplit && kBoundaryFoldWarps < S::kProducerWarps),
+      "the folded form: wide stages, quantised by the producer warpgroup's spare warps");
+  __shared__ uint64_t quantised[Out::kFold ? S::kStages : 1];
+  __shared__ float fold_scale[Out::kFold ? kBoundaryFoldMaxGroups : 1][Out::kFold ? S::kRows : 1];
   const uint32_t misalign = static_cast<uint32_t>(__cvta_generic_to_shared(smem_raw)) % S::kAlign;
   unsigned char* stages = smem_raw + (misalign == 0 ? 0 : S::kAlign - misalign);
   if (args.splits > 1) cluster_arrive_relaxed();
@@ -292,6 +301,12 @@ __global__ void __launch_bounds__(BoundaryShape<kStreams, kColumns, kTileRows>::
     prefetch_tensor_map(&y_map);
   }
   init_ring_barriers<S::kStages>(full, empty, S::kConsumerWarps);
+  if constexpr (Out::kFold) {
+    if (threadIdx.x == 0) {
+      for (int s = 0; s < S::kStages; ++s) mbarrier_init(&quantised[s], kBoundaryFoldWarps);
+      mbarrier_init_fence();
+    }
+  }
   for (int i = threadIdx.x; i < stage_count; i += S::kThreads) {
     stage_of[i] = static_cast<uint16_t>(split + i * args.splits);
   }
@@ -331,8 +346,9 @@ __global__ void __launch_bounds__(BoundaryShape<kStreams, kColumns, kTileRows>::
                             stages, full, empty, stage_count, acc, sumsq, y_sum_sq);
   };
   const auto produce = [&] {
-    detail::produce_boundary<S>(&x_map, &f_map, &w_map, &x_out_map, &y_map, stages, full, empty,
-                                cols.hidden, stage_of, stage_count, row0);
+    detail::produce_boundary<S, Out::kFold>(&x_map, &f_map, &w_map, &x_out_map, &y_map, stages,
+                                            full, empty, quantised, cols.hidden, stage_of,
+                                            stage_count, row0);
   };
   if constexpr (S::kRegisterSplit) {
     // Each warpgroup changes its registers together and meets its own warps (the producers', or
@@ -341,6 +357,13 @@ __global__ void __launch_bounds__(BoundaryShape<kStreams, kColumns, kTileRows>::
     if (!consumer) {
       detail::registers_lower<S::kProducerRegisters>();
       if (warp == S::kConsumerWarps && lane == 0) produce();
+      if constexpr (Out::kFold) {
+        const int quant_warp = warp - S::kConsumerWarps - 1;
+        if (quant_warp >= 0 && quant_warp < kBoundaryFoldWarps) {
+          detail::quantise_folded_stages<S>(args, stages, empty, quantised, stage_of, stage_count,
+                                            row0, rows_valid, hidden, quant_warp, fold_scale);
+        }
+      }
       detail::named_barrier<1, S::kProducerWarps * kWarp>();
       detail::registers_raise<S::kEpilogueRegisters>();
     } else {
@@ -380,10 +403,17 @@ __global__ void __launch_bounds__(BoundaryShape<kStreams, kColumns, kTileRows>::
   if (args.input.norm_weight != nullptr) {
     detail::exchange_row_norms<S>(row_sum_sq, row_scale, y_sum_sq, rows, split, args.splits, hidden,
                                   args.input.eps_n);
-    detail::scale_layer_input<S::kThreads, S::kScaleSlots, S::kStageColumns, Out>(
-        args.input.layer_input, args.input.norm_weight, row_scale, row0, rows_valid, hidden,
-        static_cast<int>(blockIdx.x), args.splits,
-        reinterpret_cast<uint4*>(stages + S::kEpilogueBytes), args);
+    if constexpr (Out::kFold) {
+      // The codes are out; the group scales take the row factors (the quantiser warps' partial
+      // scales are ordered before this by the CTA barriers since the roles joined).
+      detail::write_folded_scales<S>(args.input.fp8, fold_scale, row_scale, stage_of, stage_count,
+                                     row0, rows_valid);
+    } else {
+      detail::scale_layer_input<S::kThreads, S::kScaleSlots, S::kStageColumns, Out>(
+          args.input.layer_input, args.input.norm_weight, row_scale, row0, rows_valid, hidden,
+          static_cast<int>(blockIdx.x), args.splits,
+          reinterpret_cast<uint4*>(stages + S::kEpilogueBytes), args);
+    }
   } else if (args.splits > 1) {
     cluster_wait();  // the plain collapse: y is the output; only end the start's arrival
   }
@@ -399,7 +429,8 @@ __global__ void __launch_bounds__(BoundaryShape<kStreams, kColumns, kTileRows>::
 
 // How many clusters of `ctas` CTAs (1..kMaxSplits) of the kernel the device holds at once
 // (cudaOccupancyMaxActiveClusters: one CTA per SM, clusters within a GPC), into *clusters. The
-// bf16 kernel's: the FP8 form has its shared memory and threads, which set the count.
+// bf16 kernel's: the FP8 forms have its threads and ring, which set the count (the folded form's
+// few KB more of static shared memory still leave one CTA per SM).
 template <int kStreams, int kColumns, int kTileRows>
 cudaError_t sm90_boundary_cluster_capacity(int ctas, int* clusters) {
   using S = BoundaryShape<kStreams, kColumns, kTileRows>;
@@ -411,17 +442,20 @@ cudaError_t sm90_boundary_cluster_capacity(int ctas, int* clusters) {
 // (one cluster; the row norms' exchange has a slot per rank), no leaves (the epilogue reduces one
 // partial block per split), C a whole number of kColumns-column stages with K = n x C, every
 // split's stages within the kernel's table (boundary_fits_table), and the previous post and the
-// input path, which the kernel always reads and writes. The FP8 form also needs its codes and
-// scales, C a whole number of groups, CTAs that own whole groups (boundary_fp8_fits) and the norm
-// weight: its quantisation is the norm's pass (with the plain collapse the launcher runs the bf16
-// kernel and the group quantisation; a pass of the FP8 kernel without the norm, its call in the
-// no-norm branch, failed ptxas's register allocation at the consumers' 200).
+// input path, which the kernel always reads and writes. The FP8 forms also need their codes and
+// scales, C a whole number of groups, CTAs that own whole groups (boundary_fp8_fits; the folded
+// form: the wide stages, float scales and a CTA's groups within its table, boundary_fold_fits)
+// and the norm weight: its quantisation is the norm's pass (with the plain collapse the launcher
+// runs the bf16 kernel and the group quantisation; a pass of the FP8 kernel without the norm, its
+// call in the no-norm branch, failed ptxas's register allocation at the consumers' 200).
 template <int kStreams, int kColumns, int kTileRows, class Out = BoundaryBf16Out>
 inline bool boundary_args_valid(const PrenormArgs& a, const BoundaryColumns& cols) {
   using S = BoundaryShape<kStreams, kColumns, kTileRows>;
-  const bool fp8_ok =
-      !Out::kFp8 || (a.input.fp8.valid() && cols.hidden % kFp8GroupSize == 0 &&
-                     boundary_fp8_fits(kColumns, a.splits) && a.input.norm_weight != nullptr);
+  const bool fold_ok = !Out::kFold || (kColumns == kBoundaryWideColumns && !a.input.fp8.ue8m0 &&
+                                       boundary_fold_fits(a.splits, cols.hidden));
+  const bool fp8_ok = !Out::kFp8 || (a.input.fp8.valid() && cols.hidden % kFp8GroupSize == 0 &&
+                                     boundary_fp8_fits(kColumns, a.splits) &&
+                                     a.input.norm_weight != nullptr && fold_ok);
   return prenorm_args_valid<kStreams>(a) && a.splits <= S::kMaxSplits && a.leaf_chunks == 0 &&
          cols.hidden > 0 && cols.hidden % S::kStageColumns == 0 && a.k == kStreams * cols.hidden &&
          boundary_fits_table(a.splits, cols.hidden / S::kStageColumns) && a.previous.x != nullptr &&

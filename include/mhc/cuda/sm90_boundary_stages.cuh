@@ -188,9 +188,10 @@ __device__ __forceinline__ void boundary_row_post(unsigned char* stage, int offs
   *reinterpret_cast<uint4*>(stage + S::kFOffset + offset) = y_packed;
 }
 
-// The copies out of one stage: the tile's rows of x's n boxes and of y's (over F), not yet
-// committed; rows past the batch are clipped by the copy engine.
-template <class S>
+// The copies out of one stage: the tile's rows of x's n boxes and of y's (over F; not with
+// kStoreY false: the folded FP8 form quantises y from the stage instead), not yet committed; rows
+// past the batch are clipped by the copy engine.
+template <class S, bool kStoreY = true>
 __device__ __forceinline__ void store_boundary_rows(const CUtensorMap* x_out_map,
                                                     const CUtensorMap* y_map,
                                                     const unsigned char* stage, int hidden, int col,
@@ -198,7 +199,7 @@ __device__ __forceinline__ void store_boundary_rows(const CUtensorMap* x_out_map
                                                     const BoundaryPolicies& policies) {
   const int row = static_cast<int>(row0);
 #pragma unroll
-  for (int k = 0; k <= S::kStreamCount; ++k) {  // the n x boxes, then y's (over F)
+  for (int k = 0; k < S::kStreamCount + (kStoreY ? 1 : 0); ++k) {  // the n x boxes, then y's
     const bool x = k < S::kStreamCount;
     const CUtensorMap* map = x ? x_out_map : y_map;
     const int column = x ? k * hidden + col : col;
@@ -251,12 +252,14 @@ __device__ __forceinline__ void consume_boundary_stage(
 // The producer warp's lane 0 fills the ring; per stage, once every consumer warp has arrived on
 // computed[s], it stores the tile's x and y boxes of the stage, waits until the copy engine has
 // read them and refills the slot with stage i + kStages; at the end it waits until every store is
-// written (the norm reads y back).
-template <class S>
+// written (the norm reads y back). kFold (the folded FP8 form): y is not stored, and the refill
+// also waits until the quantiser warps have read the slot's y (they arrive on quantised[s]).
+template <class S, bool kFold = false>
 __device__ __noinline__ void produce_boundary(
     const CUtensorMap* x_map, const CUtensorMap* f_map, const CUtensorMap* w_map,
     const CUtensorMap* x_out_map, const CUtensorMap* y_map, unsigned char* stages, uint64_t* full,
-    uint64_t* computed, int hidden, const uint16_t* stage_of, int stage_count, int64_t row0) {
+    uint64_t* computed, uint64_t* quantised, int hidden, const uint16_t* stage_of, int stage_count,
+    int64_t row0) {
   const BoundaryPolicies policies{l2_policy<L2Eviction::normal>(), l2_policy<L2Eviction::last>(),
                                   l2_policy<L2Eviction::first>(), l2_policy<L2Eviction::normal>()};
   auto issue = [&](int stage) {
@@ -268,11 +271,12 @@ __device__ __noinline__ void produce_boundary(
   for (int i = 0; i < stage_count; ++i) {
     const int s = i % S::kStages;
     mbarrier_wait(&computed[s], unsigned(i / S::kStages) & 1u);
-    store_boundary_rows<S>(x_out_map, y_map, stages + s * S::kStageBytes, hidden,
-                           stage_of[i] * S::kStageColumns, row0, policies);
+    store_boundary_rows<S, !kFold>(x_out_map, y_map, stages + s * S::kStageBytes, hidden,
+                                   stage_of[i] * S::kStageColumns, row0, policies);
     bulk_commit_group();
     if (i + S::kStages < stage_count) {
       bulk_wait_group_read<0>();
+      if constexpr (kFold) mbarrier_wait(&quantised[s], unsigned(i / S::kStages) & 1u);
       issue(i + S::kStages);
     }
   }

@@ -28,7 +28,10 @@ Fp8Format fp8_format(const char* op, int64_t group_size, int64_t hidden, bool co
     fail(fmt::format("mhc.{}: the hidden size {} is not a multiple of group_size={}", op, hidden,
                      kFp8GroupSize));
   }
-  return {kFp8GroupSize, column_major_scales, use_ue8m0};
+  // The staged form of the fused boundary (fold_norm false): the op's schema has no choice, and
+  // its layer_input is documented bitwise the bf16 op's quantised (docs/decisions.md, "The FP8
+  // boundary folds the norm into the scales").
+  return {kFp8GroupSize, column_major_scales, use_ue8m0, false};
 }
 
 // The FP8 layer_input [T, C] float8_e4m3fn (contiguous) and its scales [T, C/128] float32:
