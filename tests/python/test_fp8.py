@@ -36,7 +36,9 @@ def bits(t):
 
 def expect_fp8(codes, scales, rows, column_major_scales, use_ue8m0):
     t, c = rows.shape
-    want_codes, want_scales = per_token_group_quant(rows, column_major_scales, use_ue8m0)
+    # On the CPU: torch's CUDA division by a Python scalar multiplies by its reciprocal, one
+    # rounding off the division vLLM's kernel (and mhc's) does; the CPU's divides.
+    want_codes, want_scales = per_token_group_quant(rows.cpu(), column_major_scales, use_ue8m0)
     assert codes.shape == (t, c) and codes.dtype == torch.float8_e4m3fn
     assert scales.shape == (t, c // 128) and scales.dtype == torch.float32
     if column_major_scales and t > 1:
