@@ -16,18 +16,29 @@ from mhc._workspace import DEFAULT_POOL, make_workspace  # noqa: F401
 class _Overloads:
     """The ops of a torch.ops namespace by their one overload (`torch.ops.mhc.post_out.default`):
     calling the OpOverload skips the packet's overload resolution, about 1.4 µs of host time per
-    call (docs/python.md, "Host cost per call")."""
+    call (docs/python-performance.md). `prefix`: the ops named prefix + name (the twins)."""
 
-    def __init__(self, namespace):
+    def __init__(self, namespace, prefix=""):
         self._namespace = namespace
+        self._prefix = prefix
 
     def __getattr__(self, name):
-        op = getattr(self._namespace, name).default
+        op = getattr(self._namespace, self._prefix + name).default
         setattr(self, name, op)  # found once
         return op
 
 
-_mhc = _Overloads(torch.ops.mhc)
+_routed = _Overloads(torch.ops.mhc)
+_nograd = _Overloads(torch.ops.mhc, "_nograd_")
+
+
+def _ops():
+    """The ops a call goes to. With grad disabled (torch.no_grad, torch.inference_mode) each op's
+    no-grad twin: the same kernels, without the trip through the C++ autograd router, which
+    calls the dispatcher a second time (python/src/torch/registration.cpp) and costs a few µs of
+    host time per call (docs/python-performance.md). With grad enabled the op itself, whose router
+    keeps the outputs off any backward."""
+    return _routed if torch.is_grad_enabled() else _nograd
 
 
 _DEFAULTS = {}  # no keyword options: every one at its schema default
@@ -76,7 +87,7 @@ def _outputs(op, out, names):
 @_doc("hc_prenorm_gemm", "mhc.hc_prenorm_gemm(x, fn, out, sqrsum, num_splits=1) -> None "
       "(writes out and sqrsum)")
 def hc_prenorm_gemm(x, fn, out, sqrsum, num_splits=1):
-    _mhc.hc_prenorm_gemm(x, fn, out, sqrsum, num_splits)
+    _ops().hc_prenorm_gemm(x, fn, out, sqrsum, num_splits)
 
 
 _PRE_OUT = ("layer_input", "post", "comb", "next_pre_mix")
@@ -93,17 +104,18 @@ def pre(residual, fn, hc_scale, hc_base, norm_weight, pre_mix, rms_eps, pre_eps,
     args = (residual, fn, hc_scale, hc_base, norm_weight, pre_mix, rms_eps, pre_eps, sinkhorn_eps,
             post_mult, sinkhorn_iters, norm_eps)
     opts = _options(workspace, projection, batch_invariant)
-    return _four_outputs("pre", _mhc.pre, _mhc.pre_out, args, out, opts)
+    return _four_outputs("pre", args, out, opts)
 
 
-def _four_outputs(name, op, op_out, args, out, opts):
-    """op(*args) returning (layer_input, post, comb, next_pre_mix), or op_out writing `out`;
-    `opts` are the ops' keyword options (workspace, projection, batch_invariant)."""
+def _four_outputs(name, args, out, opts):
+    """Op `name`(*args) returning (layer_input, post, comb, next_pre_mix), or `name`_out writing
+    `out`; `opts` are the ops' keyword options (workspace, projection, batch_invariant)."""
+    ops = _ops()
     if out is None:
-        return op(*args, **opts)
+        return getattr(ops, name)(*args, **opts)
     layer_input, post_mix, comb, next_pre_mix = out = _outputs(name, out, _PRE_OUT)
-    op_out(*args, layer_input=layer_input, post=post_mix, comb=comb, next_pre_mix=next_pre_mix,
-           **opts)
+    getattr(ops, name + "_out")(*args, layer_input=layer_input, post=post_mix, comb=comb,
+                                next_pre_mix=next_pre_mix, **opts)
     return tuple(out)
 
 
@@ -124,9 +136,9 @@ def coefficients(residual, fn, hc_scale, hc_base, rms_eps, pre_eps, sinkhorn_eps
             sinkhorn_iters)
     opts = _options(workspace, projection, batch_invariant, _stream_id(stream))
     if out is None:
-        return _mhc.coefficients(*args, **opts)
+        return _ops().coefficients(*args, **opts)
     post_mix, comb, next_pre_mix = out = _outputs("coefficients", out, _PRE_OUT[1:])
-    _mhc.coefficients_out(*args, post=post_mix, comb=comb, next_pre_mix=next_pre_mix, **opts)
+    _ops().coefficients_out(*args, post=post_mix, comb=comb, next_pre_mix=next_pre_mix, **opts)
     return tuple(out)
 
 
@@ -144,22 +156,22 @@ def pre_overlap(residual, fn, hc_scale, hc_base, norm_weight, pre_mix, rms_eps, 
     args = (residual, fn, hc_scale, hc_base, norm_weight, pre_mix, rms_eps, pre_eps, sinkhorn_eps,
             post_mult, sinkhorn_iters, norm_eps, _stream_id(stream))
     opts = _options(workspace, projection, batch_invariant, main_workspace=main_workspace)
-    return _four_outputs("pre_overlap", _mhc.pre_overlap, _mhc.pre_overlap_out, args, out, opts)
+    return _four_outputs("pre_overlap", args, out, opts)
 
 
 @_doc("join", "mhc.join(stream, post, comb, next_pre_mix) -> None; stream: the "
       "torch.cuda.Stream given to pre_overlap or coefficients (None, or CPU tensors: nothing to "
       "wait for).")
 def join(stream: Optional[torch.cuda.Stream], post_mix, comb, next_pre_mix):
-    _mhc.join(_stream_id(stream), post_mix, comb, next_pre_mix)
+    _ops().join(_stream_id(stream), post_mix, comb, next_pre_mix)
 
 
 @_doc("post", "mhc.post(sublayer_out, residual, post, comb, *, out=None) -> residual_next\n"
       "out: the [T, n, C] bf16 tensor to write (returned).")
 def post(sublayer_out, residual, post_mix, comb, *, out=None):
     if out is None:
-        return _mhc.post(sublayer_out, residual, post_mix, comb)
-    _mhc.post_out(sublayer_out, residual, post_mix, comb, out=out)
+        return _ops().post(sublayer_out, residual, post_mix, comb)
+    _ops().post_out(sublayer_out, residual, post_mix, comb, out=out)
     return out
 
 
@@ -171,9 +183,9 @@ def post_pre(sublayer_out, residual, post_mix, comb, next_pre_mix, next_norm_wei
     args = (sublayer_out, residual, post_mix, comb, next_pre_mix, next_norm_weight, norm_eps)
     opts = _DEFAULTS if workspace is None else {"workspace": workspace}
     if out is None:
-        return _mhc.post_pre(*args, **opts)
+        return _ops().post_pre(*args, **opts)
     residual_next, next_layer_input = out = _outputs("post_pre", out, _BOUNDARY_OUT[:2])
-    _mhc.post_pre_out(*args, residual_next=residual_next, next_layer_input=next_layer_input,
+    _ops().post_pre_out(*args, residual_next=residual_next, next_layer_input=next_layer_input,
                       **opts)
     return tuple(out)
 
@@ -193,10 +205,10 @@ def boundary(sublayer_out, residual, post_mix, comb, pre_mix, norm_weight, fn, h
             rms_eps, pre_eps, sinkhorn_eps, post_mult, sinkhorn_iters, norm_eps)
     opts = _options(workspace, projection, batch_invariant)
     if out is None:
-        return _mhc.boundary(*args, **opts)
+        return _ops().boundary(*args, **opts)
     residual_next, layer_input, next_post, next_comb, next_pre_mix = out = _outputs(
         "boundary", out, _BOUNDARY_OUT)
-    _mhc.boundary_out(*args, residual_next=residual_next, layer_input=layer_input,
+    _ops().boundary_out(*args, residual_next=residual_next, layer_input=layer_input,
                       next_post=next_post, next_comb=next_comb, next_pre_mix=next_pre_mix, **opts)
     return tuple(out)
 
