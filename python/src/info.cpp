@@ -33,6 +33,20 @@ constexpr bool kBuiltWithCuda = true;
 constexpr bool kBuiltWithCuda = false;
 #endif
 
+// The stream counts this build holds CUDA kernels for: n = 2 only with -DMHC_KERNELS_N2=ON (no
+// DeepSeek preset has n = 2; mhc_cuda's public define); none without the CUDA backend. A CUDA
+// call with an n of cuda_streams that is not here passes the checks and is refused at launch,
+// naming the option.
+nb::tuple cuda_kernel_streams() {
+#if MHC_WITH_CUDA && defined(MHC_KERNELS_N2)
+  return nb::make_tuple(2, 4);
+#elif MHC_WITH_CUDA
+  return nb::make_tuple(4);
+#else
+  return nb::make_tuple();
+#endif
+}
+
 bool has_cuda() {
 #if MHC_WITH_CUDA
   int count = 0;
@@ -79,6 +93,7 @@ nb::dict limits() {
   d["max_hidden"] = kMaxHidden;
   d["max_sinkhorn_iters"] = io::kMaxSinkhornIters;
   d["cuda_streams"] = nb::make_tuple(kCudaStreams[0], kCudaStreams[1]);
+  d["cuda_kernel_streams"] = cuda_kernel_streams();
   d["cuda_hidden_multiple"] = kCudaHiddenMultiple;
   d["prenorm_block_k"] = kPrenormSplitBlockK;
   nb::dict ranges;  // name -> (lo, hi): mhc::param_ranges, the fp32 arithmetic each feeds
@@ -95,11 +110,13 @@ void bind_info(nb::module_& m) {
       "Whether the extension holds the CUDA kernels (whatever GPU this machine has).");
   m.def("has_cuda", &has_cuda,
         "Whether the extension was built with the CUDA backend and a GPU is visible.");
-  m.def("limits", &limits,
-        "The shape and parameter limits checked before any kernel runs: max_streams (n in "
-        "1..max_streams), hidden_multiple and max_hidden (C), max_sinkhorn_iters, and the CUDA "
-        "kernels' cuda_streams and cuda_hidden_multiple; prenorm_gemm's K is a multiple of "
-        "prenorm_block_k; param_ranges: name -> (lo, hi) of each epsilon and post_mult.");
+  m.def(
+      "limits", &limits,
+      "The shape and parameter limits checked before any kernel runs: max_streams (n in "
+      "1..max_streams), hidden_multiple and max_hidden (C), max_sinkhorn_iters, and the CUDA "
+      "kernels' cuda_streams and cuda_hidden_multiple; cuda_kernel_streams: the n this build "
+      "holds CUDA kernels for (n = 2 only with -DMHC_KERNELS_N2=ON); prenorm_gemm's K is a "
+      "multiple of prenorm_block_k; param_ranges: name -> (lo, hi) of each epsilon and post_mult.");
   m.def("workspace_bytes", &workspace_bytes, "hidden"_a, "n"_a, "max_tokens"_a,
         "Bytes of the uint8 workspace coefficients needs for up to max_tokens tokens (zero-fill "
         "it once; the kernels leave it ready for the next call on the same stream).");

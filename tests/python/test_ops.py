@@ -26,6 +26,7 @@ def assert_close(name, out, want, tol):
     assert rel <= tol, f"{name}: rel {rel:.3e} > {tol:.1e} (max element error {max_err:.3e})"
 
 
+@pytest.mark.mhc_stream_kernels
 @pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize("n", [2, 4])
 @pytest.mark.parametrize("form", ["v4", "v41"])
@@ -46,6 +47,7 @@ def test_pre_matches_reference(mhc, device, n, form, norm):
     assert_close("layer_input", got[0], want[0], BF16_TOL + (tol if form == "v4" else 0))
 
 
+@pytest.mark.mhc_stream_kernels
 @pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize("n", [2, 4])
 @pytest.mark.parametrize("projection", ["tf32", "fp32"])
@@ -60,6 +62,7 @@ def test_pre_out_writes_every_buffer(mhc, device, n, projection):
         assert_close(name, g, w, BF16_TOL if name == "layer_input" else coef_tol(device, projection))
 
 
+@pytest.mark.mhc_stream_kernels
 @pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize("n", [2, 4])
 def test_coefficients_equal_pre(mhc, device, n):
@@ -93,6 +96,7 @@ def test_pre_overlap_without_a_side_stream_is_pre(mhc, device):
         assert torch.equal(a, b), name
 
 
+@pytest.mark.mhc_stream_kernels
 @pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize("n", [2, 4])
 def test_separate_epsilons_matter(mhc, device, n):
@@ -105,6 +109,7 @@ def test_separate_epsilons_matter(mhc, device, n):
         assert_close(name, g, w, BF16_TOL if name == "layer_input" else coef_tol(device, "tf32"))
 
 
+@pytest.mark.mhc_stream_kernels
 @pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize("n", [2, 4])
 def test_post_matches_reference(mhc, device, n):
@@ -117,6 +122,7 @@ def test_post_matches_reference(mhc, device, n):
     assert torch.equal(out, got)
 
 
+@pytest.mark.mhc_stream_kernels
 @pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize("n", [2, 4])
 @pytest.mark.parametrize("norm", ["f32", "bf16", "none"])
@@ -135,6 +141,7 @@ def test_post_pre_is_post_then_input_path(mhc, device, n, norm):
     assert torch.equal(out[0], residual_next) and torch.equal(out[1], layer_input)
 
 
+@pytest.mark.mhc_stream_kernels
 @pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize("n", [2, 4])
 @pytest.mark.parametrize("tokens", [1, 9, 70, 300])
