@@ -13,6 +13,10 @@
 
     python bench/python_ops.py --out OUT.json [--device cpu|cuda] [--cpp-json CPP.json]
         [--tokens 1,16,128,1024] [--hidden C] [--calls 2000]
+
+A part that fails (host, host_profile, graph) keeps the rows it measured before the failure and
+the other parts still run; the JSON is written with `errors` (part -> the error) and the script
+then exits 1.
 """
 
 import argparse
@@ -24,6 +28,7 @@ import statistics
 import subprocess
 import sys
 import time
+import traceback
 
 import torch
 
@@ -139,12 +144,12 @@ def twin_calls(s):
     return op_calls(Twins(), s)
 
 
-def host_profile(device, hidden, calls):
+def host_profile(device, hidden, calls, rows):
     """Where each stable op's host time goes, per call (µs): its C++ kernel's phases (checks;
     setup: workspace, device and stream; launch: the launcher calls, of which plan: the launch
     description and the Ops), from torch.ops.mhc._host_profile, and the wall time per call, whose
-    rest is Python, the dispatcher and the stable ABI's boxing. no_grad, the GPU held."""
-    rows = []
+    rest is Python, the dispatcher and the stable ABI's boxing. no_grad, the GPU held. Appends
+    to `rows`."""
     with torch.no_grad():
         s = Site(device, 1, hidden, seed=7)
         for op, fn in op_calls(torch.ops.mhc, s).items():
@@ -171,7 +176,6 @@ def host_profile(device, hidden, calls):
             print(f"profile {op:<17} wall {wall:7.2f} checks {per['checks_us']:5.2f} setup "
                   f"{per['setup_us']:5.2f} launch {per['launch_us']:6.2f} (plan "
                   f"{per['plan_us']:5.2f}) outside {wall - inside:6.2f} us", flush=True)
-    return rows
 
 
 MODES = {"no_grad": torch.no_grad, "inference_mode": torch.inference_mode,
@@ -197,8 +201,8 @@ def per_call_us(fn, calls, rounds, device, hold):
     return statistics.median(rows), min(rows)
 
 
-def host_costs(device, hidden, calls, rounds, modes):
-    rows = []
+def host_costs(device, hidden, calls, rounds, modes, rows):
+    """The host rows (appended to `rows`), per mode, variant, op and GPU hold."""
     stream = torch.cuda.current_stream().cuda_stream if device == "cuda" else 0
     holds = (False, True) if device == "cuda" else (False,)
     for mode in modes:
@@ -226,7 +230,6 @@ def host_costs(device, hidden, calls, rounds, modes):
                                          min_round_us_per_call=least))
                         print(f"host {mode:<14} {variant:<9} {op:<17} held={hold!s:<5} "
                               f"{us:8.2f} us", flush=True)
-    return rows
 
 
 def enqueue(op, s):
@@ -288,13 +291,13 @@ def time_graphs(op, tokens, reps, l2_bytes, hidden, n=4):
                 nodes=nodes)
 
 
-def graph_costs(tokens_list, reps, hidden, cpp_json):
+def graph_costs(tokens_list, reps, hidden, cpp_json, rows):
+    """The graph rows (appended to `rows`), per op and token count."""
     cpp = {}
     if cpp_json:
         for r in json.load(open(cpp_json))["results"]:
             cpp[(r["kernel"], r["tokens"])] = r["median_us"]
     l2 = torch.cuda.get_device_properties(0).L2_cache_size
-    rows = []
     with torch.no_grad():
         for op in ("coefficients", "pre", "post", "post_pre"):
             for tokens in tokens_list:
@@ -312,7 +315,18 @@ def graph_costs(tokens_list, reps, hidden, cpp_json):
                       f"{held:8.2f})  C++ {ref if ref else float('nan'):8.2f} us  ratio "
                       f"{(med / ref) if ref else float('nan'):.3f}  nodes {len(t['nodes'])}",
                       flush=True)
-    return rows
+
+
+def run_part(name, fn, errors):
+    """Runs a part of the benchmark; its exception is kept in `errors` (name -> "Type: message")
+    and printed, so that the parts before and after it still reach the JSON."""
+    try:
+        fn()
+    except Exception as e:  # noqa: BLE001 (any failure: the report keeps it)
+        errors[name] = f"{type(e).__name__}: {e}"
+        traceback.print_exc()
+        print(f"{name}: FAILED ({errors[name]}); its rows so far are kept", file=sys.stderr,
+              flush=True)
 
 
 def machine(device, driver):
@@ -365,11 +379,14 @@ def main():
     ap.add_argument("--modes", default=",".join(MODES), help="no_grad,inference_mode,grad")
     a = ap.parse_args()
     hidden = a.hidden or (5120 if a.device == "cuda" else 64)
-    host = host_costs(a.device, hidden, a.calls, a.rounds, a.modes.split(","))
-    profile = [] if a.no_profile else host_profile(a.device, hidden, a.calls)
-    graphs = []
+    host, profile, graphs, errors = [], [], [], {}
+    run_part("host", lambda: host_costs(a.device, hidden, a.calls, a.rounds, a.modes.split(","),
+                                        host), errors)
+    if not a.no_profile:
+        run_part("host_profile", lambda: host_profile(a.device, hidden, a.calls, profile), errors)
     if a.device == "cuda" and not a.no_graphs:
-        graphs = graph_costs([int(t) for t in a.tokens.split(",")], a.reps, hidden, a.cpp_json)
+        run_part("graph", lambda: graph_costs([int(t) for t in a.tokens.split(",")], a.reps,
+                                              hidden, a.cpp_json, graphs), errors)
     report = dict(
         tool="bench/python_ops.py", date=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
         commit=a.commit or git_commit(), device=a.device, **machine(a.device, a.driver),
@@ -386,7 +403,10 @@ def main():
                 "kernel. host_profile: the C++ kernel's phases (torch.ops.mhc._host_profile)."),
         load_average=(os.getloadavg() if hasattr(os, "getloadavg") else None),
         host=host, host_summary_no_grad=summary(host), host_profile=profile, graph=graphs)
-    json.dump(report, open(a.out, "w"), indent=2)
+    if errors:
+        report["errors"] = errors  # part -> its error; that part's rows stop where it failed
+    with open(a.out, "w") as f:
+        json.dump(report, f, indent=2)
     print(f"\n{'op (no_grad)':<18}{'stable':>10}{'.default':>10}{'twin':>10}{'dlpack':>10}"
           f"{'bare _C':>10}{'torch':>10}  µs per call")
     for op, v in report["host_summary_no_grad"].items():
@@ -399,6 +419,12 @@ def main():
         held = f"{r['ratio_python_loop_held']:.3f}" if r["ratio_python_loop_held"] else "n/a"
         print(f"graph {r['op']:<13}{r['tokens']:>6} {r['python_graph_median_us']:8.2f} us  "
               f"ratio to C++ {ratio} (Python loop held: {held})  nodes {len(r['graph_nodes'])}")
+    if errors:
+        for name, err in errors.items():
+            print(f"FAILED {name}: {err}", file=sys.stderr)
+        print(f"wrote {a.out} with the parts measured; failed: {', '.join(errors)}",
+              file=sys.stderr)
+        sys.exit(1)
 
 
 if __name__ == "__main__":
