@@ -32,15 +32,16 @@ std::vector<Fp8Row> fp8_rows(const MhcParams& p, int64_t m, const DeviceSiteWeig
   // engine's alternative, kBf16ThenQuant) and the bf16 twin alone (kBf16: what FP8 adds). The
   // boundary's FP8 output with a staging buffer (b.layer_input: Ops::boundary's form with one),
   // so that where the plan runs the fused boundary kernel it runs too (its wide stages writing
-  // FP8 themselves): kFp8 in the default format, the folded form (Fp8Format::fold_norm: no staged
-  // y, no read-back), kFp8Staged in the staged one (the torch op's); kFp8Unstaged: without a
-  // staging buffer (the post + next input launch and the coefficient launch there).
-  enum Mode { kFp8, kBf16ThenQuant, kBf16, kFp8Unstaged, kFp8Staged };
-  const auto staged = std::make_shared<Fp8Output>(fp8->out);
-  staged->format.fold_norm = false;
-  const auto boundary = [&p, m, &w, &ws, t, fp8, staged](Mode mode) -> EnqueueFn {
-    return [&p, m, &w, &ws, t, fp8, staged, mode](DeviceSiteBuffers& b, cudaStream_t s) {
-      const bool fp8_op = mode == kFp8 || mode == kFp8Unstaged || mode == kFp8Staged;
+  // FP8 themselves): kFp8 in the default format, the staged form (the torch op's, bitwise the
+  // bf16 boundary's quantised), kFp8Folded with Fp8Format::fold_norm (no staged y, no read-back);
+  // kFp8Unstaged: without a staging buffer (the post + next input launch and the coefficient
+  // launch there).
+  enum Mode { kFp8, kBf16ThenQuant, kBf16, kFp8Unstaged, kFp8Folded };
+  const auto folded = std::make_shared<Fp8Output>(fp8->out);
+  folded->format.fold_norm = true;
+  const auto boundary = [&p, m, &w, &ws, t, fp8, folded](Mode mode) -> EnqueueFn {
+    return [&p, m, &w, &ws, t, fp8, folded, mode](DeviceSiteBuffers& b, cudaStream_t s) {
+      const bool fp8_op = mode == kFp8 || mode == kFp8Unstaged || mode == kFp8Folded;
       CoefficientBuffers out = b.coefficients(w);
       out.x = b.x_next.get();
       out.post = b.post_alt.get();
@@ -48,7 +49,7 @@ std::vector<Fp8Row> fp8_rows(const MhcParams& p, int64_t m, const DeviceSiteWeig
       const InputPathBuffers input{b.pre_mix.get(), w.norm_weight.get(),
                                    mode == kFp8Unstaged ? nullptr : b.layer_input.get(),
                                    !fp8_op              ? nullptr
-                                   : mode == kFp8Staged ? staged.get()
+                                   : mode == kFp8Folded ? folded.get()
                                                         : &fp8->out};
       const PreviousPost previous{b.x.get(), b.post.get(), b.comb.get(), b.sublayer_out.get(),
                                   b.x_next.get()};
@@ -79,7 +80,7 @@ std::vector<Fp8Row> fp8_rows(const MhcParams& p, int64_t m, const DeviceSiteWeig
       {"FP8 boundary", boundary_bytes, boundary(kFp8), true},
       {"FP8 boundary as bf16 + group quant", boundary_bytes, boundary(kBf16ThenQuant), true},
       {"FP8 boundary's bf16 twin alone", twin_boundary_bytes, boundary(kBf16), true},
-      {"FP8 boundary staged", boundary_bytes, boundary(kFp8Staged), true},
+      {"FP8 boundary folded", boundary_bytes, boundary(kFp8Folded), true},
       {"FP8 boundary without staging", boundary_bytes, boundary(kFp8Unstaged), true},
       {"FP8 input path", input_bytes, input_path_row(kFp8), false},
       {"FP8 input path as bf16 + group quant", input_bytes, input_path_row(kBf16ThenQuant), false},

@@ -174,34 +174,46 @@ def _kernel_rows(doc, prefix):
 
 def table_fp8(paths):
     """The FP8 rows of `mhc bench kernels --only FP8`: the fused FP8 output against the bf16 twin
-    + a group quantisation (the engine's alternative) and against the bf16 twin alone."""
+    + a group quantisation (the engine's alternative) and against the bf16 twin alone; the
+    boundary's default (staged) form beside its opt-in folded one."""
     (path,) = paths
     doc = load(path)
     rows = _kernel_rows(doc, "FP8 ")
     tokens = sorted({t for _, t in rows})
-    lines = ["| tokens | boundary FP8 | staged | bf16 + quant | bf16 alone | FP8 / (bf16 + quant) "
+    # The boundary's row names by the file's age: "FP8 boundary" is the default form and
+    # "FP8 boundary folded" the opt-in one; files where the folded form was the default name it
+    # "FP8 boundary" and the staged one "FP8 boundary staged"; older files have the staged form
+    # alone, as "FP8 boundary".
+    names = {name for name, _ in rows}
+    if "FP8 boundary staged" in names and "FP8 boundary folded" not in names:
+        staged_name, folded_name = "FP8 boundary staged", "FP8 boundary"
+    else:
+        staged_name, folded_name = "FP8 boundary", "FP8 boundary folded"
+    lines = ["| tokens | boundary FP8 | folded | bf16 + quant | bf16 alone | FP8 / (bf16 + quant) "
              "| FP8 - bf16 | input path FP8 | bf16 + quant | bf16 alone | FP8 / (bf16 + quant) "
              "| FP8 - bf16 |", "|---:|" + "---:|" * 11]
     for t in tokens:
         parts = []
         for what in ("FP8 boundary", "FP8 input path"):
+            fused = staged_name if what == "FP8 boundary" else what
             us = [rows.get((name, t), {}).get("median_us") for name in
-                  (what, what + " as bf16 + group quant", what + "'s bf16 twin alone")]
+                  (fused, what + " as bf16 + group quant", what + "'s bf16 twin alone")]
             parts.append("" if us[0] is None else f"{us[0]:.2f}")
-            if what == "FP8 boundary":  # the staged form beside the default (folded) one
-                staged = rows.get((what + " staged", t), {}).get("median_us")
-                parts.append("" if staged is None else f"{staged:.2f}")
+            if what == "FP8 boundary":  # the folded form beside the default (staged) one
+                folded = rows.get((folded_name, t), {}).get("median_us")
+                parts.append("" if folded is None else f"{folded:.2f}")
             parts += ["" if u is None else f"{u:.2f}" for u in us[1:]]
             parts.append(f"{us[0] / us[1]:.2f}" if us[0] and us[1] else "")
             parts.append(f"{us[0] - us[2]:+.2f}" if us[0] and us[2] else "")
         lines.append(f"| {t} | " + " | ".join(parts) + " |")
     lines += ["", f"Median µs of CUDA-graph replays, inputs rotated past L2 (`mhc bench kernels "
               f"--only FP8`, preset {doc.get('preset', '?')}, scales column-major); boundary "
-              f"FP8: the default, folded form (docs/fp8.md), staged: the form bitwise the bf16 "
-              f"boundary's quantised (empty in files from before that row, whose boundary FP8 is "
-              f"the staged form); FP8 / (bf16 + quant) below 1: the fused FP8 output is faster than the engine's two launches; "
-              f"FP8 - bf16: what the FP8 output costs over the bf16 twin, µs; {provenance(doc)}; "
-              f"source `{path}`."]
+              f"FP8: the default, staged form, bitwise the bf16 boundary's layer_input quantised; "
+              f"folded: the opt-in form that folds the norm factor into the group scales "
+              f"(Fp8Format::fold_norm, docs/fp8.md; empty in files from before that form); "
+              f"FP8 / (bf16 + quant) below 1: the fused FP8 output is faster than the engine's "
+              f"two launches; FP8 - bf16: what the FP8 output costs over the bf16 twin, µs; "
+              f"{provenance(doc)}; source `{path}`."]
     return lines
 
 

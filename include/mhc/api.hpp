@@ -153,10 +153,11 @@ class Ops {
   // that kernel, this form runs it too (its wide stages writing the FP8 layer_input themselves,
   // one byte a value instead of two; its other shapes writing bf16 into `staging`, then the group
   // quantisation), so that every output but layer_input is bitwise the bf16 boundary's and
-  // layer_input is its layer_input quantised; with layer_input.format.fold_norm (the default)
-  // and float scales the wide stages fold the norm factor into the group scales instead and do
-  // not touch `staging` (codes and scales within docs/fp8.md's bounds of those bits, "The folded
-  // form"). Elsewhere `staging` is not touched. Its contents afterwards are unspecified.
+  // layer_input is its layer_input quantised (the default, staged form); with
+  // layer_input.format.fold_norm (opt-in) and float scales the wide stages fold the norm factor
+  // into the group scales instead and do not touch `staging` (codes and scales within
+  // docs/fp8.md's bounds of those bits, "The folded form"). Elsewhere `staging` is not touched.
+  // Its contents afterwards are unspecified.
   void boundary(int64_t tokens, const PostArgs& a, const float* pre_mix, NormWeight norm_weight,
                 const Fp8Output& layer_input, Bf16* staging, const HcWeights& next,
                 const Coefficients& out, Workspace ws, Stream stream) const;

@@ -284,8 +284,7 @@ TEST_P(Fp8StagedBoundary, QuantisesTheBf16BoundaryBitwise) {
   const std::vector<Bf16> rows = to_host(bf16.layer_input);
   const std::vector<double> ref = ref::input_path(
       p, m, x_bf16.data(), k.c.pre_mix.data(), c.norm ? k.c.weights.norm_weight.data() : nullptr);
-  for (Fp8Format f : formats()) {
-    f.fold_norm = false;  // the staged form (the folded one: fp8_boundary_test.cpp)
+  for (const Fp8Format& f : formats()) {  // the default, staged (folded: fp8_boundary_test.cpp)
     const std::string label = staged_name(c) + format_name(f);
     DeviceFp8 got(p, m, f);
     cuda::DeviceBuffer<Bf16> staging = poisoned<Bf16>(size_t(rows_m * p.hidden));

@@ -28,9 +28,9 @@ Fp8Format fp8_format(const char* op, int64_t group_size, int64_t hidden, bool co
     fail(fmt::format("mhc.{}: the hidden size {} is not a multiple of group_size={}", op, hidden,
                      kFp8GroupSize));
   }
-  // The staged form of the fused boundary (fold_norm false): the op's schema has no choice, and
-  // its layer_input is documented bitwise the bf16 op's quantised (docs/decisions.md, "The FP8
-  // boundary folds the norm into the scales").
+  // The staged form of the fused boundary (fold_norm false, also the default): the op's schema
+  // has no choice, and its layer_input is documented bitwise the bf16 op's quantised
+  // (docs/decisions.md, "The FP8 boundary stages by default; folding the norm is opt-in").
   return {kFp8GroupSize, column_major_scales, use_ue8m0, false};
 }
 
