@@ -283,20 +283,30 @@ void add_head_items(const Setup& c, std::vector<Item>& items) {
   if (p.n != 4 || p.hidden % 64 != 0 || p.hidden > head_max_hidden(p.n)) return;
   const double md = double(c.m), K = double(p.k()), C = double(p.hidden);
   const double weights = 4.0 * p.n * K + 4.0 * (p.n + 1);
-  for (bool norm : {false, true}) {
-    items.push_back({norm ? "head collapse + final norm" : "head collapse",
-                     md * (2 * K + 2 * C) + weights + (norm ? 4 * C : 0),
-                     [&c, norm](DeviceSiteBuffers& b, cudaStream_t s) {
-                       HeadBuffers hb;
-                       hb.x = b.x.get();
-                       hb.hc_fn = c.w.hc_fn.get();
-                       hb.hc_base = c.w.hc_base.get();
-                       hb.hc_scale = c.w.hc_scale.get();
-                       hb.norm_weight = norm ? c.w.norm_weight.get() : nullptr;
-                       hb.out = b.layer_input.get();
-                       head(c.p, c.m, hb, LaunchTarget(s, false));
-                     },
-                     {}});
+  // The plan's form under the rows' plain names; each form forced, with the norm, in rows of
+  // their own (the same bits: they place the plan's crossover, head_form_for).
+  const std::pair<HeadForm, std::string> forms[] = {
+      {HeadForm::kPlan, ""},
+      {HeadForm::kTokenPerCta, " (1 token/CTA)"},
+      {HeadForm::kTokensPerCta, " (" + std::to_string(kHeadTokensPerCta) + " tokens/CTA)"},
+  };
+  for (const auto& [form, suffix] : forms) {
+    for (bool norm : {false, true}) {
+      if (!norm && form != HeadForm::kPlan) continue;
+      items.push_back({std::string(norm ? "head collapse + final norm" : "head collapse") + suffix,
+                       md * (2 * K + 2 * C) + weights + (norm ? 4 * C : 0),
+                       [&c, norm, form = form](DeviceSiteBuffers& b, cudaStream_t s) {
+                         HeadBuffers hb;
+                         hb.x = b.x.get();
+                         hb.hc_fn = c.w.hc_fn.get();
+                         hb.hc_base = c.w.hc_base.get();
+                         hb.hc_scale = c.w.hc_scale.get();
+                         hb.norm_weight = norm ? c.w.norm_weight.get() : nullptr;
+                         hb.out = b.layer_input.get();
+                         head(c.p, c.m, hb, LaunchTarget(s, false), form);
+                       },
+                       {}});
+    }
   }
 }
 

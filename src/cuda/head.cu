@@ -22,8 +22,10 @@ namespace {
 // The n = 2 kernel exists only in builds with the n = 2 kernels (launch_checks.cuh).
 int query_head_max_hidden(int n) {
   int threads = 0;
-  MHC_CUDA_CHECK(n == 2 ? MHC_N2_LAUNCH(head_max_threads<2>(&threads))
-                        : head_max_threads<4>(&threads));
+  constexpr int kTokens = kHeadTokensPerCta;
+  const cudaError_t err = n == 2 ? MHC_N2_LAUNCH(head_max_threads<2, kTokens>(&threads))
+                                 : head_max_threads<4, kTokens>(&threads);
+  MHC_CUDA_CHECK(err);
   return std::min(row_kernel_max_hidden(), threads / kWarp * kWarp * kRowVecs * kBf16PerVec);
 }
 
@@ -32,7 +34,24 @@ bool overlaps(const void* a, int64_t a_bytes, const void* b, int64_t b_bytes) {
   return a0 < b0 + uintptr_t(b_bytes) && b0 < a0 + uintptr_t(a_bytes);
 }
 
+template <int kStreams>
+cudaError_t launch_head_as(HeadForm form, const HeadArgs& a, int64_t tokens, LaunchTarget on) {
+  return form == HeadForm::kTokensPerCta ? launch_head<kStreams, kHeadTokensPerCta>(a, tokens, on)
+                                         : launch_head<kStreams, 1>(a, tokens, on);
+}
+
 }  // namespace
+
+// Below a CTA of kHeadTokensPerCta tokens for every SM of an H100 (132), one token per CTA: the
+// launch is then bounded by one CTA's latency (its row and all of hc_fn read by one SM), which
+// fewer, longer CTAs would lengthen. From there on, hc_fn's L2 traffic (read once per CTA:
+// eight times x's bytes per token with one token per CTA at n = 4) bounds the launch, and
+// several tokens per CTA divide it. The crossover is not measured yet: the bench's head rows at
+// both forms (HeadForm) place it.
+HeadForm head_form_for(int64_t tokens) {
+  constexpr int64_t kBatchedFrom = int64_t(kHeadTokensPerCta) * 132;
+  return tokens >= kBatchedFrom ? HeadForm::kTokensPerCta : HeadForm::kTokenPerCta;
+}
 
 int head_max_hidden(int n) {
   require_that(n == 2 || n == 4, "head: n={} is not supported by the CUDA kernels (2 or 4)", n);
@@ -46,7 +65,8 @@ int head_max_hidden(int n) {
   return limit;
 }
 
-void head(const MhcParams& p, int64_t tokens, const HeadBuffers& b, LaunchTarget stream) {
+void head(const MhcParams& p, int64_t tokens, const HeadBuffers& b, LaunchTarget stream,
+          HeadForm form) {
   constexpr const char* what = "head";
   check_shape(p, tokens, what);
   const int max_hidden = head_max_hidden(p.n);
@@ -78,8 +98,9 @@ void head(const MhcParams& p, int64_t tokens, const HeadBuffers& b, LaunchTarget
   a.rms_eps = static_cast<float>(p.rms_eps());
   a.hc_eps = static_cast<float>(p.pre_eps());
   a.norm_eps = static_cast<float>(p.norm_eps());
-  const cudaError_t err = p.n == 2 ? MHC_N2_LAUNCH(launch_head<2>(a, tokens, stream))
-                                   : launch_head<4>(a, tokens, stream);
+  if (form == HeadForm::kPlan) form = head_form_for(tokens);
+  const cudaError_t err = p.n == 2 ? MHC_N2_LAUNCH(launch_head_as<2>(form, a, tokens, stream))
+                                   : launch_head_as<4>(form, a, tokens, stream);
   check_launch(err, what);
 }
 

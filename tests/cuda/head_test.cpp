@@ -1,7 +1,9 @@
 // The head collapse's kernel (mhc/cuda/head.hpp, docs/head.md) against the float64 reference at
 // the model's hidden sizes and 1, odd and large token counts, with and without the final norm;
-// bitwise the input path's collapse with the same weights; a token's bits independent of the
-// batch and of the run; zero tokens; the refusals. Inputs fresh random per case, outputs poisoned
+// bitwise the input path's collapse with the same weights; both launch forms (one token or
+// several per CTA) bitwise the same, at token counts that do and do not fill the last CTA; a
+// token's bits independent of the batch (alone under one form, in a batch under the other) and
+// of the run; zero tokens; the refusals. Inputs fresh random per case, outputs poisoned
 // (0xFF: NaN) before every launch; a NaN fails every comparison.
 #include "mhc/cuda/head.hpp"
 
@@ -45,11 +47,12 @@ struct DeviceHead {
             out.get(), weights.get()};
   }
   // One launch on the default stream, outputs poisoned first; returns (out, weights).
-  std::pair<std::vector<Bf16>, std::vector<float>> run(const MhcParams& p, int64_t tokens,
-                                                       bool with_norm) {
+  std::pair<std::vector<Bf16>, std::vector<float>> run(
+      const MhcParams& p, int64_t tokens, bool with_norm,
+      cuda::HeadForm form = cuda::HeadForm::kPlan) {
     out.fill_bytes(0xFF);
     weights.fill_bytes(0xFF);
-    cuda::head(p, tokens, buffers(with_norm), default_stream());
+    cuda::head(p, tokens, buffers(with_norm), default_stream(), form);
     MHC_CUDA_CHECK(cudaDeviceSynchronize());
     return {to_host(out), to_host(weights)};
   }
@@ -59,12 +62,14 @@ std::vector<HeadShape> head_shapes() {
   std::vector<HeadShape> shapes;
   for (bool norm : {false, true}) {
     for (int hidden : {4096, 5120, 7168}) {
-      for (int64_t tokens : {1, 2, 7, 16, 33}) shapes.push_back({4, hidden, tokens, 1.0, norm});
+      for (int64_t tokens : {1, 2, 7, 16, 17, 33, 1031}) {
+        shapes.push_back({4, hidden, tokens, 1.0, norm});
+      }
       shapes.push_back({2, hidden, 7, 1.0, norm});
     }
-    shapes.push_back({4, 5120, 1025, 1.0, norm});
     shapes.push_back({4, 5120, 4096, 1.0, norm});
-    shapes.push_back({4, 7168, 1000, 1.0, norm});
+    shapes.push_back({4, 7168, 4096, 1.0, norm});
+    shapes.push_back({2, 5120, 1100, 1.0, norm});
     shapes.push_back({2, 4096, 513, 1.0, norm});
     for (double amplitude : {1e-3, 1e2}) shapes.push_back({4, 5120, 9, amplitude, norm});
   }
@@ -81,6 +86,12 @@ TEST_P(HeadKernel, MatchesReferenceAndInputPath) {
   const MhcParams& p = c.p;
   DeviceHead d(c);
   const auto [out, weights] = d.run(p, c.tokens, s.norm);
+  // Both launch forms, whichever the plan chose: the same bits.
+  for (cuda::HeadForm form : {cuda::HeadForm::kTokenPerCta, cuda::HeadForm::kTokensPerCta}) {
+    const auto forced = d.run(p, c.tokens, s.norm, form);
+    EXPECT_TRUE(test::same_finite_bits(out, forced.first)) << "form " << int(form);
+    EXPECT_TRUE(test::same_finite_bits(weights, forced.second)) << "form " << int(form);
+  }
   const ref::HeadResult r = ref::head(p, c.tokens, c.x.data(), c.view(s.norm));
   const ErrorStats w_err = compare(weights.data(), r.weights.data(), c.tokens * p.n);
   const ErrorStats out_err = compare(out.data(), r.out.data(), c.tokens * p.hidden);
@@ -108,27 +119,42 @@ TEST_P(HeadKernel, MatchesReferenceAndInputPath) {
 
 INSTANTIATE_TEST_SUITE_P(Shapes, HeadKernel, ::testing::ValuesIn(head_shapes()), head_shape_name);
 
+// A token alone (one token per CTA under the plan) and in batches of both forms, at positions
+// first, inside and last in a CTA of several tokens, with and without the norm.
 TEST(HeadKernelBatch, TokenBitsDoNotDependOnTheBatch) {
   MHC_SKIP_WITHOUT_GPU();
-  const HeadCase c = test::random_head_case(test::small_params(4, 5120), 37, 11);
-  const MhcParams& p = c.p;
-  DeviceHead all(c);
-  const auto batch = all.run(p, c.tokens, true);
-  for (int64_t m : {int64_t{0}, int64_t{17}, int64_t{36}}) {
-    HeadCase one = c;
-    one.tokens = 1;
-    one.x.assign(c.x.begin() + m * p.k(), c.x.begin() + (m + 1) * p.k());
-    DeviceHead d(one);
-    const auto alone = d.run(p, 1, true);
-    const std::vector<Bf16> row(batch.first.begin() + m * p.hidden,
-                                batch.first.begin() + (m + 1) * p.hidden);
-    EXPECT_TRUE(test::same_finite_bits(alone.first, row)) << "token " << m;
+  constexpr int64_t kBatched = int64_t(cuda::kHeadTokensPerCta) * 140 + 3;
+  ASSERT_EQ(cuda::head_form_for(1), cuda::HeadForm::kTokenPerCta);
+  ASSERT_EQ(cuda::head_form_for(kBatched), cuda::HeadForm::kTokensPerCta);
+  for (int hidden : {4096, 7168}) {
+    const HeadCase c = test::random_head_case(test::small_params(4, hidden), kBatched, 11);
+    const MhcParams& p = c.p;
+    DeviceHead all(c);
+    for (bool norm : {false, true}) {
+      const auto batch = all.run(p, c.tokens, norm);
+      const auto small = all.run(p, 37, norm);  // the first 37 tokens, one per CTA
+      for (int64_t m : {int64_t{0}, int64_t{17}, int64_t{36}, kBatched - 3, kBatched - 1}) {
+        HeadCase one = c;
+        one.tokens = 1;
+        one.x.assign(c.x.begin() + m * p.k(), c.x.begin() + (m + 1) * p.k());
+        DeviceHead d(one);
+        const auto alone = d.run(p, 1, norm);
+        const auto row = [&](const std::vector<Bf16>& out) {
+          return std::vector<Bf16>(out.begin() + m * p.hidden, out.begin() + (m + 1) * p.hidden);
+        };
+        EXPECT_TRUE(test::same_finite_bits(alone.first, row(batch.first)))
+            << "token " << m << " C=" << hidden << " norm " << norm;
+        if (m < 37) {
+          EXPECT_TRUE(test::same_finite_bits(alone.first, row(small.first))) << "token " << m;
+        }
+      }
+    }
   }
 }
 
 TEST(HeadKernelBatch, Bf16NormWeightGivesItsWideningsBits) {
   MHC_SKIP_WITHOUT_GPU();
-  HeadCase c = test::random_head_case(test::small_params(4, 7168), 5, 13);
+  HeadCase c = test::random_head_case(test::small_params(4, 7168), 19, 13);
   std::vector<Bf16> norm_bf16;
   for (float& v : c.norm_weight) {
     norm_bf16.push_back(float_to_bf16(v));
@@ -139,10 +165,12 @@ TEST(HeadKernelBatch, Bf16NormWeightGivesItsWideningsBits) {
   const auto weight_bf16 = to_device(norm_bf16);
   cuda::HeadBuffers b = d.buffers(false);
   b.norm_weight_bf16 = weight_bf16.get();
-  d.out.fill_bytes(0xFF);
-  cuda::head(c.p, c.tokens, b, default_stream());
-  MHC_CUDA_CHECK(cudaDeviceSynchronize());
-  EXPECT_TRUE(test::same_finite_bits(want.first, to_host(d.out)));
+  for (cuda::HeadForm form : {cuda::HeadForm::kTokenPerCta, cuda::HeadForm::kTokensPerCta}) {
+    d.out.fill_bytes(0xFF);
+    cuda::head(c.p, c.tokens, b, default_stream(), form);
+    MHC_CUDA_CHECK(cudaDeviceSynchronize());
+    EXPECT_TRUE(test::same_finite_bits(want.first, to_host(d.out))) << "form " << int(form);
+  }
   b.norm_weight = d.norm.get();  // both: refused
   EXPECT_THROW(cuda::head(c.p, c.tokens, b, default_stream()), Error);
 }
@@ -153,6 +181,7 @@ TEST(HeadKernelBatch, ZeroTokensWritesNothing) {
   DeviceHead d(c);
   d.out.fill_bytes(0xFF);
   cuda::head(c.p, 0, d.buffers(true), default_stream());
+  cuda::head(c.p, 0, d.buffers(true), default_stream(), cuda::HeadForm::kTokensPerCta);
   cuda::head(c.p, 0, cuda::HeadBuffers{}, default_stream());  // nothing is read or written
   MHC_CUDA_CHECK(cudaDeviceSynchronize());
   for (Bf16 v : to_host(d.out)) ASSERT_EQ(v.bits, 0xFFFF);

@@ -4,16 +4,20 @@
 // the final RMSNorm fused, out = bf16(y * rsqrt(mean(y^2) + norm_eps) * norm_weight) on the stored
 // y = bf16(sum_j w[j] * x[j]): one launch gives the LM head's input.
 //
-// One CTA per token, the row cut of the row kernels (row_column: row_kernel_threads(C) threads,
-// up to kRowVecs 16-byte vectors of each stream per thread). A thread loads its vectors of all
-// n streams once; they serve the projection (its n dot products and the sum of squares over its
-// slice of K, reduced over the block in a fixed order) and then, still in registers, the
-// collapse. The collapse and the norm are the input path's (input_path.cuh), so the output is
-// bitwise input_path_kernel's with w as pre_mix. Every token's bits depend on its own row only.
+// A CTA serves kTokens consecutive tokens with the row cut of the row kernels (row_column:
+// row_kernel_threads(C) threads, up to kRowVecs 16-byte vectors of each stream per thread).
+// The projection: each hc_fn vector a thread loads serves all the CTA's tokens (hc_fn, n*K*4
+// bytes through L2, is read once per CTA, not once per token: at n = 4 eight times x's bytes per
+// token otherwise). Each token's n dot products and sum of squares are accumulated over the
+// thread's slice of K in one fixed order (vector, stream, element) and reduced over the block in
+// block_sum's order, whatever kTokens is: a token's bits depend on its own row only, the same in
+// every form, batch and run. The collapse and the norm are the input path's (input_path.cuh), so
+// the output is bitwise input_path_kernel's with w as pre_mix.
 //
-// hc_fn is read once per token (n*K*4 bytes, through L2; eight times x's bytes at n = 4): what
-// bounds the launch at large token counts, where a CTA serving several tokens would read it once
-// for all of them.
+// kTokens = 1 keeps the token's vectors in registers from the projection to the collapse (x read
+// once). With kTokens > 1 the registers cannot hold every token's row (40 KB of x per token at
+// C = 5120): the projection streams x, and the collapse reads each token's row again, from L2
+// while the CTA's rows are still there.
 #pragma once
 #include <cuda_runtime.h>
 
@@ -60,26 +64,6 @@ __device__ __forceinline__ void block_sums(float (&v)[kCount], float (*scratch)[
   __syncthreads();
 }
 
-// Adds the thread's share of the projection for its vector at column c: dot[i] += hc_fn[i]'s
-// 8 weights of each stream times the stream's 8 values, stream by stream, element by element.
-template <int kStreams>
-__device__ __forceinline__ void head_project8(const float* __restrict__ hc_fn, int hidden, int c,
-                                              const float (&xs)[kStreams][8],
-                                              float (&dot)[kStreams]) {
-  const int64_t k = int64_t(kStreams) * hidden;
-#pragma unroll
-  for (int i = 0; i < kStreams; ++i) {
-#pragma unroll
-    for (int j = 0; j < kStreams; ++j) {
-      const float* row = hc_fn + i * k + int64_t(j) * hidden + c;
-      float f[8];
-      unpack_f4x2(load_weight_f4(row), load_weight_f4(row + 4), f);
-#pragma unroll
-      for (int e = 0; e < 8; ++e) dot[i] = fmaf(f[e], xs[j][e], dot[i]);
-    }
-  }
-}
-
 // load_norm_weights for a bf16 weight: the same floats (bf16 widens exactly), 16 bytes a vector.
 template <int kVec>
 __device__ __forceinline__ void load_norm_weights_bf16(const uint16_t* norm_weight, int hidden,
@@ -94,23 +78,71 @@ __device__ __forceinline__ void load_norm_weights_bf16(const uint16_t* norm_weig
   }
 }
 
+// The thread's vectors of one token's n streams (zeros past the row).
 template <int kStreams, int kVec>
-__global__ void head_kernel(const HeadArgs a) {
-  __shared__ float sums[kStreams + 1][kWarp];
+__device__ __forceinline__ void load_head_row(const uint16_t* x_token, int hidden, int threads,
+                                              uint4 (&xv)[kVec][kStreams]) {
+#pragma unroll
+  for (int v = 0; v < kVec; ++v) {
+    const int c = row_column(v, hidden, threads);
+#pragma unroll
+    for (int j = 0; j < kStreams; ++j) {
+      xv[v][j] = c >= 0 ? load_stream_u4(x_token + j * hidden + c) : make_uint4(0, 0, 0, 0);
+    }
+  }
+}
+
+// totals[t * (n + 1) + i]: token t's dot product with hc_fn[i] (i < n) and its sum of squares
+// (i = n) over the thread's slice of K, each accumulated vector by vector, stream by stream,
+// element by element (the one order of every form). row(t, v, j) gives token t's packed vector v
+// of stream j; each hc_fn vector is loaded once for all kTokens tokens.
+template <int kStreams, int kVec, int kTokens, class Row>
+__device__ __forceinline__ void head_project(const float* __restrict__ hc_fn, int hidden,
+                                             int threads, const Row& row,
+                                             float (&totals)[kTokens * (kStreams + 1)]) {
+  const int64_t k = int64_t(kStreams) * hidden;
+#pragma unroll(kTokens == 1 ? kVec : 1)
+  for (int v = 0; v < kVec; ++v) {
+    const int c = row_column(v, hidden, threads);
+    if (c < 0) continue;
+#pragma unroll(kTokens == 1 ? kStreams : 1)
+    for (int j = 0; j < kStreams; ++j) {
+      float xs[kTokens][8];
+#pragma unroll
+      for (int t = 0; t < kTokens; ++t) {
+        unpack_bf16x8(row(t, v, j), xs[t]);
+        float& sum_sq = totals[t * (kStreams + 1) + kStreams];
+#pragma unroll
+        for (int e = 0; e < 8; ++e) sum_sq = fmaf(xs[t][e], xs[t][e], sum_sq);
+      }
+#pragma unroll
+      for (int i = 0; i < kStreams; ++i) {
+        const float* fn = hc_fn + i * k + int64_t(j) * hidden + c;
+        float f[8];
+        unpack_f4x2(load_weight_f4(fn), load_weight_f4(fn + 4), f);
+#pragma unroll
+        for (int t = 0; t < kTokens; ++t) {
+          float& dot = totals[t * (kStreams + 1) + i];
+#pragma unroll
+          for (int e = 0; e < 8; ++e) dot = fmaf(f[e], xs[t][e], dot);
+        }
+      }
+    }
+  }
+}
+
+template <int kStreams, int kVec, int kTokens>
+__global__ void head_kernel(const HeadArgs a, int tokens) {
+  constexpr int kSums = kTokens * (kStreams + 1);
+  __shared__ float sums[kSums][kWarp];
   allow_dependents();
   wait_for_producer();
   const int threads = int(blockDim.x);
-  const int64_t token = blockIdx.x;
-  const uint16_t* x_token = a.x + token * kStreams * a.hidden;
+  const int64_t first = int64_t(blockIdx.x) * kTokens;
+  const int count = int(min(int64_t(kTokens), tokens - first));  // the CTA's tokens, >= 1
+  const uint16_t* x_first = a.x + first * kStreams * a.hidden;
   uint4 xv[kVec][kStreams];
-#pragma unroll
-  for (int v = 0; v < kVec; ++v) {
-    const int c = row_column(v, a.hidden, threads);
-#pragma unroll
-    for (int j = 0; j < kStreams; ++j) {
-      xv[v][j] = c >= 0 ? load_stream_u4(x_token + j * a.hidden + c) : make_uint4(0, 0, 0, 0);
-    }
-  }
+  if constexpr (kTokens == 1) load_head_row<kStreams, kVec>(x_first, a.hidden, threads, xv);
   float4 w[kVec][2];
   // Only whether a norm weight is given is read from `norm` past here: the weights are preloaded.
   const float* norm = a.norm_weight;
@@ -122,47 +154,49 @@ __global__ void head_kernel(const HeadArgs a) {
   }
 
   // The projection and the sum of squares of v over this thread's slice, then over the block.
-  float totals[kStreams + 1] = {};  // the n dot products, then the sum of squares
+  float totals[kSums] = {};
+  if constexpr (kTokens == 1) {
+    head_project<kStreams, kVec, 1>(
+        a.hc_fn, a.hidden, threads, [&](int, int v, int j) { return xv[v][j]; }, totals);
+  } else {
+    // Tokens past the batch (the last CTA's) project zeros and are not stored.
+    const auto row = [&](int t, int v, int j) {
+      const int c = row_column(v, a.hidden, threads);
+      return t < count ? load_stream_u4(x_first + (int64_t(t) * kStreams + j) * a.hidden + c)
+                       : make_uint4(0, 0, 0, 0);
+    };
+    head_project<kStreams, kVec, kTokens>(a.hc_fn, a.hidden, threads, row, totals);
+  }
+  block_sums<kSums>(totals, sums);
+
+  const float scale = a.hc_scale[0];
 #pragma unroll
-  for (int v = 0; v < kVec; ++v) {
-    const int c = row_column(v, a.hidden, threads);
-    if (c < 0) continue;
-    float xs[kStreams][8];
+  for (int t = 0; t < kTokens; ++t) {  // unrolled: totals stays in registers
+    if (t >= count) break;
+    const int64_t token = first + t;
+    const float* total = totals + t * (kStreams + 1);
+    // The collapse weights, the same bits in every thread (the norm after the projection, as at
+    // the sites: mixes = (hc_fn . v) * r).
+    const float r = 1.f / sqrtf(total[kStreams] / float(kStreams * a.hidden) + a.rms_eps);
+    float weights[kStreams];
 #pragma unroll
     for (int j = 0; j < kStreams; ++j) {
-      unpack_bf16x8(xv[v][j], xs[j]);
-#pragma unroll
-      for (int e = 0; e < 8; ++e) totals[kStreams] = fmaf(xs[j][e], xs[j][e], totals[kStreams]);
+      const float z = total[j] * r * scale + a.hc_base[j];
+      weights[j] = 1.f / (1.f + expf(-z)) + a.hc_eps;
     }
-    float dot[kStreams];
+    if (a.weights != nullptr && threadIdx.x == 0) {
 #pragma unroll
-    for (int i = 0; i < kStreams; ++i) dot[i] = totals[i];
-    head_project8<kStreams>(a.hc_fn, a.hidden, c, xs, dot);
-#pragma unroll
-    for (int i = 0; i < kStreams; ++i) totals[i] = dot[i];
+      for (int j = 0; j < kStreams; ++j) a.weights[token * kStreams + j] = weights[j];
+    }
+    // The collapse and the norm: input_path_token's, from the token's vectors.
+    if constexpr (kTokens > 1) {
+      load_head_row<kStreams, kVec>(a.x + token * kStreams * a.hidden, a.hidden, threads, xv);
+    }
+    float y[kVec][8];
+    const float sum_sq = collapse_row<kStreams, kVec>(xv, weights, y);
+    rms_norm_store<kVec, true>(y, sum_sq, w, norm, a.norm_eps, a.hidden, threads,
+                               a.out + token * a.hidden, sums[0]);
   }
-  block_sums<kStreams + 1>(totals, sums);
-
-  // The collapse weights, the same bits in every thread (the norm after the projection, as at
-  // the sites: mixes = (hc_fn . v) * r).
-  const float r = 1.f / sqrtf(totals[kStreams] / float(kStreams * a.hidden) + a.rms_eps);
-  const float scale = a.hc_scale[0];
-  float weights[kStreams];
-#pragma unroll
-  for (int j = 0; j < kStreams; ++j) {
-    const float z = totals[j] * r * scale + a.hc_base[j];
-    weights[j] = 1.f / (1.f + expf(-z)) + a.hc_eps;
-  }
-  if (a.weights != nullptr && threadIdx.x == 0) {
-#pragma unroll
-    for (int j = 0; j < kStreams; ++j) a.weights[token * kStreams + j] = weights[j];
-  }
-
-  // The collapse and the norm: input_path_token's, from the vectors still in registers.
-  float y[kVec][8];
-  const float sum_sq = collapse_row<kStreams, kVec>(xv, weights, y);
-  rms_norm_store<kVec, true>(y, sum_sq, w, norm, a.norm_eps, a.hidden, threads,
-                             a.out + token * a.hidden, sums[0]);
 }
 
 // launch_head's preconditions, refused before any CUDA call (cudaErrorInvalidValue): 1..INT32_MAX
@@ -176,20 +210,25 @@ inline bool head_args_valid(const HeadArgs& a, int64_t tokens) {
          (a.norm_weight == nullptr || a.norm_weight_bf16 == nullptr);
 }
 
-template <int kStreams>
+// kTokens tokens per CTA (the last CTA's may be fewer).
+template <int kStreams, int kTokens>
 cudaError_t launch_head(const HeadArgs& a, int64_t tokens, LaunchTarget on) {
   if (!head_args_valid(a, tokens)) return cudaErrorInvalidValue;
-  return launch_kernel(head_kernel<kStreams, kRowVecs>, dim3(static_cast<unsigned>(tokens)),
-                       dim3(row_kernel_threads(a.hidden)), 0, on, a);
+  return launch_kernel(head_kernel<kStreams, kRowVecs, kTokens>,
+                       dim3(static_cast<unsigned>(ceil_div(tokens, int64_t(kTokens)))),
+                       dim3(row_kernel_threads(a.hidden)), 0, on, a, static_cast<int>(tokens));
 }
 
-// The most threads a head_kernel<kStreams> CTA may have on the current device (its register
-// count in the loaded image caps it), for the host's check of C.
-template <int kStreams>
+// The most threads a CTA of the head kernels with kTokens = 1 and kTokensPerCta may have on the
+// current device (their register counts in the loaded image cap it), for the host's check of C.
+template <int kStreams, int kTokensPerCta>
 cudaError_t head_max_threads(int* threads) {
-  cudaFuncAttributes attr{};
-  const cudaError_t err = cudaFuncGetAttributes(&attr, head_kernel<kStreams, kRowVecs>);
-  if (err == cudaSuccess) *threads = attr.maxThreadsPerBlock;
+  cudaFuncAttributes one{}, several{};
+  cudaError_t err = cudaFuncGetAttributes(&one, head_kernel<kStreams, kRowVecs, 1>);
+  if (err == cudaSuccess) {
+    err = cudaFuncGetAttributes(&several, head_kernel<kStreams, kRowVecs, kTokensPerCta>);
+  }
+  if (err == cudaSuccess) *threads = min(one.maxThreadsPerBlock, several.maxThreadsPerBlock);
   return err;
 }
 

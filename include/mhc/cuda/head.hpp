@@ -25,15 +25,29 @@ struct HeadBuffers {                   // device pointers (layouts: mhc/core/hea
   const Bf16* norm_weight_bf16 = nullptr;  // [C] bf16, 16-byte aligned, instead of norm_weight
 };
 
-// The largest hidden size the head kernel takes for n streams on the current device: one CTA of
-// C / 32 threads per token, capped by the kernel's registers in the loaded image.
+// The head kernel's launch forms (mhc/cuda/head.cuh). Every form gives a token the same bits (one
+// reduction order per token): the choice is speed only.
+enum class HeadForm {
+  kPlan,          // the launcher's choice by token count (head_form_for)
+  kTokenPerCta,   // one token per CTA, its row kept in registers
+  kTokensPerCta,  // kHeadTokensPerCta tokens per CTA, hc_fn read once for all of them
+};
+inline constexpr int kHeadTokensPerCta = 8;
+
+// The form kPlan launches for `tokens` tokens.
+HeadForm head_form_for(int64_t tokens);
+
+// The largest hidden size the head kernel takes for n streams on the current device: CTAs of
+// C / 32 threads, capped by the kernels' registers in the loaded image.
 int head_max_hidden(int n);
 
 // out = the head collapse of x (with the final norm where b.norm_weight or b.norm_weight_bf16 is
 // set: a bf16 weight gives the bits of its fp32 widening), in one launch;
 // epsilons from p: rms_eps() in the projection's RMS, pre_eps() added to the sigmoid (hc_eps),
 // norm_eps() in the norm. n in {2, 4}, C a multiple of 64 up to head_max_hidden(n).
-void head(const MhcParams& p, int64_t tokens, const HeadBuffers& b, LaunchTarget stream);
+// `form` forces a launch form (tests and benchmarks compare them).
+void head(const MhcParams& p, int64_t tokens, const HeadBuffers& b, LaunchTarget stream,
+          HeadForm form = HeadForm::kPlan);
 
 // The same on host buffers (the CUDA backend's Backend::run_head, for validation): copies x and
 // the weights in, one launch on `stream`, copies out and the weights (unless null) back. Allocates
