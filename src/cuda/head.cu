@@ -42,14 +42,14 @@ cudaError_t launch_head_as(HeadForm form, const HeadArgs& a, int64_t tokens, Lau
 
 }  // namespace
 
-// Below a CTA of kHeadTokensPerCta tokens for every SM of an H100 (132), one token per CTA: the
-// launch is then bounded by one CTA's latency (its row and all of hc_fn read by one SM), which
-// fewer, longer CTAs would lengthen. From there on, hc_fn's L2 traffic (read once per CTA:
-// eight times x's bytes per token with one token per CTA at n = 4) bounds the launch, and
-// several tokens per CTA divide it. The crossover is not measured yet: the bench's head rows at
-// both forms (HeadForm) place it.
+// Few tokens: one token per CTA, bounded by one CTA's latency (its row and all of hc_fn read by
+// one SM), which fewer, longer CTAs would lengthen. Many: hc_fn's L2 traffic (read once per CTA,
+// eight times x's bytes per token at n = 4 with one token per CTA) bounds the launch, and several
+// tokens per CTA divide it. Measured on an H100 at C = 5120 (bench/results/h100-2026-12-07-
+// b1552c6/head-kernels.json, both forms' rows): the batched form was the faster from 1024 tokens
+// on (1024, 2048, 4096, 8192) and 2.5-5 times slower at 1-16; between 16 and 1024 not measured.
 HeadForm head_form_for(int64_t tokens) {
-  constexpr int64_t kBatchedFrom = int64_t(kHeadTokensPerCta) * 132;
+  constexpr int64_t kBatchedFrom = 1024;
   return tokens >= kBatchedFrom ? HeadForm::kTokensPerCta : HeadForm::kTokenPerCta;
 }
 
