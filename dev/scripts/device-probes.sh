@@ -35,7 +35,7 @@ step build 150 env MHC_BUILD_DIR=$b \
 cp $b/python/_C*.so $b/python/_torch_ops*.so python/mhc/ 2>>"$logs/build.log"
 step head_cluster 220 $b/dev/mhc_head_cluster_microbench
 cp "$logs/head_cluster.log" "$OUT/head_cluster.txt"
-step noop_build 40 bash bench/noop_ops/build.sh python3 /tmp/mhc-noop
+step noop_build 40 env CXX=/usr/bin/g++ bash bench/noop_ops/build.sh python3 /tmp/mhc-noop
 PYTHONPATH=$PWD/python step noop 90 python3 bench/noop_dispatch.py --lib-dir /tmp/mhc-noop \
   --out "$OUT/noop-dispatch.json" --calls 2000 --rounds 5
 step ncu 120 ncu --section SpeedOfLight --section Occupancy --section LaunchStats \
