@@ -12,7 +12,8 @@ coefficients_out, pre_out, boundary_out):
 - noop_legacy: the same schema through TORCH_LIBRARY with an unboxed at::Tensor kernel (not the
   stable ABI), where it built;
 - the floors: torch.add(out=) on a [1, 4, C] float tensor and a two-tensor no-op (routed, plain,
-  legacy); and hypothetical schemas with a site's weights and scalars bound once (bound_*).
+  legacy); schemas with a site's weights and scalars bound once (the no-ops bound_*, and mhc's
+  bound ops, real_bound: torch.ops.mhc.site_X.default).
 
 Call styles on the no-op (plain_X, and pos_X: the schema without its `*`): the trailing options
 left to their defaults (as mhc._api passes them), given as keywords, the scalars as keywords,
@@ -138,6 +139,9 @@ def build_calls(s, libs):
         l2 = torch.ops.mhc_noop_legacy.plain_noop2.default
         calls[("noop_legacy", "noop2")] = lambda: l2(a, b)
     bp, bb = torch.ops.mhc_noop.bound_pre_out.default, torch.ops.mhc_noop.bound_boundary_out.default
+    for name, call in python_ops.site_calls(s).items():  # the real bound ops (mhc.bind_site)
+        if name in OPS:
+            calls[("real_bound", name)] = call
     calls[("noop_bound", "pre_out")] = lambda: bp(
         0, s.residual, s.pre_mix, layer_input=o[0], post=o[1], comb=o[2], next_pre_mix=o[3])
     calls[("noop_bound", "boundary_out")] = lambda: bb(
@@ -204,7 +208,8 @@ def main():
     rows = [dict(mode=m, variant=v, op=op, calls_per_round=a.calls, rounds=a.rounds,
                  min_us=min(t), median_us=statistics.median(t), rounds_us=t)
             for (m, v, op), t in times.items()]
-    profile = python_ops.host_profile("cpu", a.hidden, a.calls)
+    profile = []
+    python_ops.host_profile("cpu", a.hidden, a.calls, profile)
     report = dict(
         tool="bench/noop_dispatch.py", date=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
         commit=a.commit or python_ops.git_commit(), device="cpu", **python_ops.machine("cpu", ""),
@@ -219,7 +224,8 @@ def main():
                 "noop_legacy: the same schema through TORCH_LIBRARY (not the stable ABI); "
                 "noop_options_kw / plain_*: call styles (bench/noop_dispatch.styled); "
                 "noop_bound: hypothetical schemas with a site's weights and scalars bound "
-                "(int site); torch_add: torch.add(a, b, out=a) on [1, 4, C] float. "
+                "(int site); real_bound: mhc's bound ops (torch.ops.mhc.site_X.default, a site "
+                "bound by mhc.bind_site); torch_add: torch.add(a, b, out=a) on [1, 4, C] float. "
                 "host_profile: mhc's kernel phases of the real ops (bench/python_ops.py), "
                 "no_grad."),
         load_average=os.getloadavg(), rows=rows, host_profile=profile)

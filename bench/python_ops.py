@@ -136,6 +136,23 @@ def bare_calls(s, stream):
     }
 
 
+def site_calls(s):
+    """op -> the call of its bound form (torch.ops.mhc.site_X.default, the site's weights and
+    scalars bound once, as an engine calls it), for the four ops that have one. The Site holds
+    the binding (released with it)."""
+    m, o = torch.ops.mhc, s.out
+    s.bound = mhc.bind_site(s.fn, s.hc_scale, s.hc_base, s.norm_weight, *EPS, 1e-6)
+    h = s.bound.handle
+    pre, coef = m.site_pre_out.default, m.site_coefficients_out.default
+    overlap, boundary = m.site_pre_overlap_out.default, m.site_boundary_out.default
+    return {
+        "pre_out": lambda: pre(h, s.residual, s.pre_mix, *o),
+        "coefficients_out": lambda: coef(h, s.residual, *o[1:]),
+        "pre_overlap_out": lambda: overlap(h, s.residual, s.pre_mix, 0, *o),
+        "boundary_out": lambda: boundary(h, *s.post_args(), s.pre_mix, s.next, *o),
+    }
+
+
 def twin_calls(s):
     """op -> the call of its mhc::_nograd_ twin (the same kernel, no Autograd router)."""
     class Twins:
@@ -215,6 +232,8 @@ def host_costs(device, hidden, calls, rounds, modes, rows):
                         "stable_twin": twin_calls(s),
                         # the OpOverloads (torch.ops.mhc.X.default), as the mhc.* functions call
                         "stable_overload": op_calls(mhc._api._Overloads(torch.ops.mhc), s),
+                        # the bound forms (inference only: not under grad)
+                        "stable_site": {} if mode == "grad" else site_calls(s),
                         "dlpack": op_calls(torch.ops.mhc_dlpack, s),
                         "bare_C": bare_calls(s, stream)}
             variants["torch_add"] = {"add_out": lambda: torch.add(a, b, out=a),
@@ -395,6 +414,7 @@ def main():
         method=("host: the median (and the least) of `rounds` rounds of `calls_per_round` "
                 "back-to-back eager calls at 1 token, wall time per call; gpu_held: a spin kernel holds the GPU "
                 "while the round is queued (the host's time alone). stable: torch.ops.mhc.*; "
+                "stable_site: the bound form torch.ops.mhc.site_X.default (a site bound once); "
                 "dlpack: the Python ops over mhc._C before (bench/dlpack_ops.py); bare_C: the "
                 "mhc._C call alone; torch_add: torch.add on a [1, 4, C] float tensor. graph: "
                 "one CUDA graph per input set, sets rotated past L2 as `mhc bench kernels`, "
@@ -407,12 +427,12 @@ def main():
         report["errors"] = errors  # part -> its error; that part's rows stop where it failed
     with open(a.out, "w") as f:
         json.dump(report, f, indent=2)
-    print(f"\n{'op (no_grad)':<18}{'stable':>10}{'.default':>10}{'twin':>10}{'dlpack':>10}"
-          f"{'bare _C':>10}{'torch':>10}  µs per call")
+    print(f"\n{'op (no_grad)':<18}{'stable':>10}{'.default':>10}{'twin':>10}{'site':>10}"
+          f"{'dlpack':>10}{'bare _C':>10}{'torch':>10}  µs per call")
     for op, v in report["host_summary_no_grad"].items():
         cells = "".join(f"{v[k]:10.2f}" if k in v else f"{'':>10}"
-                        for k in ("stable", "stable_overload", "stable_twin", "dlpack", "bare_C",
-                                  "torch_add"))
+                        for k in ("stable", "stable_overload", "stable_twin", "stable_site",
+                                  "dlpack", "bare_C", "torch_add"))
         print(f"{op:<18}{cells}")
     for r in graphs:
         ratio = f"{r['ratio']:.3f}" if r["ratio"] else "n/a"

@@ -47,6 +47,7 @@ elif _torch is not None:
         supports_overlap,
     )
     from mhc._head import head  # noqa: F401
+    from mhc._site import Site, bind_site  # noqa: F401
     from mhc._fp8 import fp8_scales  # noqa: F401
 
     __all__ += [
@@ -66,4 +67,6 @@ elif _torch is not None:
         "supports_overlap",
         "head",
         "fp8_scales",
+        "Site",
+        "bind_site",
     ]

@@ -70,7 +70,25 @@ hc_eps (finite, >= 0); norm_weight [C] f32 or bf16 or None (the collapse alone);
 (finite, >= 0; None: rms_eps, the models' one RMSNorm epsilon).
 Output: out [T, C] bf16, not overlapping an input."""
 
+_BIND = """Binds one site's weights, scalars and options once, for the bound ops (site_pre_out,
+site_coefficients_out, site_pre_overlap_out, site_boundary_out), and returns its handle (an int,
+counting up from 1, never reused). fn, hc_scale, hc_base, norm_weight, the scalars and the
+keywords as pre takes them; the registry holds the tensors themselves, not copies (in-place
+updates are seen). release_site(site) lets them go. mhc.bind_site wraps it in an mhc.Site."""
+
+_BOUND = """The bound form of {op}: the site's weights, scalars and options come from the handle
+(bind_site), the rest as {op} takes them; the same checks, launches and bits. Inference only:
+with grad enabled the call is refused (torch.no_grad() or torch.inference_mode())."""
+
 SUMMARY = {
+    "bind_site": _BIND,
+    "site_pre": _BOUND.format(op="pre_out: residual, pre_mix, then the four outputs"),
+    "site_coefficients": _BOUND.format(
+        op="coefficients_out: residual, the three outputs, then side_stream"),
+    "site_pre_overlap": _BOUND.format(
+        op="pre_overlap_out: residual, pre_mix, side_stream, then the four outputs"),
+    "site_boundary": _BOUND.format(
+        op="boundary_out (the next site bound): the post inputs, pre_mix, the five outputs"),
     "pre": _PRE,
     "pre_overlap": _OVERLAP,
     "coefficients": _COEFFICIENTS,
@@ -87,7 +105,7 @@ def op_doc(name, schema):
     """The __doc__ of torch.ops.mhc.<name>: schema, what it computes, the shapes' limits."""
     family = name[:-4] if name.endswith("_out") else name
     writes = ("\nThe _out form writes the caller's buffers (its keyword outputs) and returns ()."
-              if name.endswith("_out") else "")
+              if name.endswith("_out") and not name.startswith("site_") else "")
     return f"torch.ops.mhc.{name}{schema}\n\n{SUMMARY[family]}{writes}\n\n{SHAPES}"
 
 

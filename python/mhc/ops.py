@@ -34,6 +34,8 @@ def _load():
     native = ctypes.CDLL(_PATH)  # the same handle: for the error notes below
     native.mhc_torch_note_error.argtypes = [ctypes.c_char_p]
     native.mhc_torch_note_error.restype = None
+    native.mhc_torch_site_state.argtypes = [ctypes.c_int64, ctypes.POINTER(ctypes.c_int64)]
+    native.mhc_torch_site_state.restype = ctypes.c_int
     return native
 
 
@@ -66,6 +68,21 @@ FAKES = {
 }
 
 
+# The bound sites' ops (python/src/torch/site.hpp): no twins and no Autograd kernel.
+SITE_NAMES = ("bind_site", "site_pre_out", "site_coefficients_out", "site_pre_overlap_out",
+              "site_boundary_out")
+SITE_FAKES = {name: getattr(fake, "fake_" + name) for name in SITE_NAMES}
+
+
+def site_state(handle):
+    """(1, (n, C, device type, device index, has a norm weight)) for a bound site, (-1, None) for a released one,
+    (0, None) for a handle never bound: read from the C++ registry without the dispatcher, which
+    a fake inside a trace cannot call."""
+    shape = (ctypes.c_int64 * 5)()
+    state = _NATIVE.mhc_torch_site_state(int(handle), shape)
+    return state, (tuple(shape) if state == 1 else None)
+
+
 def _noting(function):
     """`function` (a fake or the autograd kernel), noting its error in the C++ library before it
     propagates: an op's C++ Autograd kernel reaches these through torch's dispatcher, which hands
@@ -94,5 +111,11 @@ for _name in NAMES:
              with_keyset=True)
     _packet = getattr(torch.ops.mhc, _name)
     _packet.__doc__ = _packet.default.__doc__ = op_doc(_name, SCHEMAS[_name])
+
+for _name in SITE_NAMES:
+    torch.library.register_fake(f"mhc::{_name}", _noting(SITE_FAKES[_name]), lib=LIB)
+    _packet = getattr(torch.ops.mhc, _name)
+    _schema = str(_packet.default._schema)[len(f"mhc::{_name}"):]
+    _packet.__doc__ = _packet.default.__doc__ = op_doc(_name, _schema)
 
 _fp8.register(LIB, _noting, inference_only)  # the FP8 layer input's ops (docs/fp8.md)

@@ -27,6 +27,7 @@
 #include "head.hpp"
 #include "ops.hpp"
 #include "pool.hpp"
+#include "site.hpp"
 
 namespace mhc::torch_ops {
 
@@ -183,6 +184,23 @@ constexpr std::array<Boxed, sizeof...(I)> routers(std::index_sequence<I...>) {
   return {&route<I>...};
 }
 
+// ---- bound sites (site.hpp) -----------------------------------------------------------------
+
+// The bound ops: kernels on the CPU and CUDA keys alone. Without an Autograd kernel torch's
+// fallback passes a call under no_grad straight to them, with no router and no second trip
+// through the dispatcher; with grad enabled the kernels refuse the call (site.hpp).
+constexpr size_t kSiteOps = 5;
+const std::array<Op, kSiteOps>& site_ops() {
+  static const std::array<Op, kSiteOps> table = {
+      MHC_OP(bind_site, kBindSiteSchema),
+      MHC_OP(site_pre_out, kSitePreOutSchema),
+      MHC_OP(site_coefficients_out, kSiteCoefficientsOutSchema),
+      MHC_OP(site_pre_overlap_out, kSitePreOverlapOutSchema),
+      MHC_OP(site_boundary_out, kSiteBoundaryOutSchema),
+  };
+  return table;
+}
+
 // ---- configuration, plans and the workspace pool (mhc.configure, mhc.plan, DEFAULT_POOL) -----
 
 void configure(std::string kernel_config) { launch::configure(kernel_config); }
@@ -221,6 +239,12 @@ extern "C" __attribute__((visibility("default"))) void mhc_torch_note_error(cons
   mhc::torch_ops::note(message);
 }
 
+// The bound ops' fakes read a site's state, n, C and device here (site.hpp, site_state).
+extern "C" __attribute__((visibility("default"))) int mhc_torch_site_state(int64_t site,
+                                                                           int64_t* out) {
+  return mhc::torch_ops::site_state(site, out);
+}
+
 STABLE_TORCH_LIBRARY(mhc, m) {
   using namespace mhc::torch_ops;
   for (const Op& op : ops()) {
@@ -228,6 +252,9 @@ STABLE_TORCH_LIBRARY(mhc, m) {
     define(m, std::string("_nograd_") + op.name, op.schema);
     define(m, std::string("_grad_") + op.name, op.schema);
   }
+  for (const Op& op : site_ops()) define(m, op.name, op.schema);
+  m.def("release_site(int site) -> ()");
+  m.def("_site_count() -> int");
   m.def("_configure(str kernel_config) -> ()");
   m.def("_config() -> str");
   m.def("_plan(int device, bool batch_invariant=False) -> str");
@@ -247,6 +274,7 @@ void register_kernels(torch::stable::detail::StableLibrary& m) {
     m.impl((std::string("_nograd_") + op.name).c_str(), op.kernel);
     m.impl((std::string("_grad_") + op.name).c_str(), op.kernel);
   }
+  for (const Op& op : site_ops()) m.impl(op.name, op.kernel);
 }
 
 }  // namespace
@@ -262,6 +290,8 @@ STABLE_TORCH_LIBRARY_IMPL(mhc, Autograd, m) {
 
 STABLE_TORCH_LIBRARY_IMPL(mhc, CompositeExplicitAutograd, m) {
   using namespace mhc::torch_ops;
+  m.impl("release_site", TORCH_BOX(&release_site));
+  m.impl("_site_count", TORCH_BOX(&site_count));
   m.impl("_configure", TORCH_BOX(&configure));
   m.impl("_config", TORCH_BOX(&config));
   m.impl("_plan", TORCH_BOX(&plan));
