@@ -3,11 +3,12 @@
 # cost and graph GPU time. Builds the CLI and both Python extensions for sm_90a in build-check
 # (incrementally where dev/scripts/device-check.sh built it before), then `mhc bench kernels`,
 # bench/python_ops.py against it (host cost per call: the stable ops, their no-grad twins, the
-# former DLPack ops, bare mhc._C, torch.add; the per-phase host profile; graph GPU time timed by
-# the C++ benchmark's own loop and by the former Python loop, with each graph's nodes), the eager
-# Hugging Face decode step (unpatched, patched, patched through the former ops) and the CUDA
-# tests of the Python suite. Carry .deps and .whl. JSON and logs go to $OUT; a table is printed
-# last. MHC_DEVICE_SECONDS: the whole run's deadline (default 235).
+# bound ops of docs/sites.md, the former DLPack ops, bare mhc._C, torch.add; the per-phase host
+# profile; graph GPU time timed by the C++ benchmark's own loop and by the former Python loop,
+# with each graph's nodes), the eager Hugging Face decode step (unpatched, patched, patched
+# through the former ops) and the CUDA tests of the Python suite (the bound sites' included).
+# Carry .deps and .whl. JSON and logs go to $OUT; a table is printed last. MHC_DEVICE_SECONDS:
+# the whole run's deadline (default 235).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 out=${OUT:-device-out}
@@ -43,7 +44,8 @@ step py_bench 95 0 python3 bench/python_ops.py --cpp-json "$out/cpp-kernels.json
 step hf_eager 40 0 python3 bench/hf_decode.py --out "$out/hf-eager.json" --commit "$commit" \
   --driver "$driver" --variants eager_unpatched,eager_patched,eager_patched_dlpack
 MHC_REQUIRE_GPU=1 step pytest_cuda 60 0 python3 -m pytest -q -x -p no:cacheprovider \
-  tests/python/test_launches.py tests/python/test_cuda.py tests/python/test_c_cuda.py
+  tests/python/test_launches.py tests/python/test_cuda.py tests/python/test_c_cuda.py \
+  tests/python/test_site.py tests/python/test_site_fakes.py
 for f in build py_bench hf_eager pytest_cuda; do cp "$logs/$f.log" "$out/" 2>/dev/null; done
 grep -E "error:|FAILED:" "$out/build.log" | head -5
 tail -2 "$out/pytest_cuda.log" 2>/dev/null

@@ -1,5 +1,5 @@
 """Bound sites: a site's weights, scalars and options bound once (torch.ops.mhc.bind_site), and
-the bound ops that take its handle in their place (docs/python.md, "Bound sites").
+the bound ops that take its handle in their place (docs/sites.md).
 
 torch's price for an op call grows with its schema's arguments; the bound schemas carry 7 to 11
 arguments where the unbound `_out` ops carry 19 to 23 (docs/decisions.md, "Bound sites"). An

@@ -1,4 +1,4 @@
-// Bound sites (docs/python.md, "Bound sites"): torch.ops.mhc.bind_site binds a site's weights,
+// Bound sites (docs/sites.md): torch.ops.mhc.bind_site binds a site's weights,
 // scalars and options once and returns a handle; site_pre_out, site_coefficients_out,
 // site_pre_overlap_out and site_boundary_out take the handle in their place. torch's price per
 // call grows with a schema's arguments (docs/decisions.md, "Bound sites"), so the bound schemas
