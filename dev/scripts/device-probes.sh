@@ -6,6 +6,7 @@
 #                       mhc::cuda::head (docs/head.md's open targets)
 #   noop-dispatch.json  bench/noop_dispatch.py on this host: torch's price per call for mhc's
 #                       schemas (no-op ops, CPU tensors: the dispatcher's cost is the host's)
+#   fp8-kernels.json    mhc bench kernels --only FP8: the FP8 rows beside their twins
 #   ncu-fp8.txt         Nsight Compute on the FP8 boundary's and its bf16 twin's launches at 1 and
 #                       256 tokens (where the FP8 forms cost most over their twins, docs/fp8.md)
 #   steps.txt, logs.tar.gz
@@ -33,7 +34,9 @@ step build 150 env MHC_BUILD_DIR=$b \
   -DMHC_KERNELS_N2=OFF -DMHC_CUDA_ARCHS=90a -DMHC_CUDA_PTX= -DMHC_DEPS_DIR="$PWD/.deps" \
   -DMHC_PYTHON=ON -DMHC_TORCH_OPS=ON -DPython_EXECUTABLE="$(command -v python3)"
 cp $b/python/_C*.so $b/python/_torch_ops*.so python/mhc/ 2>>"$logs/build.log"
-step head_cluster 220 $b/dev/mhc_head_cluster_microbench
+step fp8_bench 70 $b/mhc bench kernels --preset dsv41-flash --only FP8 \
+  --tokens 1,2,4,8,16,64,256,1024,4096 --json "$OUT/fp8-kernels.json"
+step head_cluster 200 $b/dev/mhc_head_cluster_microbench
 cp "$logs/head_cluster.log" "$OUT/head_cluster.txt"
 step noop_build 40 env CXX=/usr/bin/g++ bash bench/noop_ops/build.sh python3 /tmp/mhc-noop
 PYTHONPATH=$PWD/python step noop 90 python3 bench/noop_dispatch.py --lib-dir /tmp/mhc-noop \
