@@ -7,6 +7,7 @@
 #   noop-dispatch.json  bench/noop_dispatch.py on this host: torch's price per call for mhc's
 #                       schemas (no-op ops, CPU tensors: the dispatcher's cost is the host's)
 #   fp8-kernels.json    mhc bench kernels --only FP8: the FP8 rows beside their twins
+#   fp8-tests.txt       test_cuda's FP8 cases (bitwise against the reference quantiser)
 #   ncu-fp8.txt         Nsight Compute on the FP8 boundary's and its bf16 twin's launches at 1 and
 #                       256 tokens (where the FP8 forms cost most over their twins, docs/fp8.md)
 #   steps.txt, logs.tar.gz
@@ -29,13 +30,15 @@ step() {  # step NAME SECONDS COMMAND...: at most SECONDS, never past the deadli
   echo "$name rc=$? $((SECONDS - t0))s (limit ${limit}s)" >>"$OUT/steps.txt"
 }
 python3 -m pip install -q --no-index --find-links .whl nanobind scikit-build-core >/dev/null 2>&1
-step build 150 env MHC_BUILD_DIR=$b \
-  MHC_TARGETS="mhc mhc_head_cluster_microbench _C mhc_torch_ops" bash dev/scripts/device-build.sh \
+step build 200 env MHC_BUILD_DIR=$b \
+  MHC_TARGETS="mhc mhc_head_cluster_microbench _C mhc_torch_ops test_cuda" bash dev/scripts/device-build.sh \
   -DMHC_KERNELS_N2=OFF -DMHC_CUDA_ARCHS=90a -DMHC_CUDA_PTX= -DMHC_DEPS_DIR="$PWD/.deps" \
   -DMHC_PYTHON=ON -DMHC_TORCH_OPS=ON -DPython_EXECUTABLE="$(command -v python3)"
 cp $b/python/_C*.so $b/python/_torch_ops*.so python/mhc/ 2>>"$logs/build.log"
 step fp8_bench 70 $b/mhc bench kernels --preset dsv41-flash --only FP8 \
   --tokens 1,2,4,8,16,64,256,1024,4096 --json "$OUT/fp8-kernels.json"
+step fp8_tests 60 $b/tests/test_cuda --gtest_filter='*Fp8*:*fp8*'
+cp "$logs/fp8_tests.log" "$OUT/fp8-tests.txt"
 step head_cluster 200 $b/dev/mhc_head_cluster_microbench
 cp "$logs/head_cluster.log" "$OUT/head_cluster.txt"
 step noop_build 40 env CXX=/usr/bin/g++ bash bench/noop_ops/build.sh python3 /tmp/mhc-noop
