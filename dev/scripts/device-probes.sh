@@ -19,7 +19,7 @@ OUT=${OUT:-/tmp/mhc-probes-out}
 logs=/tmp/mhc-probes-logs
 mkdir -p "$OUT" "$logs"
 deadline=$((SECONDS + ${MHC_PROBES_SECONDS:-540}))
-b=build-probes
+b=${MHC_BUILD_DIR:-build-probes}
 step() {  # step NAME SECONDS COMMAND...: at most SECONDS, never past the deadline
   local name=$1 limit=$2 t0=$SECONDS
   shift 2
