@@ -14,7 +14,6 @@
 #include <cstdint>
 
 #include "mhc/core/fp8.hpp"
-#include "mhc/core/fp8_quotient.hpp"
 #include "mhc/cuda/common.cuh"
 
 namespace mhc::cuda {
@@ -69,21 +68,14 @@ __device__ __forceinline__ float fp8_group_scale(float amax, bool ue8m0) {
 }
 
 // The codes of 8 values under `scale`: e4m3(clamp(v / scale, -448, 448)), rounded to nearest
-// even, 8 bytes in column order. The quotients are the IEEE division's bits, formed from the
-// scale's reciprocal (mhc/core/fp8_quotient.hpp says why and when).
+// even, 8 bytes in column order.
 __device__ __forceinline__ uint2 fp8_codes8(const float (&v)[8], float scale) {
-  const float r = __frcp_rn(scale);
-  const bool by_reciprocal = fp8_quotient_exact(r);
-  const auto quotient = [&](float x) {
-    const float q = by_reciprocal ? fp8_quotient(x, scale, r) : __fdiv_rn(x, scale);
-    return fminf(fmaxf(q, -kFp8Max), kFp8Max);
-  };
   uint32_t words[2] = {0u, 0u};
 #pragma unroll
   for (int e = 0; e < 8; e += 2) {
     float2 q;
-    q.x = quotient(v[e]);
-    q.y = quotient(v[e + 1]);
+    q.x = fminf(fmaxf(__fdiv_rn(v[e], scale), -kFp8Max), kFp8Max);
+    q.y = fminf(fmaxf(__fdiv_rn(v[e + 1], scale), -kFp8Max), kFp8Max);
     const __nv_fp8x2_storage_t pair = __nv_cvt_float2_to_fp8x2(q, __NV_SATFINITE, __NV_E4M3);
     words[e / 4] |= uint32_t(pair) << (16 * ((e / 2) % 2));
   }
