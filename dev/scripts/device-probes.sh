@@ -20,6 +20,7 @@ logs=/tmp/mhc-probes-logs
 mkdir -p "$OUT" "$logs"
 deadline=$((SECONDS + ${MHC_PROBES_SECONDS:-540}))
 b=${MHC_BUILD_DIR:-build-probes}
+commit=${MHC_COMMIT:-$(cat COMMIT 2>/dev/null || git rev-parse --short HEAD 2>/dev/null || echo unknown)}
 step() {  # step NAME SECONDS COMMAND...: at most SECONDS, never past the deadline
   local name=$1 limit=$2 t0=$SECONDS
   shift 2
@@ -36,17 +37,17 @@ step build 200 env MHC_BUILD_DIR=$b \
   -DMHC_PYTHON=ON -DMHC_TORCH_OPS=ON -DPython_EXECUTABLE="$(command -v python3)"
 cp $b/python/_C*.so $b/python/_torch_ops*.so python/mhc/ 2>>"$logs/build.log"
 step fp8_bench 70 $b/mhc bench kernels --preset dsv41-flash --only FP8 \
-  --tokens 1,2,4,8,16,64,256,1024,4096 --json "$OUT/fp8-kernels.json"
+  --tokens 1,2,4,8,16,64,256,1024,4096 --json "$OUT/fp8-kernels.json" --commit "$commit"
 step fp8_tests 60 $b/tests/test_cuda --gtest_filter='*Fp8*:*fp8*'
 cp "$logs/fp8_tests.log" "$OUT/fp8-tests.txt"
 step head_cluster 200 $b/dev/mhc_head_cluster_microbench
 cp "$logs/head_cluster.log" "$OUT/head_cluster.txt"
 step noop_build 40 env CXX=/usr/bin/g++ bash bench/noop_ops/build.sh python3 /tmp/mhc-noop
 PYTHONPATH=$PWD/python step noop 90 python3 bench/noop_dispatch.py --lib-dir /tmp/mhc-noop \
-  --out "$OUT/noop-dispatch.json" --calls 2000 --rounds 5
+  --out "$OUT/noop-dispatch.json" --calls 2000 --rounds 5 --commit "$commit"
 step ncu 120 ncu --section SpeedOfLight --section Occupancy --section LaunchStats \
   --section MemoryWorkloadAnalysis --launch-count 40 $b/mhc bench kernels --preset dsv41-flash \
-  --tokens 1,256 --only FP8 --reps 3
+  --tokens 1,256 --only FP8 --reps 5
 cp "$logs/ncu.log" "$OUT/ncu-fp8.txt" 2>/dev/null
 tar czf "$OUT/logs.tar.gz" -C /tmp mhc-probes-logs
 tail -40 "$OUT/head_cluster.txt" 2>/dev/null

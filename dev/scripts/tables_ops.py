@@ -13,6 +13,7 @@ HOST_OPS = ["post_out", "post_pre_out", "coefficients_out", "pre_out", "pre_over
 HOST_COLUMNS = [("stable", "no_grad", "stable, no_grad"),
                 ("stable", "inference_mode", "stable, inference_mode"),
                 ("stable_twin", "no_grad", "no-grad twin, no_grad (`mhc.*`)"),
+                ("stable_site", "no_grad", "bound site, no_grad (`site_*`)"),
                 ("stable", "grad", "stable, grad"),
                 ("dlpack", "no_grad", "former ops, no_grad"),
                 ("bare_C", "no_grad", "bare `mhc._C`")]
