@@ -162,14 +162,16 @@ def twin_calls(s):
 
 
 def host_profile(device, hidden, calls, rows):
-    """Where each stable op's host time goes, per call (µs): its C++ kernel's phases (checks;
-    setup: workspace, device and stream; launch: the launcher calls, of which plan: the launch
-    description and the Ops), from torch.ops.mhc._host_profile, and the wall time per call, whose
-    rest is Python, the dispatcher and the stable ABI's boxing. no_grad, the GPU held. Appends
-    to `rows`."""
+    """Where each stable op's host time goes, per call (µs), and each bound op's (site_X, its
+    registry lookup counted as checks): its C++ kernel's phases (checks; setup: workspace,
+    device and stream; launch: the launcher calls, of which plan: the launch description and the
+    Ops), from torch.ops.mhc._host_profile, and the wall time per call, whose rest is Python, the
+    dispatcher and the stable ABI's boxing. no_grad, the GPU held. Appends to `rows`."""
     with torch.no_grad():
         s = Site(device, 1, hidden, seed=7)
-        for op, fn in op_calls(torch.ops.mhc, s).items():
+        calls_of = dict(op_calls(torch.ops.mhc, s))
+        calls_of.update({f"site_{op}": fn for op, fn in site_calls(s).items()})
+        for op, fn in calls_of.items():
             if not op.endswith("_out") and op not in ("hc_prenorm_gemm", "join"):
                 continue
             for _ in range(20):
@@ -190,7 +192,7 @@ def host_profile(device, hidden, calls, rows):
             inside = per["checks_us"] + per["setup_us"] + per["launch_us"]
             rows.append(dict(op=op, calls=n, kernel_calls=sums["calls"], wall_us=wall, **per,
                              outside_kernel_us=wall - inside))
-            print(f"profile {op:<17} wall {wall:7.2f} checks {per['checks_us']:5.2f} setup "
+            print(f"profile {op:<22} wall {wall:7.2f} checks {per['checks_us']:5.2f} setup "
                   f"{per['setup_us']:5.2f} launch {per['launch_us']:6.2f} (plan "
                   f"{per['plan_us']:5.2f}) outside {wall - inside:6.2f} us", flush=True)
 

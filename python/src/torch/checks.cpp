@@ -395,12 +395,14 @@ void disjoint(const char* op, std::initializer_list<Named> outputs,
 Streams pre_args(const char* op, const Tensor& residual, const Tensor& fn, const Tensor& hc_scale,
                  const Tensor& hc_base, const OptTensor& norm_weight, const OptTensor& pre_mix,
                  double rms_eps, double pre_eps, double sinkhorn_eps, double post_mult,
-                 int64_t sinkhorn_iters, double norm_eps, const std::string& projection) {
+                 int64_t sinkhorn_iters, double norm_eps, const std::string& projection,
+                 bool scalars_bound) {
   const Streams s = streams(op, residual);
   const Where& dev = s.dev;
   weights(op, fn, hc_scale, hc_base, s, dev);
   optional(op, "norm_weight", norm_weight, norm_weight_dtypes(), {s.c}, &dev, "[C]");
   optional(op, "pre_mix", pre_mix, f32(), {s.t, s.n}, &dev, "[T, n]");
+  if (scalars_bound) return s;
   scalars(op, rms_eps, pre_eps, sinkhorn_eps, post_mult, sinkhorn_iters, projection);
   finite_nonnegative(op, "norm_eps", norm_eps);
   return s;
@@ -417,10 +419,13 @@ void pre_outputs(const char* op, const Tensor& residual, const Tensor& layer_inp
 Streams coefficient_args(const char* op, const Tensor& residual, const Tensor& fn,
                          const Tensor& hc_scale, const Tensor& hc_base, double rms_eps,
                          double pre_eps, double sinkhorn_eps, double post_mult,
-                         int64_t sinkhorn_iters, const std::string& projection) {
+                         int64_t sinkhorn_iters, const std::string& projection,
+                         bool scalars_bound) {
   const Streams s = streams(op, residual);
   weights(op, fn, hc_scale, hc_base, s, s.dev);
-  scalars(op, rms_eps, pre_eps, sinkhorn_eps, post_mult, sinkhorn_iters, projection);
+  if (!scalars_bound) {
+    scalars(op, rms_eps, pre_eps, sinkhorn_eps, post_mult, sinkhorn_iters, projection);
+  }
   return s;
 }
 
@@ -440,14 +445,16 @@ Streams boundary_args(const char* op, const Tensor& sublayer_out, const Tensor& 
                       const OptTensor& norm_weight, const Tensor& fn, const Tensor& hc_scale,
                       const Tensor& hc_base, double rms_eps, double pre_eps, double sinkhorn_eps,
                       double post_mult, int64_t sinkhorn_iters, double norm_eps,
-                      const std::string& projection) {
+                      const std::string& projection, bool scalars_bound) {
   const Streams s = post_inputs(op, sublayer_out, residual, post, comb);
   const Where& dev = s.dev;
   tensor(op, "pre_mix", pre_mix, f32(), {s.t, s.n}, &dev, "[T, n]");
   optional(op, "norm_weight", norm_weight, norm_weight_dtypes(), {s.c}, &dev, "[C]");
-  finite_nonnegative(op, "norm_eps", norm_eps);
+  if (!scalars_bound) finite_nonnegative(op, "norm_eps", norm_eps);
   weights(op, fn, hc_scale, hc_base, s, dev);
-  scalars(op, rms_eps, pre_eps, sinkhorn_eps, post_mult, sinkhorn_iters, projection);
+  if (!scalars_bound) {
+    scalars(op, rms_eps, pre_eps, sinkhorn_eps, post_mult, sinkhorn_iters, projection);
+  }
   return s;
 }
 

@@ -83,17 +83,21 @@ void disjoint(const char* op, std::initializer_list<Named> outputs,
               std::initializer_list<Named> inputs);
 const Tensor* maybe(const OptTensor& t);
 
-// The checks of each op family (python/mhc/_checks.py of the same names).
+// The checks of each op family (python/mhc/_checks.py of the same names). scalars_bound: the
+// scalars (epsilons, post_mult, sinkhorn_iters, projection) were checked when a bound site
+// (site.hpp) was bound, and are not checked again; the tensors are, in the same order.
 Streams pre_args(const char* op, const Tensor& residual, const Tensor& fn, const Tensor& hc_scale,
                  const Tensor& hc_base, const OptTensor& norm_weight, const OptTensor& pre_mix,
                  double rms_eps, double pre_eps, double sinkhorn_eps, double post_mult,
-                 int64_t sinkhorn_iters, double norm_eps, const std::string& projection);
+                 int64_t sinkhorn_iters, double norm_eps, const std::string& projection,
+                 bool scalars_bound = false);
 void pre_outputs(const char* op, const Tensor& residual, const Tensor& layer_input,
                  const Tensor& post, const Tensor& comb, const Tensor& next_pre_mix);
 Streams coefficient_args(const char* op, const Tensor& residual, const Tensor& fn,
                          const Tensor& hc_scale, const Tensor& hc_base, double rms_eps,
                          double pre_eps, double sinkhorn_eps, double post_mult,
-                         int64_t sinkhorn_iters, const std::string& projection);
+                         int64_t sinkhorn_iters, const std::string& projection,
+                         bool scalars_bound = false);
 Streams post_pre_args(const char* op, const Tensor& sublayer_out, const Tensor& residual,
                       const Tensor& post, const Tensor& comb, const Tensor& next_pre_mix,
                       const OptTensor& next_norm_weight, double norm_eps);
@@ -102,7 +106,7 @@ Streams boundary_args(const char* op, const Tensor& sublayer_out, const Tensor& 
                       const OptTensor& norm_weight, const Tensor& fn, const Tensor& hc_scale,
                       const Tensor& hc_base, double rms_eps, double pre_eps, double sinkhorn_eps,
                       double post_mult, int64_t sinkhorn_iters, double norm_eps,
-                      const std::string& projection);
+                      const std::string& projection, bool scalars_bound = false);
 void boundary_outputs(const char* op, const Tensor& residual, const Tensor& residual_next,
                       const Tensor& layer_input, const Tensor& next_post, const Tensor& next_comb,
                       const Tensor& next_pre_mix);

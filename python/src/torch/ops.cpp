@@ -51,6 +51,17 @@ Projection projection_of(const std::string& projection) {
   return projection == "fp32" ? Projection::fp32 : Projection::tf32;
 }
 
+// A call's parameters: a bound site's where n and C are its (ops.hpp, Prepared), else made now.
+MhcParams params_of(const Streams& s, const Prepared* bound, const Eps& eps, double post_mult,
+                    int64_t sinkhorn_iters) {
+  if (bound && bound->p.n == s.n && bound->p.hidden == s.c) return bound->p;
+  return params(s, eps, post_mult, sinkhorn_iters);
+}
+
+Projection projection_for(const std::string& projection, const Prepared* bound) {
+  return bound ? bound->projection : projection_of(projection);
+}
+
 // The workspace of a call: the caller's (checked), else on CUDA the pool's for `slot`; on the CPU,
 // which needs none, nothing.
 OptTensor workspace_for(const OptTensor& workspace, const Streams& s, int64_t slot,
@@ -180,6 +191,14 @@ launch::LayerInputOut layer_input_of(const LayerInputTo& to) {
 
 }  // namespace
 
+Prepared prepare(int64_t n, int64_t c, double rms_eps, double pre_eps, double sinkhorn_eps,
+                 double post_mult, int64_t sinkhorn_iters, double norm_eps,
+                 const std::string& projection) {
+  return {params({0, n, c, Where{}}, {rms_eps, pre_eps, sinkhorn_eps, norm_eps}, post_mult,
+                 sinkhorn_iters),
+          projection_of(projection)};
+}
+
 void hc_prenorm_gemm(Tensor x, Tensor fn, Tensor out, Tensor sqrsum, int64_t num_splits) {
   const char* op = "hc_prenorm_gemm";
   Phases phase;
@@ -208,19 +227,19 @@ void pre_to(const Tensor& residual, const Tensor& fn, const Tensor& hc_scale, co
             double sinkhorn_eps, double post_mult, int64_t sinkhorn_iters, double norm_eps,
             LayerInputTo layer_input, const Tensor& post, const Tensor& comb,
             const Tensor& next_pre_mix, const OptTensor& workspace, const std::string& projection,
-            bool batch_invariant) {
+            bool batch_invariant, const Prepared* bound) {
   const char* op = "pre";
   Phases phase;
   const Streams s =
       pre_args(op, residual, fn, hc_scale, hc_base, norm_weight, pre_mix, rms_eps, pre_eps,
-               sinkhorn_eps, post_mult, sinkhorn_iters, norm_eps, projection);
+               sinkhorn_eps, post_mult, sinkhorn_iters, norm_eps, projection, bound != nullptr);
   if (layer_input.bf16) {
     pre_outputs(op, residual, *layer_input.bf16, post, comb, next_pre_mix);
   } else {
     coefficient_outputs(op, post, comb, next_pre_mix, s, s.dev);
   }
   const MhcParams p =
-      params(s, {rms_eps, pre_eps, sinkhorn_eps, norm_eps}, post_mult, sinkhorn_iters);
+      params_of(s, bound, {rms_eps, pre_eps, sinkhorn_eps, norm_eps}, post_mult, sinkhorn_iters);
   phase.setup();
   const OptTensor ws = workspace_for(workspace, s, kMainSlot);
   pre_disjoint(op, residual, fn, hc_scale, hc_base, norm_weight, pre_mix, layer_input.bf16, post,
@@ -234,7 +253,7 @@ void pre_to(const Tensor& residual, const Tensor& fn, const Tensor& hc_scale, co
   launch::pre(p, s.t, bf16_in(residual), site_weights(fn, hc_scale, hc_base),
               pre_mix ? f32_in(*pre_mix) : nullptr, site.weight(), layer_input_of(layer_input),
               coefficient_outputs_of(next_pre_mix, post, comb), scr,
-              {projection_of(projection), batch_invariant, 0}, site.at());
+              {projection_for(projection, bound), batch_invariant, 0}, site.at());
 }
 
 Tensors4 pre(Tensor residual, Tensor fn, Tensor hc_scale, Tensor hc_base, OptTensor norm_weight,
@@ -255,9 +274,9 @@ namespace {
 void launch_coefficients(const MhcParams& p, const Streams& s, const Tensor& residual,
                          const Tensor& fn, const Tensor& hc_scale, const Tensor& hc_base,
                          const Tensor& post, const Tensor& comb, const Tensor& next_pre_mix,
-                         Scratch ws, int64_t side_stream, const std::string& projection,
+                         Scratch ws, int64_t side_stream, Projection projection,
                          bool batch_invariant, launch::Target at) {
-  CoefficientOptions options{projection_of(projection), batch_invariant, 0};
+  CoefficientOptions options{projection, batch_invariant, 0};
   if (side_stream != 0 && at.cuda) {
     const uintptr_t main = at.stream;
     at.stream = uintptr_t(side_stream);
@@ -276,12 +295,26 @@ void coefficients_out(Tensor residual, Tensor fn, Tensor hc_scale, Tensor hc_bas
                       double pre_eps, double sinkhorn_eps, double post_mult, int64_t sinkhorn_iters,
                       Tensor post, Tensor comb, Tensor next_pre_mix, int64_t side_stream,
                       OptTensor workspace, std::string projection, bool batch_invariant) {
+  coefficients_to(residual, fn, hc_scale, hc_base, rms_eps, pre_eps, sinkhorn_eps, post_mult,
+                  sinkhorn_iters, post, comb, next_pre_mix, side_stream, workspace, projection,
+                  batch_invariant, nullptr);
+}
+
+void coefficients_to(const Tensor& residual, const Tensor& fn, const Tensor& hc_scale,
+                     const Tensor& hc_base, double rms_eps, double pre_eps, double sinkhorn_eps,
+                     double post_mult, int64_t sinkhorn_iters, const Tensor& post,
+                     const Tensor& comb, const Tensor& next_pre_mix, int64_t side_stream,
+                     const OptTensor& workspace, const std::string& projection,
+                     bool batch_invariant, const Prepared* bound) {
   const char* op = "coefficients";
   Phases phase;
-  const Streams s = coefficient_args(op, residual, fn, hc_scale, hc_base, rms_eps, pre_eps,
-                                     sinkhorn_eps, post_mult, sinkhorn_iters, projection);
+  const Streams s =
+      coefficient_args(op, residual, fn, hc_scale, hc_base, rms_eps, pre_eps, sinkhorn_eps,
+                       post_mult, sinkhorn_iters, projection, bound != nullptr);
   coefficient_outputs(op, post, comb, next_pre_mix, s, s.dev);
-  const MhcParams p = params(s, {rms_eps, pre_eps, sinkhorn_eps, {}}, post_mult, sinkhorn_iters);
+  MhcParams p =
+      params_of(s, bound, {rms_eps, pre_eps, sinkhorn_eps, {}}, post_mult, sinkhorn_iters);
+  p.norm_eps_override.reset();  // the coefficient path has no norm: as the unbound op's
   phase.setup();
   const bool on_side = side_stream != 0 && s.dev.cuda();
   const OptTensor ws = workspace_for(workspace, s, on_side ? side_stream : kMainSlot);
@@ -292,7 +325,7 @@ void coefficients_out(Tensor residual, Tensor fn, Tensor hc_scale, Tensor hc_bas
   site.refuse_small(p, s.t, &scr, batch_invariant, nullptr);
   phase.launches();
   launch_coefficients(p, s, residual, fn, hc_scale, hc_base, post, comb, next_pre_mix, scr,
-                      side_stream, projection, batch_invariant, site.at());
+                      side_stream, projection_for(projection, bound), batch_invariant, site.at());
 }
 
 Tensors3 coefficients(Tensor residual, Tensor fn, Tensor hc_scale, Tensor hc_base, double rms_eps,
@@ -332,6 +365,20 @@ void pre_overlap_out(Tensor residual, Tensor fn, Tensor hc_scale, Tensor hc_base
                      int64_t side_stream, Tensor layer_input, Tensor post, Tensor comb,
                      Tensor next_pre_mix, OptTensor workspace, std::string projection,
                      bool batch_invariant, OptTensor main_workspace) {
+  pre_overlap_to(residual, fn, hc_scale, hc_base, norm_weight, pre_mix, rms_eps, pre_eps,
+                 sinkhorn_eps, post_mult, sinkhorn_iters, norm_eps, side_stream, layer_input, post,
+                 comb, next_pre_mix, workspace, projection, batch_invariant, main_workspace,
+                 nullptr);
+}
+
+void pre_overlap_to(const Tensor& residual, const Tensor& fn, const Tensor& hc_scale,
+                    const Tensor& hc_base, const OptTensor& norm_weight, const Tensor& pre_mix,
+                    double rms_eps, double pre_eps, double sinkhorn_eps, double post_mult,
+                    int64_t sinkhorn_iters, double norm_eps, int64_t side_stream,
+                    const Tensor& layer_input, const Tensor& post, const Tensor& comb,
+                    const Tensor& next_pre_mix, const OptTensor& workspace,
+                    const std::string& projection, bool batch_invariant,
+                    const OptTensor& main_workspace, const Prepared* bound) {
   const char* op = "pre_overlap";
   Phases phase;
   if (!pre_mix.defined()) {
@@ -341,10 +388,10 @@ void pre_overlap_out(Tensor residual, Tensor fn, Tensor hc_scale, Tensor hc_base
   }
   const Streams s =
       pre_args(op, residual, fn, hc_scale, hc_base, norm_weight, pre_mix, rms_eps, pre_eps,
-               sinkhorn_eps, post_mult, sinkhorn_iters, norm_eps, projection);
+               sinkhorn_eps, post_mult, sinkhorn_iters, norm_eps, projection, bound != nullptr);
   pre_outputs(op, residual, layer_input, post, comb, next_pre_mix);
   const MhcParams p =
-      params(s, {rms_eps, pre_eps, sinkhorn_eps, norm_eps}, post_mult, sinkhorn_iters);
+      params_of(s, bound, {rms_eps, pre_eps, sinkhorn_eps, norm_eps}, post_mult, sinkhorn_iters);
   phase.setup();
   const bool on_side = side_stream != 0 && s.dev.cuda();
   // The side stream forks after the input path is queued, so the sublayer's launch, queued next
@@ -363,13 +410,13 @@ void pre_overlap_out(Tensor residual, Tensor fn, Tensor hc_scale, Tensor hc_base
     launch::pre(p, s.t, bf16_in(residual), site_weights(fn, hc_scale, hc_base), f32_in(pre_mix),
                 site.weight(), bf16_out(layer_input),
                 coefficient_outputs_of(next_pre_mix, post, comb), scr,
-                {projection_of(projection), batch_invariant, 0}, site.at());
+                {projection_for(projection, bound), batch_invariant, 0}, site.at());
     return;
   }
   launch::input_path(p, s.t, bf16_in(residual), f32_in(pre_mix), site.weight(),
                      bf16_out(layer_input), main_scr, site.at());
   launch_coefficients(p, s, residual, fn, hc_scale, hc_base, post, comb, next_pre_mix, scr,
-                      side_stream, projection, batch_invariant, site.at());
+                      side_stream, projection_for(projection, bound), batch_invariant, site.at());
 }
 
 Tensors4 pre_overlap(Tensor residual, Tensor fn, Tensor hc_scale, Tensor hc_base,
@@ -488,12 +535,13 @@ void boundary_to(const Tensor& sublayer_out, const Tensor& residual, const Tenso
                  double pre_eps, double sinkhorn_eps, double post_mult, int64_t sinkhorn_iters,
                  double norm_eps, const Tensor& residual_next, LayerInputTo layer_input,
                  const Tensor& next_post, const Tensor& next_comb, const Tensor& next_pre_mix,
-                 const OptTensor& workspace, const std::string& projection, bool batch_invariant) {
+                 const OptTensor& workspace, const std::string& projection, bool batch_invariant,
+                 const Prepared* bound) {
   const char* op = "boundary";
   Phases phase;
   const Streams s = boundary_args(op, sublayer_out, residual, post, comb, pre_mix, norm_weight, fn,
                                   hc_scale, hc_base, rms_eps, pre_eps, sinkhorn_eps, post_mult,
-                                  sinkhorn_iters, norm_eps, projection);
+                                  sinkhorn_iters, norm_eps, projection, bound != nullptr);
   if (layer_input.bf16) {
     boundary_outputs(op, residual, residual_next, *layer_input.bf16, next_post, next_comb,
                      next_pre_mix);
@@ -504,7 +552,7 @@ void boundary_to(const Tensor& sublayer_out, const Tensor& residual, const Tenso
                         "next_pre_mix");
   }
   const MhcParams p =
-      params(s, {rms_eps, pre_eps, sinkhorn_eps, norm_eps}, post_mult, sinkhorn_iters);
+      params_of(s, bound, {rms_eps, pre_eps, sinkhorn_eps, norm_eps}, post_mult, sinkhorn_iters);
   phase.setup();
   const OptTensor ws = workspace_for(workspace, s, kMainSlot);
   disjoint(op,
@@ -531,7 +579,7 @@ void boundary_to(const Tensor& sublayer_out, const Tensor& residual, const Tenso
                    f32_in(pre_mix), site.weight(), layer_input_of(layer_input),
                    site_weights(fn, hc_scale, hc_base),
                    coefficient_outputs_of(next_pre_mix, next_post, next_comb), scr,
-                   {projection_of(projection), batch_invariant, 0}, site.at());
+                   {projection_for(projection, bound), batch_invariant, 0}, site.at());
 }
 Tensors5 boundary(Tensor sublayer_out, Tensor residual, Tensor post, Tensor comb, Tensor pre_mix,
                   OptTensor norm_weight, Tensor fn, Tensor hc_scale, Tensor hc_base, double rms_eps,

@@ -8,7 +8,9 @@
 #include <tuple>
 
 #include "checks.hpp"
+#include "mhc/core/config.hpp"
 #include "mhc/core/fp8.hpp"
+#include "mhc/core/params.hpp"
 
 namespace mhc::torch_ops {
 
@@ -26,6 +28,19 @@ struct LayerInputTo {
   const Fp8Output* fp8 = nullptr;
 };
 
+// What a bound site (site.hpp) fixes when it is bound: its scalars, checked then, made into the
+// call's parameters and projection once. A call given one (`bound`) checks its tensors only, as
+// the unbound op does, and takes these parameters where its n and C are the site's (a weight
+// replaced under the binding may give others: then they are made again).
+struct Prepared {
+  MhcParams p;  // n and C of the site's fn
+  Projection projection = Projection::tf32;
+};
+// Checked scalars (bind_site's checks) to a site's Prepared for n streams of hidden size c.
+Prepared prepare(int64_t n, int64_t c, double rms_eps, double pre_eps, double sinkhorn_eps,
+                 double post_mult, int64_t sinkhorn_iters, double norm_eps,
+                 const std::string& projection);
+
 void hc_prenorm_gemm(Tensor x, Tensor fn, Tensor out, Tensor sqrsum, int64_t num_splits);
 
 void pre_out(Tensor residual, Tensor fn, Tensor hc_scale, Tensor hc_base, OptTensor norm_weight,
@@ -40,7 +55,7 @@ void pre_to(const Tensor& residual, const Tensor& fn, const Tensor& hc_scale, co
             double sinkhorn_eps, double post_mult, int64_t sinkhorn_iters, double norm_eps,
             LayerInputTo layer_input, const Tensor& post, const Tensor& comb,
             const Tensor& next_pre_mix, const OptTensor& workspace, const std::string& projection,
-            bool batch_invariant);
+            bool batch_invariant, const Prepared* bound = nullptr);
 void post_pre_to(const Tensor& sublayer_out, const Tensor& residual, const Tensor& post,
                  const Tensor& comb, const Tensor& next_pre_mix, const OptTensor& next_norm_weight,
                  double norm_eps, const Tensor& residual_next, LayerInputTo next_layer_input,
@@ -51,7 +66,8 @@ void boundary_to(const Tensor& sublayer_out, const Tensor& residual, const Tenso
                  double pre_eps, double sinkhorn_eps, double post_mult, int64_t sinkhorn_iters,
                  double norm_eps, const Tensor& residual_next, LayerInputTo layer_input,
                  const Tensor& next_post, const Tensor& next_comb, const Tensor& next_pre_mix,
-                 const OptTensor& workspace, const std::string& projection, bool batch_invariant);
+                 const OptTensor& workspace, const std::string& projection, bool batch_invariant,
+                 const Prepared* bound = nullptr);
 
 Tensors4 pre(Tensor residual, Tensor fn, Tensor hc_scale, Tensor hc_base, OptTensor norm_weight,
              OptTensor pre_mix, double rms_eps, double pre_eps, double sinkhorn_eps,
@@ -62,6 +78,13 @@ void coefficients_out(Tensor residual, Tensor fn, Tensor hc_scale, Tensor hc_bas
                       double pre_eps, double sinkhorn_eps, double post_mult, int64_t sinkhorn_iters,
                       Tensor post, Tensor comb, Tensor next_pre_mix, int64_t side_stream,
                       OptTensor workspace, std::string projection, bool batch_invariant);
+// coefficients_out and pre_overlap_out, given a bound site's Prepared (or none).
+void coefficients_to(const Tensor& residual, const Tensor& fn, const Tensor& hc_scale,
+                     const Tensor& hc_base, double rms_eps, double pre_eps, double sinkhorn_eps,
+                     double post_mult, int64_t sinkhorn_iters, const Tensor& post,
+                     const Tensor& comb, const Tensor& next_pre_mix, int64_t side_stream,
+                     const OptTensor& workspace, const std::string& projection,
+                     bool batch_invariant, const Prepared* bound);
 Tensors3 coefficients(Tensor residual, Tensor fn, Tensor hc_scale, Tensor hc_base, double rms_eps,
                       double pre_eps, double sinkhorn_eps, double post_mult, int64_t sinkhorn_iters,
                       int64_t side_stream, OptTensor workspace, std::string projection,
@@ -73,6 +96,14 @@ void pre_overlap_out(Tensor residual, Tensor fn, Tensor hc_scale, Tensor hc_base
                      int64_t side_stream, Tensor layer_input, Tensor post, Tensor comb,
                      Tensor next_pre_mix, OptTensor workspace, std::string projection,
                      bool batch_invariant, OptTensor main_workspace);
+void pre_overlap_to(const Tensor& residual, const Tensor& fn, const Tensor& hc_scale,
+                    const Tensor& hc_base, const OptTensor& norm_weight, const Tensor& pre_mix,
+                    double rms_eps, double pre_eps, double sinkhorn_eps, double post_mult,
+                    int64_t sinkhorn_iters, double norm_eps, int64_t side_stream,
+                    const Tensor& layer_input, const Tensor& post, const Tensor& comb,
+                    const Tensor& next_pre_mix, const OptTensor& workspace,
+                    const std::string& projection, bool batch_invariant,
+                    const OptTensor& main_workspace, const Prepared* bound);
 Tensors4 pre_overlap(Tensor residual, Tensor fn, Tensor hc_scale, Tensor hc_base,
                      OptTensor norm_weight, Tensor pre_mix, double rms_eps, double pre_eps,
                      double sinkhorn_eps, double post_mult, int64_t sinkhorn_iters, double norm_eps,

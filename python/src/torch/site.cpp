@@ -8,6 +8,7 @@
 #include <mutex>
 #include <unordered_map>
 
+#include "../launch.hpp"
 #include "mhc/core/params.hpp"
 #include "ops.hpp"
 
@@ -15,7 +16,9 @@ namespace mhc::torch_ops {
 
 namespace {
 
-// What bind_site binds: references to the caller's tensors (no copies) and the call's scalars.
+// What bind_site binds: references to the caller's tensors (no copies) and the call's scalars,
+// checked then and made into the calls' parameters once (`prepared`): a call checks its tensors
+// and the bound ones (which may have been replaced), not the scalars.
 struct BoundSite {
   Tensor fn, hc_scale, hc_base;
   OptTensor norm_weight, workspace;
@@ -25,6 +28,7 @@ struct BoundSite {
   bool batch_invariant;
   int64_t n, c;
   Where dev;
+  Prepared prepared{};  // made by bind_site after its checks
 };
 
 using SitePtr = std::shared_ptr<const BoundSite>;
@@ -61,11 +65,10 @@ SitePtr lookup(const char* op, int64_t handle) {
                   op, handle));
 }
 
-// Runs `body` on the site of `handle`; an error of the unbound op's checks gets the bound op and
-// the site appended, since its message names a tensor the caller did not pass.
-template <typename Body>
-void with_site(const char* op, int64_t handle, Body&& body) {
-  const SitePtr site = lookup(op, handle);
+// The site of `handle` for a call of `op`, which must be under no_grad or inference_mode.
+SitePtr site_for_call(const char* op, int64_t handle) {
+  const launch::profile::Scope timed(launch::profile::kChecks);  // with the call's own checks
+  SitePtr site = lookup(op, handle);
   if (aoti_torch_grad_mode_is_enabled()) {
     fail(
         fmt::format("mhc.{} is inference-only: call it under torch.no_grad() or "
@@ -73,6 +76,14 @@ void with_site(const char* op, int64_t handle, Body&& body) {
                     "with grad enabled use the unbound op, whose backward raises",
                     op));
   }
+  return site;
+}
+
+// Runs `body` on the site of `handle`; an error of the unbound op's checks gets the bound op and
+// the site appended, since its message names a tensor the caller did not pass.
+template <typename Body>
+void with_site(const char* op, int64_t handle, Body&& body) {
+  const SitePtr site = site_for_call(op, handle);
   try {
     body(*site);
   } catch (const std::exception& e) {
@@ -143,6 +154,8 @@ int64_t bind_site(Tensor fn, Tensor hc_scale, Tensor hc_base, OptTensor norm_wei
       BoundSite{fn, hc_scale, hc_base, norm_weight, workspace, rms_eps, pre_eps, sinkhorn_eps,
                 post_mult, norm_eps, sinkhorn_iters, projection, batch_invariant, 0, 0, Where{}});
   bind_checks("bind_site", *site);
+  site->prepared = prepare(site->n, site->c, rms_eps, pre_eps, sinkhorn_eps, post_mult,
+                           sinkhorn_iters, norm_eps, projection);
   Registry& r = registry();
   std::lock_guard<std::mutex> lock(r.mutex);
   const int64_t handle = r.next++;
@@ -185,16 +198,16 @@ void site_pre_out(int64_t site, Tensor residual, OptTensor pre_mix, Tensor layer
   with_site("site_pre_out", site, [&](const BoundSite& s) {
     pre_to(residual, s.fn, s.hc_scale, s.hc_base, s.norm_weight, pre_mix, s.rms_eps, s.pre_eps,
            s.sinkhorn_eps, s.post_mult, s.sinkhorn_iters, s.norm_eps, {&layer_input, nullptr}, post,
-           comb, next_pre_mix, s.workspace, s.projection, s.batch_invariant);
+           comb, next_pre_mix, s.workspace, s.projection, s.batch_invariant, &s.prepared);
   });
 }
 
 void site_coefficients_out(int64_t site, Tensor residual, Tensor post, Tensor comb,
                            Tensor next_pre_mix, int64_t side_stream) {
   with_site("site_coefficients_out", site, [&](const BoundSite& s) {
-    coefficients_out(residual, s.fn, s.hc_scale, s.hc_base, s.rms_eps, s.pre_eps, s.sinkhorn_eps,
-                     s.post_mult, s.sinkhorn_iters, post, comb, next_pre_mix, side_stream,
-                     s.workspace, s.projection, s.batch_invariant);
+    coefficients_to(residual, s.fn, s.hc_scale, s.hc_base, s.rms_eps, s.pre_eps, s.sinkhorn_eps,
+                    s.post_mult, s.sinkhorn_iters, post, comb, next_pre_mix, side_stream,
+                    s.workspace, s.projection, s.batch_invariant, &s.prepared);
   });
 }
 
@@ -203,10 +216,10 @@ void site_pre_overlap_out(int64_t site, Tensor residual, Tensor pre_mix, int64_t
   // The bound workspace is the coefficient path's (the side stream's, where there is one); the
   // input path's scratch, where it needs any, comes from the pool's slot of the current stream.
   with_site("site_pre_overlap_out", site, [&](const BoundSite& s) {
-    pre_overlap_out(residual, s.fn, s.hc_scale, s.hc_base, s.norm_weight, pre_mix, s.rms_eps,
-                    s.pre_eps, s.sinkhorn_eps, s.post_mult, s.sinkhorn_iters, s.norm_eps,
-                    side_stream, layer_input, post, comb, next_pre_mix, s.workspace, s.projection,
-                    s.batch_invariant, std::nullopt);
+    pre_overlap_to(residual, s.fn, s.hc_scale, s.hc_base, s.norm_weight, pre_mix, s.rms_eps,
+                   s.pre_eps, s.sinkhorn_eps, s.post_mult, s.sinkhorn_iters, s.norm_eps,
+                   side_stream, layer_input, post, comb, next_pre_mix, s.workspace, s.projection,
+                   s.batch_invariant, std::nullopt, &s.prepared);
   });
 }
 
@@ -218,7 +231,7 @@ void site_boundary_out(int64_t site, Tensor sublayer_out, Tensor residual, Tenso
     boundary_to(sublayer_out, residual, post, comb, pre_mix, s.norm_weight, s.fn, s.hc_scale,
                 s.hc_base, s.rms_eps, s.pre_eps, s.sinkhorn_eps, s.post_mult, s.sinkhorn_iters,
                 s.norm_eps, residual_next, {&layer_input, nullptr}, next_post, next_comb,
-                next_pre_mix, s.workspace, s.projection, s.batch_invariant);
+                next_pre_mix, s.workspace, s.projection, s.batch_invariant, &s.prepared);
   });
 }
 

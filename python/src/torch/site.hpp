@@ -3,7 +3,8 @@
 // site_pre_overlap_out and site_boundary_out take the handle in their place. torch's price per
 // call grows with a schema's arguments (docs/decisions.md, "Bound sites"), so the bound schemas
 // are short and all positional. Each bound op runs its unbound op's code (ops.cpp) with the bound
-// tensors: the same checks, the same launches, bitwise the same results.
+// tensors: the same tensor checks, the same launches, bitwise the same results; the scalars,
+// which cannot change, are checked and made into the call's parameters once, when bound.
 //
 // The registry holds references to the bound tensors, not copies: an in-place update of a weight
 // (load_state_dict, copy_) is what the next call reads. Handles count up from 1 and are never
