@@ -283,8 +283,9 @@ void add_head_items(const Setup& c, std::vector<Item>& items) {
   if (p.n != 4 || p.hidden % 64 != 0 || p.hidden > head_max_hidden(p.n)) return;
   const double md = double(c.m), K = double(p.k()), C = double(p.hidden);
   const double weights = 4.0 * p.n * K + 4.0 * (p.n + 1);
-  // The plan's form under the rows' plain names; each form forced, with the norm, in rows of
-  // their own (the same bits: they place the plan's crossover, head_form_for).
+  // The plan's form under the rows' plain names (head_form_for: the cluster form on sm_90 images,
+  // else the CTA forms' crossover); the two CTA forms forced, with the norm, in rows of their own
+  // (where the cluster form is planned, its comparison; elsewhere they place the crossover).
   const std::pair<HeadForm, std::string> forms[] = {
       {HeadForm::kPlan, ""},
       {HeadForm::kTokenPerCta, " (1 token/CTA)"},

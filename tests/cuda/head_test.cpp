@@ -1,9 +1,10 @@
-// The head collapse's kernel (mhc/cuda/head.hpp, docs/head.md) against the float64 reference at
-// the model's hidden sizes and 1, odd and large token counts, with and without the final norm;
-// bitwise the input path's collapse with the same weights; both launch forms (one token or
-// several per CTA) bitwise the same, at token counts that do and do not fill the last CTA; a
-// token's bits independent of the batch (alone under one form, in a batch under the other) and
-// of the run; zero tokens; the refusals. Inputs fresh random per case, outputs poisoned
+// The head collapse's CTA forms (mhc/cuda/head.cuh: one token or several per CTA, the forms
+// where the cluster form does not run, docs/head.md) against the float64 reference at the model's
+// hidden sizes and 1, odd and large token counts, with and without the final norm; bitwise the
+// input path's collapse with the same weights; the two forms bitwise the same, at token counts
+// that do and do not fill the last CTA; a token's bits independent of the batch (alone under one
+// form, in a batch under the other) and of the run; zero tokens; the refusals. The cluster form
+// has its own suite (head_cluster_test.cpp). Inputs fresh random per case, outputs poisoned
 // (0xFF: NaN) before every launch; a NaN fails every comparison.
 #include "mhc/cuda/head.hpp"
 
@@ -14,49 +15,26 @@
 
 #include "cpu/head_test_util.hpp"
 #include "gpu_test_util.hpp"
+#include "head_test_util.hpp"
 #include "mhc/core/error.hpp"
 #include "mhc/cpu/reference.hpp"
 
 namespace mhc {
 namespace {
 
+using test::DeviceHead;
 using test::head_shape_name;
 using test::HeadCase;
 using test::HeadShape;
 using test::poisoned;
 using test::to_device;
 using test::to_host;
+using test::token_row;
 
-// The legacy default stream, with PDL where the device plan says the loaded image has the waits.
-cuda::LaunchTarget default_stream() { return {nullptr, test::device_plan().pdl}; }
+cuda::LaunchTarget default_stream() { return test::head_stream(); }
 
-// A head case's inputs on the device, and its outputs, poisoned.
-struct DeviceHead {
-  cuda::DeviceBuffer<Bf16> x, out;
-  cuda::DeviceBuffer<float> fn, base, scale, norm, weights;
-  DeviceHead(const HeadCase& c)  // NOLINT: built from the host case it mirrors
-      : x(to_device(c.x)),
-        out(poisoned<Bf16>(size_t(c.tokens * c.p.hidden))),
-        fn(to_device(c.weights.hc_fn)),
-        base(to_device(c.weights.hc_base)),
-        scale(to_device(c.weights.hc_scale)),
-        norm(to_device(c.norm_weight)),
-        weights(poisoned<float>(size_t(c.tokens * c.p.n))) {}
-  cuda::HeadBuffers buffers(bool with_norm) const {
-    return {x.get(),   fn.get(),     base.get(), scale.get(), with_norm ? norm.get() : nullptr,
-            out.get(), weights.get()};
-  }
-  // One launch on the default stream, outputs poisoned first; returns (out, weights).
-  std::pair<std::vector<Bf16>, std::vector<float>> run(
-      const MhcParams& p, int64_t tokens, bool with_norm,
-      cuda::HeadForm form = cuda::HeadForm::kPlan) {
-    out.fill_bytes(0xFF);
-    weights.fill_bytes(0xFF);
-    cuda::head(p, tokens, buffers(with_norm), default_stream(), form);
-    MHC_CUDA_CHECK(cudaDeviceSynchronize());
-    return {to_host(out), to_host(weights)};
-  }
-};
+constexpr cuda::HeadForm kOne = cuda::HeadForm::kTokenPerCta;
+constexpr cuda::HeadForm kSeveral = cuda::HeadForm::kTokensPerCta;
 
 std::vector<HeadShape> head_shapes() {
   std::vector<HeadShape> shapes;
@@ -85,13 +63,11 @@ TEST_P(HeadKernel, MatchesReferenceAndInputPath) {
   const HeadCase c = test::head_case(s, uint64_t(s.hidden * 977 + s.tokens * 3 + s.norm));
   const MhcParams& p = c.p;
   DeviceHead d(c);
-  const auto [out, weights] = d.run(p, c.tokens, s.norm);
-  // Both launch forms, whichever the plan chose: the same bits.
-  for (cuda::HeadForm form : {cuda::HeadForm::kTokenPerCta, cuda::HeadForm::kTokensPerCta}) {
-    const auto forced = d.run(p, c.tokens, s.norm, form);
-    EXPECT_TRUE(test::same_finite_bits(out, forced.first)) << "form " << int(form);
-    EXPECT_TRUE(test::same_finite_bits(weights, forced.second)) << "form " << int(form);
-  }
+  const auto [out, weights] = d.run(p, c.tokens, s.norm, kOne);
+  // The other CTA form: the same bits.
+  const auto several = d.run(p, c.tokens, s.norm, kSeveral);
+  EXPECT_TRUE(test::same_finite_bits(out, several.first));
+  EXPECT_TRUE(test::same_finite_bits(weights, several.second));
   const ref::HeadResult r = ref::head(p, c.tokens, c.x.data(), c.view(s.norm));
   const ErrorStats w_err = compare(weights.data(), r.weights.data(), c.tokens * p.n);
   const ErrorStats out_err = compare(out.data(), r.out.data(), c.tokens * p.hidden);
@@ -106,46 +82,46 @@ TEST_P(HeadKernel, MatchesReferenceAndInputPath) {
   EXPECT_TRUE(test::same_finite_bits(out, to_host(via_input_path)));
 
   // Run to run, and without the weights output, the same bits.
-  const auto again = d.run(p, c.tokens, s.norm);
+  const auto again = d.run(p, c.tokens, s.norm, kOne);
   EXPECT_TRUE(test::same_finite_bits(out, again.first));
   EXPECT_TRUE(test::same_finite_bits(weights, again.second));
-  cuda::HeadBuffers no_weights = d.buffers(s.norm);
-  no_weights.weights = nullptr;
-  d.out.fill_bytes(0xFF);
-  cuda::head(p, c.tokens, no_weights, default_stream());
-  MHC_CUDA_CHECK(cudaDeviceSynchronize());
-  EXPECT_TRUE(test::same_finite_bits(out, to_host(d.out)));
+  for (cuda::HeadForm form : {kOne, kSeveral}) {
+    cuda::HeadBuffers no_weights = d.buffers(p, s.norm);
+    no_weights.weights = nullptr;
+    d.out.fill_bytes(0xFF);
+    cuda::head(p, c.tokens, no_weights, default_stream(), form);
+    MHC_CUDA_CHECK(cudaDeviceSynchronize());
+    EXPECT_TRUE(test::same_finite_bits(out, to_host(d.out))) << "form " << int(form);
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(Shapes, HeadKernel, ::testing::ValuesIn(head_shapes()), head_shape_name);
 
-// A token alone (one token per CTA under the plan) and in batches of both forms, at positions
-// first, inside and last in a CTA of several tokens, with and without the norm.
+// A token alone (one token per CTA under the CTA forms' rule) and in batches of both forms, at
+// positions first, inside and last in a CTA of several tokens, with and without the norm.
 TEST(HeadKernelBatch, TokenBitsDoNotDependOnTheBatch) {
   MHC_SKIP_WITHOUT_GPU();
   constexpr int64_t kBatched = int64_t(cuda::kHeadTokensPerCta) * 140 + 3;
-  ASSERT_EQ(cuda::head_form_for(1), cuda::HeadForm::kTokenPerCta);
-  ASSERT_EQ(cuda::head_form_for(kBatched), cuda::HeadForm::kTokensPerCta);
+  ASSERT_EQ(cuda::head_form_for(1, false), kOne);
+  ASSERT_EQ(cuda::head_form_for(kBatched, false), kSeveral);
   for (int hidden : {4096, 7168}) {
     const HeadCase c = test::random_head_case(test::small_params(4, hidden), kBatched, 11);
     const MhcParams& p = c.p;
     DeviceHead all(c);
     for (bool norm : {false, true}) {
-      const auto batch = all.run(p, c.tokens, norm);
-      const auto small = all.run(p, 37, norm);  // the first 37 tokens, one per CTA
+      const auto batch = all.run(p, c.tokens, norm, cuda::head_form_for(c.tokens, false));
+      const auto small = all.run(p, 37, norm, cuda::head_form_for(37, false));  // one per CTA
       for (int64_t m : {int64_t{0}, int64_t{17}, int64_t{36}, kBatched - 3, kBatched - 1}) {
         HeadCase one = c;
         one.tokens = 1;
         one.x.assign(c.x.begin() + m * p.k(), c.x.begin() + (m + 1) * p.k());
         DeviceHead d(one);
-        const auto alone = d.run(p, 1, norm);
-        const auto row = [&](const std::vector<Bf16>& out) {
-          return std::vector<Bf16>(out.begin() + m * p.hidden, out.begin() + (m + 1) * p.hidden);
-        };
-        EXPECT_TRUE(test::same_finite_bits(alone.first, row(batch.first)))
+        const auto alone = d.run(p, 1, norm, cuda::head_form_for(1, false));
+        EXPECT_TRUE(test::same_finite_bits(alone.first, token_row(batch.first, m, p.hidden)))
             << "token " << m << " C=" << hidden << " norm " << norm;
         if (m < 37) {
-          EXPECT_TRUE(test::same_finite_bits(alone.first, row(small.first))) << "token " << m;
+          EXPECT_TRUE(test::same_finite_bits(alone.first, token_row(small.first, m, p.hidden)))
+              << "token " << m;
         }
       }
     }
@@ -161,11 +137,13 @@ TEST(HeadKernelBatch, Bf16NormWeightGivesItsWideningsBits) {
     v = bf16_to_float(norm_bf16.back());  // the float weight of the same values
   }
   DeviceHead d(c);
-  const auto want = d.run(c.p, c.tokens, true);
   const auto weight_bf16 = to_device(norm_bf16);
-  cuda::HeadBuffers b = d.buffers(false);
+  cuda::HeadBuffers b = d.buffers(c.p, false);
   b.norm_weight_bf16 = weight_bf16.get();
-  for (cuda::HeadForm form : {cuda::HeadForm::kTokenPerCta, cuda::HeadForm::kTokensPerCta}) {
+  std::vector<cuda::HeadForm> forms = {kOne, kSeveral};
+  if (cuda::head_cluster_fits(c.p.n, c.p.hidden)) forms.push_back(cuda::HeadForm::kCluster);
+  for (cuda::HeadForm form : forms) {
+    const auto want = d.run(c.p, c.tokens, true, form);
     d.out.fill_bytes(0xFF);
     cuda::head(c.p, c.tokens, b, default_stream(), form);
     MHC_CUDA_CHECK(cudaDeviceSynchronize());
@@ -180,8 +158,9 @@ TEST(HeadKernelBatch, ZeroTokensWritesNothing) {
   const HeadCase c = test::random_head_case(test::small_params(4, 4096), 2, 5);
   DeviceHead d(c);
   d.out.fill_bytes(0xFF);
-  cuda::head(c.p, 0, d.buffers(true), default_stream());
-  cuda::head(c.p, 0, d.buffers(true), default_stream(), cuda::HeadForm::kTokensPerCta);
+  for (cuda::HeadForm form : {cuda::HeadForm::kPlan, kOne, kSeveral, cuda::HeadForm::kCluster}) {
+    cuda::head(c.p, 0, d.buffers(c.p, true), default_stream(), form);
+  }
   cuda::head(c.p, 0, cuda::HeadBuffers{}, default_stream());  // nothing is read or written
   MHC_CUDA_CHECK(cudaDeviceSynchronize());
   for (Bf16 v : to_host(d.out)) ASSERT_EQ(v.bits, 0xFFFF);
@@ -196,7 +175,7 @@ TEST(HeadKernelBatch, RefusesBadArguments) {
                            const char* why) {
     EXPECT_THROW(cuda::head(params, tokens, b, default_stream()), Error) << why;
   };
-  cuda::HeadBuffers b = d.buffers(true);
+  cuda::HeadBuffers b = d.buffers(p, true);
   MhcParams three = p;
   three.n = 3;
   refuses(three, 4, b, "n = 3");

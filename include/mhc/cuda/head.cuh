@@ -43,6 +43,19 @@ struct HeadArgs {
   float norm_eps = 0.f;
 };
 
+// The collapse weights' formula, one for every head kernel (head_kernel, sm90_head_cluster.cuh):
+// r = rsqrt(sum(v^2) / K + rms_eps) from the token's sum of squares over its K = n * C values,
+// then w = sigmoid(dot * r * hc_scale + hc_base) + hc_eps from its dot product with hc_fn[j] (the
+// norm after the projection, as at the sites: mixes = (hc_fn . v) * r).
+__device__ __forceinline__ float head_rms(float sum_sq, int k, float rms_eps) {
+  return 1.f / sqrtf(sum_sq / float(k) + rms_eps);
+}
+__device__ __forceinline__ float head_weight(float dot, float r, float scale, float base,
+                                             float hc_eps) {
+  const float z = dot * r * scale + base;
+  return 1.f / (1.f + expf(-z)) + hc_eps;
+}
+
 // block_sum for kCount values at once: each value gets block_sum's additions in block_sum's order
 // (a warp butterfly, then the warp totals in warp order), behind one pair of barriers.
 template <int kCount>
@@ -175,14 +188,12 @@ __global__ void head_kernel(const HeadArgs a, int tokens) {
     if (t >= count) break;
     const int64_t token = first + t;
     const float* total = totals + t * (kStreams + 1);
-    // The collapse weights, the same bits in every thread (the norm after the projection, as at
-    // the sites: mixes = (hc_fn . v) * r).
-    const float r = 1.f / sqrtf(total[kStreams] / float(kStreams * a.hidden) + a.rms_eps);
+    // The collapse weights, the same bits in every thread.
+    const float r = head_rms(total[kStreams], kStreams * a.hidden, a.rms_eps);
     float weights[kStreams];
 #pragma unroll
     for (int j = 0; j < kStreams; ++j) {
-      const float z = total[j] * r * scale + a.hc_base[j];
-      weights[j] = 1.f / (1.f + expf(-z)) + a.hc_eps;
+      weights[j] = head_weight(total[j], r, scale, a.hc_base[j], a.hc_eps);
     }
     if (a.weights != nullptr && threadIdx.x == 0) {
 #pragma unroll

@@ -25,17 +25,33 @@ struct HeadBuffers {                   // device pointers (layouts: mhc/core/hea
   const Bf16* norm_weight_bf16 = nullptr;  // [C] bf16, 16-byte aligned, instead of norm_weight
 };
 
-// The head kernel's launch forms (mhc/cuda/head.cuh). Every form gives a token the same bits (one
-// reduction order per token): the choice is speed only.
+// The head's launch forms. The two CTA forms (mhc/cuda/head.cuh) give a token the same bits (one
+// reduction order per token); the cluster form (mhc/cuda/sm90_head_cluster.cuh, sm_90) sums in
+// another order: its own bits, the same in every batch. So kPlan takes the cluster form at every
+// token count wherever it runs (head_cluster_planned), the CTA forms elsewhere.
 enum class HeadForm {
-  kPlan,          // the launcher's choice by token count (head_form_for)
+  kPlan,          // the launcher's choice (head_form_for)
   kTokenPerCta,   // one token per CTA, its row kept in registers
   kTokensPerCta,  // kHeadTokensPerCta tokens per CTA, hc_fn read once for all of them
+  kCluster,       // a cluster of kHeadClusterCtas CTAs per group of tokens, each CTA C/8 columns
 };
 inline constexpr int kHeadTokensPerCta = 8;
+inline constexpr int kHeadClusterCtas = 8;  // fixed for every C and M: it sets the bits
 
-// The form kPlan launches for `tokens` tokens.
-HeadForm head_form_for(int64_t tokens);
+// Whether the cluster form runs for n streams and hidden size C on the current device: its image
+// has the sm_90 cluster instructions, C is a multiple of 8 * kHeadClusterCtas, and every group
+// size's slices fit a CTA's shared memory.
+bool head_cluster_fits(int n, int hidden);
+
+// Whether kPlan launches the cluster form for (n, C) here: head_cluster_fits and the switch in
+// src/cuda/head.cu (kHeadClusterFormOn), the same at every token count.
+bool head_cluster_planned(int n, int hidden);
+
+// The form kPlan launches for `tokens` tokens, with the cluster form planned (`cluster`) or not.
+HeadForm head_form_for(int64_t tokens, bool cluster);
+
+// The tokens per cluster group of the cluster form at M = `tokens` and hidden size C (speed only).
+int head_cluster_tokens(int64_t tokens, int hidden);
 
 // The largest hidden size the head kernel takes for n streams on the current device: CTAs of
 // C / 32 threads, capped by the kernels' registers in the loaded image.
@@ -45,7 +61,8 @@ int head_max_hidden(int n);
 // set: a bf16 weight gives the bits of its fp32 widening), in one launch;
 // epsilons from p: rms_eps() in the projection's RMS, pre_eps() added to the sigmoid (hc_eps),
 // norm_eps() in the norm. n in {2, 4}, C a multiple of 64 up to head_max_hidden(n).
-// `form` forces a launch form (tests and benchmarks compare them).
+// `form` forces a launch form (tests and benchmarks compare them); kCluster where it does not fit
+// is refused.
 void head(const MhcParams& p, int64_t tokens, const HeadBuffers& b, LaunchTarget stream,
           HeadForm form = HeadForm::kPlan);
 
