@@ -278,7 +278,9 @@ bool head_cluster_args_valid(const HeadArgs& a, int64_t tokens) {
 }
 
 // Groups of kTokens tokens (the last one's may be fewer), a cluster of kCtas CTAs each. Sets the
-// kernel's dynamic shared-memory limit per launch (the attribute is per device).
+// kernel's dynamic shared-memory limit and asks for the largest shared-memory carveout per launch
+// (the attributes are per device): with a smaller carveout fewer CTAs would be resident per SM
+// than in the measurements the group sizes were chosen from (the lab prototype set it alike).
 template <int kStreams, int kCtas, int kTokens, int kThreads>
 cudaError_t launch_head_cluster(const HeadArgs& a, int64_t tokens, LaunchTarget on) {
   if (!head_cluster_args_valid<kCtas, kTokens>(a, tokens)) return cudaErrorInvalidValue;
@@ -287,6 +289,10 @@ cudaError_t launch_head_cluster(const HeadArgs& a, int64_t tokens, LaunchTarget 
   const size_t smem = head_cluster_smem_bytes(kStreams, kTokens, a.hidden, kCtas);
   cudaError_t err =
       cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem));
+  if (err == cudaSuccess) {
+    err = cudaFuncSetAttribute(kernel, cudaFuncAttributePreferredSharedMemoryCarveout,
+                               int(cudaSharedmemCarveoutMaxShared));
+  }
   if (err != cudaSuccess) return err;
   const int64_t groups = ceil_div(tokens, int64_t(kTokens));
   return launch_kernel_in_clusters(kernel, dim3(static_cast<unsigned>(groups * kCtas)),
