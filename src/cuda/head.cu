@@ -127,9 +127,11 @@ const ClusterImage& cluster_image(int n) {
 
 }  // namespace
 
-// THE SWITCH: the cluster form is the head's form on every device that runs it (sm_90 images),
-// at every token count. false: the CTA forms everywhere (their bits, not the cluster form's).
-constexpr bool kHeadClusterFormOn = true;
+// THE SWITCH: true makes the cluster form the head's form on every device that runs it (sm_90
+// images), at every token count; false: the CTA forms everywhere (their bits, not the cluster
+// form's). Off until the cluster kernel's GPU tests and timings have run in the product (its lab
+// prototype's have; docs/head.md): the tests that force the cluster form run either way.
+constexpr bool kHeadClusterFormOn = false;
 
 // Tokens per cluster group; speed only, a token's bits do not depend on it. Measured with
 // clusters of 8 CTAs on an H100, head collapse + final norm, group sizes 1, 2, 4, 8, 16
