@@ -12,7 +12,7 @@
 # the build (never committed from here). To check a held-back commit, apply it to the working
 # tree before the call (git revert of its hold-back commit).
 set -uo pipefail
-cd "$(dirname "$0")/../.."
+cd "$(dirname "$0")/../.." || exit 1
 export NCCL_NVLS_ENABLE=0 PYTHONUNBUFFERED=1 MHC_REQUIRE_GPU=1
 OUT=${OUT:-/tmp/mhc-verify-out}
 logs=/tmp/mhc-verify-logs
