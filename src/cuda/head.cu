@@ -6,6 +6,7 @@
 
 #include "launch_checks.cuh"
 #include "mhc/cuda/device_buffer.hpp"
+#include "mhc/cuda/device_plan.hpp"
 #include "mhc/cuda/head.cuh"
 #include "mhc/cuda/head.hpp"
 #include "mhc/cuda/sm90_head_cluster.cuh"
@@ -73,9 +74,9 @@ cudaError_t launch_head_as(HeadForm form, const HeadArgs& a, int64_t tokens, Lau
   }
 }
 
-// The cluster kernels as the current device loaded them, per group size: whether their code has
-// the cluster instructions (a compute_80 image's would run them as no-ops), and how much dynamic
-// shared memory a CTA may take beside the static.
+// The cluster kernels as the current device loaded them, per group size: whether the image loaded
+// is sm_90a (the kernel's body is compiled there only), and how much dynamic shared memory a CTA
+// may take beside the static.
 struct ClusterImage {
   bool sm90 = true;
   size_t dynamic_limit[std::size(kClusterGroups)] = {};
@@ -87,7 +88,10 @@ cudaError_t query_cluster_group(int optin, bool* sm90, size_t* limit) {
   const cudaError_t err =
       head_cluster_attributes<kStreams, kHeadClusterCtas, kTokens, kClusterThreads>(&attr);
   if (err != cudaSuccess) return err;
-  *sm90 = *sm90 && attr.ptxVersion >= 90 && attr.binaryVersion >= 90;
+  KernelVariantInfo loaded;
+  loaded.binary_version = attr.binaryVersion;
+  loaded.ptx_version = attr.ptxVersion;
+  *sm90 = *sm90 && loaded_image(loaded).is_sm90a();
   *limit = size_t(optin) > attr.sharedSizeBytes ? size_t(optin) - attr.sharedSizeBytes : 0;
   return cudaSuccess;
 }
@@ -127,8 +131,8 @@ const ClusterImage& cluster_image(int n) {
 
 }  // namespace
 
-// THE SWITCH: true makes the cluster form the head's form on every device that runs it (sm_90
-// images), at every token count; false: the CTA forms everywhere (their bits, not the cluster
+// THE SWITCH: true makes the cluster form the head's form on every device that runs it (the sm_90a
+// image), at every token count; false: the CTA forms everywhere (their bits, not the cluster
 // form's). Off until the cluster kernel's GPU tests and timings have run in the product (its lab
 // prototype's have; docs/head.md): the tests that force the cluster form run either way.
 constexpr bool kHeadClusterFormOn = false;
@@ -227,8 +231,8 @@ void head(const MhcParams& p, int64_t tokens, const HeadBuffers& b, LaunchTarget
   a.norm_eps = static_cast<float>(p.norm_eps());
   if (form == HeadForm::kPlan) form = head_form_for(tokens, head_cluster_planned(p.n, p.hidden));
   require_that(form != HeadForm::kCluster || head_cluster_fits(p.n, p.hidden),
-               "{}: the cluster form does not run here (n={}, C={}): it needs an sm_90 image, C a "
-               "multiple of {} and its groups' slices within a CTA's shared memory",
+               "{}: the cluster form does not run here (n={}, C={}): it needs the sm_90a image, C "
+               "a multiple of {} and its groups' slices within a CTA's shared memory",
                what, p.n, p.hidden, kHeadClusterCtas * kBf16PerVec);
   require_that(
       form != HeadForm::kCluster ||

@@ -26,7 +26,9 @@ struct KernelImage {
   std::string name() const;  // "sm_90a", "compute_80"
   // The sm_90 instructions (TMA, mbarriers, griddepcontrol) are in this image's code.
   bool has_sm90_instructions() const { return arch >= 90; }
-  bool has_wgmma() const { return arch == 90 && variant == 'a' && !ptx; }
+  // The sm_90a image: the code built for this exact architecture (wgmma, setmaxnreg).
+  bool is_sm90a() const { return arch == 90 && variant == 'a' && !ptx; }
+  bool has_wgmma() const { return is_sm90a(); }
   bool operator==(const KernelImage& o) const {
     return arch == o.arch && variant == o.variant && ptx == o.ptx;
   }

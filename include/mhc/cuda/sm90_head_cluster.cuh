@@ -154,6 +154,9 @@ __device__ __forceinline__ void head_cluster_warp_sums(const float (&v)[kCount],
 template <int kStreams, int kCtas, int kTokens, int kThreads>
 __global__ void __launch_bounds__(kThreads)
     sm90_head_cluster_kernel(const __grid_constant__ HeadArgs a, int tokens) {
+// The body exists in the sm_90a image only (head_cluster_fits offers the form nowhere else): other
+// images would compile a kernel nobody launches, and ptxas spills it on sm_100f.
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
   constexpr int kWarps = kThreads / kWarp;
   constexpr int kSums = kTokens * (kStreams + 1);  // per token: n dot products, the sum of squares
   __shared__ float part[kCtas][kSums];  // [rank][value]: every CTA's, written by its owner (DSMEM)
@@ -266,6 +269,7 @@ __global__ void __launch_bounds__(kThreads)
       store_u4(a.out + (first + t) * a.hidden + c, pack_bf16x8(o));
     }
   }
+#endif
 }
 
 // The cluster kernel's preconditions beyond head_args_valid, refused before any CUDA call
@@ -299,8 +303,8 @@ cudaError_t launch_head_cluster(const HeadArgs& a, int64_t tokens, LaunchTarget 
                                    dim3(kThreads), smem, unsigned(kCtas), on, a, int(tokens));
 }
 
-// The kernel as the current device loaded it: ptx_version, the virtual architecture its code came
-// from (the cluster instructions need 90 or above), and its static shared memory.
+// The kernel as the current device loaded it: binaryVersion and ptxVersion, the image it came from
+// (its body is in the sm_90a image only), and its static shared memory.
 template <int kStreams, int kCtas, int kTokens, int kThreads>
 cudaError_t head_cluster_attributes(cudaFuncAttributes* attr) {
   return cudaFuncGetAttributes(attr, sm90_head_cluster_kernel<kStreams, kCtas, kTokens, kThreads>);
