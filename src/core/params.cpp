@@ -74,6 +74,12 @@ std::string problem(std::string_view name, std::string_view range, double value)
   return fmt::format("{}={} is outside [{:g}, {:g}]{}: {}", name, value, r.lo, r.hi, as, r.why);
 }
 
+// Throws problem()'s message where `value` lies outside `range`, else returns at once.
+void check_range(const char* name, const ParamRange& range, double value) {
+  if (value >= range.lo && value <= range.hi) return;  // false for NaN
+  throw Error(problem(name, range.name, value));
+}
+
 }  // namespace
 
 std::string param_problem(std::string_view name, double value) {
@@ -100,17 +106,18 @@ void validate(const MhcParams& p) {
                     p.sinkhorn_iters, kMaxSinkhornIters));
   }
   // Each epsilon as it is used, named as the caller set it: the separate value when set, else
-  // the shared one (checked against the range of the epsilon it stands for).
-  const std::string problems[] = {
-      problem(p.rms_eps_override ? "rms_eps" : "eps_n", "rms_eps", p.rms_eps()),
-      problem(p.pre_eps_override ? "pre_eps" : "eps_h", "pre_eps", p.pre_eps()),
-      problem(p.sinkhorn_eps_override ? "sinkhorn_eps" : "eps_h", "sinkhorn_eps", p.sinkhorn_eps()),
-      problem(p.norm_eps_override ? "norm_eps" : "eps_n", "norm_eps", p.norm_eps()),
-      problem("post_mult", "post_mult", p.post_mult),
-  };
-  for (const std::string& text : problems) {
-    if (!text.empty()) throw Error(text);
-  }
+  // the shared one (checked against the range of the epsilon it stands for). The ranges are
+  // looked up once: validate runs several times in every op call (Ops, the workspace layout).
+  static const ParamRange& rms = param_range("rms_eps");
+  static const ParamRange& pre = param_range("pre_eps");
+  static const ParamRange& sinkhorn = param_range("sinkhorn_eps");
+  static const ParamRange& norm = param_range("norm_eps");
+  static const ParamRange& post_mult = param_range("post_mult");
+  check_range(p.rms_eps_override ? "rms_eps" : "eps_n", rms, p.rms_eps());
+  check_range(p.pre_eps_override ? "pre_eps" : "eps_h", pre, p.pre_eps());
+  check_range(p.sinkhorn_eps_override ? "sinkhorn_eps" : "eps_h", sinkhorn, p.sinkhorn_eps());
+  check_range(p.norm_eps_override ? "norm_eps" : "eps_n", norm, p.norm_eps());
+  check_range("post_mult", post_mult, p.post_mult);
 }
 
 std::string describe(const MhcParams& p) {
