@@ -4,6 +4,7 @@ implementations' checks (mhc/_checks.py), outputs of the right shape, nothing la
 import torch
 
 from mhc import _checks as check
+from mhc import _native
 
 
 def new_pre_outputs(residual):
@@ -143,9 +144,7 @@ _DEVICE_TYPES = {0: "cpu", 1: "cuda"}  # c10::DeviceType codes
 
 def _bound(op, handle):
     """The site of `handle` (n, C, device text) as the C++ lookup finds it, and grad mode."""
-    from mhc.ops import site_state
-
-    state, shape = site_state(handle)
+    state, shape = _native.site_state(handle)
     if state == -1:
         raise RuntimeError(f"mhc.{op}: site {handle} was released (mhc.release_site or "
                            "Site.close()); bind the site again with mhc.bind_site")

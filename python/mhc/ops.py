@@ -1,5 +1,5 @@
 """The torch ops torch.ops.mhc.*: registered in C++ on PyTorch's stable ABI by the library
-mhc/_torch_ops.so (python/src/torch), which this module loads.
+mhc/_torch_ops.so (python/src/torch), which mhc/_native.py loads.
 
 Every op has a C++ kernel for CPU and CUDA tensors that checks its arguments before any kernel
 runs, launches on torch's current stream of the tensors' device (CUDA) or runs the CPU backend,
@@ -10,36 +10,14 @@ backward raise (mhc/_autograd.py), which only calls made with grad enabled reach
 reference: docs/python.md.
 """
 
-import ctypes
 import functools
-import os
 
 import torch
 
 from mhc import _fakes as fake
-from mhc import _fp8, _head
+from mhc import _fp8, _head, _native
 from mhc._autograd import inference_only
 from mhc._docs import op_doc
-
-_PATH = os.path.join(os.path.dirname(os.path.abspath(__file__)), "_torch_ops.so")
-
-
-def _load():
-    if not os.path.exists(_PATH):
-        raise ImportError(
-            f"mhc: the torch ops library {_PATH} is missing: this mhc was built without torch "
-            "(MHC_TORCH_OPS=OFF, or torch not importable at build time). Install torch first and "
-            "rebuild: pip install --no-build-isolation . (docs/python.md, \"Building\")")
-    torch.ops.load_library(_PATH)
-    native = ctypes.CDLL(_PATH)  # the same handle: for the error notes below
-    native.mhc_torch_note_error.argtypes = [ctypes.c_char_p]
-    native.mhc_torch_note_error.restype = None
-    native.mhc_torch_site_state.argtypes = [ctypes.c_int64, ctypes.POINTER(ctypes.c_int64)]
-    native.mhc_torch_site_state.restype = ctypes.c_int
-    return native
-
-
-_NATIVE = _load()
 
 NAMES = ("hc_prenorm_gemm", "pre", "pre_out", "coefficients", "coefficients_out", "pre_overlap",
          "pre_overlap_out", "join", "post", "post_out", "post_pre", "post_pre_out", "boundary",
@@ -74,15 +52,6 @@ SITE_NAMES = ("bind_site", "site_pre_out", "site_coefficients_out", "site_pre_ov
 SITE_FAKES = {name: getattr(fake, "fake_" + name) for name in SITE_NAMES}
 
 
-def site_state(handle):
-    """(1, (n, C, device type, device index, has a norm weight)) for a bound site, (-1, None) for a released one,
-    (0, None) for a handle never bound: read from the C++ registry without the dispatcher, which
-    a fake inside a trace cannot call."""
-    shape = (ctypes.c_int64 * 5)()
-    state = _NATIVE.mhc_torch_site_state(int(handle), shape)
-    return state, (tuple(shape) if state == 1 else None)
-
-
 def _noting(function):
     """`function` (a fake or the autograd kernel), noting its error in the C++ library before it
     propagates: an op's C++ Autograd kernel reaches these through torch's dispatcher, which hands
@@ -93,7 +62,7 @@ def _noting(function):
         try:
             return function(*args, **kwargs)
         except Exception as e:
-            _NATIVE.mhc_torch_note_error(str(e).encode("utf-8", "replace"))
+            _native.note_error(str(e))
             raise
 
     return noted
