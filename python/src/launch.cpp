@@ -14,10 +14,11 @@
 #include <unordered_map>
 #include <vector>
 
-#include "launch_fp8.hpp"
+#include "mhc/core/fp8.hpp"
 #include "mhc/core/kernel_plan.hpp"
 #include "mhc/core/workspace.hpp"
 #include "mhc/cpu/fp32_site.hpp"
+#include "mhc/cpu/fp8.hpp"
 #if MHC_WITH_CUDA
 #include <cuda_runtime_api.h>
 
@@ -122,7 +123,9 @@ void cpu_layer_input(const MhcParams& p, int64_t tokens, LayerInputOut layer_inp
   if (!layer_input.fp8) return write(layer_input.bf16);
   std::vector<Bf16> rows(size_t(tokens) * size_t(p.hidden));
   write(rows.data());
-  quantize_fp8(tokens, p.hidden, rows.data(), *layer_input.fp8, Target{});
+  const Fp8Output& fp8 = *layer_input.fp8;
+  check_fp8_format(fp8.format, p.hidden, "layer_input");
+  fp8_quantize_rows(rows.data(), tokens, p.hidden, fp8.format, fp8.codes, fp8.scales);
 }
 
 void cpu_boundary(const MhcParams& p, int64_t tokens, const PostInputs& in, const float* pre_mix,
