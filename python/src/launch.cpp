@@ -113,7 +113,9 @@ const float* cpu_norm_weight(const NormWeight& w, int64_t hidden, std::vector<fl
   return widened.data();
 }
 
-SiteWeightsView view(const SiteWeights& w) { return {w.fn, w.base, w.scale, nullptr}; }
+SiteWeightsView view(const HcWeights& w) {
+  return {.hc_fn = w.fn, .hc_base = w.base, .hc_scale = w.scale, .norm_weight = nullptr};
+}
 
 // The CPU backend's layer input: `write` fills bf16 rows [T, C], the caller's, or for an FP8
 // layer input host scratch that the reference quantiser then reads (mhc/cpu/fp8.hpp: the CPU
@@ -128,9 +130,9 @@ void cpu_layer_input(const MhcParams& p, int64_t tokens, LayerInputOut layer_inp
   fp8_quantize_rows(rows.data(), tokens, p.hidden, fp8.format, fp8.codes, fp8.scales);
 }
 
-void cpu_boundary(const MhcParams& p, int64_t tokens, const PostInputs& in, const float* pre_mix,
-                  const NormWeight& w, LayerInputOut layer_input, const SiteWeights& next,
-                  const CoefficientOutputs& out) {
+void cpu_boundary(const MhcParams& p, int64_t tokens, const PostArgs& in, const float* pre_mix,
+                  const NormWeight& w, LayerInputOut layer_input, const HcWeights& next,
+                  const Coefficients& out) {
   std::vector<float> widened;
   const float* weight = cpu_norm_weight(w, p.hidden, widened);
   cpu::post(p, tokens, in.residual, in.post, in.comb, in.sublayer_out, in.residual_next);
@@ -203,53 +205,47 @@ DeviceOps ops_on(const MhcParams& p, int device, bool batch_invariant = false,
 
 mhc::Workspace workspace_of(Scratch ws) { return {ws.data, ws.bytes}; }
 mhc::NormWeight weight_of(const NormWeight& w) { return {w.data, w.bf16}; }
-HcWeights weights_of(const SiteWeights& w) { return {w.fn, w.scale, w.base}; }
-Coefficients outputs_of(const CoefficientOutputs& out) { return {out.pre, out.post, out.comb}; }
-PostArgs post_of(const PostInputs& in) {
-  return {in.sublayer_out, in.residual, in.post, in.comb, in.residual_next};
-}
 
-void cuda_coefficients(const MhcParams& p, int64_t tokens, const Bf16* x, const SiteWeights& w,
-                       const CoefficientOutputs& out, Scratch ws, const CoefficientOptions& options,
+void cuda_coefficients(const MhcParams& p, int64_t tokens, const Bf16* x, const HcWeights& w,
+                       const Coefficients& out, Scratch ws, const CoefficientOptions& options,
                        const Target& at) {
   const DeviceOps d = ops_on(p, at.device, options.batch_invariant, overrides_of(options));
   check_room(p, ws, tokens, d.resolved->plan.batch_invariant);
   // The overlap's side launch (docs/overlap.md): fork_from is the stream the side stream has just
   // waited for; the same stream, or none, is a plain launch.
   const bool side = options.fork_from != 0 && options.fork_from != at.stream;
-  d.ops.coefficients(tokens, x, weights_of(w), outputs_of(out), workspace_of(ws),
-                     to_stream(at.stream), side ? to_stream(options.fork_from) : nullptr);
+  d.ops.coefficients(tokens, x, w, out, workspace_of(ws), to_stream(at.stream),
+                     side ? to_stream(options.fork_from) : nullptr);
 }
 
-void cuda_boundary(const MhcParams& p, int64_t tokens, const PostInputs& in, const float* pre_mix,
-                   const NormWeight& w, LayerInputOut layer_input, const SiteWeights& next,
-                   const CoefficientOutputs& out, Scratch ws, const CoefficientOptions& options,
+void cuda_boundary(const MhcParams& p, int64_t tokens, const PostArgs& in, const float* pre_mix,
+                   const NormWeight& w, LayerInputOut layer_input, const HcWeights& next,
+                   const Coefficients& out, Scratch ws, const CoefficientOptions& options,
                    const Target& at) {
   const DeviceOps d = ops_on(p, at.device, options.batch_invariant, overrides_of(options));
   check_room(p, ws, tokens, d.resolved->plan.batch_invariant);
   check_widening(w, p, ws);
   if (layer_input.fp8) {  // the fused FP8 form (Ops' FP8 overload; bf16: its staging, or null)
-    return d.ops.boundary(tokens, post_of(in), pre_mix, weight_of(w), *layer_input.fp8,
-                          layer_input.bf16, weights_of(next), outputs_of(out), workspace_of(ws),
-                          to_stream(at.stream));
+    return d.ops.boundary(tokens, in, pre_mix, weight_of(w), *layer_input.fp8, layer_input.bf16,
+                          next, out, workspace_of(ws), to_stream(at.stream));
   }
-  d.ops.boundary(tokens, post_of(in), pre_mix, weight_of(w), layer_input.bf16, weights_of(next),
-                 outputs_of(out), workspace_of(ws), to_stream(at.stream));
+  d.ops.boundary(tokens, in, pre_mix, weight_of(w), layer_input.bf16, next, out, workspace_of(ws),
+                 to_stream(at.stream));
 }
 
-void cuda_pre(const MhcParams& p, int64_t tokens, const Bf16* x, const SiteWeights& w,
+void cuda_pre(const MhcParams& p, int64_t tokens, const Bf16* x, const HcWeights& w,
               const float* pre_mix, const NormWeight& norm, LayerInputOut layer_input,
-              const CoefficientOutputs& out, Scratch ws, const CoefficientOptions& options,
+              const Coefficients& out, Scratch ws, const CoefficientOptions& options,
               const Target& at) {
   const DeviceOps d = ops_on(p, at.device, options.batch_invariant, overrides_of(options));
   check_room(p, ws, tokens, d.resolved->plan.batch_invariant);
   check_widening(norm, p, ws);
   if (layer_input.fp8) {  // the fused FP8 form (Ops' FP8 overloads)
-    return d.ops.pre(tokens, x, weights_of(w), weight_of(norm), pre_mix, *layer_input.fp8,
-                     outputs_of(out), workspace_of(ws), to_stream(at.stream));
+    return d.ops.pre(tokens, x, w, weight_of(norm), pre_mix, *layer_input.fp8, out,
+                     workspace_of(ws), to_stream(at.stream));
   }
-  d.ops.pre(tokens, x, weights_of(w), weight_of(norm), pre_mix, layer_input.bf16, outputs_of(out),
-            workspace_of(ws), to_stream(at.stream));
+  d.ops.pre(tokens, x, w, weight_of(norm), pre_mix, layer_input.bf16, out, workspace_of(ws),
+            to_stream(at.stream));
 }
 
 // One event per device and thread for stream_wait: recorded and waited for at once, so reusing
@@ -340,8 +336,8 @@ void prenorm_gemm(int64_t m, int64_t n, int64_t k, int splits, const Bf16* x, co
 #endif
 }
 
-void coefficients(const MhcParams& p, int64_t tokens, const Bf16* x, const SiteWeights& w,
-                  const CoefficientOutputs& out, Scratch ws, const CoefficientOptions& options,
+void coefficients(const MhcParams& p, int64_t tokens, const Bf16* x, const HcWeights& w,
+                  const Coefficients& out, Scratch ws, const CoefficientOptions& options,
                   const Target& at) {
   if (tokens == 0) return;
   if (!at.cuda) return cpu::coefficients(p, tokens, x, view(w), out.pre, out.post, out.comb);
@@ -373,10 +369,9 @@ void input_path(const MhcParams& p, int64_t tokens, const Bf16* x, const float* 
 #endif
 }
 
-void pre(const MhcParams& p, int64_t tokens, const Bf16* x, const SiteWeights& w,
+void pre(const MhcParams& p, int64_t tokens, const Bf16* x, const HcWeights& w,
          const float* pre_mix, const NormWeight& norm, LayerInputOut layer_input,
-         const CoefficientOutputs& out, Scratch ws, const CoefficientOptions& options,
-         const Target& at) {
+         const Coefficients& out, Scratch ws, const CoefficientOptions& options, const Target& at) {
   if (tokens == 0) return;
   if (at.cuda) {
 #if MHC_WITH_CUDA
@@ -394,19 +389,19 @@ void pre(const MhcParams& p, int64_t tokens, const Bf16* x, const SiteWeights& w
   if (!pre_mix) collapse(out.pre);
 }
 
-void post(const MhcParams& p, int64_t tokens, const PostInputs& in, const Target& at) {
+void post(const MhcParams& p, int64_t tokens, const PostArgs& in, const Target& at) {
   if (tokens == 0) return;
   if (!at.cuda) {
     return cpu::post(p, tokens, in.residual, in.post, in.comb, in.sublayer_out, in.residual_next);
   }
 #if MHC_WITH_CUDA
-  ops_on(p, at.device).ops.post(tokens, post_of(in), to_stream(at.stream));
+  ops_on(p, at.device).ops.post(tokens, in, to_stream(at.stream));
 #else
   no_cuda();
 #endif
 }
 
-void post_pre(const MhcParams& p, int64_t tokens, const PostInputs& in, const float* next_pre_mix,
+void post_pre(const MhcParams& p, int64_t tokens, const PostArgs& in, const float* next_pre_mix,
               const NormWeight& w, LayerInputOut next_layer_input, Scratch ws, const Target& at) {
   if (tokens == 0) return;
   if (!at.cuda) {
@@ -421,20 +416,20 @@ void post_pre(const MhcParams& p, int64_t tokens, const PostInputs& in, const fl
   check_widening(w, p, ws);
   const DeviceOps d = ops_on(p, at.device);
   if (next_layer_input.fp8) {  // the fused FP8 form (Ops' FP8 overloads)
-    return d.ops.post_pre(tokens, post_of(in), next_pre_mix, weight_of(w), *next_layer_input.fp8,
+    return d.ops.post_pre(tokens, in, next_pre_mix, weight_of(w), *next_layer_input.fp8,
                           workspace_of(ws), to_stream(at.stream));
   }
-  d.ops.post_pre(tokens, post_of(in), next_pre_mix, weight_of(w), next_layer_input.bf16,
-                 workspace_of(ws), to_stream(at.stream));
+  d.ops.post_pre(tokens, in, next_pre_mix, weight_of(w), next_layer_input.bf16, workspace_of(ws),
+                 to_stream(at.stream));
 #else
   (void)ws;
   no_cuda();
 #endif
 }
 
-void boundary(const MhcParams& p, int64_t tokens, const PostInputs& in, const float* pre_mix,
-              const NormWeight& w, LayerInputOut layer_input, const SiteWeights& next,
-              const CoefficientOutputs& out, Scratch ws, const CoefficientOptions& options,
+void boundary(const MhcParams& p, int64_t tokens, const PostArgs& in, const float* pre_mix,
+              const NormWeight& w, LayerInputOut layer_input, const HcWeights& next,
+              const Coefficients& out, Scratch ws, const CoefficientOptions& options,
               const Target& at) {
   if (tokens == 0) return;
   if (!at.cuda) return cpu_boundary(p, tokens, in, pre_mix, w, layer_input, next, out);

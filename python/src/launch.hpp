@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <string>
 
+#include "mhc/api.hpp"
 #include "mhc/core/bf16.hpp"
 #include "mhc/core/config.hpp"
 #include "mhc/core/error.hpp"
@@ -47,26 +48,8 @@ struct NormWeight {
   const char* name = "norm_weight";
 };
 
-struct SiteWeights {
-  const float* fn = nullptr;
-  const float* base = nullptr;
-  const float* scale = nullptr;
-};
-
-struct CoefficientOutputs {  // [T, n], [T, n], [T, n, n]
-  float* pre = nullptr;
-  float* post = nullptr;
-  float* comb = nullptr;
-};
-
-// This site's post: residual_next = bf16(post * sublayer_out + comb^T residual).
-struct PostInputs {
-  const Bf16* residual = nullptr;
-  const float* post = nullptr;
-  const float* comb = nullptr;
-  const Bf16* sublayer_out = nullptr;
-  Bf16* residual_next = nullptr;
-};
+// A site's weights, the coefficient outputs and a post's arrays are the C++ API's HcWeights,
+// Coefficients and PostArgs (mhc/api.hpp): one set of field names from the bindings to the kernels.
 
 // Where pre, post_pre and boundary write the layer input: bf16 rows [T, C], or FP8 codes and
 // scales (mhc/core/fp8.hpp, docs/fp8.md; the caller checked the format for the hidden size), the
@@ -113,8 +96,8 @@ void prenorm_gemm(int64_t m, int64_t n, int64_t k, int splits, const Bf16* x, co
                   float* out, float* sqrsum, const Target& at);
 
 // The coefficient path of `x` [T, n, C]; `ws` is needed on CUDA.
-void coefficients(const MhcParams& p, int64_t tokens, const Bf16* x, const SiteWeights& w,
-                  const CoefficientOutputs& out, Scratch ws, const CoefficientOptions& options,
+void coefficients(const MhcParams& p, int64_t tokens, const Bf16* x, const HcWeights& w,
+                  const Coefficients& out, Scratch ws, const CoefficientOptions& options,
                   const Target& at);
 
 // layer_input = bf16(rmsnorm(bf16(sum_j pre_mix[:, j] x[:, j])) * norm_weight). A bf16 weight on
@@ -122,26 +105,25 @@ void coefficients(const MhcParams& p, int64_t tokens, const Bf16* x, const SiteW
 void input_path(const MhcParams& p, int64_t tokens, const Bf16* x, const float* pre_mix,
                 const NormWeight& w, Bf16* layer_input, Scratch ws, const Target& at);
 
-void post(const MhcParams& p, int64_t tokens, const PostInputs& in, const Target& at);
+void post(const MhcParams& p, int64_t tokens, const PostArgs& in, const Target& at);
 
 // Both paths of one site: V4.1 (pre_mix given) the input path with the carried pre_mix and the
 // coefficients, in one launch on CUDA where the plan fuses them (the bits of the two launches);
 // V4 (pre_mix null) the coefficients, then the collapse with this site's own pre (out.pre). `ws`
 // is needed on CUDA (the coefficients, and a bf16 weight's widening).
-void pre(const MhcParams& p, int64_t tokens, const Bf16* x, const SiteWeights& w,
+void pre(const MhcParams& p, int64_t tokens, const Bf16* x, const HcWeights& w,
          const float* pre_mix, const NormWeight& norm, LayerInputOut layer_input,
-         const CoefficientOutputs& out, Scratch ws, const CoefficientOptions& options,
-         const Target& at);
+         const Coefficients& out, Scratch ws, const CoefficientOptions& options, const Target& at);
 
 // post, then the next site's input path on residual_next (one launch on CUDA).
-void post_pre(const MhcParams& p, int64_t tokens, const PostInputs& in, const float* next_pre_mix,
+void post_pre(const MhcParams& p, int64_t tokens, const PostArgs& in, const float* next_pre_mix,
               const NormWeight& w, LayerInputOut next_layer_input, Scratch ws, const Target& at);
 
 // A V4.1 boundary: post_pre, then the coefficients of residual_next (one prenorm_coefficients
 // call on CUDA, which the plan may run as one launch).
-void boundary(const MhcParams& p, int64_t tokens, const PostInputs& in, const float* pre_mix,
-              const NormWeight& w, LayerInputOut layer_input, const SiteWeights& next,
-              const CoefficientOutputs& out, Scratch ws, const CoefficientOptions& options,
+void boundary(const MhcParams& p, int64_t tokens, const PostArgs& in, const float* pre_mix,
+              const NormWeight& w, LayerInputOut layer_input, const HcWeights& next,
+              const Coefficients& out, Scratch ws, const CoefficientOptions& options,
               const Target& at);
 
 // Whether boundary with an FP8 layer input and no staging rows gives every other output of the

@@ -172,9 +172,10 @@ void coefficients(nb::handle residual, nb::handle fn, nb::handle hc_scale, nb::h
   check_cuda_shape(device, p);
   DeviceScope scope(device);
   run([&] {
-    launch::coefficients(p, T, s.arg.bf16(), {fa.f32(), base.f32(), scale.f32()},
-                         {pa.f32_out(), qa.f32_out(), ca.f32_out()}, scratch_of(ws),
-                         {proj, batch_invariant, fork_from}, target(device, stream));
+    launch::coefficients(
+        p, T, s.arg.bf16(), {.fn = fa.f32(), .scale = scale.f32(), .base = base.f32()},
+        {.pre = pa.f32_out(), .post = qa.f32_out(), .comb = ca.f32_out()}, scratch_of(ws),
+        {proj, batch_invariant, fork_from}, target(device, stream));
   });
 }
 
@@ -201,24 +202,28 @@ void input_path(nb::handle residual, nb::handle pre_mix, nb::handle norm_weight,
 }
 
 // What post and post_pre share: the checked arrays of this site's post.
-struct PostArgs {
+struct CheckedPost {
   Streams x;
   Checked f, post, comb, x_next;
   MhcParams params;
-  launch::PostInputs inputs() const {
-    return {x.arg.bf16(), post.f32(), comb.f32(), f.bf16(), x_next.bf16_out()};
+  mhc::PostArgs inputs() const {
+    return {.sublayer_out = f.bf16(),
+            .residual = x.arg.bf16(),
+            .post = post.f32(),
+            .comb = comb.f32(),
+            .residual_next = x_next.bf16_out()};
   }
 };
-PostArgs check_post(nb::handle sublayer_out, nb::handle residual, nb::handle post, nb::handle comb,
-                    nb::handle residual_next, std::optional<double> norm_eps) {
+CheckedPost check_post(nb::handle sublayer_out, nb::handle residual, nb::handle post,
+                       nb::handle comb, nb::handle residual_next, std::optional<double> norm_eps) {
   const Streams s = check_streams("residual", residual);
   const int64_t T = s.tokens, n = s.n;
-  PostArgs a{s,
-             check("sublayer_out", sublayer_out, DType::bf16, {T, s.hidden}),
-             check("post", post, DType::f32, {T, n}),
-             check("comb", comb, DType::f32, {T, n, n}),
-             check("residual_next", residual_next, DType::bf16, {T, n, s.hidden}),
-             make_params(s.hidden, n, {std::nullopt, std::nullopt, std::nullopt, norm_eps})};
+  CheckedPost a{s,
+                check("sublayer_out", sublayer_out, DType::bf16, {T, s.hidden}),
+                check("post", post, DType::f32, {T, n}),
+                check("comb", comb, DType::f32, {T, n, n}),
+                check("residual_next", residual_next, DType::bf16, {T, n, s.hidden}),
+                make_params(s.hidden, n, {std::nullopt, std::nullopt, std::nullopt, norm_eps})};
   for (const Checked* input : {&a.x.arg, &a.f, &a.post, &a.comb}) {
     require_disjoint(a.x_next, *input);
   }
@@ -227,7 +232,7 @@ PostArgs check_post(nb::handle sublayer_out, nb::handle residual, nb::handle pos
 
 void post(nb::handle sublayer_out, nb::handle residual, nb::handle post_coef, nb::handle comb,
           nb::handle residual_next, uintptr_t stream) {
-  const PostArgs a = check_post(sublayer_out, residual, post_coef, comb, residual_next, {});
+  const CheckedPost a = check_post(sublayer_out, residual, post_coef, comb, residual_next, {});
   const Device device = same_device({&a.x.arg, &a.f, &a.post, &a.comb, &a.x_next});
   check_cuda_shape(device, a.params);
   DeviceScope scope(device);
@@ -238,7 +243,8 @@ void post_pre(nb::handle sublayer_out, nb::handle residual, nb::handle post_coef
               nb::handle next_pre_mix, nb::handle next_norm_weight, nb::handle residual_next,
               nb::handle next_layer_input, double norm_eps, uintptr_t stream,
               nb::handle workspace) {
-  const PostArgs a = check_post(sublayer_out, residual, post_coef, comb, residual_next, norm_eps);
+  const CheckedPost a =
+      check_post(sublayer_out, residual, post_coef, comb, residual_next, norm_eps);
   const int64_t T = a.x.tokens;
   const Checked pm = check("next_pre_mix", next_pre_mix, DType::f32, {T, a.x.n});
   const NormWeightArg w = check_norm_weight("next_norm_weight", next_norm_weight, a.x.hidden);
@@ -274,7 +280,8 @@ void boundary(nb::handle sublayer_out, nb::handle residual, nb::handle post_coef
               nb::handle workspace, double rms_eps, double pre_eps, double sinkhorn_eps,
               double post_mult, int sinkhorn_iters, double norm_eps, const std::string& projection,
               uintptr_t stream, bool batch_invariant) {
-  const PostArgs a = check_post(sublayer_out, residual, post_coef, comb, residual_next, norm_eps);
+  const CheckedPost a =
+      check_post(sublayer_out, residual, post_coef, comb, residual_next, norm_eps);
   const int64_t T = a.x.tokens, n = a.x.n, nmix = n * (n + 2);
   const MhcParams p = make_params(a.x.hidden, n, {rms_eps, pre_eps, sinkhorn_eps, norm_eps},
                                   post_mult, sinkhorn_iters);
@@ -304,9 +311,9 @@ void boundary(nb::handle sublayer_out, nb::handle residual, nb::handle post_coef
   DeviceScope scope(device);
   run([&] {
     launch::boundary(p, T, a.inputs(), pm.f32(), weight_of(w), li.bf16_out(),
-                     {fa.f32(), base.f32(), scale.f32()},
-                     {npm.f32_out(), npost.f32_out(), ncomb.f32_out()}, scratch_of(ws),
-                     {proj, batch_invariant, 0}, target(device, stream));
+                     {.fn = fa.f32(), .scale = scale.f32(), .base = base.f32()},
+                     {.pre = npm.f32_out(), .post = npost.f32_out(), .comb = ncomb.f32_out()},
+                     scratch_of(ws), {proj, batch_invariant, 0}, target(device, stream));
   });
 }
 

@@ -15,11 +15,8 @@ namespace mhc::torch_ops {
 namespace {
 
 using launch::CoefficientOptions;
-using launch::CoefficientOutputs;
 using launch::NormWeight;
-using launch::PostInputs;
 using launch::Scratch;
-using launch::SiteWeights;
 
 const Bf16* bf16_in(const Tensor& t) { return static_cast<const Bf16*>(t.data_ptr()); }
 Bf16* bf16_out(const Tensor& t) { return static_cast<Bf16*>(t.data_ptr()); }
@@ -167,19 +164,21 @@ Tensor like_residual(const Tensor& residual, const Streams& s) {
   return new_tensor({s.t, s.n, s.c}, aoti_torch_dtype_bfloat16(), where(residual));
 }
 
-SiteWeights site_weights(const Tensor& fn, const Tensor& hc_scale, const Tensor& hc_base) {
-  return {f32_in(fn), f32_in(hc_base), f32_in(hc_scale)};
+HcWeights site_weights(const Tensor& fn, const Tensor& hc_scale, const Tensor& hc_base) {
+  return {.fn = f32_in(fn), .scale = f32_in(hc_scale), .base = f32_in(hc_base)};
 }
 
-CoefficientOutputs coefficient_outputs_of(const Tensor& pre, const Tensor& post,
-                                          const Tensor& comb) {
-  return {f32_out(pre), f32_out(post), f32_out(comb)};
+Coefficients coefficient_outputs_of(const Tensor& pre, const Tensor& post, const Tensor& comb) {
+  return {.pre = f32_out(pre), .post = f32_out(post), .comb = f32_out(comb)};
 }
 
-PostInputs post_inputs_of(const Tensor& sublayer_out, const Tensor& residual, const Tensor& post,
-                          const Tensor& comb, const Tensor& residual_next) {
-  return {bf16_in(residual), f32_in(post), f32_in(comb), bf16_in(sublayer_out),
-          bf16_out(residual_next)};
+PostArgs post_inputs_of(const Tensor& sublayer_out, const Tensor& residual, const Tensor& post,
+                        const Tensor& comb, const Tensor& residual_next) {
+  return {.sublayer_out = bf16_in(sublayer_out),
+          .residual = bf16_in(residual),
+          .post = f32_in(post),
+          .comb = f32_in(comb),
+          .residual_next = bf16_out(residual_next)};
 }
 
 // The adapter's layer input of a LayerInputTo.
