@@ -34,6 +34,18 @@ TEST(KernelImages, ParseAndName) {
   }
 }
 
+// The code built for sm_90a exactly (wgmma, and the head's cluster kernel, whose body is compiled
+// into that image only): not plain sm_90, not its PTX, not another architecture's family image.
+TEST(KernelImages, Sm90aIsTheExactImageOnly) {
+  const auto images = parse_images("sm_90a,sm_90,compute_90a,sm_100f,sm_100a,sm_80,compute_80");
+  ASSERT_EQ(images.size(), 7u);
+  EXPECT_TRUE(images[0].is_sm90a());
+  for (size_t i = 1; i < images.size(); ++i) {
+    EXPECT_FALSE(images[i].is_sm90a()) << images[i].name();
+    EXPECT_EQ(images[i].has_wgmma(), images[i].is_sm90a()) << images[i].name();
+  }
+}
+
 TEST(KernelImages, TheDriversChoice) {
   const auto with = parse_images(kWithSm100), without = parse_images(kWithoutSm100);
   auto pick = [](const char* arch, const std::vector<KernelImage>& images) {
