@@ -1,7 +1,11 @@
 // Sinkhorn: the properties of its result, T=1 by direct formula, and fp32 against float64.
+#include "../src/cpu/sinkhorn.hpp"
+
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstring>
+#include <type_traits>
 #include <vector>
 
 #include "cpu/test_util.hpp"
@@ -124,6 +128,30 @@ TEST(Sinkhorn, OneIterationIsSoftmaxThenColumnPass) {
     ref::sinkhorn(n, 1, kEpsH, logits_d.data(), got_ref.data());
     EXPECT_TRUE(compare(got.data(), want.data(), n * n).passes(1e-6));
     for (int i = 0; i < n * n; ++i) EXPECT_NEAR(got_ref[size_t(i)], want[size_t(i)], 1e-12);
+  }
+}
+
+// n = 4 runs the loops with a compile-time count (sinkhorn.hpp), which the compiler unrolls and
+// vectorises: the same bits as the run-time loops, for float and double, over logits from near
+// uniform to near sparse and iteration counts from 1 to 50.
+TEST(Sinkhorn, FourStreamsUnrolledAreTheRunTimeLoopsBitwise) {
+  test::TestRng rng(730);
+  const std::integral_constant<int, 4> four;
+  for (double scale : {0.1, 1.0, 4.0, 50.0, 1e4}) {
+    for (int iters : {1, 2, 20, 50}) {
+      const std::vector<float> logits = random_logits(4, scale, 3.0, rng);
+      std::vector<float> unrolled(16, std::nanf("")), loops(16, std::nanf(""));
+      cpu::detail::sinkhorn_of(four, iters, float(kEpsH), logits.data(), unrolled.data());
+      cpu::detail::sinkhorn_of(4, iters, float(kEpsH), logits.data(), loops.data());
+      EXPECT_EQ(std::memcmp(unrolled.data(), loops.data(), sizeof(float) * 16), 0)
+          << "float, scale " << scale << ", " << iters << " iterations";
+      const std::vector<double> logits_d(logits.begin(), logits.end());
+      std::vector<double> unrolled_d(16, std::nan("")), loops_d(16, std::nan(""));
+      cpu::detail::sinkhorn_of(four, iters, kEpsH, logits_d.data(), unrolled_d.data());
+      cpu::detail::sinkhorn_of(4, iters, kEpsH, logits_d.data(), loops_d.data());
+      EXPECT_EQ(std::memcmp(unrolled_d.data(), loops_d.data(), sizeof(double) * 16), 0)
+          << "double, scale " << scale << ", " << iters << " iterations";
+    }
   }
 }
 
