@@ -4,7 +4,8 @@
   ABI) against the ops as they were before (torch.ops.mhc_dlpack.*: Python kernels over mhc._C
   through DLPack, bench/dlpack_ops.py) and the bare mhc._C call with the same tensors, under
   torch.no_grad (what engines and HF generate run), torch.inference_mode and with grad enabled;
-  beside torch.add. Rounds of back-to-back calls, the median round. On CUDA also with the GPU held
+  beside torch.add. Rounds of back-to-back calls, the median round; each round times every
+  variant and op of a mode in turn, so that a busy stretch of the host falls on all alike. On CUDA also with the GPU held
   by a spin kernel while a round is queued, so that the time is the host's even where the GPU
   takes longer per call than the host.
 - graph (CUDA): the GPU time per op in CUDA graphs, with the method of `mhc bench kernels` (one
@@ -201,23 +202,28 @@ MODES = {"no_grad": torch.no_grad, "inference_mode": torch.inference_mode,
          "grad": lambda: torch.enable_grad()}
 
 
-def per_call_us(fn, calls, rounds, device, hold):
-    """The median and the least over `rounds` rounds of `calls` back-to-back calls of the wall
-    time per call (µs); `hold`: a spin kernel holds the GPU while each round is queued."""
-    for _ in range(20):
-        fn()
+def interleaved_rounds(entries, rounds, device):
+    """entries: (key, fn, calls, hold). Each round times `calls` back-to-back calls of every
+    entry in turn (the order rotated from round to round), so that a slow stretch of a shared
+    host falls on all of them alike; `hold`: a spin kernel holds the GPU while the entry's round
+    is queued. Returns key -> (median, least) of the rounds' wall time per call (µs)."""
     sync = torch.cuda.synchronize if device == "cuda" else (lambda: None)
-    sync()
-    rows = []
-    for _ in range(rounds):
-        if hold:
-            torch.cuda._sleep(SPIN_CYCLES)
-        t0 = time.perf_counter()
-        for _ in range(calls):
+    for _, fn, _, _ in entries:
+        for _ in range(20):
             fn()
-        rows.append((time.perf_counter() - t0) / calls * 1e6)
-        sync()
-    return statistics.median(rows), min(rows)
+    sync()
+    times = {key: [] for key, _, _, _ in entries}
+    for r in range(rounds):
+        shift = r % len(entries)
+        for key, fn, calls, hold in entries[shift:] + entries[:shift]:
+            if hold:
+                torch.cuda._sleep(SPIN_CYCLES)
+            t0 = time.perf_counter()
+            for _ in range(calls):
+                fn()
+            times[key].append((time.perf_counter() - t0) / calls * 1e6)
+            sync()
+    return {key: (statistics.median(v), min(v)) for key, v in times.items()}
 
 
 def host_costs(device, hidden, calls, rounds, modes, rows):
@@ -240,17 +246,18 @@ def host_costs(device, hidden, calls, rounds, modes, rows):
                         "bare_C": bare_calls(s, stream)}
             variants["torch_add"] = {"add_out": lambda: torch.add(a, b, out=a),
                                      "add": lambda: torch.add(a, b)}
-            for variant, table in variants.items():
-                for op, fn in table.items():
-                    for hold in holds:
-                        # ~150 µs a call at most: a round of `calls` fits the spin's 0.1 s.
-                        n = min(calls, 500) if hold else calls
-                        us, least = per_call_us(fn, n, rounds, device, hold)
-                        rows.append(dict(op=op, variant=variant, mode=mode, gpu_held=hold,
-                                         calls_per_round=n, rounds=rounds, us_per_call=us,
-                                         min_round_us_per_call=least))
-                        print(f"host {mode:<14} {variant:<9} {op:<17} held={hold!s:<5} "
-                              f"{us:8.2f} us", flush=True)
+            # ~150 µs a call at most: a held round of `calls` fits the spin's 0.1 s.
+            entries = [((variant, op, hold), fn, min(calls, 500) if hold else calls, hold)
+                       for variant, table in variants.items() for op, fn in table.items()
+                       for hold in holds]
+            timed = interleaved_rounds(entries, rounds, device)
+            for (variant, op, hold), _, n, _ in entries:
+                us, least = timed[(variant, op, hold)]
+                rows.append(dict(op=op, variant=variant, mode=mode, gpu_held=hold,
+                                 calls_per_round=n, rounds=rounds, us_per_call=us,
+                                 min_round_us_per_call=least))
+                print(f"host {mode:<14} {variant:<9} {op:<17} held={hold!s:<5} "
+                      f"{us:8.2f} us", flush=True)
 
 
 def enqueue(op, s):
@@ -414,7 +421,8 @@ def main():
         torch=torch.__version__, python=platform.python_version(), mhc=mhc.__version__,
         shape=dict(hidden=hidden, n=4, tokens=1),
         method=("host: the median (and the least) of `rounds` rounds of `calls_per_round` "
-                "back-to-back eager calls at 1 token, wall time per call; gpu_held: a spin kernel holds the GPU "
+                "back-to-back eager calls at 1 token, wall time per call, every variant and op "
+                "of a mode timed in each round in turn; gpu_held: a spin kernel holds the GPU "
                 "while the round is queued (the host's time alone). stable: torch.ops.mhc.*; "
                 "stable_site: the bound form torch.ops.mhc.site_X.default (a site bound once); "
                 "dlpack: the Python ops over mhc._C before (bench/dlpack_ops.py); bare_C: the "
