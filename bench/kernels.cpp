@@ -449,6 +449,8 @@ nlohmann::json report(const KernelBenchOptions& o, const Device& d, double copy_
        o.config.cluster_post ? nlohmann::json(*o.config.cluster_post) : nlohmann::json("plan")},
       {"flagged_partials", o.config.flagged_partials ? nlohmann::json(*o.config.flagged_partials)
                                                      : nlohmann::json("plan")},
+      {"post_columns",
+       o.config.post_columns ? nlohmann::json(*o.config.post_columns) : nlohmann::json("plan")},
       {"kernel_config", nlohmann::json::parse(o.config.to_json())},
       {"method",
        "each item captured in a CUDA graph per input set, input sets rotated past L2, CUDA "

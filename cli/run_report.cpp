@@ -52,7 +52,7 @@ void RunReport::plan(const KernelPlan& plan) {
   fmt::print("kernel plan: {}\n", plan.summary());
   fmt::print(
       "plan switches: prenorm_kernel, prenorm_splits, fused_input, folded_post, cluster_post, "
-      "fused_boundary, tactics "
+      "post_columns, fused_boundary, tactics "
       "(kernel config; `mhc plan` explains); in force: {}\n",
       plan.overrides_text());
 }

@@ -7,7 +7,9 @@
 #   python-ops.json, cpp-kernels.json, hf-eager.json   bench/python_ops_device.sh
 #   graph-probe.txt     dev/scripts/graph-ratio-probe.py (post's Python graph against the C++ item)
 #   ncu-fp8-input.txt   Nsight Compute on the FP8 input path's launches at 1 token
-#   logs.tar.gz
+#   logs.tar.gz         the logs, and post-columns/*.json: the plain post by columns at every size
+#                       against by rows at every size (kernel config post_columns), C = 4096, 5120
+#                       and 7168, 16-1024 tokens: where the plan's 64-token limit should be
 # MHC_VERIFY_HEAD_CLUSTER=1: kHeadClusterFormOn turned on in this copy of src/cuda/head.cu before
 # the build (never committed from here). To check a held-back commit, apply it to the working
 # tree before the call (git revert of its hold-back commit).
@@ -67,6 +69,15 @@ timeout 60 ncu --section LaunchStats --section Occupancy --section WarpStateStat
   $b/mhc bench kernels --preset dsv41-flash --only "FP8 input path" --tokens 1 --reps 5 \
   >"$OUT/ncu-fp8-input.txt" 2>&1
 note "ncu rc=$?"
+mkdir -p "$logs/post-columns"
+for preset in dsv4-flash dsv41-flash dsv4-pro; do
+  for columns in true false; do
+    timeout 40 $b/mhc bench kernels --preset $preset --only post --tokens 16,32,64,96,128,192,256,512,1024 \
+      --kernel-config "{\"post_columns\": $columns}" --commit "$commit" \
+      --json "$logs/post-columns/$preset-columns-$columns.json" >>"$logs/post-columns.log" 2>&1
+    note "post columns=$columns $preset rc=$?"
+  done
+done
 cat "$logs"/test_cuda_*.log >"$logs/test_cuda.log"
 {
   echo "test_cuda: $(grep -c '^\[       OK \]' "$logs/test_cuda.log") ok of" \

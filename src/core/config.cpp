@@ -22,7 +22,7 @@ using json = nlohmann::json;
 constexpr std::string_view kKnownKeys =
     "batch_invariant, enable_mhc_overlap, overlap_max_tokens, projection, prenorm_kernel, "
     "prenorm_splits, fused_input, folded_post, cluster_post, cluster_epilogue, fused_boundary, "
-    "flagged_partials, overlap_side_ctas, pdl, tactics";
+    "flagged_partials, overlap_side_ctas, pdl, post_columns, tactics";
 constexpr uint64_t kMaxOverlapTokens = uint64_t{1} << 20;
 
 // The offending value as it appeared, shortened so a huge value cannot flood the message.
@@ -225,6 +225,8 @@ KernelConfig KernelConfig::parse(std::string_view json_text) {
       config.overlap_side_ctas = parse_small_int(key, value, 0, 1024);
     } else if (key == "pdl") {
       config.pdl = parse_switch(key, value);
+    } else if (key == "post_columns") {
+      config.post_columns = parse_switch(key, value);
     } else if (key == "tactics") {
       config.tactics = parse_tactics(value);
     } else {
@@ -264,6 +266,7 @@ std::string KernelConfig::to_json() const {
   std::string tail;
   if (overlap_side_ctas) tail += fmt::format(R"(,"overlap_side_ctas":{})", *overlap_side_ctas);
   if (pdl) tail += fmt::format(R"(,"pdl":{})", bool_text(*pdl));
+  if (post_columns) tail += fmt::format(R"(,"post_columns":{})", bool_text(*post_columns));
   if (prenorm_kernel) tail += fmt::format(R"(,"prenorm_kernel":"{}")", *prenorm_kernel);
   if (prenorm_splits) tail += fmt::format(R"(,"prenorm_splits":{})", *prenorm_splits);
   tail += fmt::format(R"(,"projection":"{}")", to_string(projection));
@@ -304,6 +307,7 @@ std::string KernelConfig::describe() const {
   if (fused_boundary) text += " fused_boundary=" + bool_text(*fused_boundary);
   if (flagged_partials) text += " flagged_partials=" + bool_text(*flagged_partials);
   if (pdl) text += " pdl=" + bool_text(*pdl);
+  if (post_columns) text += " post_columns=" + bool_text(*post_columns);
   if (tactics) text += " tactics=" + tactics->source;
   if (batch_invariant) text += " batch_invariant=on";
   return text;

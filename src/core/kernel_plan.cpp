@@ -159,6 +159,10 @@ void apply_switches(KernelPlan& plan, const KernelConfig& config) {
     plan.cluster_post_max_tokens = *config.cluster_post ? kNoTokenLimit : 0;
     plan.overrides.push_back(fmt::format("cluster_post={}", *config.cluster_post));
   }
+  if (config.post_columns) {
+    plan.post_columns_max_tokens = *config.post_columns ? kNoTokenLimit : 0;
+    plan.overrides.push_back(fmt::format("post_columns={}", *config.post_columns));
+  }
   if (config.flagged_partials) {
     plan.flagged_partials_max_tokens = *config.flagged_partials ? kNoTokenLimit : 0;
     plan.flagged_partials_split_loop = *config.flagged_partials;
@@ -357,6 +361,7 @@ KernelPlan make_plan(ComputeCapability cc, int sm_count, std::optional<KernelIma
   plan.folded_post_max_tokens = plan.rules.folded_post_max_tokens;
   const bool clusters = image && image->has_sm90_instructions();
   plan.cluster_post_max_tokens = clusters ? plan.rules.cluster_post_max_tokens : 0;
+  plan.post_columns_max_tokens = plan.rules.post_columns_max_tokens;
   plan.flagged_partials_max_tokens = image ? plan.rules.flagged_partials_max_tokens : 0;
   plan.fused_boundary_min_tokens = plan.tma128_available ? plan.rules.fused_boundary_min_tokens : 0;
   plan.fused_boundary_min_hidden = plan.rules.fused_boundary_min_hidden;

@@ -182,6 +182,8 @@ std::string KernelPlan::describe() const {
                           limit_text(has_kernels() ? folded_post_max_tokens : 0));
   line("cluster post", "post + next input by one cluster per token, " +
                            limit_text(has_kernels() ? cluster_post_max_tokens : 0));
+  line("post columns", "plain post by 8-column vectors over many CTAs, " +
+                           limit_text(has_kernels() ? post_columns_max_tokens : 0));
   line("flagged partials",
        "16-row tiles reduced by a CTA per row polling flagged partials, " +
            limit_text(has_kernels() ? flagged_partials_max_tokens : 0) +
@@ -205,7 +207,7 @@ std::string KernelPlan::describe() const {
   line("switches",
        "kernel config prenorm_kernel (mma16|mma64|tma128), prenorm_splits, "
        "fused_input, folded_post, cluster_post, cluster_epilogue, fused_boundary, "
-       "flagged_partials, pdl, "
+       "flagged_partials, pdl, post_columns, "
        "overlap_side_ctas, "
        "batch_invariant, "
        "enable_mhc_overlap, "
@@ -286,6 +288,7 @@ std::string KernelPlan::to_json() const {
       {"fused_input_max_tokens", limit(fused_input_max_tokens)},
       {"folded_post_max_tokens", limit(folded_post_max_tokens)},
       {"cluster_post_max_tokens", limit(cluster_post_max_tokens)},
+      {"post_columns_max_tokens", limit(post_columns_max_tokens)},
       {"flagged_partials_max_tokens", limit(flagged_partials_max_tokens)},
       {"flagged_partials_split_loop", flagged_partials_split_loop},
       {"fused_boundary_min_tokens", fused_boundary_min_tokens},

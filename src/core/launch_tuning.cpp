@@ -149,6 +149,8 @@ LaunchTuning KernelPlan::tuning(const MhcParams& p, int64_t tokens,
   const bool clusters = image->has_sm90_instructions();
   t.cluster_post = o.cluster_post.value_or(tokens <= cluster_post_max_tokens) && clusters &&
                    p.hidden <= kClusterPostHiddenLimit;
+  t.post_columns = o.post_columns.value_or(tokens <= post_columns_max_tokens) &&
+                   post_columns_fit(p.hidden, tokens);
   const bool boundary_rule = o.fused_boundary.value_or(fuses_boundary(p.hidden, p.n, tokens));
   t.fused_boundary = boundary_rule && tma128_available && !batch_invariant &&
                      t.projection == Projection::tf32 && boundary_takes_hidden(p.hidden);
@@ -170,6 +172,7 @@ std::string LaunchTuning::describe() const {
   flag(fused_input, "fused_input");
   flag(folded_post, "folded_post");
   flag(cluster_post, "cluster_post");
+  flag(post_columns, "post_columns");
   flag(fused_boundary, "fused_boundary");
   if (boundary.rows > 0) out += fmt::format(" boundary_rows={}", boundary.rows);
   if (boundary.splits > 0) out += fmt::format(" boundary_splits={}", boundary.splits);
@@ -194,6 +197,7 @@ std::string LaunchTuning::to_json() const {
                             {"fused_input", fused_input},
                             {"folded_post", folded_post},
                             {"cluster_post", cluster_post},
+                            {"post_columns", post_columns},
                             {"fused_boundary", fused_boundary},
                             {"boundary_rows", boundary.rows},
                             {"boundary_splits", boundary.splits},

@@ -403,6 +403,9 @@ void post(const MhcParams& p, int64_t tokens, const Bf16* x, const float* post_c
   } else if (cluster) {
     err = p.n == 2 ? MHC_N2_LAUNCH(launch_post_cluster<2>(a, tokens, stream))
                    : launch_post_cluster<4>(a, tokens, stream);
+  } else if (next == nullptr && tuning.post_columns) {
+    err = p.n == 2 ? MHC_N2_LAUNCH(launch_post_columns<2>(a, tokens, stream))
+                   : launch_post_columns<4>(a, tokens, stream);
   } else if (p.n == 2) {
     err = MHC_N2_LAUNCH(next ? launch_post<2, true>(a, tokens, stream)
                              : launch_post<2, false>(a, tokens, stream));

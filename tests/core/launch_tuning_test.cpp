@@ -196,6 +196,42 @@ TEST(LaunchTuning, OverridesForOneLaunch) {
   EXPECT_THROW(h200.tuning(p, 4, negative), Error);
 }
 
+// The plain post by columns: up to the plan's limit (64 tokens on every architecture's rules,
+// images with clusters or not), by rows above; the kernel config's switch and a launch's override
+// move it, except where the column kernel's grid would not fit a launch.
+TEST(LaunchTuning, PostColumnsUpToThePlansLimit) {
+  for (const char* built : {kWithoutSm100, "sm_80,compute_80"}) {
+    for (const char* cc : {"9.0", "8.0"}) {
+      const KernelPlan p = plan(cc, built);
+      if (!p.has_kernels()) continue;
+      ASSERT_EQ(p.post_columns_max_tokens, 64) << cc << " " << built;
+      for (const MhcParams& s : {shape(4, 5120), shape(2, 4096), shape(4, 7168)}) {
+        EXPECT_TRUE(p.tuning(s, 1).post_columns) << cc << " " << built;
+        EXPECT_TRUE(p.tuning(s, 64).post_columns) << cc << " " << built;
+        EXPECT_FALSE(p.tuning(s, 65).post_columns) << cc << " " << built;
+        EXPECT_FALSE(p.tuning(s, 8192).post_columns) << cc << " " << built;
+      }
+    }
+  }
+  const MhcParams s = shape(4, 5120);
+  const KernelPlan on = plan("9.0", kWithoutSm100, R"({"post_columns": true})");
+  const KernelPlan off = plan("9.0", kWithoutSm100, R"({"post_columns": false})");
+  EXPECT_TRUE(on.tuning(s, 8192).post_columns);
+  EXPECT_FALSE(off.tuning(s, 1).post_columns);
+  EXPECT_TRUE(contains(on.describe(), "post_columns=true")) << on.describe();
+  EXPECT_TRUE(contains(on.tuning(s, 8192).describe(), " post_columns"));
+  LaunchOverrides rows;
+  rows.post_columns = false;
+  EXPECT_FALSE(plan("9.0", kWithoutSm100).tuning(s, 1, rows).post_columns);
+  // A grid of more than 2^31 - 1 CTAs is never resolved (C = 8192: 8 CTAs a token).
+  const int64_t too_many = int64_t{1} << 28;
+  EXPECT_TRUE(post_columns_fit(8192, too_many - 1));
+  EXPECT_FALSE(post_columns_fit(8192, too_many));
+  EXPECT_FALSE(on.tuning(shape(4, 8192), too_many).post_columns);
+  EXPECT_FALSE(post_columns_fit(0, 1));
+  EXPECT_FALSE(post_columns_fit(64, 0));
+}
+
 // Shapes the kernels do not take, and token counts out of range, are refused by the resolution
 // with the problem named; so is a plan without any kernel image.
 TEST(LaunchTuning, RefusesWhatTheKernelsCannotRun) {
@@ -234,7 +270,7 @@ TEST(LaunchTuning, DescribesEveryField) {
        {"hidden", "streams", "tokens", "projection", "batch_invariant", "kernel", "splits", "pdl",
         "fused_input", "folded_post", "cluster_post", "fused_boundary", "boundary_rows",
         "boundary_splits", "boundary_stage_columns", "cluster_epilogue", "split_ctas",
-        "flagged_partials"}) {
+        "flagged_partials", "post_columns"}) {
     EXPECT_TRUE(j.contains(key)) << key;
   }
   EXPECT_EQ(j.at("kernel"), "mma16");

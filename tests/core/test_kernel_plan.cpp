@@ -268,6 +268,26 @@ TEST(KernelPlanSwitches, ClusterEpilogue) {
   EXPECT_THROW(KernelConfig::parse(R"({"cluster_epilogue": "yes"})"), Error);
 }
 
+// The plain post's form: the kernel config's switch reaches the plan (every size or none), is
+// written in its sorted place (after pdl, before prenorm_kernel) and changes the hash.
+TEST(KernelPlan, PostColumnsSwitch) {
+  EXPECT_EQ(plan("9.0", kWithSm100).post_columns_max_tokens, 64);
+  EXPECT_EQ(plan("8.0", kWithSm100).post_columns_max_tokens, 64);
+  const KernelPlan on = plan("9.0", kWithSm100, R"({"post_columns": true})");
+  EXPECT_EQ(on.post_columns_max_tokens, kNoTokenLimit);
+  EXPECT_TRUE(contains(on.describe(), "post_columns=true")) << on.describe();
+  EXPECT_TRUE(contains(on.to_json(), R"("post_columns_max_tokens":"all")")) << on.to_json();
+  EXPECT_EQ(plan("9.0", kWithSm100, R"({"post_columns": false})").post_columns_max_tokens, 0);
+  const KernelConfig c = KernelConfig::parse(R"({"prenorm_splits": 4, "post_columns": false,
+                                                 "pdl": true})");
+  EXPECT_EQ(KernelConfig::parse(c.to_json()).to_json(), c.to_json());
+  EXPECT_TRUE(contains(c.to_json(), R"("pdl":true,"post_columns":false,"prenorm_splits":4)"))
+      << c.to_json();
+  EXPECT_NE(c.hash(), KernelConfig::parse(R"({"prenorm_splits": 4, "pdl": true})").hash());
+  EXPECT_TRUE(contains(c.describe(), "post_columns=false")) << c.describe();
+  EXPECT_THROW(KernelConfig::parse(R"({"post_columns": 1})"), Error);
+}
+
 // The row kernels' hidden-size limit is the device's (the device plan fills it from the runtime):
 // a simulated plan does not know it and says nothing; a known one is in the text and the JSON.
 TEST(KernelPlanText, RowKernelsHiddenSizeLimit) {

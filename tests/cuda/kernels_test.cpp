@@ -368,7 +368,7 @@ TEST(CudaPost, MatchesReference) {
   MHC_SKIP_WITHOUT_GPU();
   uint64_t seed = 900;
   for (const Shape s : kModelShapes) {
-    // 64 and 65: both sides of the column kernel's limit (kPostColumnsMaxTokens).
+    // 64 and 65: both sides of the plan's limit for the column kernel (post_columns_max_tokens).
     for (int64_t m : {1, 13, 64, 65, 137}) {
       ++seed;
       check_post(test::small_params(s.n, s.hidden), m, seed, kAmplitudes[seed % 4], false);
@@ -377,38 +377,41 @@ TEST(CudaPost, MatchesReference) {
   check_post(test::small_params(4, 5120), 4096, ++seed, 1.0, false);
 }
 
-// The plain post by columns (up to kPostColumnsMaxTokens tokens) and by rows (above) cut the row
-// differently but compute each element with the same formula: the first 64 tokens of a 65-token
-// call (row kernel) and the same 64 tokens alone (column kernel) must agree bitwise.
+// The plain post by columns and by rows (LaunchTuning::post_columns) cut the row differently but
+// compute each element with the same formula: at the same token counts, on both sides of the
+// plan's limit, they must agree bitwise, from two different kernels.
 TEST(CudaPost, ColumnAndRowKernelsGiveTheSameBits) {
   MHC_SKIP_WITHOUT_GPU();
-  static_assert(kPostColumnsMaxTokens == 64, "the sizes below straddle the limit");
   uint64_t seed = 950;
   for (const Shape s : kModelShapes) {
     if (!test::kernels_built_for(s.n)) continue;  // n = 2 without -DMHC_KERNELS_N2
     const MhcParams p = test::small_params(s.n, s.hidden);
-    const int64_t m = 65;
-    const PostCase in(p, m, ++seed, 1.0);
-    auto by_rows = poisoned<Bf16>(size_t(m * p.k()));
-    auto by_columns = poisoned<Bf16>(size_t((m - 1) * p.k()));
-    cuda::post(p, m, in.x.get(), in.post_d.get(), in.comb_d.get(), in.f.get(), by_rows.get(),
-               nullptr, test::tuning(p, m), nullptr);
-    cuda::post(p, m - 1, in.x.get(), in.post_d.get(), in.comb_d.get(), in.f.get(), by_columns.get(),
-               nullptr, test::tuning(p, m - 1), nullptr);
-    std::vector<Bf16> rows = to_host(by_rows);
-    rows.resize(size_t((m - 1) * p.k()));
-    EXPECT_TRUE(test::same_finite_bits(rows, to_host(by_columns))) << case_name(p, m - 1, 1.0);
-    // Two kernels, or the comparison proves nothing: one launch each, of different functions.
-    const auto kernel_of = [&](int64_t tokens, Bf16* out) {
-      const auto launched = test::captured_kernels([&](cudaStream_t st) {
-        cuda::post(p, tokens, in.x.get(), in.post_d.get(), in.comb_d.get(), in.f.get(), out,
-                   nullptr, test::tuning(p, tokens), st);
-      });
-      EXPECT_EQ(launched.size(), 1u) << tokens << " tokens";
-      return launched.empty() ? nullptr : launched.front().func;
-    };
-    EXPECT_NE(kernel_of(m, by_rows.get()), kernel_of(m - 1, by_columns.get()))
-        << case_name(p, m - 1, 1.0) << ": the same kernel at both sizes";
+    for (int64_t m : {1, 64, 65, 300}) {
+      const PostCase in(p, m, ++seed, 1.0);
+      const auto run = [&](bool by_columns, Bf16* out, cudaStream_t st) {
+        LaunchOverrides o;
+        o.post_columns = by_columns;
+        const LaunchTuning t = test::tuning(p, m, o);
+        ASSERT_EQ(t.post_columns, by_columns) << m << " tokens";
+        cuda::post(p, m, in.x.get(), in.post_d.get(), in.comb_d.get(), in.f.get(), out, nullptr, t,
+                   st);
+      };
+      auto by_rows = poisoned<Bf16>(size_t(m * p.k()));
+      auto by_columns = poisoned<Bf16>(size_t(m * p.k()));
+      run(false, by_rows.get(), nullptr);
+      run(true, by_columns.get(), nullptr);
+      EXPECT_TRUE(test::same_finite_bits(to_host(by_rows), to_host(by_columns)))
+          << case_name(p, m, 1.0);
+      // Two kernels, or the comparison proves nothing: one launch each, of different functions.
+      const auto kernel_of = [&](bool columns, Bf16* out) {
+        const auto launched =
+            test::captured_kernels([&](cudaStream_t st) { run(columns, out, st); });
+        EXPECT_EQ(launched.size(), 1u) << m << " tokens";
+        return launched.empty() ? nullptr : launched.front().func;
+      };
+      EXPECT_NE(kernel_of(false, by_rows.get()), kernel_of(true, by_columns.get()))
+          << case_name(p, m, 1.0) << ": the same kernel both ways";
+    }
   }
 }
 

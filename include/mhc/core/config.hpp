@@ -31,6 +31,9 @@ struct KernelConfig {
   std::optional<bool> fused_input;            // false: never; true: wherever 16-row tiles run
   std::optional<bool> folded_post;            // false: never; true: wherever the input fuses
   std::optional<bool> cluster_post;           // false: never; true: at every size it fits (sm_90)
+  // The plain post (no next input path) by 8-column vectors over many CTAs: false: never (one
+  // CTA per token); true: at every size. Both give the same bits.
+  std::optional<bool> post_columns;
   // The TMA prenorm kernel's splits of a tile as one cluster (sm_90a): false: never; true: the
   // plan's default, wherever the clusters fit.
   std::optional<bool> cluster_epilogue;

@@ -26,8 +26,13 @@ inline constexpr int kRowKernelsHiddenLimit = 32768;
 inline constexpr int kFusedInputHiddenLimit = 8192;
 // The post + next input by one cluster per token: at most 8 one-warp CTAs of 32 columns a lane.
 inline constexpr int kClusterPostHiddenLimit = 8192;
-// Up to this many tokens the plain post runs one thread per 8-column vector of a token
-// (post_columns_kernel, post.cuh); above, one CTA per token. Both give the same bits.
-inline constexpr int64_t kPostColumnsMaxTokens = 64;
+// The plain post by columns (post_columns_kernel, post.cuh): one thread per 8-column vector of a
+// token, CTAs of this many threads; where it runs is a plan decision (LaunchTuning::post_columns).
+inline constexpr int kPostColumnThreads = 128;
+// Whether its grid (one CTA per kPostColumnThreads vectors of all the tokens) fits the launch.
+inline constexpr bool post_columns_fit(int hidden, int64_t tokens) {
+  return hidden > 0 && tokens >= 1 && tokens <= 0x7fffffff &&
+         (tokens * (hidden / 8) + kPostColumnThreads - 1) / kPostColumnThreads <= 0x7fffffff;
+}
 
 }  // namespace mhc

@@ -65,6 +65,10 @@ struct ArchRules {
   // The post + next input path by clusters of one-warp CTAs (sm_90 clusters), up to this many
   // tokens; by one CTA per token above.
   int64_t cluster_post_max_tokens = 0;
+  // The plain post (no next input path) by 8-column vectors over many CTAs up to this many tokens
+  // (post_columns_kernel: a token's bytes spread over many SMs at decode sizes); by one CTA per
+  // token above. The same bits either way.
+  int64_t post_columns_max_tokens = 64;
   // The 16-row decode kernel's split reduction by flagged partials polled by a CTA per row
   // (decode_flagged.cuh; the same bits as the arrival counter), up to this many tokens and where
   // they fit (at most four tiles); 0: never.
@@ -160,6 +164,7 @@ struct LaunchTuning {
   // the 16-row launch with the fused input path folds it in, any other runs post + input first).
   bool folded_post = false;
   bool cluster_post = false;  // the post + next input by one cluster per token (the same bits)
+  bool post_columns = false;  // the plain post by 8-column vectors over many CTAs (the same bits)
   // A coefficient launch with the previous post runs the fused boundary kernel (one launch,
   // sm90_boundary.cuh) wherever it does not fold; its tile by `boundary`'s forced fields, the
   // rules of mhc/core/sm90_boundary_plan.hpp for the rest (they need the workspace and the
@@ -193,6 +198,7 @@ struct LaunchOverrides {
   std::optional<int> splits;
   std::optional<bool> fused_input;
   std::optional<bool> cluster_post;
+  std::optional<bool> post_columns;
   std::optional<bool> fused_boundary;
   std::optional<bool> cluster_epilogue;
   std::optional<int> split_ctas;
@@ -225,6 +231,7 @@ struct KernelPlan {
   int64_t fused_input_max_tokens = 0;       // 0: never fused
   int64_t folded_post_max_tokens = 0;       // 0: never folded
   int64_t cluster_post_max_tokens = 0;      // 0: the post + next input by row CTAs only
+  int64_t post_columns_max_tokens = 0;      // 0: the plain post by row CTAs only
   int64_t flagged_partials_max_tokens = 0;  // 0: the 16-row kernel's arrival counter only
   // ... and in the split loop (the overlap's side launch) too: only where the kernel config asks
   // for flagged partials (behind the stand-in sublayers the side launch's flagged form made the

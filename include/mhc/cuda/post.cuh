@@ -215,11 +215,11 @@ __global__ void post_kernel(const PostArgsFor<Out> a) {
 }
 
 // The plain post (no next input path) with one thread per 8-column vector of a token, all n
-// streams, up to kPostColumnsMaxTokens tokens (kernel_limits.hpp). The post is elementwise, so this
-// cut of the row gives post_token's bits (the same post_stream8); at decode sizes it spreads a
-// token's bytes (50 KB at C=5120, n=4) over many SMs instead of one CTA's (docs/decisions.md, "The
-// post and the next input path by thread block clusters"). hidden is a multiple of 8 (check_shape).
-inline constexpr int kPostColumnThreads = 128;
+// streams, in CTAs of kPostColumnThreads (kernel_limits.hpp), where the plan says
+// (LaunchTuning::post_columns). The post is elementwise, so this cut of the row gives post_token's
+// bits (the same post_stream8); at decode sizes it spreads a token's bytes (50 KB at C=5120, n=4)
+// over many SMs instead of one CTA's (docs/decisions.md, "The post and the next input path by
+// thread block clusters"). hidden is a multiple of 8 (check_shape).
 
 template <int kStreams>
 __global__ void __launch_bounds__(kPostColumnThreads)
@@ -252,19 +252,27 @@ inline bool post_args_valid(const PostArgsFor<Out>& a, int64_t tokens) {
   return shape && pointers && next;
 }
 
-// Raw launcher: refuses arguments outside post_args_valid (cudaErrorInvalidValue).
+// Raw launcher, one CTA per token: refuses arguments outside post_args_valid
+// (cudaErrorInvalidValue).
 template <int kStreams, bool kNextInput, class Out = Bf16LayerInput>
 cudaError_t launch_post(const PostArgsFor<Out>& args, int64_t tokens, LaunchTarget on) {
   if (!post_args_valid<kNextInput, Out>(args, tokens)) return cudaErrorInvalidValue;
-  if (!kNextInput && tokens <= kPostColumnsMaxTokens) {
-    const int64_t threads = tokens * (args.hidden / kBf16PerVec);
-    return launch_kernel(post_columns_kernel<kStreams>,
-                         dim3(static_cast<unsigned>(ceil_div(threads, kPostColumnThreads))),
-                         dim3(kPostColumnThreads), 0, on, args, tokens);
-  }
   return launch_kernel(post_kernel<kStreams, kRowVecs, kNextInput, Out>,
                        dim3(static_cast<unsigned>(tokens)), dim3(row_kernel_threads(args.hidden)),
                        0, on, args);
+}
+
+// Raw launcher of the plain post by columns: refuses arguments outside post_args_valid and a grid
+// past post_columns_fit (cudaErrorInvalidValue).
+template <int kStreams>
+cudaError_t launch_post_columns(const PostArgs& args, int64_t tokens, LaunchTarget on) {
+  if (!post_args_valid<false>(args, tokens) || !post_columns_fit(args.hidden, tokens)) {
+    return cudaErrorInvalidValue;
+  }
+  const int64_t threads = tokens * (args.hidden / kBf16PerVec);
+  return launch_kernel(post_columns_kernel<kStreams>,
+                       dim3(static_cast<unsigned>(ceil_div(threads, kPostColumnThreads))),
+                       dim3(kPostColumnThreads), 0, on, args, tokens);
 }
 
 }  // namespace mhc::cuda
