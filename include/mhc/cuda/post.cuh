@@ -220,7 +220,6 @@ __global__ void post_kernel(const PostArgsFor<Out> a) {
 // bits (the same post_stream8); at decode sizes it spreads a token's bytes (50 KB at C=5120, n=4)
 // over many SMs instead of one CTA's (docs/decisions.md, "The post and the next input path by
 // thread block clusters"). hidden is a multiple of 8 (check_shape).
-
 template <int kStreams>
 __global__ void __launch_bounds__(kPostColumnThreads)
     post_columns_kernel(const PostArgs a, int64_t tokens) {
