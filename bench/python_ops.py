@@ -155,11 +155,9 @@ def site_calls(s):
 
 
 def twin_calls(s):
-    """op -> the call of its mhc::_nograd_ twin (the same kernel, no Autograd router)."""
-    class Twins:
-        def __getattr__(self, name):
-            return getattr(torch.ops.mhc, f"_nograd_{name}")
-    return op_calls(Twins(), s)
+    """op -> the call of its mhc::_nograd_ twin (the same kernel, no Autograd router), by the
+    twin's OpOverload found once: what the mhc.* functions call under no_grad."""
+    return op_calls(mhc._api._Overloads(torch.ops.mhc, "_nograd_"), s)
 
 
 def host_profile(device, hidden, calls, rows):
@@ -424,6 +422,8 @@ def main():
                 "back-to-back eager calls at 1 token, wall time per call, every variant and op "
                 "of a mode timed in each round in turn; gpu_held: a spin kernel holds the GPU "
                 "while the round is queued (the host's time alone). stable: torch.ops.mhc.*; "
+                "stable_overload: torch.ops.mhc.X.default; stable_twin: the no-grad twin's "
+                "overload torch.ops.mhc._nograd_X.default (what mhc.* calls under no_grad); "
                 "stable_site: the bound form torch.ops.mhc.site_X.default (a site bound once); "
                 "dlpack: the Python ops over mhc._C before (bench/dlpack_ops.py); bare_C: the "
                 "mhc._C call alone; torch_add: torch.add on a [1, 4, C] float tensor. graph: "
