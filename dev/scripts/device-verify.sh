@@ -72,7 +72,8 @@ note "ncu rc=$?"
 mkdir -p "$logs/post-columns"
 for preset in dsv4-flash dsv41-flash dsv4-pro; do
   for columns in true false; do
-    timeout 40 $b/mhc bench kernels --preset $preset --only post --tokens 16,32,64,96,128,192,256,512,1024 \
+    timeout 40 $b/mhc bench kernels --preset $preset --only post --reps 100 \
+      --tokens 16,32,64,96,128,192,256,512,1024 \
       --kernel-config "{\"post_columns\": $columns}" --commit "$commit" \
       --json "$logs/post-columns/$preset-columns-$columns.json" >>"$logs/post-columns.log" 2>&1
     note "post columns=$columns $preset rc=$?"
