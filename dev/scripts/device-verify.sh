@@ -7,7 +7,8 @@
 #   python-ops.json, cpp-kernels.json, hf-eager.json   bench/python_ops_device.sh
 #   graph-probe.txt     dev/scripts/graph-ratio-probe.py (post's Python graph against the C++ item)
 #   ncu-fp8-input.txt   Nsight Compute on the FP8 input path's launches at 1 token
-#   logs.tar.gz         the logs, and post-columns/*.json: the plain post by columns at every size
+#   logs.tar.gz         the logs, fp8-kernels.json (mhc bench kernels --only FP8, 1-8192 tokens),
+#                       and post-columns/*.json: the plain post by columns at every size
 #                       against by rows at every size (kernel config post_columns), C = 4096, 5120
 #                       and 7168, 16-1024 tokens: where the plan's 64-token limit should be
 # MHC_VERIFY_HEAD_CLUSTER=1: kHeadClusterFormOn turned on in this copy of src/cuda/head.cu before
@@ -57,6 +58,10 @@ timeout 40 $b/mhc bench kernels --preset dsv41-flash --only head \
   --tokens 1,2,4,8,16,64,1024,4096,8192 --json "$OUT/head-kernels.json" --commit "$commit" \
   >"$logs/head-bench.log" 2>&1
 note "head bench rc=$?"
+timeout 70 $b/mhc bench kernels --preset dsv41-flash --only FP8 \
+  --tokens 1,2,4,8,16,64,256,1024,4096,8192 --json "$logs/fp8-kernels.json" --commit "$commit" \
+  >"$logs/fp8-bench.log" 2>&1
+note "fp8 bench rc=$?"
 OUT=/tmp/mhc-verify-pyops MHC_DEVICE_SECONDS=110 bash bench/python_ops_device.sh \
   >"$logs/python-ops.log" 2>&1
 cp /tmp/mhc-verify-pyops/{python-ops,cpp-kernels,hf-eager}.json "$OUT/" 2>/dev/null
