@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
-# Builds the libFuzzer targets with clang into build-fuzz/ and runs each one for a fixed time over
-# a scratch copy of the committed seed corpus (fuzz/corpus/<target>), so the repository is never
-# modified. Exit status: 0 when no target crashed; otherwise 1, with the crashing input in
-# build-fuzz/artifacts/ (add it to fuzz/corpus/<target>/ as a regression once fixed).
+# Builds the libFuzzer targets with clang into build-fuzz/ (MHC_FUZZ_BUILD_DIR) and runs each one
+# for a fixed time over a scratch copy of the committed seed corpus (fuzz/corpus/<target>), so the
+# repository is never modified. Exit status: 0 when no target crashed; otherwise 1, with the
+# crashing input in build-fuzz/artifacts/ (add it to fuzz/corpus/<target>/ as a regression once
+# fixed).
 #
 #   fuzz/run.sh [seconds per target]     (default 30; CI runs 30 s x 3 targets)
 #
@@ -21,8 +22,12 @@ build=${MHC_FUZZ_BUILD_DIR:-build-fuzz}
 cxx=${MHC_FUZZ_CXX:-clang++-14}
 
 MHC_SETUP_CLANG=1 scripts/setup.sh || exit 1
-cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CXX_COMPILER="$cxx" \
-  -DMHC_CUDA=OFF -DBUILD_TESTING=OFF -DMHC_FUZZ=ON >/dev/null || exit 1
+# A build directory already configured with the fuzz targets (scripts/test-sanitizers.sh' with
+# clang: MHC_FUZZ_BUILD_DIR=build-sanitize) is kept as it is; otherwise a fuzz-only build.
+if ! grep -q '^MHC_FUZZ:BOOL=ON$' "$build/CMakeCache.txt" 2>/dev/null; then
+  cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CXX_COMPILER="$cxx" \
+    -DMHC_CUDA=OFF -DBUILD_TESTING=OFF -DMHC_FUZZ=ON >/dev/null || exit 1
+fi
 targets="safetensors index config"
 cmake --build "$build" -j "$(nproc)" --target fuzz_safetensors fuzz_index fuzz_config || exit 1
 large="$build/seeds-large"

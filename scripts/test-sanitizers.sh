@@ -24,11 +24,16 @@ if [ -n "$cached" ] && [ "$(realpath "$(command -v "$cached")" 2>/dev/null)" != 
   echo "test-sanitizers.sh: $build_dir was configured with $cached; configuring it anew with $cxx"
   rm -rf "$build_dir"
 fi
+# With clang the same build holds the libFuzzer targets (-DMHC_FUZZ=ON: libFuzzer's coverage on
+# the policy and I/O sources), so that fuzz/run.sh can run them from here
+# (MHC_FUZZ_BUILD_DIR=build-sanitize, as CI does) without compiling the library a second time.
+fuzz=OFF
+"$cxx" --version 2>/dev/null | grep -q clang && fuzz=ON
 # -O1 and no debug info: half the build time of RelWithDebInfo on 2 cores (6 min against 12,
 # measured), and the reports still name the functions.
 cmake -S . -B "$build_dir" -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CXX_FLAGS_RELEASE=-O1 \
   -DCMAKE_CXX_COMPILER="$cxx" \
-  -DMHC_CUDA=OFF -DMHC_PYTHON=OFF -DMHC_SANITIZE=address,undefined >/dev/null
+  -DMHC_CUDA=OFF -DMHC_PYTHON=OFF -DMHC_SANITIZE=address,undefined -DMHC_FUZZ=$fuzz >/dev/null
 cmake --build "$build_dir" -j "$(nproc)"
 export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:strict_string_checks=1}
 export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1}
