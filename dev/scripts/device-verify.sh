@@ -55,6 +55,7 @@ note "test_cuda and pytest done"
 timeout 60 $b/tests/test_schedule >"$logs/test_schedule.log" 2>&1
 note "test_schedule rc=$?"
 for tool in memcheck racecheck; do
+  room 60 "sanitize $tool" || continue
   timeout 60 compute-sanitizer --tool $tool --error-exitcode 9 $b/tests/test_cuda \
     --gtest_filter='Sanitize*' >"$logs/sanitize-$tool.log" 2>&1
   note "sanitize $tool rc=$?"
