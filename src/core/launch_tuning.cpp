@@ -158,7 +158,6 @@ LaunchTuning KernelPlan::tuning(const MhcParams& p, int64_t tokens,
   t.cluster_epilogue = o.cluster_epilogue.value_or(tma_cluster_epilogue) && tma128_available;
   t.split_ctas = choose_split_ctas(*this, t, o);
   t.flagged_partials = o.flagged_partials.value_or(plan_flagged_partials(*this, tokens));
-  t.queries = queries.get();
   return t;
 }
 

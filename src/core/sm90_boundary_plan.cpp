@@ -107,12 +107,8 @@ int boundary_splits(const MhcParams& p, int64_t tokens, const ClusterCapacity& c
   return choose_splits(p, tokens, capacity, max_splits, stage_columns, tile_rows).splits;
 }
 
-bool wide_boundary_possible(const MhcParams& p, int64_t tokens) {
-  return p.n == 4 && p.hidden % kBoundaryWideColumns == 0 && tokens >= kWideMinTokens;
-}
-
 int wide_boundary_splits(const MhcParams& p, int64_t tokens, const ClusterCapacity& capacity_wide) {
-  if (!wide_boundary_possible(p, tokens)) return 0;
+  if (p.n != 4 || p.hidden % kBoundaryWideColumns != 0 || tokens < kWideMinTokens) return 0;
   const int64_t tiles = ceil_div(tokens, kBoundaryWideTileRows);
   const int64_t sms = std::max(1, capacity_wide[0]);  // one CTA per SM
   const auto nine_tenths = [](int64_t ctas, int64_t of) { return ctas * 10 >= of * 9; };
@@ -157,17 +153,14 @@ BoundaryTile boundary_tile(const MhcParams& p, int64_t tokens, const ClusterCapa
 
 BoundaryLaunchShape boundary_launch_shape(const MhcParams& p, int64_t tokens,
                                           const BoundaryForced& forced, int room,
-                                          const ClusterCapacityQuery& capacity,
-                                          std::string_view what) {
+                                          ClusterCapacityQuery capacity, std::string_view what) {
   BoundaryLaunchShape c;
   if (forced.stage_columns > 0) c.stage_columns = forced.stage_columns;
   check_forced(p, forced, c.stage_columns, what);
   const bool rule_picks_rows = forced.rows == 0 && forced.splits == 0 && c.stage_columns == 64;
   if (rule_picks_rows) {
-    // The wide kernel's capacity is a device query per launch where not cached: only where the
-    // wide rule could take the launch.
     const int wide_splits =
-        forced.stage_columns == 0 && wide_boundary_possible(p, tokens)
+        forced.stage_columns == 0
             ? wide_boundary_splits(p, tokens,
                                    capacity(p.n, kBoundaryWideColumns, kBoundaryWideTileRows))
             : 0;

@@ -38,8 +38,8 @@ cudaError_t with_boundary_kernel(int n, int stage_columns, int tile_rows, Args&&
 
 template <int kStreams, int kColumns, int kTileRows>
 struct CapacityOf {
-  static cudaError_t call(DeviceQueries* queries, ClusterCapacity* capacity) {
-    return boundary_cluster_capacity<kStreams, kColumns, kTileRows>(queries, capacity);
+  static cudaError_t call(int ctas, int* clusters) {
+    return boundary_cluster_capacity<kStreams, kColumns, kTileRows>(ctas, clusters);
   }
 };
 
@@ -51,25 +51,21 @@ struct Dispatch {
 };
 
 // The rules' ClusterCapacityQuery on the current device: clusters of 1..8 CTAs of the kernel it
-// holds at once, from the plan's DeviceQueries (each table asked of the runtime once per device;
-// null: asked now).
-ClusterCapacity device_cluster_capacity(DeviceQueries* queries, int streams, int stage_columns,
-                                        int tile_rows) {
+// holds at once.
+ClusterCapacity device_cluster_capacity(int streams, int stage_columns, int tile_rows) {
   ClusterCapacity capacity{};
-  MHC_CUDA_CHECK(
-      with_boundary_kernel<CapacityOf>(streams, stage_columns, tile_rows, queries, &capacity));
+  for (int ctas = 1; ctas <= kBoundaryMaxSplits; ++ctas) {
+    MHC_CUDA_CHECK(with_boundary_kernel<CapacityOf>(streams, stage_columns, tile_rows, ctas,
+                                                    &capacity[ctas - 1]));
+  }
   return capacity;
 }
 
 BoundaryLaunchShape launch_shape(const MhcParams& p, int64_t tokens, const LaunchTuning& tuning,
                                  const SiteWorkspace& ws, std::string_view what) {
-  DeviceQueries* queries = tuning.queries;
-  const auto capacity = [queries](int streams, int stage_columns, int tile_rows) {
-    return device_cluster_capacity(queries, streams, stage_columns, tile_rows);
-  };
   return boundary_launch_shape(p, tokens, tuning.boundary,
-                               boundary_workspace_room(p, tokens, ws.partial_capacity()), capacity,
-                               what);
+                               boundary_workspace_room(p, tokens, ws.partial_capacity()),
+                               device_cluster_capacity, what);
 }
 
 }  // namespace

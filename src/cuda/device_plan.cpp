@@ -4,7 +4,6 @@
 
 #include "mhc/core/error.hpp"
 #include "mhc/cuda/check.hpp"
-#include "mhc/cuda/device_queries.hpp"
 #include "prenorm_dispatch.hpp"
 
 namespace mhc::cuda {
@@ -67,8 +66,6 @@ KernelPlan device_plan(const KernelConfig& config) {
   KernelPlan plan = make_plan(f.capability, f.sm_count, image, true, built_images(), config);
   plan.device = f.device;
   plan.row_kernels_max_hidden = query_row_kernels_max_hidden();
-  // Empty: each answer is asked at its first launch (most plans never launch most kernels).
-  plan.queries = std::make_shared<DeviceQueries>(f.device);
   return plan;
 }
 

@@ -116,12 +116,11 @@ SiteWorkspace::~SiteWorkspace() {
   cudaFree(tile_counters_);
 }
 
-bool tma_cluster_epilogue_fits(const MhcParams& p, int64_t tokens, int splits,
-                               DeviceQueries* queries) {
+bool tma_cluster_epilogue_fits(const MhcParams& p, int64_t tokens, int splits) {
   if (splits < 2 || splits > kTmaMaxClusterSplits) return false;
   int clusters = 0;
-  MHC_CUDA_CHECK(p.n == 2 ? MHC_N2_LAUNCH(tma_cluster_capacity<2>(queries, splits, &clusters))
-                          : tma_cluster_capacity<4>(queries, splits, &clusters));
+  MHC_CUDA_CHECK(p.n == 2 ? MHC_N2_LAUNCH(tma_cluster_capacity<2>(splits, &clusters))
+                          : tma_cluster_capacity<4>(splits, &clusters));
   return clusters >= ceil_div(tokens, kTmaRowsPerTile);
 }
 
@@ -224,7 +223,7 @@ void prenorm_coefficients(const MhcParams& p, int64_t tokens, const CoefficientB
                           const LaunchTuning& tuning, SiteWorkspace& ws, cudaStream_t cuda_stream,
                           const InputPathBuffers* input, const PreviousPost* previous) {
   constexpr const char* what = "prenorm_coefficients";
-  const LaunchTarget stream{cuda_stream, tuning.pdl, tuning.queries};
+  const LaunchTarget stream{cuda_stream, tuning.pdl};
   check_shape(p, tokens, what);
   check_tuning(p, tuning, what);
   require_that(ws.hidden() == p.hidden && ws.streams() == p.n,

@@ -53,22 +53,21 @@ cudaError_t dispatch_boundary(const PrenormArgs& args, const BoundaryColumns& co
 }
 
 template <int kStreams>
-cudaError_t tma_cluster_capacity(DeviceQueries* queries, int splits, int* clusters) {
-  return sm90_prenorm_tma_cluster_capacity<kStreams, false>(queries, splits, clusters);
+cudaError_t tma_cluster_capacity(int splits, int* clusters) {
+  return sm90_prenorm_tma_cluster_capacity<kStreams, false>(splits, clusters);
 }
 
 template <int kStreams, int kColumns, int kTileRows>
-cudaError_t boundary_cluster_capacity(DeviceQueries* queries, ClusterCapacity* capacity) {
-  return sm90_boundary_cluster_capacity<kStreams, kColumns, kTileRows>(queries, capacity);
+cudaError_t boundary_cluster_capacity(int ctas, int* clusters) {
+  return sm90_boundary_cluster_capacity<kStreams, kColumns, kTileRows>(ctas, clusters);
 }
 
 // The explicit instantiations of one fused boundary shape (stream count, stage columns, tile
 // rows), in that shape's own translation unit: nvcc then compiles the shapes in parallel, and
 // the 32- and 64-column shapes' SASS changes when they share one (boundary_32.cu).
-#define MHC_INSTANTIATE_BOUNDARY(STREAMS, COLUMNS, ROWS)                                 \
-  template cudaError_t dispatch_boundary<STREAMS, COLUMNS, ROWS>(                        \
-      const PrenormArgs&, const BoundaryColumns&, LaunchTarget);                         \
-  template cudaError_t boundary_cluster_capacity<STREAMS, COLUMNS, ROWS>(DeviceQueries*, \
-                                                                         ClusterCapacity*)
+#define MHC_INSTANTIATE_BOUNDARY(STREAMS, COLUMNS, ROWS)          \
+  template cudaError_t dispatch_boundary<STREAMS, COLUMNS, ROWS>( \
+      const PrenormArgs&, const BoundaryColumns&, LaunchTarget);  \
+  template cudaError_t boundary_cluster_capacity<STREAMS, COLUMNS, ROWS>(int, int*)
 
 }  // namespace mhc::cuda

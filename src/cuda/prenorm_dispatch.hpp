@@ -31,9 +31,9 @@ cudaError_t dispatch_prenorm(const PrenormArgs& args, bool compensated, int rows
                              LaunchTarget stream);
 
 // How many clusters of `splits` CTAs of the TMA kernel's cluster-epilogue form (TF32) the current
-// device holds at once (the answer from `queries`; null: asked of the runtime).
+// device holds at once.
 template <int kStreams>
-cudaError_t tma_cluster_capacity(DeviceQueries* queries, int splits, int* clusters);
+cudaError_t tma_cluster_capacity(int splits, int* clusters);
 
 // The fused boundary kernel (sm90_boundary.cuh) for kStreams with kColumns (64, 32 or 128)
 // columns per pipeline stage and kTileRows (128 or 64; 32 with 128 columns) tokens per tile. The
@@ -55,9 +55,8 @@ cudaError_t dispatch_boundary_fp8(int streams, const PrenormArgs& args, const Bo
 void launch_boundary(const MhcParams& p, int64_t tokens, const InputPathBuffers& input,
                      const PreviousPost& previous, const LaunchTuning& tuning, SiteWorkspace& ws,
                      PrenormArgs args, LaunchTarget stream);
-// How many clusters of 1..8 CTAs of that kernel the current device holds at once (the answers
-// from `queries`; null: asked of the runtime).
+// How many clusters of `ctas` CTAs of that kernel the current device holds at once.
 template <int kStreams, int kColumns, int kTileRows>
-cudaError_t boundary_cluster_capacity(DeviceQueries* queries, ClusterCapacity* capacity);
+cudaError_t boundary_cluster_capacity(int ctas, int* clusters);
 
 }  // namespace mhc::cuda

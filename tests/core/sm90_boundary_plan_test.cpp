@@ -253,34 +253,6 @@ TEST(Sm90BoundaryPlan, LaunchShapeTakesTheRulesOnTheKernelsCapacities) {
             (std::array<int, 3>{32, 128, boundary_splits(p, 4096, kOneEach, 8, 32)}));
 }
 
-// The wide kernel's capacity is a device query where not cached: asked only where the wide rule
-// could take the launch (n = 4, C a whole number of wide stages, from kWideMinTokens), and the
-// shapes the same as with every capacity asked.
-TEST(Sm90BoundaryPlan, LaunchShapeAsksTheWideCapacityOnlyWhereItsRuleRuns) {
-  int wide_asked = 0;
-  const ClusterCapacityQuery counting = [&wide_asked](int n, int columns, int rows) {
-    if (columns == kBoundaryWideColumns) ++wide_asked;
-    return distinct_capacity(n, columns, rows);
-  };
-  const auto asked_at = [&](const MhcParams& p, int64_t m) {
-    wide_asked = 0;
-    const BoundaryLaunchShape shape = boundary_launch_shape(p, m, {}, 8, counting, "t");
-    const BoundaryTile rule = boundary_tile(p, m, kH200, kEightSms, 8);
-    if (!wide_boundary_possible(p, m)) {
-      EXPECT_EQ(shape_of(shape), (std::array<int, 3>{64, rule.rows, rule.splits})) << m;
-    }
-    return wide_asked;
-  };
-  for (int64_t m : {int64_t(1), int64_t(64), int64_t(1024), kWideMinTokens - 1}) {
-    EXPECT_EQ(asked_at(params(4, 5120), m), 0) << m << " tokens: below kWideMinTokens";
-  }
-  for (int64_t m : {kWideMinTokens, int64_t(4096), int64_t(16384)}) {
-    EXPECT_EQ(asked_at(params(2, 5120), m), 0) << m << " tokens at n = 2";
-    EXPECT_EQ(asked_at(params(4, 5184), m), 0) << m << " tokens, C not whole wide stages";
-    EXPECT_EQ(asked_at(params(4, 5120), m), 1) << m << " tokens: the wide rule's";
-  }
-}
-
 TEST(Sm90BoundaryPlan, LaunchShapeKeepsForcedFields) {
   const MhcParams p = params(4, 5120);
   // Every field forced: the device is not asked.

@@ -17,7 +17,6 @@
 #include <array>
 #include <cstdint>
 #include <limits>
-#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -29,9 +28,6 @@
 #include "mhc/core/sm90_boundary_plan.hpp"
 
 namespace mhc {
-namespace cuda {
-class DeviceQueries;  // mhc/cuda/device_queries.hpp: a real device's answers about its kernels
-}
 
 enum class PrenormKernel { mma16, mma64, tma128 };  // register-fed 16/64-row tiles, sm90 TMA
 std::string_view to_string(PrenormKernel k);
@@ -182,9 +178,6 @@ struct LaunchTuning {
   // bits on fewer SMs: the overlap's side stream); 0: one CTA per split.
   int split_ctas = 0;
   FlaggedPartials flagged_partials = FlaggedPartials::never;
-  // The plan's device answers (KernelPlan::queries), which the launchers read instead of asking
-  // the runtime per launch; null on a simulated plan (the launchers then ask). Not printed.
-  cuda::DeviceQueries* queries = nullptr;
 
   int rows_per_tile() const { return mhc::rows_per_tile(kernel); }
   // One line: "mma16 splits=40 tf32 pdl fused_input cluster_post flagged_partials".
@@ -259,10 +252,6 @@ struct KernelPlan {
   int overlap_max_tokens = 0;
   std::string overlap_max_tokens_source;
   std::vector<std::string> overrides;  // the kernel-config keys that changed the plan
-  // What the runtime answers about the device's kernels, asked once each (cluster capacities, the
-  // shared-memory attribute): made by mhc::cuda::device_plan, shared by the plan's copies (the
-  // answers are the device's, whatever the config); none on a simulated plan.
-  std::shared_ptr<cuda::DeviceQueries> queries;
 
   bool has_kernels() const { return image.has_value(); }
   bool compiled_ahead_of_time() const { return image && !image->ptx; }

@@ -5,7 +5,6 @@
 #pragma once
 #include <array>
 #include <cstdint>
-#include <functional>
 #include <string_view>
 
 #include "mhc/core/params.hpp"
@@ -67,10 +66,8 @@ constexpr bool boundary_takes_hidden(int hidden) {
 // CTA per SM, clusters within a GPC, so that capacity[0] is the SMs and large clusters fit fewer
 // than SMs / s).
 using ClusterCapacity = std::array<int, kBoundaryMaxSplits>;
-// The query a device answers for the kernel of n streams, stage_columns and tile_rows: a function,
-// or a lambda holding a pointer (std::function keeps either in place, allocating nothing).
-using ClusterCapacityQuery =
-    std::function<ClusterCapacity(int streams, int stage_columns, int tile_rows)>;
+// The query a device answers for the kernel of n streams, stage_columns and tile_rows.
+using ClusterCapacityQuery = ClusterCapacity (*)(int streams, int stage_columns, int tile_rows);
 
 // The fused boundary's launch shape: tokens per tile and CTAs per tile.
 struct BoundaryTile {
@@ -94,10 +91,6 @@ int boundary_splits(const MhcParams& p, int64_t tokens, const ClusterCapacity& c
 // boundary at large batches").
 inline constexpr int64_t kWideMinTokens = 2048;
 int wide_boundary_splits(const MhcParams& p, int64_t tokens, const ClusterCapacity& capacity_wide);
-// Whether wide_boundary_splits can take the wide stages at all (n = 4, C a whole number of them,
-// from kWideMinTokens): elsewhere boundary_launch_shape does not ask for the wide kernel's
-// capacity.
-bool wide_boundary_possible(const MhcParams& p, int64_t tokens);
 // The tile (128 or 64 tokens, 64-column stages) and its boundary_splits: 64-row tiles where the
 // 128-row tiles' first wave keeps 90% of the SMs busy and the halves' ring is deeper (DRAM sets
 // the time; n = 4 from 8192 tokens on the H200); at n = 4 below that, whole waves first (the
@@ -124,13 +117,11 @@ struct BoundaryLaunchShape {
 // wide stages where wide_boundary_splits takes them and the room holds their splits, else
 // boundary_tile; forced columns or rows: 128 rows, or 32 with 128 columns), at most `room` splits
 // (what the workspace holds partials for, boundary_workspace_room); `capacity` is asked only for
-// the kernels a rule needs (the wide kernel's only where wide_boundary_possible). Throws
-// mhc::Error, naming `what`, on a forced field the kernel does not take or C not a whole number
-// of stages.
+// the kernels a rule needs. Throws mhc::Error, naming `what`, on a forced field the kernel does
+// not take or C not a whole number of stages.
 BoundaryLaunchShape boundary_launch_shape(const MhcParams& p, int64_t tokens,
                                           const BoundaryForced& forced, int room,
-                                          const ClusterCapacityQuery& capacity,
-                                          std::string_view what);
+                                          ClusterCapacityQuery capacity, std::string_view what);
 // The most splits whose partials a workspace of `partial_floats` floats holds (1..8): at 128-row
 // tiles, which round the batch up the most, so 64-row tiles fit too. A small workspace gets fewer
 // splits rather than an error.

@@ -27,8 +27,7 @@ KernelImage loaded_image(const KernelVariantInfo& mma16);
 // The launch description of the current device under `config` (its switches and tactics
 // applied), made from what the runtime reports of the device and the images it loaded; throws
 // mhc::Error as make_plan does. Queries the device each time (a few attribute calls): make it
-// once per device and config and keep it (the executor, the C++ API and the Python ops do); its
-// DeviceQueries (KernelPlan::queries) then answers the launchers' device queries once each.
+// once per device and config and keep it (the executor, the C++ API and the Python ops do).
 KernelPlan device_plan(const KernelConfig& config);
 
 }  // namespace mhc::cuda

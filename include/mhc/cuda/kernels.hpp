@@ -60,10 +60,8 @@ class SiteWorkspace {
 // Whether a TMA-kernel launch of `tokens` with `splits` splits (after prenorm_coefficients'
 // rebalancing) that asks for the cluster epilogue (LaunchTuning::cluster_epilogue, not
 // batch-invariant) gets it: 2-8 splits, and every tile's cluster resident on the current device
-// at once (the answer from `queries`, LaunchTuning::queries; null: asked of the runtime). Only
-// for an image with the TMA kernel (KernelPlan::tma128_available).
-bool tma_cluster_epilogue_fits(const MhcParams& p, int64_t tokens, int splits,
-                               DeviceQueries* queries = nullptr);
+// at once. Only for an image with the TMA kernel (KernelPlan::tma128_available).
+bool tma_cluster_epilogue_fits(const MhcParams& p, int64_t tokens, int splits);
 
 struct CoefficientBuffers {         // device pointers
   const Bf16* x = nullptr;          // [M, n, C]

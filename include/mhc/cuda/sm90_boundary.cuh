@@ -41,7 +41,6 @@
 #include <cstdint>
 
 #include "mhc/core/sm90_boundary_plan.hpp"
-#include "mhc/cuda/device_queries.hpp"
 #include "mhc/cuda/post.cuh"
 #include "mhc/cuda/prenorm_common.cuh"
 #include "mhc/cuda/sm90_boundary_fp8.cuh"
@@ -428,17 +427,15 @@ __global__ void __launch_bounds__(BoundaryShape<kStreams, kColumns, kTileRows>::
 #endif
 }
 
-// How many clusters of 1..kMaxSplits CTAs of the kernel the device holds at once
-// (cudaOccupancyMaxActiveClusters: one CTA per SM, clusters within a GPC), into *capacity: the
-// device's answers from `queries` (null: asked of the runtime). The
+// How many clusters of `ctas` CTAs (1..kMaxSplits) of the kernel the device holds at once
+// (cudaOccupancyMaxActiveClusters: one CTA per SM, clusters within a GPC), into *clusters. The
 // bf16 kernel's: the FP8 forms have its threads and ring, which set the count (the folded form's
 // few KB more of static shared memory still leave one CTA per SM).
 template <int kStreams, int kColumns, int kTileRows>
-cudaError_t sm90_boundary_cluster_capacity(DeviceQueries* queries, ClusterCapacity* capacity) {
+cudaError_t sm90_boundary_cluster_capacity(int ctas, int* clusters) {
   using S = BoundaryShape<kStreams, kColumns, kTileRows>;
-  const auto kernel = sm90_boundary_kernel<kStreams, kColumns, kTileRows>;
-  return cluster_capacity(queries, reinterpret_cast<const void*>(kernel), S::kThreads,
-                          S::kSmemBytes, capacity);
+  return max_active_clusters(sm90_boundary_kernel<kStreams, kColumns, kTileRows>, ctas, S::kThreads,
+                             S::kSmemBytes, clusters);
 }
 
 // launch_sm90_boundary's preconditions besides prenorm_args_valid: 1..kMaxSplits CTAs per tile
@@ -494,8 +491,7 @@ cudaError_t launch_sm90_boundary(const PrenormArgs& args, const BoundaryColumns&
   if (err == cudaSuccess) err = encode_rows(&y_map, args.input.layer_input, cols.hidden);
   if (err != cudaSuccess) return err;
   const auto kernel = sm90_boundary_kernel<kStreams, kColumns, kTileRows, Out>;
-  // Per device, so set where the plan's device has not yet (on.queries).
-  err = allow_dynamic_smem(on.queries, reinterpret_cast<const void*>(kernel), S::kSmemBytes);
+  err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, S::kSmemBytes);
   if (err != cudaSuccess) return err;
   const int64_t tiles = ceil_div(args.tokens, S::kRows);
   const dim3 grid(static_cast<unsigned>(args.splits), static_cast<unsigned>(tiles));

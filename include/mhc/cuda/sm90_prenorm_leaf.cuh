@@ -29,7 +29,6 @@
 
 #include <cstdint>
 
-#include "mhc/cuda/device_queries.hpp"
 #include "mhc/cuda/prenorm_common.cuh"
 #include "mhc/cuda/prenorm_launch_checks.cuh"
 
@@ -305,9 +304,8 @@ cudaError_t launch_sm90_prenorm_leaf(const PrenormArgs& args, LaunchTarget on) {
   if (!leaf_args_valid<kStreams>(args)) return cudaErrorInvalidValue;
   const size_t smem = S::smem_bytes(args.leaf_chunks * 32);
   const auto kernel = sm90_prenorm_leaf_kernel<kStreams>;
-  // Per device, so set where the plan's device has not allowed as much yet (on.queries).
-  if (const cudaError_t err = allow_dynamic_smem(on.queries, reinterpret_cast<const void*>(kernel),
-                                                 static_cast<int>(smem));
+  if (const cudaError_t err = cudaFuncSetAttribute(
+          kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem));
       err != cudaSuccess) {
     return err;
   }

@@ -31,7 +31,6 @@
 
 #include <cstdint>
 
-#include "mhc/cuda/device_queries.hpp"
 #include "mhc/cuda/prenorm_common.cuh"
 #include "mhc/cuda/prenorm_launch_checks.cuh"
 #include "mhc/cuda/sm90_wgmma.cuh"
@@ -470,13 +469,12 @@ inline cudaError_t encode_tensor_map_lines(
 }
 
 // How many clusters of `splits` CTAs of the cluster-epilogue kernel the current device holds at
-// once (one CTA per SM, clusters within a GPC): the device's answer from `queries` (null: asked).
+// once (one CTA per SM, clusters within a GPC).
 template <int kStreams, bool kCompensated>
-cudaError_t sm90_prenorm_tma_cluster_capacity(DeviceQueries* queries, int splits, int* clusters) {
+cudaError_t sm90_prenorm_tma_cluster_capacity(int splits, int* clusters) {
   using S = TmaShape<kStreams>;
-  const auto kernel = sm90_prenorm_tma_kernel<kStreams, kCompensated, true>;
-  return max_active_clusters(queries, reinterpret_cast<const void*>(kernel), splits, S::kThreads,
-                             S::kSmemBytes, clusters);
+  return max_active_clusters(sm90_prenorm_tma_kernel<kStreams, kCompensated, true>, splits,
+                             S::kThreads, S::kSmemBytes, clusters);
 }
 
 // launch_sm90_prenorm_tma's preconditions besides prenorm_args_valid: every split a whole,
@@ -519,10 +517,10 @@ cudaError_t launch_sm90_prenorm_tma(const PrenormArgs& args, LaunchTarget on) {
                         args.splits >= 2 && args.splits <= kTmaMaxClusterSplits;
   if (clusters) {
     // Only where every tile's cluster is resident at once, the case measured (docs/kernels.md);
-    // the device's answer, asked once (the query also allowed the kernel its shared memory).
+    // a host query, no synchronisation.
     int resident = 0;
-    cudaError_t err = sm90_prenorm_tma_cluster_capacity<kStreams, kCompensated>(
-        on.queries, args.splits, &resident);
+    cudaError_t err =
+        sm90_prenorm_tma_cluster_capacity<kStreams, kCompensated>(args.splits, &resident);
     if (err != cudaSuccess) return err;
     if (resident >= tiles) {
       return launch_kernel_in_clusters(
@@ -532,9 +530,8 @@ cudaError_t launch_sm90_prenorm_tma(const PrenormArgs& args, LaunchTarget on) {
     }
   }
   const auto kernel = sm90_prenorm_tma_kernel<kStreams, kCompensated>;
-  // Per device, so set where the plan's device has not yet (on.queries).
   if (const cudaError_t err =
-          allow_dynamic_smem(on.queries, reinterpret_cast<const void*>(kernel), S::kSmemBytes);
+          cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, S::kSmemBytes);
       err != cudaSuccess) {
     return err;
   }
