@@ -26,18 +26,24 @@ if(MHC_CLI)  # only the command-line tool uses CLI11
   endif()
 endif()
 
-# fmt is used header-only everywhere so the binaries carry no libfmt.so dependency.
+# fmt: its headers from the system or .deps/, its implementation compiled once, into mhc_core
+# (src/core/fmt.cpp), instead of header-only into every source that formats (about 4 s of compile
+# per such source at -O2; docs/decisions.md, "fmt compiled once"). No binary or wheel depends on
+# libfmt.so. Its symbols sit in an inline namespace of mhc's own (fmt::v9_mhc instead of
+# fmt::v9), so that a program linking the installed static libraries and its own fmt gets no
+# second definition of any fmt symbol; `fmt::` in mhc's sources is unchanged.
 find_package(fmt 9 QUIET)
 if(fmt_FOUND)
-  set(MHC_FMT_TARGET fmt::fmt-header-only)
+  get_target_property(_mhc_fmt_include fmt::fmt-header-only INTERFACE_INCLUDE_DIRECTORIES)
+elseif(EXISTS "${MHC_DEPS_DIR}/include/fmt/format.h")
+  set(_mhc_fmt_include "${MHC_DEPS_DIR}/include")
 else()
-  if(NOT EXISTS "${MHC_DEPS_DIR}/include/fmt/format.h")
-    message(FATAL_ERROR "fmt not found: run scripts/setup.sh (Debian: libfmt-dev)")
-  endif()
-  add_library(fmt::fmt-header-only INTERFACE IMPORTED)
-  target_include_directories(fmt::fmt-header-only INTERFACE "${MHC_DEPS_DIR}/include")
-  target_compile_definitions(fmt::fmt-header-only INTERFACE FMT_HEADER_ONLY=1)
+  message(FATAL_ERROR "fmt not found: run scripts/setup.sh (Debian: libfmt-dev)")
 endif()
+add_library(mhc_fmt_headers INTERFACE)
+target_include_directories(mhc_fmt_headers INTERFACE "${_mhc_fmt_include}")
+target_compile_definitions(mhc_fmt_headers INTERFACE
+  "FMT_BEGIN_NAMESPACE=namespace fmt { inline namespace v9_mhc {" "FMT_END_NAMESPACE=} }")
 
 # GoogleTest: the system package, else the sources carried in .deps/googletest.
 find_package(GTest QUIET)

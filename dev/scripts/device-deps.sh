@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Run HERE (the development machine): copies the header-only dependencies and GoogleTest's
-# sources into .deps/ (git-ignored), which the GPU machine (no -dev packages) builds against.
+# Run HERE (the development machine): copies the header-only dependencies, fmt's headers (mhc
+# compiles its implementation) and GoogleTest's sources into .deps/ (git-ignored), which the GPU
+# machine (no -dev packages) builds against.
 # Pass .deps in the device call's `carry`.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
